@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/gen"
+	"github.com/spurdb/spur/storage"
+)
+
+// genSource adapts a generator to storage.Source.
+type genSource struct{ g *gen.Generator }
+
+func (s genSource) Next(ev *event.Event) error {
+	if !s.g.Next(ev) {
+		return io.EOF
+	}
+	return nil
+}
+
+func newGenCmd(g *globals) *cobra.Command {
+	var cfg gen.Config
+	var out, app string
+	cmd := &cobra.Command{
+		Use:   "gen --events N [--seed S] (--out FILE.parquet | --app NAME)",
+		Short: "Generate a deterministic synthetic product-analytics dataset (Parquet file, or straight into an app)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if (out == "") == (app == "") {
+				return fmt.Errorf("give exactly one of --out FILE or --app NAME")
+			}
+			start := time.Now()
+			if out != "" {
+				f, err := os.Create(out)
+				if err != nil {
+					return err
+				}
+				bw := bufio.NewWriterSize(f, 1<<20)
+				if err := gen.WriteParquet(bw, cfg, nil); err != nil {
+					f.Close()
+					return err
+				}
+				if err := bw.Flush(); err != nil {
+					f.Close()
+					return err
+				}
+				if err := f.Close(); err != nil {
+					return err
+				}
+				fi, _ := os.Stat(out)
+				el := time.Since(start)
+				fmt.Fprintf(cmd.ErrOrStderr(), "wrote %d events to %s in %s (%.0f events/s, %d bytes)\n",
+					cfg.Events, out, el.Round(time.Millisecond), float64(cfg.Events)/el.Seconds(), fi.Size())
+				return nil
+			}
+			gn, err := gen.New(cfg)
+			if err != nil {
+				return err
+			}
+			st, err := openStore(g)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			rep, err := st.Import(cmd.Context(), app, []storage.Source{genSource{gn}}, storage.ImportOptions{})
+			if rep != nil && err == nil {
+				printReport(cmd.ErrOrStderr(), rep, true)
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.Int64Var(&cfg.Events, "events", 1_000_000, "number of events")
+	f.Int64Var(&cfg.Seed, "seed", 1, "random seed (same seed, same data)")
+	f.Int64Var(&cfg.Users, "users", 0, "number of users (0 = about events/24)")
+	f.IntVar(&cfg.Days, "days", 90, "time span in days")
+	f.StringVar(&out, "out", "", "write a Parquet file")
+	f.StringVar(&app, "app", "", "import straight into this app (no intermediate file)")
+	return cmd
+}

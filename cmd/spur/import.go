@@ -1,0 +1,189 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/ingest"
+	"github.com/spurdb/spur/storage"
+	"golang.org/x/term"
+)
+
+// importConfig is what `spur import` passes to the library.
+type importConfig struct {
+	app       string
+	format    string
+	users     bool
+	userCol   string
+	timeCol   string
+	eventCol  string
+	insertCol string
+	schema    string
+	tz        string
+	maxErrors int
+	progress  string
+}
+
+func newImportCmd(g *globals) *cobra.Command {
+	c := &importConfig{}
+	cmd := &cobra.Command{
+		Use:   "import --app NAME [flags] FILE...",
+		Short: "Import events (or, with --users, user properties) from CSV, NDJSON, Parquet or OTTO JSONL files",
+		Long: `Import reads every FILE (.gz transparently) and publishes all their rows in one
+atomic step: either every good row is applied or nothing is.
+
+With --max-errors 0 (the default) any bad row aborts the import and nothing is
+applied; every bad row found is reported with file, line, field and reason.
+With --max-errors N, up to N bad rows are reported and skipped and the good
+rows are applied.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := openStore(g)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			rep, err := runImport(cmd, st, c, args)
+			if rep != nil {
+				printReport(cmd.ErrOrStderr(), rep, err == nil)
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&c.app, "app", "", "app to import into (created if missing)")
+	f.StringVar(&c.format, "format", "", "csv, ndjson, parquet or otto (default: from the file extension)")
+	f.BoolVar(&c.users, "users", false, "the files hold user properties (user id + properties), not events")
+	f.StringVar(&c.userCol, "user", "user_id", "column holding the user id")
+	f.StringVar(&c.timeCol, "time", "timestamp", "column holding the event time")
+	f.StringVar(&c.eventCol, "event", "event", "column holding the event name")
+	f.StringVar(&c.insertCol, "insert-id", "insert_id", "column holding the deduplication key (optional)")
+	f.StringVar(&c.schema, "schema", "", "declared property types: name:type,... (types: string, int, float, bool, time)")
+	f.StringVar(&c.tz, "tz", "UTC", "time zone for timestamps without an offset (IANA name)")
+	f.IntVar(&c.maxErrors, "max-errors", 0, "bad rows tolerated; more aborts the import with nothing applied")
+	f.StringVar(&c.progress, "progress", "auto", "progress bar: auto (on a terminal), always, never")
+	cmd.MarkFlagRequired("app")
+	return cmd
+}
+
+func parseSchema(s string) (map[string]event.Type, error) {
+	if s == "" {
+		return nil, nil
+	}
+	out := map[string]event.Type{}
+	for _, part := range strings.Split(s, ",") {
+		name, typ, ok := strings.Cut(strings.TrimSpace(part), ":")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("--schema: %q: want name:type", part)
+		}
+		t, err := event.ParseType(typ)
+		if err != nil {
+			return nil, fmt.Errorf("--schema: property %q: %w", name, err)
+		}
+		out[name] = t
+	}
+	return out, nil
+}
+
+// progressReader is implemented by ingest readers that know how many input
+// bytes they have consumed.
+type progressReader interface{ BytesRead() int64 }
+
+func runImport(cmd *cobra.Command, st *storage.Store, c *importConfig, files []string) (*storage.ImportReport, error) {
+	schema, err := parseSchema(c.schema)
+	if err != nil {
+		return nil, err
+	}
+	loc, err := time.LoadLocation(c.tz)
+	if err != nil {
+		return nil, fmt.Errorf("--tz: %w", err)
+	}
+	opt := ingest.Options{
+		Format: ingest.Format(c.format), UserCol: c.userCol, TimeCol: c.timeCol, EventCol: c.eventCol,
+		InsertIDCol: c.insertCol, Schema: schema, Loc: loc, Users: c.users, ImportTime: time.Now().UnixMicro(),
+	}
+	var total int64
+	var srcs []storage.Source
+	var readers []ingest.Reader
+	defer func() {
+		for _, r := range readers {
+			r.Close()
+		}
+	}()
+	for _, path := range files {
+		r, err := ingest.Open(path, opt)
+		if err != nil {
+			return nil, err
+		}
+		readers = append(readers, r)
+		srcs = append(srcs, r)
+		if fi, err := os.Stat(path); err == nil {
+			total += fi.Size()
+		}
+	}
+	kind := storage.KindEvents
+	if c.users {
+		kind = storage.KindUsers
+	}
+	iopt := storage.ImportOptions{Kind: kind, MaxErrors: c.maxErrors}
+	show := c.progress == "always" || (c.progress == "auto" && isTerminal(cmd.ErrOrStderr()))
+	var bar *progressbar.ProgressBar
+	if show {
+		bar = progressbar.NewOptions64(total,
+			progressbar.OptionSetWriter(cmd.ErrOrStderr()),
+			progressbar.OptionSetDescription("importing"),
+			progressbar.OptionShowBytes(true),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionThrottle(200*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+		start := time.Now()
+		iopt.Progress = func(rows int64) {
+			var done int64
+			for _, r := range readers {
+				if p, ok := r.(progressReader); ok {
+					done += p.BytesRead()
+				}
+			}
+			rate := float64(rows) / max(time.Since(start).Seconds(), 1e-9)
+			bar.Describe(fmt.Sprintf("importing %d events (%.0f events/s)", rows, rate))
+			bar.Set64(min(done, total))
+		}
+	}
+	rep, err := st.Import(cmd.Context(), c.app, srcs, iopt)
+	if bar != nil {
+		bar.Finish()
+	}
+	return rep, err
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+func printReport(w io.Writer, rep *storage.ImportReport, ok bool) {
+	if !ok {
+		return // the error message lists the bad rows
+	}
+	rate := float64(rep.Read) / max(rep.Elapsed.Seconds(), 1e-9)
+	fmt.Fprintf(w, "imported %d %s rows into app %q in %s (%.0f rows/s): %d segments, %d bytes (%.2f bytes/row)",
+		rep.Applied, rep.Kind, rep.App, rep.Elapsed.Round(time.Millisecond), rate, rep.Segments, rep.Bytes,
+		float64(rep.Bytes)/max(float64(rep.Applied), 1))
+	if rep.Duplicates > 0 {
+		fmt.Fprintf(w, "; %d duplicate insert_id rows dropped", rep.Duplicates)
+	}
+	fmt.Fprintln(w)
+	if rep.Rejected > 0 {
+		fmt.Fprintf(w, "%d bad rows skipped (within --max-errors):\n", rep.Rejected)
+		for _, e := range rep.Errors {
+			fmt.Fprintf(w, "  %s\n", e)
+		}
+	}
+}

@@ -1,0 +1,75 @@
+// Command spur is Spur's single binary: import events, run queries, inspect
+// the store, generate synthetic data and run the demo on bundled real data.
+//
+// Flags live here only; every subcommand fills a Config struct and calls
+// the library packages.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	_ "time/tzdata" // IANA zones even on machines without /usr/share/zoneinfo
+
+	"github.com/spf13/cobra"
+)
+
+// globals are the flags shared by every subcommand.
+type globals struct {
+	dataDir  string
+	logLevel string
+	shards   int
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRoot(os.Stdout, os.Stderr).ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		var ee exitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.code)
+		}
+		os.Exit(1)
+	}
+}
+
+// exitError carries a specific exit status.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "spur",
+		Short: "Spur: user-behaviour analytics over raw per-user event trails",
+		Long: `Spur keeps each user's events together as a time-ordered trail in compressed
+columnar segments and answers trends, funnels and retention over raw events.`,
+		SilenceUsage:  true,
+		SilenceErrors: false,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			var lvl slog.Level
+			if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
+				return fmt.Errorf("--log-level: %w", err)
+			}
+			slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})))
+			return nil
+		},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.PersistentFlags().StringVar(&g.dataDir, "data", "./spur-data", "store directory (embedded store)")
+	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
+	root.PersistentFlags().IntVar(&g.shards, "shards", 16, "shards per new app (a power of two)")
+	root.AddCommand(newImportCmd(g), newQueryCmd(g), newInspectCmd(g), newDemoCmd(g), newGenCmd(g))
+	return root
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+	"github.com/spurdb/spur/query"
+	"github.com/spurdb/spur/storage"
+)
+
+func openStore(g *globals) (*storage.Store, error) {
+	return storage.Open(storage.Config{Dir: g.dataDir, Shards: g.shards})
+}
+
+func newQueryCmd(g *globals) *cobra.Command {
+	var app string
+	var table bool
+	var workers int
+	cmd := &cobra.Command{
+		Use:   "query [--app NAME] QUERY.json|-",
+		Short: "Run a spec §9 JSON query and print the result JSON (or a table)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var data []byte
+			var err error
+			if args[0] == "-" {
+				data, err = io.ReadAll(cmd.InOrStdin())
+			} else {
+				data, err = os.ReadFile(args[0])
+			}
+			if err != nil {
+				return fmt.Errorf("read query: %w", err)
+			}
+			st, err := openStore(g)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			eng := query.New(st, query.Config{Workers: workers})
+			return runQuery(cmd, eng, data, app, table)
+		},
+	}
+	cmd.Flags().StringVar(&app, "app", "", "app to query (overrides the query's \"app\")")
+	cmd.Flags().BoolVar(&table, "table", false, "print a readable table instead of JSON")
+	cmd.Flags().IntVar(&workers, "workers", 0, "scan goroutines (0 = GOMAXPROCS)")
+	return cmd
+}
+
+// runQuery parses, runs and prints one query. On failure it prints the §9
+// error JSON to stdout (unless --table) and returns an error, so the process
+// exits non-zero with the message on stderr.
+func runQuery(cmd *cobra.Command, eng *query.Engine, data []byte, app string, table bool) error {
+	out := cmd.OutOrStdout()
+	q, err := query.Parse(data)
+	if err == nil {
+		if app != "" {
+			q.App = app
+		}
+		var res any
+		res, err = eng.Run(cmd.Context(), q)
+		if err == nil {
+			if table {
+				return query.WriteTable(out, res)
+			}
+			enc := json.NewEncoder(out)
+			enc.SetIndent("", "  ")
+			return enc.Encode(res)
+		}
+	}
+	var qe *query.Error
+	if errors.As(err, &qe) && !table {
+		b, _ := json.Marshal(qe)
+		fmt.Fprintln(out, string(b))
+	}
+	return err
+}

@@ -1,0 +1,155 @@
+// Package query turns a spec §9 JSON query into a validated plan, runs it
+// over a storage snapshot (shards in parallel, one pass per user trail) and
+// returns the §9 JSON result with its stats.
+package query
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Query is the spec §9 request. Field names are the JSON contract; fields
+// may be added, never renamed.
+type Query struct {
+	Kind      string     `json:"kind"`                 // trend | funnel | retention | cohort
+	App       string     `json:"app,omitempty"`        // app name; the CLI's --app fills it when empty
+	Range     *Range     `json:"range,omitempty"`      // [from, to); default: the app's whole data, by day in tz
+	TZ        string     `json:"tz,omitempty"`         // IANA zone; default the app's, else UTC
+	Now       string     `json:"now,omitempty"`        // RFC 3339 instant used as "now" for incomplete flags; default the wall clock
+	Where     []Filter   `json:"where,omitempty"`      // global event filters
+	Cohort    RawJSON    `json:"cohort,omitempty"`     // cohort condition tree (spec §7)
+	Breakdown *Breakdown `json:"breakdown,omitempty"`  // breakdown (spec §4)
+	Interval  string     `json:"interval,omitempty"`   // trend: hour | day (default) | week | month
+	WeekStart string     `json:"week_start,omitempty"` // monday (default) | sunday
+	Series    []Series   `json:"series,omitempty"`     // trend series
+	Steps     []Matcher  `json:"steps,omitempty"`      // funnel steps, 2..32
+	Window    string     `json:"window,omitempty"`     // funnel conversion window, default "14d"
+	Start     *Matcher   `json:"start,omitempty"`      // retention start matcher A
+	Return    *Matcher   `json:"return,omitempty"`     // retention return matcher B, default $any
+	Period    string     `json:"period,omitempty"`     // retention: hour | day (default) | week | month
+	Periods   int        `json:"periods,omitempty"`    // retention N; default 7 (day), 4 (week), 3 (month), 24 (hour)
+	Type      string     `json:"type,omitempty"`       // retention: first_time (default) | recurring
+	Windows   string     `json:"windows,omitempty"`    // retention: calendar (default) | rolling
+	Criterion string     `json:"criterion,omitempty"`  // retention: on (default) | on_or_after
+	List      *List      `json:"list,omitempty"`       // cohort listing page
+}
+
+// RawJSON is an unparsed JSON value kept for a later stage.
+type RawJSON = json.RawMessage
+
+// Range is a query time range [From, To): dates (local midnight in the
+// query's time zone) or RFC 3339 instants.
+type Range struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// Matcher selects events: by name ("$any" for every event) and filters.
+type Matcher struct {
+	Event string   `json:"event"`
+	Where []Filter `json:"where,omitempty"`
+}
+
+// Series is one trend series: a matcher and a math.
+type Series struct {
+	Event    string   `json:"event"`
+	Where    []Filter `json:"where,omitempty"`
+	Math     string   `json:"math,omitempty"`     // count (default) | users
+	Property string   `json:"property,omitempty"` // numeric property for property maths
+	Label    string   `json:"label,omitempty"`    // display label; default the event name
+}
+
+// Filter is a property filter (spec §3).
+type Filter struct {
+	Property string  `json:"property"`
+	Op       string  `json:"op"`
+	Value    RawJSON `json:"value,omitempty"`
+	Source   string  `json:"source,omitempty"` // event (default) | user
+}
+
+// Breakdown splits results by a property value (spec §4).
+type Breakdown struct {
+	Property string `json:"property"`
+	Source   string `json:"source,omitempty"`
+	Limit    int    `json:"limit,omitempty"`
+}
+
+// List asks for a page of user ids.
+type List struct {
+	Limit  int `json:"limit"`
+	Offset int `json:"offset"`
+}
+
+// Parse decodes a JSON query. Unknown fields are rejected (a typo should not
+// silently change a query). The error is an *Error with code invalid_query.
+func Parse(data []byte) (*Query, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var q Query
+	if err := dec.Decode(&q); err != nil {
+		return nil, jsonError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, &Error{Code: CodeInvalidQuery, Message: "trailing data after the query object"}
+	}
+	return &q, nil
+}
+
+func jsonError(err error) *Error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return &Error{Code: CodeInvalidQuery, Message: fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, se)}
+	case errors.As(err, &te):
+		return &Error{Code: CodeInvalidQuery, Field: te.Field, Message: fmt.Sprintf("field %q: want a JSON %s, found %s", te.Field, te.Type, te.Value)}
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return &Error{Code: CodeInvalidQuery, Field: f, Message: fmt.Sprintf("unknown field %q", f)}
+	}
+	return &Error{Code: CodeInvalidQuery, Message: "malformed query JSON: " + err.Error()}
+}
+
+// Error codes of spec §9.
+const (
+	CodeInvalidQuery  = "invalid_query"
+	CodeNotFound      = "not_found"
+	CodeLimitExceeded = "limit_exceeded"
+	CodeCorruption    = "corruption"
+	CodeInternal      = "internal"
+)
+
+// Error is a query failure in the spec §9 shape
+// {"error": {"code", "message", "field"}}.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+	Err     error  `json:"-"` // the underlying error, if any
+}
+
+func (e *Error) Error() string {
+	if e.Field != "" {
+		return e.Code + ": " + e.Field + ": " + e.Message
+	}
+	return e.Code + ": " + e.Message
+}
+
+// Unwrap returns the underlying error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// MarshalJSON renders the §9 envelope {"error": {...}}.
+func (e *Error) MarshalJSON() ([]byte, error) {
+	type body Error
+	return json.Marshal(struct {
+		Error *body `json:"error"`
+	}{(*body)(e)})
+}
+
+func invalid(field, format string, args ...any) *Error {
+	return &Error{Code: CodeInvalidQuery, Field: field, Message: fmt.Sprintf(format, args...)}
+}

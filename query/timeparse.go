@@ -1,0 +1,63 @@
+package query
+
+import (
+	"strconv"
+	"time"
+)
+
+const (
+	second = int64(1_000_000) // µs
+	day    = 86400 * second
+)
+
+// ParseDuration parses a spec §9 duration — an integer followed by s, m, h,
+// d or w ("90s", "30m", "12h", "7d", "2w") — into microseconds. Days and
+// weeks are fixed 86400 s and 7 × 86400 s. It returns an error for anything
+// else, including negative or overflowing values.
+func ParseDuration(s string) (int64, error) {
+	if len(s) < 2 {
+		return 0, strconv.ErrSyntax
+	}
+	n, err := strconv.ParseInt(s[:len(s)-1], 10, 64)
+	if err != nil || n < 0 {
+		return 0, strconv.ErrSyntax
+	}
+	var unit int64
+	switch s[len(s)-1] {
+	case 's':
+		unit = second
+	case 'm':
+		unit = 60 * second
+	case 'h':
+		unit = 3600 * second
+	case 'd':
+		unit = day
+	case 'w':
+		unit = 7 * day
+	default:
+		return 0, strconv.ErrSyntax
+	}
+	if n > (1<<62)/unit {
+		return 0, strconv.ErrRange
+	}
+	return n * unit, nil
+}
+
+// parseInstant parses a range bound: a date YYYY-MM-DD (local midnight in
+// loc, or the first instant of that day if midnight does not exist) or an
+// RFC 3339 instant. It returns UTC microseconds.
+func parseInstant(s string, loc *time.Location) (int64, bool) {
+	if d, err := time.ParseInLocation(time.DateOnly, s, loc); err == nil {
+		return d.UnixMicro(), true
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t.UnixMicro(), true
+	}
+	return 0, false
+}
+
+// formatTime renders UTC microseconds as RFC 3339 in loc (spec §9 bucket
+// labels), with fractional seconds only when present.
+func formatTime(us int64, loc *time.Location) string {
+	return time.UnixMicro(us).In(loc).Format(time.RFC3339Nano)
+}

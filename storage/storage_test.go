@@ -1,0 +1,344 @@
+package storage
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/query/analysis"
+	"github.com/spurdb/spur/storage/segment"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// sliceSource is a Source over events in memory; errAt makes row errAt
+// (0-based) fail with err.
+type sliceSource struct {
+	evs   []event.Event
+	i     int
+	errAt int
+	err   error
+}
+
+func (s *sliceSource) Next(ev *event.Event) error {
+	if s.i >= len(s.evs) {
+		return io.EOF
+	}
+	i := s.i
+	s.i++
+	if s.err != nil && i == s.errAt {
+		return s.err
+	}
+	*ev = s.evs[i]
+	ev.Props = slices.Clone(s.evs[i].Props)
+	return nil
+}
+
+var names = []string{"a", "b", "c", "d"}
+
+// randomEvents returns n events over users u0..u(users-1) with many time
+// ties, in random arrival order.
+func randomEvents(r *rand.Rand, n, users int, t0 int64) []event.Event {
+	evs := make([]event.Event, n)
+	for i := range evs {
+		evs[i] = event.Event{
+			UserID: fmt.Sprintf("u%d", r.IntN(users)),
+			Time:   t0 + int64(r.IntN(40))*1_000_000,
+			Name:   names[r.IntN(len(names))],
+			Pos:    event.Pos{File: "mem", Line: int64(i + 1)},
+		}
+		if r.IntN(3) == 0 {
+			evs[i].Props = []event.Prop{{Name: "price", Value: event.Float(float64(r.IntN(100)) / 4)}}
+		}
+	}
+	return evs
+}
+
+type ev struct {
+	t    int64
+	name string
+}
+
+// collect scans snap and returns each user's trail as (time, name) pairs,
+// decoding masks built as "bit i = names[i]".
+func collect(t *testing.T, snap *Snapshot, from, to int64, want []string, workers int) (map[string][]ev, ScanStats) {
+	t.Helper()
+	masks := func(meta *segment.Meta) []uint64 {
+		out := make([]uint64, len(meta.EventNames))
+		for c, n := range meta.EventNames {
+			if i := slices.Index(want, n); i >= 0 {
+				out[c] = 1 << i
+			}
+		}
+		return out
+	}
+	var mu sync.Mutex
+	got := map[string][]ev{}
+	vs := make([]Visitor, workers)
+	for i := range vs {
+		vs[i] = visitFunc(func(u UserKey, tr *analysis.Trail) {
+			mu.Lock()
+			defer mu.Unlock()
+			id := string(u.ID)
+			if _, dup := got[id]; dup {
+				t.Errorf("user %s visited twice", id)
+			}
+			var out []ev
+			for i, ts := range tr.Times {
+				out = append(out, ev{ts, want[bitIndex(tr.Mask[i])]})
+			}
+			got[id] = out
+		})
+	}
+	st, err := snap.Scan(context.Background(), ScanSpec{From: from, To: to, Masks: masks}, vs)
+	if err != nil {
+		t.Fatalf("scan: %v", err)
+	}
+	return got, st
+}
+
+type visitFunc func(UserKey, *analysis.Trail)
+
+func (f visitFunc) Visit(u UserKey, t *analysis.Trail) { f(u, t) }
+
+func bitIndex(m uint64) int {
+	for i := 0; i < 64; i++ {
+		if m == 1<<i {
+			return i
+		}
+	}
+	panic(fmt.Sprintf("mask %b has not exactly one bit", m))
+}
+
+// expected is the naive trail: per user, the events in (time, arrival) order.
+func expected(imports [][]event.Event, from, to int64, want []string) map[string][]ev {
+	out := map[string][]ev{}
+	for _, evs := range imports {
+		for _, e := range evs {
+			if e.Time < from || e.Time >= to || !slices.Contains(want, e.Name) {
+				continue
+			}
+			out[e.UserID] = append(out[e.UserID], ev{e.Time, e.Name})
+		}
+	}
+	for u := range out {
+		slices.SortStableFunc(out[u], func(a, b ev) int { return cmp.Compare(a.t, b.t) })
+	}
+	return out
+}
+
+func openTest(t *testing.T, shards int) *Store {
+	t.Helper()
+	st, err := Open(Config{Dir: t.TempDir(), Shards: shards})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// TestScanMergesImports imports three batches (small flushes and blocks, so
+// users span many segments and blocks) and checks that every scan yields
+// exactly the naive per-user trails, for several ranges, matcher sets and
+// worker counts.
+func TestScanMergesImports(t *testing.T) {
+	for seed := range 20 {
+		r := rand.New(rand.NewPCG(uint64(seed), 7))
+		st := openTest(t, 1<<r.IntN(4))
+		var imports [][]event.Event
+		for range 3 {
+			evs := randomEvents(r, 50+r.IntN(400), 1+r.IntN(60), 1_600_000_000_000_000+int64(r.IntN(20))*1_000_000)
+			imports = append(imports, evs)
+			_, err := st.Import(context.Background(), "app", []Source{&sliceSource{evs: evs}},
+				ImportOptions{FlushRows: 20 + r.IntN(200), BlockRows: 1 + r.IntN(64)})
+			if err != nil {
+				t.Fatalf("seed %d: import: %v", seed, err)
+			}
+		}
+		a, err := st.App("app")
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap := a.Snapshot()
+		cases := []struct {
+			from, to int64
+			want     []string
+		}{
+			{math.MinInt64, math.MaxInt64, names},
+			{1_600_000_000_000_000 + 10_000_000, 1_600_000_000_000_000 + 30_000_000, names},
+			{math.MinInt64, math.MaxInt64, []string{"b", "d"}},
+			{math.MinInt64, math.MaxInt64, []string{"zzz"}},
+		}
+		for _, c := range cases {
+			for _, workers := range []int{1, 3} {
+				got, _ := collect(t, snap, c.from, c.to, c.want, workers)
+				want := expected(imports, c.from, c.to, c.want)
+				if len(got) != len(want) {
+					t.Fatalf("seed %d %v: %d users, want %d", seed, c, len(got), len(want))
+				}
+				for u, w := range want {
+					if !slices.Equal(got[u], w) {
+						t.Fatalf("seed %d %v: user %s trail\n got %v\nwant %v", seed, c, u, got[u], w)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestImportAbortsOnBadRowsAndLeavesStoreUnchanged(t *testing.T) {
+	st := openTest(t, 4)
+	r := rand.New(rand.NewPCG(1, 2))
+	good := randomEvents(r, 100, 10, 1_600_000_000_000_000)
+	if _, err := st.Import(context.Background(), "app", []Source{&sliceSource{evs: good}}, ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := st.App("app")
+	before := a.Snapshot().Manifest
+
+	bad := randomEvents(r, 50, 10, 1_600_000_000_000_000)
+	bad[6].Props = []event.Prop{{Name: "price", Value: event.String("cheap")}} // wrong type
+	bad[8].UserID = ""
+	_, err := st.Import(context.Background(), "app", []Source{&sliceSource{evs: bad}}, ImportOptions{FlushRows: 10})
+	var ie *ImportError
+	if !errors.As(err, &ie) {
+		t.Fatalf("want *ImportError, got %v", err)
+	}
+	if ie.Report.Rejected != 2 || len(ie.Report.Errors) != 2 || ie.Report.Errors[0].Pos.Line != 7 ||
+		ie.Report.Errors[0].Field != "price" || ie.Report.Errors[1].Pos.Line != 9 || ie.Report.Errors[1].Field != "user_id" {
+		t.Fatalf("report does not name lines 7 (price) and 9 (user_id): %v", err)
+	}
+	if a.Snapshot().Manifest != before {
+		t.Fatal("snapshot changed by an aborted import")
+	}
+	assertNoOrphans(t, a)
+
+	// A fatal error from the source mid-way also applies nothing.
+	_, err = st.Import(context.Background(), "app", []Source{&sliceSource{evs: good, errAt: 70, err: errors.New("disk on fire")}},
+		ImportOptions{FlushRows: 10})
+	if err == nil || a.Snapshot().Manifest != before {
+		t.Fatalf("fatal source error: err=%v, snapshot changed=%v", err, a.Snapshot().Manifest != before)
+	}
+	assertNoOrphans(t, a)
+
+	// With MaxErrors the good rows are applied and the bad ones reported.
+	rep, err := st.Import(context.Background(), "app", []Source{&sliceSource{evs: bad}}, ImportOptions{MaxErrors: 2})
+	if err != nil || rep.Applied != 48 || rep.Rejected != 2 {
+		t.Fatalf("max-errors import: rep=%+v err=%v", rep, err)
+	}
+	// A reopened store sees the same published state.
+	st2, err := Open(Config{Dir: st.cfg.Dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	a2, err := st2.App("app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := a2.Snapshot().Manifest.Rows(KindEvents), int64(148); got != want {
+		t.Fatalf("reopened store has %d rows, want %d", got, want)
+	}
+}
+
+func assertNoOrphans(t *testing.T, a *App) {
+	t.Helper()
+	ents, _ := os.ReadDir(filepath.Join(a.dir, segDir))
+	if len(ents) != len(a.Snapshot().Manifest.Segments) {
+		t.Fatalf("%d files in seg/, %d published", len(ents), len(a.Snapshot().Manifest.Segments))
+	}
+}
+
+func TestInsertIDDeduplication(t *testing.T) {
+	st := openTest(t, 2)
+	mk := func(id, user string, sec int64) event.Event {
+		return event.Event{UserID: user, Time: sec * 1_000_000, Name: "a", InsertID: id}
+	}
+	first := []event.Event{mk("x", "u1", 1), mk("y", "u2", 2), mk("x", "u1", 3)}
+	rep, err := st.Import(context.Background(), "app", []Source{&sliceSource{evs: first}}, ImportOptions{})
+	if err != nil || rep.Applied != 2 || rep.Duplicates != 1 {
+		t.Fatalf("first import: %+v %v", rep, err)
+	}
+	second := []event.Event{mk("y", "u2", 2), mk("z", "u3", 4), {UserID: "u3", Time: 5, Name: "a"}}
+	rep, err = st.Import(context.Background(), "app", []Source{&sliceSource{evs: second}}, ImportOptions{})
+	if err != nil || rep.Applied != 2 || rep.Duplicates != 1 {
+		t.Fatalf("second import: %+v %v", rep, err)
+	}
+	a, _ := st.App("app")
+	got, _ := collect(t, a.Snapshot(), math.MinInt64, math.MaxInt64, names, 1)
+	if len(got["u1"]) != 1 || got["u1"][0].t != 1_000_000 || len(got["u2"]) != 1 || len(got["u3"]) != 2 {
+		t.Fatalf("after dedup: %v", got)
+	}
+}
+
+func TestAppIsolationAndNames(t *testing.T) {
+	st := openTest(t, 2)
+	evs := []event.Event{{UserID: "u", Time: 1, Name: "a"}}
+	if _, err := st.Import(context.Background(), "one", []Source{&sliceSource{evs: evs}}, ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.App("two"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown app: %v", err)
+	}
+	if _, err := st.Import(context.Background(), "Bad Name", []Source{&sliceSource{evs: evs}}, ImportOptions{}); err == nil {
+		t.Fatal("invalid app name accepted")
+	}
+	apps, _ := st.Apps()
+	if !slices.Equal(apps, []string{"one"}) {
+		t.Fatalf("apps = %v", apps)
+	}
+}
+
+// TestCorruptSegmentFailsScan flips bytes of a published segment; a fresh
+// store must refuse to scan it with a corruption error naming the file.
+func TestCorruptSegmentFailsScan(t *testing.T) {
+	dir := t.TempDir()
+	st, err := Open(Config{Dir: dir, Shards: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	evs := randomEvents(r, 300, 20, 1_600_000_000_000_000)
+	if _, err := st.Import(context.Background(), "app", []Source{&sliceSource{evs: evs}}, ImportOptions{BlockRows: 64}); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := st.App("app")
+	ref := a.Snapshot().Manifest.Segments[0]
+	st.Close()
+	path := filepath.Join(dir, "apps", "app", segDir, ref.File)
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := 0; off < len(orig); off += 1 + len(orig)/97 {
+		b := bytes.Clone(orig)
+		b[off] ^= 0x20
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		st, err := Open(Config{Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := st.App("app")
+		_, err = a.Snapshot().Scan(context.Background(), ScanSpec{From: math.MinInt64, To: math.MaxInt64,
+			Masks: func(m *segment.Meta) []uint64 { return slices.Repeat([]uint64{1}, len(m.EventNames)) }},
+			[]Visitor{visitFunc(func(UserKey, *analysis.Trail) {})})
+		st.Close()
+		if !errors.Is(err, segment.ErrCorruption) || !bytes.Contains([]byte(err.Error()), []byte(ref.File)) {
+			t.Fatalf("byte %d flipped: want a corruption error naming %s, got %v", off, ref.File, err)
+		}
+	}
+}

@@ -1,0 +1,219 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/spurdb/spur/storage/segment"
+)
+
+// DefaultShards is the shard count of a new app when Config.Shards is 0.
+const DefaultShards = 16
+
+// ErrNotFound is matched (errors.Is) by the error for an app that does not
+// exist.
+var ErrNotFound = errors.New("not found")
+
+var appNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// ValidAppName reports whether name matches spec §1's app name rule
+// `[a-z0-9][a-z0-9_-]{0,63}`.
+func ValidAppName(name string) bool { return appNameRE.MatchString(name) }
+
+// Config configures a Store.
+type Config struct {
+	// Dir is the store directory; created if missing.
+	Dir string
+	// Shards is the shard count given to apps created by this Store: a power
+	// of two from 1 to 1024; 0 means DefaultShards. Existing apps keep the
+	// count in their manifest.
+	Shards int
+	// VerifySegments makes the first open of every segment in this process
+	// check every checksum in the file (segment.Reader.Verify), so that a
+	// corrupt byte anywhere fails the query that opens it. Default on; the
+	// cost is one sequential CRC32C pass over each file once per process.
+	SkipVerify bool
+	// Logger receives import and maintenance logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Store is an embedded Spur store rooted at one directory. It is safe for
+// concurrent use. Several Stores may exist in one process (no globals).
+type Store struct {
+	cfg Config
+	log *slog.Logger
+
+	mu   sync.Mutex // guards apps (the map, not the apps' snapshots)
+	apps map[string]*App
+}
+
+// Open opens (creating if needed) the store directory cfg.Dir. It returns an
+// error if the directory cannot be created or cfg.Shards is invalid.
+func Open(cfg Config) (*Store, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("storage: Config.Dir is empty")
+	}
+	if cfg.Shards == 0 {
+		cfg.Shards = DefaultShards
+	}
+	if cfg.Shards < 1 || cfg.Shards > 1024 || cfg.Shards&(cfg.Shards-1) != 0 {
+		return nil, fmt.Errorf("storage: shard count %d is not a power of two in [1, 1024]", cfg.Shards)
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.Dir, "apps"), 0o755); err != nil {
+		return nil, fmt.Errorf("storage: create store directory: %w", err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Store{cfg: cfg, log: log, apps: map[string]*App{}}, nil
+}
+
+// Close closes every open segment file. Snapshots taken before Close must
+// not be scanned after it.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for _, a := range s.apps {
+		errs = append(errs, a.close())
+	}
+	s.apps = map[string]*App{}
+	return errors.Join(errs...)
+}
+
+// Apps returns the names of the apps in the store, sorted.
+func (s *Store) Apps() ([]string, error) {
+	ents, err := os.ReadDir(filepath.Join(s.cfg.Dir, "apps"))
+	if err != nil {
+		return nil, fmt.Errorf("storage: list apps: %w", err)
+	}
+	var names []string
+	for _, e := range ents {
+		if e.IsDir() && ValidAppName(e.Name()) {
+			if _, err := os.Stat(filepath.Join(s.cfg.Dir, "apps", e.Name(), manifestName)); err == nil {
+				names = append(names, e.Name())
+			}
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// App returns the named app. The error matches ErrNotFound if the app has
+// never been imported into.
+func (s *Store) App(name string) (*App, error) {
+	return s.app(name, false)
+}
+
+func (s *Store) app(name string, create bool) (*App, error) {
+	if !ValidAppName(name) {
+		return nil, fmt.Errorf("invalid app name %q: want [a-z0-9][a-z0-9_-]{0,63}", name)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a := s.apps[name]; a != nil {
+		return a, nil
+	}
+	dir := filepath.Join(s.cfg.Dir, "apps", name)
+	m, err := readManifest(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		if !create {
+			return nil, fmt.Errorf("app %q: %w", name, ErrNotFound)
+		}
+		m = &Manifest{FormatVersion: manifestVersion, App: name, Shards: s.cfg.Shards}
+	} else if err != nil {
+		return nil, err
+	}
+	a := &App{store: s, name: name, dir: dir, readers: map[string]*segment.Reader{}}
+	a.snap.Store(&Snapshot{app: a, Manifest: m})
+	s.apps[name] = a
+	return a, nil
+}
+
+// App is one tenant's isolated dataset.
+type App struct {
+	store *Store
+	name  string
+	dir   string
+	snap  atomic.Pointer[Snapshot]
+
+	writeMu sync.Mutex // one import at a time in this process (plus LOCK across processes)
+
+	rmu     sync.Mutex // guards readers (taken once per segment per query, never per event)
+	readers map[string]*segment.Reader
+}
+
+// Name returns the app name.
+func (a *App) Name() string { return a.name }
+
+// Snapshot returns the app's current published state. The snapshot is
+// immutable and stays valid (its segments readable) while the Store is open.
+func (a *App) Snapshot() *Snapshot { return a.snap.Load() }
+
+// reader returns the open reader for a segment file, opening (and, unless
+// disabled, verifying) it on first use.
+func (a *App) reader(file string) (*segment.Reader, error) {
+	a.rmu.Lock()
+	defer a.rmu.Unlock()
+	if r := a.readers[file]; r != nil {
+		return r, nil
+	}
+	r, err := segment.Open(filepath.Join(a.dir, segDir, file))
+	if err != nil {
+		return nil, err
+	}
+	if !a.store.cfg.SkipVerify {
+		if err := r.Verify(); err != nil {
+			r.Close()
+			return nil, err
+		}
+	}
+	a.readers[file] = r
+	return r, nil
+}
+
+func (a *App) close() error {
+	a.rmu.Lock()
+	defer a.rmu.Unlock()
+	var errs []error
+	for f, r := range a.readers {
+		errs = append(errs, r.Close())
+		delete(a.readers, f)
+	}
+	return errors.Join(errs...)
+}
+
+// Snapshot is an immutable view of an app: its manifest at one generation.
+type Snapshot struct {
+	app      *App
+	Manifest *Manifest
+}
+
+// App returns the app the snapshot belongs to.
+func (s *Snapshot) App() *App { return s.app }
+
+// Segments returns the snapshot's segments of the given kind, in arrival
+// (Seq) order. The slice is shared: do not modify it.
+func (s *Snapshot) Segments(kind SegmentKind) []SegmentRef {
+	var out []SegmentRef
+	for _, r := range s.Manifest.Segments {
+		if r.Kind == kind {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Reader returns the open reader of segment ref. Errors are I/O errors or
+// segment corruption (errors.Is(err, segment.ErrCorruption)).
+func (s *Snapshot) Reader(ref SegmentRef) (*segment.Reader, error) {
+	return s.app.reader(ref.File)
+}
