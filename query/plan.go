@@ -131,3 +131,13 @@ func (p *plan) masks(meta *segment.Meta) []uint64 {
 }
 
 func fieldIdx(name string, i int) string { return fmt.Sprintf("%s[%d]", name, i) }
+
+func (p *plan) resolvedRange() ResolvedRange {
+	return ResolvedRange{From: formatTime(p.from, p.loc), To: formatTime(p.to, p.loc)}
+}
+
+// incomplete reports whether a bucket ending at end (exclusive, UTC µs)
+// extends past the end of the data or past now (spec §2).
+func (p *plan) incomplete(end int64) bool {
+	return !p.hasData || end > p.dataEnd || end > p.now
+}

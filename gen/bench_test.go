@@ -1,0 +1,46 @@
+package gen
+
+import (
+	"testing"
+
+	"github.com/spurdb/spur/event"
+)
+
+// BenchmarkNext measures the in-memory event stream; one op is one event.
+func BenchmarkNext(b *testing.B) {
+	g, err := New(Config{Events: max(int64(b.N), 1), Seed: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var ev event.Event
+	b.ReportAllocs()
+	b.ResetTimer()
+	n := 0
+	for g.Next(&ev) {
+		n++
+	}
+	if n != b.N {
+		b.Fatalf("got %d events, want %d", n, b.N)
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "events/s")
+}
+
+// countWriter discards its input and counts the bytes.
+type countWriter struct{ n int64 }
+
+func (w *countWriter) Write(p []byte) (int, error) {
+	w.n += int64(len(p))
+	return len(p), nil
+}
+
+// BenchmarkWriteParquet measures WriteParquet to a discarding writer; one op
+// is one event. It reports the file size per event.
+func BenchmarkWriteParquet(b *testing.B) {
+	var w countWriter
+	b.ReportAllocs()
+	if err := WriteParquet(&w, Config{Events: max(int64(b.N), 1), Seed: 1}, nil); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(w.n)/float64(b.N), "bytes/event")
+}

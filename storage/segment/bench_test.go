@@ -1,0 +1,86 @@
+package segment
+
+import (
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// benchRows is the size of the realistic benchmark segment.
+const benchRows = 1 << 20
+
+var benchInput = sync.OnceValue(func() *Input { return realisticInput(7, benchRows) })
+
+// BenchmarkReadBlock decodes the blocks of a realistic 1M-event segment
+// (see realisticShape) round-robin from warm page cache into one reused
+// Block: times+events only, and with all three property columns. rows/s
+// is decoded rows per second on one goroutine.
+func BenchmarkReadBlock(b *testing.B) {
+	in := benchInput()
+	path := filepath.Join(b.TempDir(), "seg")
+	if _, err := Write(path, in, WriterOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	r, err := Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	for _, bc := range []struct {
+		name  string
+		props []int
+	}{{"times+events", nil}, {"all-props", []int{0, 1, 2}}} {
+		b.Run(bc.name, func(b *testing.B) {
+			var blk Block
+			n := len(r.Meta().Blocks)
+			rows, read := 0, int64(0)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if err := r.ReadBlock(i%n, bc.props, &blk); err != nil {
+					b.Fatal(err)
+				}
+				rows += blk.Rows
+				read += blk.BytesRead
+			}
+			b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
+			b.ReportMetric(float64(read)/float64(rows), "stored-bytes/row")
+		})
+	}
+}
+
+// BenchmarkWrite writes the realistic 1M-event segment; bytes/event is the
+// file size over the rows.
+func BenchmarkWrite(b *testing.B) {
+	in := benchInput()
+	dir := b.TempDir()
+	var info Info
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		var err error
+		if info, err = Write(filepath.Join(dir, fmt.Sprint(i)), in, WriterOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(int64(b.N)*info.Rows)/b.Elapsed().Seconds(), "rows/s")
+	b.ReportMetric(float64(info.Bytes)/float64(info.Rows), "bytes/event")
+}
+
+// TestColumnReport logs the per-column storage of the realistic segment
+// (run with -v), the figures spur inspect shows.
+func TestColumnReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes a 1M-event segment")
+	}
+	in := benchInput()
+	path, info := writeSeg(t, in, WriterOptions{})
+	r := openSeg(t, path)
+	t.Logf("shape: %s", realisticShape)
+	t.Logf("%d events, %d users, %d blocks, %d bytes: %.3f bytes/event", info.Rows, info.Users, len(r.Meta().Blocks), info.Bytes, float64(info.Bytes)/float64(info.Rows))
+	for _, c := range r.Meta().Columns {
+		t.Logf("%-10s %8d stored %8d raw  %.3f B/event  %s", c.Name, c.CompressedBytes, c.RawBytes, float64(c.CompressedBytes)/float64(info.Rows), c.Encoding)
+	}
+	if bpe := float64(info.Bytes) / float64(info.Rows); bpe > 4 {
+		t.Errorf("%.2f bytes/event, over the 4 bytes/event target", bpe)
+	}
+}

@@ -1,0 +1,41 @@
+package segment
+
+import (
+	"hash/crc32"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// castagnoli is the CRC-32C table (hardware accelerated on amd64 and arm64).
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// crc returns the CRC-32C of b.
+func crc(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// zstdEncoder and zstdDecoder are shared by every Write and Reader in the
+// process: EncodeAll and DecodeAll are safe for concurrent use and keep
+// their own pools of block coders (up to GOMAXPROCS), so sharing them
+// reuses memory instead of allocating coder state per segment. They hold
+// no goroutines (only the streaming APIs start any).
+var (
+	zstdEncoder = sync.OnceValue(func() *zstd.Encoder {
+		e, err := zstd.NewWriter(nil,
+			zstd.WithEncoderLevel(zstd.SpeedBetterCompression),
+			zstd.WithEncoderCRC(false), // chunks carry their own CRC-32C
+			zstd.WithEncoderConcurrency(0))
+		if err != nil {
+			panic("segment: zstd encoder options: " + err.Error()) // constant options: a programmer bug
+		}
+		return e
+	})
+	zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
+		d, err := zstd.NewReader(nil,
+			zstd.WithDecoderConcurrency(0),
+			zstd.WithDecodeAllCapLimit(true)) // never decode past the declared raw size
+		if err != nil {
+			panic("segment: zstd decoder options: " + err.Error()) // constant options: a programmer bug
+		}
+		return d
+	})
+)

@@ -1,0 +1,438 @@
+package segment
+
+import (
+	"encoding/binary"
+	"slices"
+	"strings"
+
+	"github.com/spurdb/spur/event"
+)
+
+// PropMeta describes one property column of a segment. Dict is the
+// string dictionary of a TypeString column (sorted ascending, unique, every
+// entry used by some row); nil for other types.
+type PropMeta struct {
+	Name string
+	Type event.Type
+	Dict []string
+}
+
+// BlockMeta describes one block: a run of whole users.
+//
+// FirstHash and LastHash are the hashes of its first and last user;
+// MinTime and MaxTime the exact minimum and maximum row time (UTC
+// microseconds); Events a bitset over event codes (bit c%64 of word c/64,
+// (len(Meta.EventNames)+63)/64 words) with a bit set for each code that
+// occurs in the block.
+type BlockMeta struct {
+	Rows, Users         int
+	FirstHash, LastHash uint64
+	MinTime, MaxTime    int64
+	Events              []uint64 // bitset over event codes present in the block
+}
+
+// ColumnStats is per-column storage accounting for spur inspect. Name is
+// "$user", "$time", "$event" or a property name; Encoding lists the
+// distinct chunk encodings used by the column's chunks, e.g.
+// "gcd-delta-uvarint+zstd" ("+zstd" marks compressed chunks; several are
+// separated by "; "). CompressedBytes is the bytes stored on disk and
+// RawBytes the bytes after decompression (the encoded chunk), both summed
+// over all blocks.
+type ColumnStats struct {
+	Name            string
+	Encoding        string
+	CompressedBytes int64
+	RawBytes        int64
+}
+
+// Meta is the decoded footer of a segment.
+//
+// Rows and Users count rows and users; MinTime and MaxTime are the exact
+// minimum and maximum row time in UTC microseconds (both 0 for an empty
+// segment). EventNames is the event dictionary (sorted ascending, unique,
+// each used): Block.Events holds codes into it, and EventRows[c] is the
+// number of rows with code c. Props describes the property columns in
+// chunk order (ReadBlock's props are indexes into it). Blocks describes the
+// blocks in file order (non-decreasing user hash). Columns has one entry per
+// column: "$user", "$time", "$event", then Props in order.
+type Meta struct {
+	Version          uint8
+	Rows, Users      int64
+	MinTime, MaxTime int64
+	EventNames       []string
+	EventRows        []int64
+	Props            []PropMeta
+	Blocks           []BlockMeta
+	Columns          []ColumnStats
+}
+
+// chunkMeta is the footer record of one column chunk.
+type chunkMeta struct {
+	off    int64  // file offset of the stored bytes
+	stored int    // bytes on disk
+	raw    int    // bytes after decompression
+	crc    uint32 // CRC-32C of the stored bytes
+	enc    uint8  // encoding, see codec.go
+	comp   uint8  // compNone or compZstd
+}
+
+// blockLayout is where a block's chunks are: chunks[colUsers], ...,
+// chunks[colProps+j] for property j.
+type blockLayout struct {
+	chunks []chunkMeta
+}
+
+// appendFooter appends the footer encoding of m and its block layouts to
+// dst (layout in doc.go). m.Columns and m.Version are not stored: they
+// follow from the chunk records and the header.
+func appendFooter(dst []byte, m *Meta, layouts []blockLayout) []byte {
+	dst = binary.AppendUvarint(dst, uint64(m.Rows))
+	dst = binary.AppendUvarint(dst, uint64(m.Users))
+	dst = binary.AppendVarint(dst, m.MinTime)
+	dst = binary.AppendVarint(dst, m.MaxTime)
+	dst = binary.AppendUvarint(dst, uint64(len(m.EventNames)))
+	for _, s := range m.EventNames {
+		dst = appendString(dst, s)
+	}
+	for _, n := range m.EventRows {
+		dst = binary.AppendUvarint(dst, uint64(n))
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(m.Props)))
+	for _, p := range m.Props {
+		dst = appendString(dst, p.Name)
+		dst = append(dst, byte(p.Type))
+		dst = binary.AppendUvarint(dst, uint64(len(p.Dict)))
+		for _, s := range p.Dict {
+			dst = appendString(dst, s)
+		}
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(m.Blocks)))
+	for i := range m.Blocks {
+		b := &m.Blocks[i]
+		dst = binary.AppendUvarint(dst, uint64(b.Rows))
+		dst = binary.AppendUvarint(dst, uint64(b.Users))
+		dst = binary.LittleEndian.AppendUint64(dst, b.FirstHash)
+		dst = binary.LittleEndian.AppendUint64(dst, b.LastHash)
+		dst = binary.AppendVarint(dst, b.MinTime)
+		dst = binary.AppendUvarint(dst, uint64(b.MaxTime-b.MinTime))
+		n := popcount(b.Events)
+		dst = binary.AppendUvarint(dst, uint64(n))
+		prev := -1
+		for c := range len(m.EventNames) {
+			if present(b.Events, c) {
+				dst = binary.AppendUvarint(dst, uint64(c-prev-1))
+				prev = c
+			}
+		}
+		for _, c := range layouts[i].chunks {
+			dst = append(dst, c.enc, c.comp)
+			dst = binary.AppendUvarint(dst, uint64(c.stored))
+			dst = binary.AppendUvarint(dst, uint64(c.raw))
+			dst = binary.LittleEndian.AppendUint32(dst, c.crc)
+		}
+	}
+	return dst
+}
+
+func appendString(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+// footerDecoder reads footer fields with a sticky error: after the first
+// failure every read returns a zero value and err keeps the first error,
+// so decodeFooter checks it once per loop instead of after every field.
+type footerDecoder struct {
+	b    []byte
+	p    int
+	base int64 // file offset of b[0]
+	err  *CorruptionError
+}
+
+func (d *footerDecoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = corruptf(d.base+int64(d.p), "footer: "+format, args...)
+	}
+}
+
+func (d *footerDecoder) left() int { return len(d.b) - d.p }
+
+func (d *footerDecoder) u8() uint8 {
+	if d.err != nil || d.left() < 1 {
+		d.fail("ends early")
+		return 0
+	}
+	d.p++
+	return d.b[d.p-1]
+}
+
+func (d *footerDecoder) u32() uint32 {
+	if d.err != nil || d.left() < 4 {
+		d.fail("ends early")
+		return 0
+	}
+	d.p += 4
+	return binary.LittleEndian.Uint32(d.b[d.p-4:])
+}
+
+func (d *footerDecoder) u64() uint64 {
+	if d.err != nil || d.left() < 8 {
+		d.fail("ends early")
+		return 0
+	}
+	d.p += 8
+	return binary.LittleEndian.Uint64(d.b[d.p-8:])
+}
+
+func (d *footerDecoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b[d.p:])
+	if n <= 0 {
+		d.fail("bad uvarint")
+		return 0
+	}
+	d.p += n
+	return v
+}
+
+func (d *footerDecoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b[d.p:])
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.p += n
+	return v
+}
+
+// count reads a uvarint count of what, failing if it exceeds limit. The
+// caller derives limit from the bytes left, so that no count read from a
+// corrupt footer can make it allocate much more than the footer's size.
+func (d *footerDecoder) count(what string, limit int) int {
+	v := d.uvarint()
+	if v > uint64(max(limit, 0)) {
+		d.fail("%s %d exceeds the limit %d", what, v, limit)
+		return 0
+	}
+	return int(v)
+}
+
+// str reads a length-prefixed string.
+func (d *footerDecoder) str(what string) string {
+	n := d.count(what+" length", d.left())
+	if d.err != nil {
+		return ""
+	}
+	d.p += n
+	return string(d.b[d.p-n : d.p])
+}
+
+// sortedStrings reads n strings that must be strictly ascending.
+func (d *footerDecoder) sortedStrings(what string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = d.str(what)
+		if d.err != nil {
+			return nil
+		}
+		if i > 0 && out[i-1] >= out[i] {
+			d.fail("%s %d (%q) not after %q", what, i, out[i], out[i-1])
+			return nil
+		}
+	}
+	return out
+}
+
+// minBlockRecord is the fewest bytes one block record takes without its
+// chunk records: rows, users, two hashes, min time, time span, code count.
+const minBlockRecord = 1 + 1 + 16 + 1 + 1 + 1
+
+// minChunkRecord is the fewest bytes one chunk record takes.
+const minChunkRecord = 1 + 1 + 1 + 1 + 4
+
+// decodeFooter decodes footer bytes b that start at file offset base. The
+// block data occupies file bytes [headerSize, base): chunk records must
+// tile it exactly. It checks every count against the bytes left and every
+// cross-field invariant (sums, orders, ranges), and returns a
+// *CorruptionError (without Path) for the first violation.
+func decodeFooter(b []byte, base int64) (*Meta, []blockLayout, *CorruptionError) {
+	d := &footerDecoder{b: b, base: base}
+	m := &Meta{Version: Version}
+	rows, users := d.uvarint(), d.uvarint()
+	m.MinTime, m.MaxTime = d.varint(), d.varint()
+	if d.err == nil && (rows > 1<<62 || users > rows || m.MinTime > m.MaxTime || rows == 0 && (users != 0 || m.MinTime != 0 || m.MaxTime != 0)) {
+		d.fail("inconsistent totals: %d rows, %d users, time %d..%d", rows, users, m.MinTime, m.MaxTime)
+	}
+	m.Rows, m.Users = int64(rows), int64(users)
+
+	nEvents := d.count("event names", min(MaxEventNames, d.left()))
+	m.EventNames = d.sortedStrings("event name", nEvents)
+	m.EventRows = make([]int64, nEvents)
+	var sum uint64
+	for c := range m.EventRows {
+		n := d.uvarint()
+		if n == 0 || n > rows-sum {
+			d.fail("event %d row count %d does not fit %d rows", c, n, rows)
+			break
+		}
+		sum += n
+		m.EventRows[c] = int64(n)
+	}
+	if d.err == nil && sum != rows {
+		d.fail("event row counts sum to %d, not %d", sum, rows)
+	}
+
+	nProps := d.count("properties", d.left()/2)
+	m.Props = make([]PropMeta, nProps)
+	names := make(map[string]bool, nProps)
+	for i := range m.Props {
+		p := &m.Props[i]
+		p.Name = d.str("property name")
+		p.Type = event.Type(d.u8())
+		nDict := d.count("dictionary size", d.left())
+		if d.err != nil {
+			break
+		}
+		if p.Name == "" || names[p.Name] {
+			d.fail("property %d name %q empty or repeated", i, p.Name)
+		}
+		names[p.Name] = true
+		if p.Type == event.TypeNone || p.Type > event.TypeTime || (p.Type != event.TypeString && nDict != 0) {
+			d.fail("property %q has type %v with %d dictionary entries", p.Name, p.Type, nDict)
+		}
+		if p.Type == event.TypeString {
+			p.Dict = d.sortedStrings("dictionary entry", nDict)
+		}
+	}
+
+	cols := colProps + nProps
+	nBlocks := d.count("blocks", d.left()/(minBlockRecord+cols*minChunkRecord))
+	m.Blocks = make([]BlockMeta, nBlocks)
+	layouts := make([]blockLayout, nBlocks)
+	words := (nEvents + 63) / 64
+	bitsets := make([]uint64, nBlocks*words)
+	chunks := make([]chunkMeta, nBlocks*cols)
+	off := int64(headerSize)
+	var sumRows, sumUsers uint64
+	for i := range m.Blocks {
+		bm := &m.Blocks[i]
+		br, bu := d.uvarint(), d.uvarint()
+		bm.FirstHash, bm.LastHash = d.u64(), d.u64()
+		bm.MinTime = d.varint()
+		span := d.uvarint()
+		if d.err != nil {
+			break
+		}
+		if br == 0 || br > MaxBlockRows || bu == 0 || bu > br || bu > MaxBlockUsers || br > rows-sumRows || bu > users-sumUsers {
+			d.fail("block %d: %d rows, %d users do not fit", i, br, bu)
+			break
+		}
+		sumRows += br
+		sumUsers += bu
+		bm.Rows, bm.Users = int(br), int(bu)
+		if bm.MinTime < m.MinTime || bm.MinTime > m.MaxTime || span > uint64(m.MaxTime-bm.MinTime) || bm.FirstHash > bm.LastHash ||
+			(bu == 1 && bm.FirstHash != bm.LastHash) || (i > 0 && bm.FirstHash < m.Blocks[i-1].LastHash) {
+			d.fail("block %d: hash range %#x..%#x or time range %d..%d out of order", i, bm.FirstHash, bm.LastHash, bm.MinTime, bm.MaxTime)
+			break
+		}
+		bm.MaxTime = bm.MinTime + int64(span) // ≤ m.MaxTime: no overflow
+		bm.Events = bitsets[i*words : (i+1)*words : (i+1)*words]
+		nCodes := d.count("block event codes", nEvents)
+		code := -1
+		for range nCodes {
+			delta := d.uvarint()
+			if delta >= uint64(nEvents-code-1) {
+				d.fail("block %d: event code out of range", i)
+				break
+			}
+			code += int(delta) + 1
+			bm.Events[code>>6] |= 1 << (uint(code) & 63)
+		}
+		if d.err == nil && (nCodes == 0 || nCodes > bm.Rows) {
+			d.fail("block %d: %d event codes for %d rows", i, nCodes, bm.Rows)
+		}
+		layouts[i].chunks = chunks[i*cols : (i+1)*cols : (i+1)*cols]
+		for col := range layouts[i].chunks {
+			c := &layouts[i].chunks[col]
+			c.enc, c.comp = d.u8(), d.u8()
+			stored, raw := d.uvarint(), d.uvarint()
+			c.crc = d.u32()
+			if d.err != nil {
+				break
+			}
+			var typ event.Type
+			if col >= colProps {
+				typ = m.Props[col-colProps].Type
+			}
+			if !validEnc(col, typ, c.enc) || c.comp > compZstd || raw > uint64(maxRawLen(col, bm.Rows, bm.Users)) ||
+				(c.comp == compNone && stored != raw) || stored > uint64(base-off) {
+				d.fail("block %d column %d: bad chunk record (enc %d, comp %d, %d stored, %d raw bytes)", i, col, c.enc, c.comp, stored, raw)
+				break
+			}
+			c.off, c.stored, c.raw = off, int(stored), int(raw)
+			off += int64(stored)
+		}
+	}
+	if d.err == nil {
+		switch {
+		case sumRows != rows || sumUsers != users:
+			d.fail("blocks hold %d rows and %d users, footer says %d and %d", sumRows, sumUsers, rows, users)
+		case off != base:
+			d.fail("chunks end at offset %d, footer starts at %d", off, base)
+		case d.p != len(b):
+			d.fail("%d trailing bytes", len(b)-d.p)
+		case nBlocks > 0 && (m.MinTime != minBlockTime(m.Blocks) || m.MaxTime != maxBlockTime(m.Blocks)):
+			d.fail("time range %d..%d disagrees with the blocks", m.MinTime, m.MaxTime)
+		}
+	}
+	if d.err != nil {
+		return nil, nil, d.err
+	}
+	m.Columns = columnStats(m, layouts)
+	return m, layouts, nil
+}
+
+func minBlockTime(bs []BlockMeta) int64 {
+	t := bs[0].MinTime
+	for i := range bs {
+		t = min(t, bs[i].MinTime)
+	}
+	return t
+}
+
+func maxBlockTime(bs []BlockMeta) int64 {
+	t := bs[0].MaxTime
+	for i := range bs {
+		t = max(t, bs[i].MaxTime)
+	}
+	return t
+}
+
+// columnStats sums the chunk records of every column over the blocks.
+func columnStats(m *Meta, layouts []blockLayout) []ColumnStats {
+	cols := make([]ColumnStats, colProps+len(m.Props))
+	cols[colUsers].Name, cols[colTimes].Name, cols[colEvents].Name = "$user", "$time", "$event"
+	for j, p := range m.Props {
+		cols[colProps+j].Name = p.Name
+	}
+	encs := make([][]string, len(cols))
+	for _, l := range layouts {
+		for col, c := range l.chunks {
+			cs := &cols[col]
+			cs.CompressedBytes += int64(c.stored)
+			cs.RawBytes += int64(c.raw)
+			if s := describeChunk(col, c.enc, c.comp); !slices.Contains(encs[col], s) {
+				encs[col] = append(encs[col], s)
+			}
+		}
+	}
+	for col := range cols {
+		cols[col].Encoding = strings.Join(encs[col], "; ")
+	}
+	return cols
+}

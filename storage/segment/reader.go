@@ -1,0 +1,408 @@
+package segment
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spurdb/spur/event"
+)
+
+// Version is the segment format version this package writes, and the
+// newest it reads.
+const Version = 1
+
+// File framing (see doc.go).
+const (
+	headerMagic  = "SPURSEG"             // bytes 1..7, after the version byte
+	trailerMagic = "SPUR-END"            // the last 8 bytes
+	headerSize   = 8                     // version byte + headerMagic
+	trailerSize  = 8 + 8 + 4 + 4 + 1 + 8 // see doc.go
+)
+
+// Reader reads one segment file. Open validates the framing and decodes
+// the footer; ReadBlock reads blocks with pread into the caller's Block.
+// A Reader is safe for concurrent ReadBlock calls with distinct Blocks;
+// Close must not run concurrently with other calls.
+type Reader struct {
+	path    string
+	f       *os.File
+	size    int64
+	meta    *Meta
+	layouts []blockLayout
+	footer  int64 // footer offset, to detect a changed file in Verify
+}
+
+// Open opens the segment file at path, checks its header, trailer and
+// footer checksum and decodes the footer. It returns a *CorruptionError
+// (errors.Is ErrCorruption) for any structural problem, an error matching
+// ErrNewerVersion for a file of a newer format version, or the wrapped
+// os error when the file cannot be opened or read. The Reader holds the
+// file open until Close.
+func Open(path string) (*Reader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open segment: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open segment: %w", err)
+	}
+	r := &Reader{path: path, f: f, size: st.Size()}
+	if r.meta, r.layouts, r.footer, err = r.load(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// load reads and checks header, trailer and footer of r.f (r.size bytes).
+func (r *Reader) load() (*Meta, []blockLayout, int64, error) {
+	if r.size < headerSize+trailerSize {
+		return nil, nil, 0, r.corrupt(corruptf(0, "file is %d bytes, smaller than header and trailer (%d)", r.size, headerSize+trailerSize))
+	}
+	var hdr [headerSize]byte
+	var tr [trailerSize]byte
+	trOff := r.size - trailerSize
+	if err := r.readAt(hdr[:], 0); err != nil {
+		return nil, nil, 0, err
+	}
+	if err := r.readAt(tr[:], trOff); err != nil {
+		return nil, nil, 0, err
+	}
+	switch hv, tv := hdr[0], tr[24]; {
+	case string(hdr[1:]) != headerMagic:
+		return nil, nil, 0, r.corrupt(corruptf(1, "bad header magic %q", hdr[1:]))
+	case string(tr[25:]) != trailerMagic:
+		return nil, nil, 0, r.corrupt(corruptf(trOff+25, "bad trailer magic %q", tr[25:]))
+	case hv != tv:
+		return nil, nil, 0, r.corrupt(corruptf(0, "header version %d disagrees with trailer version %d", hv, tv))
+	case hv > Version:
+		return nil, nil, 0, fmt.Errorf("open segment %s: format version %d: %w (this build reads up to version %d)", r.path, hv, ErrNewerVersion, Version)
+	case hv == 0:
+		return nil, nil, 0, r.corrupt(corruptf(0, "invalid format version 0"))
+	}
+	if got, want := crc(tr[:20]), binary.LittleEndian.Uint32(tr[20:]); got != want {
+		return nil, nil, 0, r.corrupt(corruptf(trOff, "trailer checksum mismatch (stored %#08x, computed %#08x)", want, got))
+	}
+	footOff := binary.LittleEndian.Uint64(tr[0:])
+	footLen := binary.LittleEndian.Uint64(tr[8:])
+	if footOff < headerSize || footOff > uint64(trOff) || footLen != uint64(trOff)-footOff {
+		return nil, nil, 0, r.corrupt(corruptf(trOff, "footer offset %d and length %d do not end at the trailer (%d)", footOff, footLen, trOff))
+	}
+	footer := make([]byte, footLen) // ≤ file size
+	if err := r.readAt(footer, int64(footOff)); err != nil {
+		return nil, nil, 0, err
+	}
+	if got, want := crc(footer), binary.LittleEndian.Uint32(tr[16:]); got != want {
+		return nil, nil, 0, r.corrupt(corruptf(int64(footOff), "footer checksum mismatch (stored %#08x, computed %#08x)", want, got))
+	}
+	m, layouts, cerr := decodeFooter(footer, int64(footOff))
+	if cerr != nil {
+		return nil, nil, 0, r.corrupt(cerr)
+	}
+	return m, layouts, int64(footOff), nil
+}
+
+// readAt fills b from file offset off; a short read (the file shrank) is
+// corruption.
+func (r *Reader) readAt(b []byte, off int64) error {
+	n, err := r.f.ReadAt(b, off)
+	if n == len(b) {
+		return nil
+	}
+	if errors.Is(err, io.EOF) {
+		return r.corrupt(corruptf(off+int64(n), "file ends early (%d of %d bytes readable)", n, len(b)))
+	}
+	return fmt.Errorf("read segment %s at offset %d: %w", r.path, off, err)
+}
+
+// corrupt names r's file in e.
+func (r *Reader) corrupt(e *CorruptionError) error {
+	e.Path = r.path
+	return e
+}
+
+// Close releases the file. The Reader must not be used afterwards.
+func (r *Reader) Close() error { return r.f.Close() }
+
+// Path returns the file path given to Open.
+func (r *Reader) Path() string { return r.path }
+
+// Size returns the file size in bytes.
+func (r *Reader) Size() int64 { return r.size }
+
+// Meta returns the decoded footer. It is owned by the Reader and shared by
+// all callers: read-only.
+func (r *Reader) Meta() *Meta { return r.meta }
+
+// PropData is one decoded property column of a block.
+//
+// Present is a bitmap of (Rows+63)/64 words (bit r%64 of word r/64 set =
+// row r has a value; bits beyond Rows are 0). Exactly one value slice has
+// Rows entries, by the property's type (the others have length 0): Ints
+// (TypeInt, TypeBool as 0/1, TypeTime in UTC microseconds), Floats, or
+// Strs (codes into PropMeta.Dict). Absent rows hold 0.
+type PropData struct {
+	Present []uint64
+	Ints    []int64
+	Floats  []float64
+	Strs    []uint32
+}
+
+// Block is a decoded block. ReadBlock fills it; all slices are owned by the
+// Block and reused by the next ReadBlock into it, so they are borrowed:
+// valid until then, and callers that keep data copy it.
+//
+// Rows is the number of rows. User i (of len(UserHashes)) has hash
+// UserHashes[i], id UserID(i) and rows [UserStarts[i], UserStarts[i+1]);
+// UserStarts and UserIDOffsets have len(UserHashes)+1 entries. Times (UTC
+// microseconds) and Events (codes into Meta.EventNames) have Rows entries.
+// Props[j] is the property Meta.Props[props[j]] of the ReadBlock call.
+// BytesRead is the number of stored (on-disk) bytes the call read.
+type Block struct {
+	Rows          int
+	UserHashes    []uint64
+	UserIDBytes   []byte
+	UserIDOffsets []uint32
+	UserStarts    []int32
+	Times         []int64
+	Events        []uint16
+	Props         []PropData
+	BytesRead     int64
+
+	buf []byte   // stored chunk bytes
+	raw []byte   // decompressed chunk bytes
+	u64 []uint64 // unpacking scratch
+}
+
+// UserID returns user i's id bytes, borrowed from b.
+func (b *Block) UserID(i int) []byte { return b.UserIDBytes[b.UserIDOffsets[i]:b.UserIDOffsets[i+1]] }
+
+// ReadBlock decodes block i (0 ≤ i < len(Meta().Blocks)) into dst: the
+// users, times and events, and the property columns whose indexes into
+// Meta().Props are listed in props (dst.Props[j] holds props[j]). It reads
+// the needed chunks with pread, checks each chunk's CRC-32C and every
+// length and code while decoding, and returns a *CorruptionError at the
+// chunk's offset on a mismatch. Out-of-range i or props are reported as
+// plain errors. In steady state (dst reused for blocks of similar size) it
+// does not allocate.
+func (r *Reader) ReadBlock(i int, props []int, dst *Block) error {
+	if i < 0 || i >= len(r.meta.Blocks) {
+		return fmt.Errorf("segment %s: block %d out of range [0, %d)", r.path, i, len(r.meta.Blocks))
+	}
+	for _, p := range props {
+		if p < 0 || p >= len(r.meta.Props) {
+			return fmt.Errorf("segment %s: property %d out of range [0, %d)", r.path, p, len(r.meta.Props))
+		}
+	}
+	bm, l := &r.meta.Blocks[i], &r.layouts[i]
+	dst.Rows = bm.Rows
+	dst.BytesRead = 0
+
+	// The users, times and events chunks are adjacent: one read.
+	first, last := &l.chunks[colUsers], &l.chunks[colEvents]
+	span := int(last.off + int64(last.stored) - first.off)
+	dst.buf = growPadded(dst.buf, span)
+	if err := r.readAt(dst.buf, first.off); err != nil {
+		return err
+	}
+	dst.BytesRead += int64(span)
+	for col := colUsers; col <= colEvents; col++ {
+		c := &l.chunks[col]
+		start := int(c.off - first.off)
+		raw, err := r.chunkRaw(c, dst.buf[start:start+c.stored], dst)
+		if err == nil {
+			switch col {
+			case colUsers:
+				err = decodeUsers(raw, bm.Rows, bm.Users, bm.FirstHash, bm.LastHash, dst)
+			case colTimes:
+				err = decodeTimes(c.enc, raw, dst)
+			case colEvents:
+				err = decodeEvents(c.enc, raw, len(r.meta.EventNames), dst)
+			}
+		}
+		if err != nil {
+			return r.chunkErr(i, col, c, err)
+		}
+	}
+
+	dst.Props = grow(dst.Props, len(props))
+	for j, p := range props {
+		c := &l.chunks[colProps+p]
+		dst.buf = growPadded(dst.buf, c.stored)
+		if err := r.readAt(dst.buf, c.off); err != nil {
+			return err
+		}
+		dst.BytesRead += int64(c.stored)
+		pm := &r.meta.Props[p]
+		raw, err := r.chunkRaw(c, dst.buf, dst)
+		if err == nil {
+			err = decodeProp(c.enc, raw, pm.Type, len(pm.Dict), bm.Rows, &dst.Props[j], &dst.u64)
+		}
+		if err != nil {
+			return r.chunkErr(i, colProps+p, c, err)
+		}
+	}
+	return nil
+}
+
+// chunkRaw checks the CRC of a chunk's stored bytes and returns its raw
+// bytes: stored itself, or decompressed into dst.raw.
+func (r *Reader) chunkRaw(c *chunkMeta, stored []byte, dst *Block) ([]byte, error) {
+	if got := crc(stored); got != c.crc {
+		return nil, fmt.Errorf("checksum mismatch (stored %#08x, computed %#08x)", c.crc, got)
+	}
+	if c.comp == compNone {
+		return stored, nil
+	}
+	dst.raw = growPadded(dst.raw, c.raw)
+	// The cap limit stops a corrupt frame from decoding much more than the
+	// declared size (the padding is for unpack, see growPadded).
+	out, err := zstdDecoder().DecodeAll(stored, dst.raw[:0:c.raw+unpackPadding])
+	if err != nil {
+		return nil, fmt.Errorf("zstd: %w", err)
+	}
+	if len(out) != c.raw {
+		return nil, fmt.Errorf("decompressed to %d bytes, footer says %d", len(out), c.raw)
+	}
+	return out, nil
+}
+
+// growPadded returns b resliced to n bytes with at least unpackPadding
+// bytes of spare capacity, so that unpack can use its vectorised kernels on
+// any sub-slice; it reallocates only when b is too small.
+func growPadded(b []byte, n int) []byte {
+	if cap(b) < n+unpackPadding {
+		return make([]byte, n, n+n/8+unpackPadding)
+	}
+	return b[:n]
+}
+
+// chunkErr reports a chunk that fails its checksum or does not decode.
+func (r *Reader) chunkErr(block, col int, c *chunkMeta, err error) error {
+	return r.corrupt(corruptf(c.off, "block %d column %q: %v", block, r.meta.Columns[col].Name, err))
+}
+
+// Verify checks the whole file: it re-reads and re-checks header, trailer
+// and footer checksum (also catching a file changed since Open), reads
+// every chunk of every block checking its CRC-32C and decoding it, and
+// checks the decoded data against the footer: users strictly ascending by
+// (hash, id), exact block time ranges and event bitsets, per-event row
+// counts, string codes used, bools 0 or 1. With the chunks tiling the
+// bytes between header and footer, every byte of the file is covered. It
+// returns the first problem as a *CorruptionError, or an I/O error.
+func (r *Reader) Verify() error {
+	st, err := r.f.Stat()
+	if err != nil {
+		return fmt.Errorf("verify segment %s: %w", r.path, err)
+	}
+	if st.Size() != r.size {
+		return r.corrupt(corruptf(r.size, "file size changed from %d to %d bytes since Open", r.size, st.Size()))
+	}
+	_, _, footer, err := r.load()
+	if err != nil {
+		return err
+	}
+	if footer != r.footer {
+		return r.corrupt(corruptf(r.size-trailerSize, "footer moved from offset %d to %d since Open", r.footer, footer))
+	}
+	m := r.meta
+	all := make([]int, len(m.Props))
+	for j := range all {
+		all[j] = j
+	}
+	var v verifier
+	v.eventRows = make([]int64, len(m.EventNames))
+	v.dictUsed = make([][]bool, len(m.Props))
+	for j, p := range m.Props {
+		v.dictUsed[j] = make([]bool, len(p.Dict))
+	}
+	var b Block
+	for i := range m.Blocks {
+		if err := r.ReadBlock(i, all, &b); err != nil {
+			return err
+		}
+		if msg := v.block(m, &m.Blocks[i], &b); msg != "" {
+			return r.corrupt(corruptf(r.layouts[i].chunks[colUsers].off, "block %d: %s", i, msg))
+		}
+	}
+	for c, n := range v.eventRows {
+		if n != m.EventRows[c] {
+			return r.corrupt(corruptf(r.footer, "footer: event %q has %d rows, blocks hold %d", m.EventNames[c], m.EventRows[c], n))
+		}
+	}
+	for j, used := range v.dictUsed {
+		for k, u := range used {
+			if !u {
+				return r.corrupt(corruptf(r.footer, "footer: property %q dictionary entry %q is unused", m.Props[j].Name, m.Props[j].Dict[k]))
+			}
+		}
+	}
+	return nil
+}
+
+// verifier accumulates Verify's cross-block checks.
+type verifier struct {
+	eventRows []int64
+	dictUsed  [][]bool
+	lastHash  uint64
+	lastID    []byte
+	haveLast  bool
+}
+
+// block checks a decoded block against its footer record and the previous
+// blocks; it returns a description of the first problem or "".
+func (v *verifier) block(m *Meta, bm *BlockMeta, b *Block) string {
+	for u := range b.UserHashes {
+		h, id := b.UserHashes[u], b.UserID(u)
+		if v.haveLast && (h < v.lastHash || h == v.lastHash && bytes.Compare(id, v.lastID) <= 0) {
+			return fmt.Sprintf("user %d (%#x %q) not after (%#x %q)", u, h, id, v.lastHash, v.lastID)
+		}
+		v.lastHash, v.lastID, v.haveLast = h, append(v.lastID[:0], id...), true
+	}
+	lo, hi := b.Times[0], b.Times[0]
+	for u := range b.UserHashes {
+		ts := b.Times[b.UserStarts[u]:b.UserStarts[u+1]]
+		for r := range ts {
+			if r > 0 && ts[r] < ts[r-1] {
+				return fmt.Sprintf("user %d times decrease", u)
+			}
+		}
+		lo, hi = min(lo, ts[0]), max(hi, ts[len(ts)-1])
+	}
+	if lo != bm.MinTime || hi != bm.MaxTime {
+		return fmt.Sprintf("times span %d..%d, footer says %d..%d", lo, hi, bm.MinTime, bm.MaxTime)
+	}
+	seen := make([]uint64, len(bm.Events))
+	for _, c := range b.Events {
+		seen[c>>6] |= 1 << (c & 63)
+		v.eventRows[c]++
+	}
+	for k := range seen {
+		if seen[k] != bm.Events[k] {
+			return "event bitset disagrees with the events"
+		}
+	}
+	for j, p := range m.Props {
+		pd := &b.Props[j]
+		for r := range b.Rows {
+			if !present(pd.Present, r) {
+				continue
+			}
+			switch p.Type {
+			case event.TypeString:
+				v.dictUsed[j][pd.Strs[r]] = true
+			case event.TypeBool:
+				if pd.Ints[r]&^1 != 0 {
+					return fmt.Sprintf("property %q row %d: bool value %d", p.Name, r, pd.Ints[r])
+				}
+			}
+		}
+	}
+	return ""
+}

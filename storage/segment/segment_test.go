@@ -1,0 +1,671 @@
+package segment
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/spurdb/spur/event"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// writeSeg writes in to a fresh file and returns its path and Info.
+func writeSeg(t testing.TB, in *Input, opt WriterOptions) (string, Info) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "seg")
+	info, err := Write(path, in, opt)
+	if err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	return path, info
+}
+
+// openSeg opens path and closes it at the end of the test.
+func openSeg(t testing.TB, path string) *Reader {
+	t.Helper()
+	r, err := Open(path)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// roundTrip writes in, reopens it, verifies it and checks that every row,
+// user and value reads back as written. It returns the Reader.
+func roundTrip(t *testing.T, in *Input, opt WriterOptions) *Reader {
+	t.Helper()
+	path, info := writeSeg(t, in, opt)
+	r := openSeg(t, path)
+	if err := r.Verify(); err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := r.Meta()
+	if info.Bytes != st.Size() || r.Size() != st.Size() || r.Path() != path {
+		t.Errorf("Info.Bytes %d, Size %d, file %d bytes; Path %q", info.Bytes, r.Size(), st.Size(), r.Path())
+	}
+	if info.Rows != m.Rows || info.Users != m.Users || info.MinTime != m.MinTime || info.MaxTime != m.MaxTime {
+		t.Errorf("Info %+v disagrees with Meta rows %d users %d time %d..%d", info, m.Rows, m.Users, m.MinTime, m.MaxTime)
+	}
+	compareSegment(t, in, r, opt)
+	return r
+}
+
+// compareSegment checks r's content against in.
+func compareSegment(t *testing.T, in *Input, r *Reader, opt WriterOptions) {
+	t.Helper()
+	m := r.Meta()
+	if m.Version != Version || m.Rows != int64(len(in.Times)) || m.Users != int64(len(in.Users)) {
+		t.Fatalf("meta version %d rows %d users %d, want %d %d %d", m.Version, m.Rows, m.Users, Version, len(in.Times), len(in.Users))
+	}
+	if len(in.Times) > 0 && (m.MinTime != slices.Min(in.Times) || m.MaxTime != slices.Max(in.Times)) {
+		t.Errorf("meta time range %d..%d, want %d..%d", m.MinTime, m.MaxTime, slices.Min(in.Times), slices.Max(in.Times))
+	}
+	if !slices.IsSorted(m.EventNames) || len(slices.Compact(slices.Clone(m.EventNames))) != len(m.EventNames) {
+		t.Errorf("event names not sorted and unique: %q", m.EventNames)
+	}
+	wantRows := map[string]int64{}
+	for _, c := range in.Events {
+		wantRows[in.EventNames[c]]++
+	}
+	if len(wantRows) != len(m.EventNames) {
+		t.Errorf("%d event names, want %d used", len(m.EventNames), len(wantRows))
+	}
+	for c, name := range m.EventNames {
+		if m.EventRows[c] != wantRows[name] {
+			t.Errorf("event %q: %d rows, want %d", name, m.EventRows[c], wantRows[name])
+		}
+	}
+	if len(m.Props) != len(in.Props) || len(m.Columns) != colProps+len(in.Props) {
+		t.Fatalf("%d props and %d columns, want %d and %d", len(m.Props), len(m.Columns), len(in.Props), colProps+len(in.Props))
+	}
+	var stored int64
+	for _, c := range m.Columns {
+		stored += c.CompressedBytes
+		if c.Encoding == "" && len(m.Blocks) > 0 || c.CompressedBytes < 0 || c.RawBytes < 0 {
+			t.Errorf("column stats %+v", c)
+		}
+	}
+	if stored >= r.Size() {
+		t.Errorf("columns store %d bytes of a %d-byte file", stored, r.Size())
+	}
+	all := make([]int, len(in.Props))
+	for j := range all {
+		all[j] = j
+		if m.Props[j].Name != in.Props[j].Name || m.Props[j].Type != in.Props[j].Type {
+			t.Fatalf("prop %d is %q %v, want %q %v", j, m.Props[j].Name, m.Props[j].Type, in.Props[j].Name, in.Props[j].Type)
+		}
+	}
+	blockRows := cmp.Or(opt.BlockRows, DefaultBlockRows)
+	var b Block
+	row, user := 0, 0
+	for i := range m.Blocks {
+		bm := &m.Blocks[i]
+		if err := r.ReadBlock(i, all, &b); err != nil {
+			t.Fatalf("ReadBlock %d: %v", i, err)
+		}
+		if b.Rows != bm.Rows || len(b.UserHashes) != bm.Users || len(b.UserStarts) != bm.Users+1 || len(b.UserIDOffsets) != bm.Users+1 ||
+			len(b.Times) != b.Rows || len(b.Events) != b.Rows || len(b.Props) != len(all) || b.BytesRead <= 0 {
+			t.Fatalf("block %d shape: rows %d users %d starts %d offsets %d times %d events %d props %d read %d; meta %+v",
+				i, b.Rows, len(b.UserHashes), len(b.UserStarts), len(b.UserIDOffsets), len(b.Times), len(b.Events), len(b.Props), b.BytesRead, bm)
+		}
+		if bm.Rows > blockRows && bm.Users != 1 {
+			t.Errorf("block %d has %d rows and %d users, over BlockRows %d", i, bm.Rows, bm.Users, blockRows)
+		}
+		if i+1 < len(m.Blocks) && bm.Rows+in.Users[user+bm.Users].Rows <= blockRows && bm.Users < MaxBlockUsers {
+			t.Errorf("block %d (%d rows) closed before user %d (%d rows) although it fits", i, bm.Rows, user+bm.Users, in.Users[user+bm.Users].Rows)
+		}
+		for u := range bm.Users {
+			want := &in.Users[user]
+			lo, hi := int(b.UserStarts[u]), int(b.UserStarts[u+1])
+			if b.UserHashes[u] != want.Hash || string(b.UserID(u)) != want.ID || hi-lo != want.Rows {
+				t.Fatalf("block %d user %d: %#x %q %d rows, want %#x %q %d", i, u, b.UserHashes[u], b.UserID(u), hi-lo, want.Hash, want.ID, want.Rows)
+			}
+			user++
+		}
+		for k := range b.Rows {
+			if b.Times[k] != in.Times[row+k] {
+				t.Fatalf("row %d: time %d, want %d", row+k, b.Times[k], in.Times[row+k])
+			}
+			if got, want := m.EventNames[b.Events[k]], in.EventNames[in.Events[row+k]]; got != want {
+				t.Fatalf("row %d: event %q, want %q", row+k, got, want)
+			}
+			if !present(bm.Events, int(b.Events[k])) {
+				t.Fatalf("row %d: event code %d missing from block bitset", row+k, b.Events[k])
+			}
+		}
+		for j, pd := range b.Props {
+			comparePropBlock(t, &in.Props[j], &m.Props[j], &pd, row, b.Rows)
+		}
+		row += b.Rows
+	}
+	if row != len(in.Times) || user != len(in.Users) {
+		t.Fatalf("blocks hold %d rows and %d users, want %d and %d", row, user, len(in.Times), len(in.Users))
+	}
+}
+
+// comparePropBlock checks one decoded property column of a block starting
+// at input row row0.
+func comparePropBlock(t *testing.T, col *PropColumn, pm *PropMeta, pd *PropData, row0, rows int) {
+	t.Helper()
+	if len(pd.Present) != (rows+63)/64 {
+		t.Fatalf("prop %q: %d presence words for %d rows", col.Name, len(pd.Present), rows)
+	}
+	if rows%64 != 0 && pd.Present[len(pd.Present)-1]>>(rows%64) != 0 {
+		t.Fatalf("prop %q: presence bits beyond the last row", col.Name)
+	}
+	var nInts, nFloats, nStrs int
+	switch col.Type {
+	case event.TypeFloat:
+		nFloats = rows
+	case event.TypeString:
+		nStrs = rows
+	default:
+		nInts = rows
+	}
+	if len(pd.Ints) != nInts || len(pd.Floats) != nFloats || len(pd.Strs) != nStrs {
+		t.Fatalf("prop %q: %d ints, %d floats, %d strs for %d rows of %v", col.Name, len(pd.Ints), len(pd.Floats), len(pd.Strs), rows, col.Type)
+	}
+	for k := range rows {
+		r := row0 + k
+		if present(pd.Present, k) != present(col.Present, r) {
+			t.Fatalf("prop %q row %d: present %v, want %v", col.Name, r, present(pd.Present, k), present(col.Present, r))
+		}
+		if !present(col.Present, r) {
+			if nInts > 0 && pd.Ints[k] != 0 || nFloats > 0 && math.Float64bits(pd.Floats[k]) != 0 || nStrs > 0 && pd.Strs[k] != 0 {
+				t.Fatalf("prop %q row %d: absent row holds a non-zero value", col.Name, r)
+			}
+			continue
+		}
+		switch col.Type {
+		case event.TypeFloat:
+			if math.Float64bits(pd.Floats[k]) != math.Float64bits(col.Floats[r]) {
+				t.Fatalf("prop %q row %d: %v (%#x), want %v (%#x)", col.Name, r, pd.Floats[k], math.Float64bits(pd.Floats[k]), col.Floats[r], math.Float64bits(col.Floats[r]))
+			}
+		case event.TypeString:
+			if got, want := pm.Dict[pd.Strs[k]], col.Dict[col.Strs[r]]; got != want {
+				t.Fatalf("prop %q row %d: %q, want %q", col.Name, r, got, want)
+			}
+		default:
+			if pd.Ints[k] != col.Ints[r] {
+				t.Fatalf("prop %q row %d: %d, want %d", col.Name, r, pd.Ints[k], col.Ints[r])
+			}
+		}
+	}
+}
+
+// singleUser returns an input of one user with the given times and one
+// event name, and the given property columns.
+func singleUser(times []int64, props ...PropColumn) *Input {
+	return &Input{
+		Users:      []User{{Hash: 42, ID: "u", Rows: len(times)}},
+		Times:      times,
+		Events:     make([]uint32, len(times)),
+		EventNames: []string{"e"},
+		Props:      props,
+	}
+}
+
+// allPresent returns a bitmap with rows bits set.
+func allPresent(rows int) []uint64 {
+	bm := make([]uint64, (rows+63)/64)
+	for r := range rows {
+		bm[r>>6] |= 1 << (r & 63)
+	}
+	return bm
+}
+
+func TestRoundTripEmpty(t *testing.T) {
+	in := &Input{EventNames: []string{"unused"}, Props: []PropColumn{{Name: "p", Type: event.TypeString, Dict: []string{"x"}}}}
+	r := roundTrip(t, in, WriterOptions{})
+	m := r.Meta()
+	if m.Rows != 0 || len(m.Blocks) != 0 || len(m.EventNames) != 0 || len(m.Props) != 1 || len(m.Props[0].Dict) != 0 {
+		t.Fatalf("empty segment meta %+v", m)
+	}
+	if err := r.ReadBlock(0, nil, &Block{}); err == nil || errors.Is(err, ErrCorruption) {
+		t.Fatalf("ReadBlock(0) of an empty segment: %v, want a range error", err)
+	}
+}
+
+func TestRoundTripSingleValue(t *testing.T) {
+	in := singleUser([]int64{1_700_000_000_000_000},
+		PropColumn{Name: "f", Type: event.TypeFloat, Present: []uint64{1}, Floats: []float64{2.5}},
+		PropColumn{Name: "i", Type: event.TypeInt, Present: []uint64{1}, Ints: []int64{-7}},
+		PropColumn{Name: "s", Type: event.TypeString, Present: []uint64{1}, Strs: []uint32{1}, Dict: []string{"no", "yes"}},
+		PropColumn{Name: "b", Type: event.TypeBool, Present: []uint64{1}, Ints: []int64{1}},
+		PropColumn{Name: "t", Type: event.TypeTime, Present: []uint64{0}, Ints: []int64{99}},
+	)
+	r := roundTrip(t, in, WriterOptions{})
+	if d := r.Meta().Props[2].Dict; !slices.Equal(d, []string{"yes"}) {
+		t.Errorf("compacted dictionary %q, want [yes]", d)
+	}
+	if d := r.Meta().Props[4].Dict; d != nil {
+		t.Errorf("time prop has dictionary %q", d)
+	}
+}
+
+func TestRoundTripExtremeTimes(t *testing.T) {
+	for _, times := range [][]int64{
+		{math.MinInt64, math.MinInt64, 0, math.MaxInt64, math.MaxInt64},
+		{math.MinInt64},
+		{math.MaxInt64},
+		{-1, -1, -1},
+		{5, 5, 5, 5, 5},
+	} {
+		in := &Input{
+			Users:      []User{{Hash: 1, ID: "a", Rows: len(times)}, {Hash: 1, ID: "b", Rows: 2}, {Hash: math.MaxUint64, ID: "", Rows: 1}},
+			Times:      append(slices.Clone(times), math.MinInt64, math.MaxInt64, math.MaxInt64),
+			EventNames: []string{"x", "y"},
+		}
+		in.Events = make([]uint32, len(in.Times))
+		in.Events[0] = 1
+		roundTrip(t, in, WriterOptions{BlockRows: 2})
+		roundTrip(t, in, WriterOptions{})
+	}
+}
+
+func TestRoundTripInts(t *testing.T) {
+	cases := map[string][]int64{
+		"extremes":  {math.MinInt64, math.MaxInt64, 0, math.MinInt64, -1, math.MaxInt64},
+		"negative":  {100, 50, -3, -1000, 7, 6, 5, -9_000_000_000},
+		"constant":  {-4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4},
+		"ascending": nil,
+	}
+	for i := range 1000 {
+		cases["ascending"] = append(cases["ascending"], int64(i)*1_000_003+1<<40)
+	}
+	for name, vals := range cases {
+		t.Run(name, func(t *testing.T) {
+			times := make([]int64, len(vals))
+			for _, pres := range []float64{0, 0.3, 1} {
+				rng := rand.New(rand.NewPCG(1, 2))
+				bm := make([]uint64, (len(vals)+63)/64)
+				for r := range vals {
+					if rng.Float64() < pres || pres == 1 {
+						bm[r>>6] |= 1 << (r & 63)
+					}
+				}
+				in := singleUser(times,
+					PropColumn{Name: "i", Type: event.TypeInt, Present: bm, Ints: vals},
+					PropColumn{Name: "t", Type: event.TypeTime, Present: bm, Ints: vals})
+				roundTrip(t, in, WriterOptions{})
+			}
+		})
+	}
+}
+
+func TestIntEncodingChoice(t *testing.T) {
+	var e encoder
+	asc := make([]uint64, 1000)
+	small := make([]uint64, 1000)
+	for i := range asc {
+		asc[i] = uint64(1<<40 + i*3)
+		small[i] = uint64(i % 5)
+	}
+	if _, enc := appendInts(nil, slices.Clone(asc)); enc != valDelta {
+		t.Errorf("ascending ints encoded as %d, want delta", enc)
+	}
+	if _, enc := appendInts(nil, slices.Clone(small)); enc != valFOR {
+		t.Errorf("small ints encoded as %d, want FOR", enc)
+	}
+	if _, enc := e.encodeFloats(nil, []float64{1.25, 19.99, 3}); enc != valDecimal {
+		t.Errorf("decimal floats encoded as %d, want decimal", enc)
+	}
+	tenth := 0.1
+	for _, f := range []float64{math.NaN(), math.Inf(1), math.Copysign(0, -1), tenth + 0.2, 1e300, 1e-10} {
+		if _, enc := e.encodeFloats(nil, []float64{1.5, f}); enc != valPlain {
+			t.Errorf("floats with %v encoded as %d, want plain", f, enc)
+		}
+	}
+}
+
+func TestRoundTripFloats(t *testing.T) {
+	sets := map[string][]float64{
+		"special":  {math.NaN(), math.Inf(1), math.Inf(-1), math.Copysign(0, -1), 0, math.MaxFloat64, math.SmallestNonzeroFloat64, -math.MaxFloat64},
+		"decimals": {19.99, 0.01, 1234.5, -3.25, 0, 100, 0.07, 99999.99},
+		"nan-bits": {math.Float64frombits(0x7ff8000000000001), math.Float64frombits(0xfff0000000000001), 1},
+		"big-ints": {9007199254740992, -9007199254740992, 1e15, 123456789012.5},
+		"random":   nil,
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 500 {
+		sets["random"] = append(sets["random"], rng.NormFloat64()*1e6)
+	}
+	for name, vals := range sets {
+		t.Run(name, func(t *testing.T) {
+			for _, pres := range [][]uint64{allPresent(len(vals)), {0x5555555555555555 & (1<<len(vals) - 1)}} {
+				if len(pres) != (len(vals)+63)/64 {
+					continue
+				}
+				in := singleUser(make([]int64, len(vals)), PropColumn{Name: "f", Type: event.TypeFloat, Present: pres, Floats: vals})
+				roundTrip(t, in, WriterOptions{})
+			}
+		})
+	}
+}
+
+func TestRoundTripStrings(t *testing.T) {
+	long := strings.Repeat("long string ", 20000)
+	dict := []string{"", long, "a", long + "!", "a"} // duplicate "a" merges
+	n := 300
+	codes := make([]uint32, n)
+	for r := range codes {
+		codes[r] = uint32(r % len(dict))
+	}
+	for _, pres := range [][]uint64{allPresent(n), make([]uint64, (n+63)/64)} {
+		in := singleUser(make([]int64, n),
+			PropColumn{Name: "s", Type: event.TypeString, Present: pres, Strs: codes, Dict: dict},
+			PropColumn{Name: "b", Type: event.TypeBool, Present: pres, Ints: make([]int64, n)})
+		r := roundTrip(t, in, WriterOptions{BlockRows: 100})
+		if pres[0] != 0 && !slices.Equal(r.Meta().Props[0].Dict, []string{"", "a", long, long + "!"}) {
+			t.Errorf("dictionary not compacted, deduplicated and sorted: %d entries", len(r.Meta().Props[0].Dict))
+		}
+	}
+}
+
+func TestRoundTripBigUser(t *testing.T) {
+	// One user with 200k rows spans its own block between smaller users.
+	const big = 200_000
+	in := &Input{EventNames: []string{"a", "b", "c"}}
+	addUser := func(hash uint64, rows int) {
+		in.Users = append(in.Users, User{Hash: hash, ID: fmt.Sprint(hash), Rows: rows})
+		t0 := int64(hash) * 1e9
+		for r := range rows {
+			in.Times = append(in.Times, t0+int64(r/3)*1e6)
+			in.Events = append(in.Events, uint32(r%3))
+		}
+	}
+	for h := range uint64(10) {
+		addUser(h, 1000)
+	}
+	addUser(10, big)
+	for h := uint64(11); h < 20; h++ {
+		addUser(h, 1000)
+	}
+	r := roundTrip(t, in, WriterOptions{})
+	found := false
+	for _, bm := range r.Meta().Blocks {
+		if bm.Users == 1 && bm.Rows == big {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no block of exactly the big user: %+v", r.Meta().Blocks)
+	}
+}
+
+func TestRoundTripManyEventNames(t *testing.T) {
+	names := make([]string, MaxEventNames)
+	for i := range names {
+		names[i] = fmt.Sprintf("event-%05d", i)
+	}
+	n := MaxEventNames + 1000
+	in := singleUser(make([]int64, n))
+	in.EventNames = names
+	for r := range in.Events {
+		in.Events[r] = uint32(MaxEventNames - 1 - r%MaxEventNames)
+	}
+	r := roundTrip(t, in, WriterOptions{BlockRows: 1 << 20})
+	if got := len(r.Meta().EventNames); got != MaxEventNames {
+		t.Fatalf("%d event names, want %d", got, MaxEventNames)
+	}
+	if enc := r.Meta().Columns[colEvents].Encoding; !strings.HasPrefix(enc, "u16") {
+		t.Errorf("events encoding %q, want u16", enc)
+	}
+
+	in.EventNames = append(in.EventNames, "one-too-many")
+	in.Events[0] = MaxEventNames
+	if _, err := Write(filepath.Join(t.TempDir(), "seg"), in, WriterOptions{}); err == nil || !strings.Contains(err.Error(), "65536 distinct event names") {
+		t.Fatalf("Write with %d names: %v, want a too-many-names error", MaxEventNames+1, err)
+	}
+}
+
+func TestRoundTripRandom(t *testing.T) {
+	for seed := range uint64(120) {
+		rng := rand.New(rand.NewPCG(seed, 99))
+		in := randomInput(rng)
+		opt := WriterOptions{BlockRows: []int{0, 1, 7, 100, 1000}[rng.IntN(5)]}
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { roundTrip(t, in, opt) })
+	}
+}
+
+func TestRoundTripRealistic(t *testing.T) {
+	in := realisticInput(1, 50_000)
+	r := roundTrip(t, in, WriterOptions{BlockRows: 8192})
+	if len(r.Meta().Blocks) < 5 {
+		t.Errorf("%d blocks, want several", len(r.Meta().Blocks))
+	}
+	if bpe := float64(r.Size()) / float64(r.Meta().Rows); bpe > 4 {
+		t.Errorf("%.2f bytes/event, over the 4 bytes/event target", bpe)
+	}
+}
+
+func TestWriteRefusesExisting(t *testing.T) {
+	path, _ := writeSeg(t, singleUser([]int64{1}), WriterOptions{})
+	before, _ := os.ReadFile(path)
+	if _, err := Write(path, singleUser([]int64{2, 3}), WriterOptions{}); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("Write over an existing file: %v, want ErrExist", err)
+	}
+	after, _ := os.ReadFile(path)
+	if !slices.Equal(before, after) {
+		t.Fatal("existing file modified")
+	}
+}
+
+func TestWriteValidation(t *testing.T) {
+	ok := func() *Input {
+		return &Input{
+			Users:      []User{{Hash: 1, ID: "a", Rows: 2}, {Hash: 2, ID: "b", Rows: 1}},
+			Times:      []int64{10, 20, 5},
+			Events:     []uint32{0, 1, 0},
+			EventNames: []string{"x", "y"},
+			Props: []PropColumn{
+				{Name: "s", Type: event.TypeString, Present: []uint64{0b101}, Strs: []uint32{0, 9, 1}, Dict: []string{"p", "q"}},
+				{Name: "b", Type: event.TypeBool, Present: []uint64{0b011}, Ints: []int64{0, 1, 7}},
+			},
+		}
+	}
+	cases := []struct {
+		name   string
+		mutate func(*Input)
+		want   string
+	}{
+		{"events length", func(in *Input) { in.Events = in.Events[:2] }, "3 times but 2 events"},
+		{"zero rows", func(in *Input) { in.Users[1].Rows = 0 }, "has 0 rows"},
+		{"rows sum", func(in *Input) { in.Users[1].Rows = 2 }, "more rows than"},
+		{"rows short", func(in *Input) { in.Users[0].Rows = 1 }, "users hold 2 rows but there are 3"},
+		{"users order", func(in *Input) { in.Users[1].Hash = 0 }, "not strictly increasing"},
+		{"users duplicate", func(in *Input) { in.Users[1] = User{Hash: 1, ID: "a", Rows: 1} }, "not strictly increasing"},
+		{"same hash ids", func(in *Input) { in.Users[0].ID, in.Users[1].Hash = "c", 1 }, "not strictly increasing"},
+		{"long id", func(in *Input) { in.Users[0].ID = strings.Repeat("x", event.MaxUserIDBytes+1) }, "longer than"},
+		{"time order", func(in *Input) { in.Times[1] = 9 }, "before the previous row"},
+		{"event code", func(in *Input) { in.Events[2] = 2 }, "event code 2 out of range"},
+		{"prop name", func(in *Input) { in.Props[0].Name = "" }, "empty name"},
+		{"prop twice", func(in *Input) { in.Props[1].Name = "s" }, "appears twice"},
+		{"prop type", func(in *Input) { in.Props[1].Type = event.TypeNone }, "invalid type"},
+		{"bitmap words", func(in *Input) { in.Props[0].Present = nil }, "0 words, want 1"},
+		{"bitmap tail", func(in *Input) { in.Props[0].Present[0] |= 1 << 3 }, "beyond row 3"},
+		{"values length", func(in *Input) { in.Props[0].Strs = in.Props[0].Strs[:2] }, "has 2 values"},
+		{"string code", func(in *Input) { in.Props[0].Strs[2] = 2 }, "string code 2 out of range"},
+		{"bool value", func(in *Input) { in.Props[1].Present[0] |= 0b100 }, "not 0 or 1"},
+	}
+	if _, err := Write(filepath.Join(t.TempDir(), "ok"), ok(), WriterOptions{}); err != nil {
+		t.Fatalf("valid input: %v", err)
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := ok()
+			c.mutate(in)
+			path := filepath.Join(t.TempDir(), "seg")
+			_, err := Write(path, in, WriterOptions{})
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), path) {
+				t.Fatalf("err %v, want one containing %q and the path", err, c.want)
+			}
+			if _, serr := os.Stat(path); !errors.Is(serr, os.ErrNotExist) {
+				t.Fatalf("invalid input left a file: %v", serr)
+			}
+		})
+	}
+	for _, br := range []int{-1, MaxBlockRows + 1} {
+		if _, err := Write(filepath.Join(t.TempDir(), "seg"), ok(), WriterOptions{BlockRows: br}); err == nil {
+			t.Errorf("BlockRows %d accepted", br)
+		}
+	}
+	if _, err := Write(filepath.Join(t.TempDir(), "seg"), nil, WriterOptions{}); err == nil {
+		t.Error("nil input accepted")
+	}
+}
+
+func TestNewerVersionRefused(t *testing.T) {
+	path, _ := writeSeg(t, singleUser([]int64{1, 2}), WriterOptions{})
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[0] = Version + 1
+	data[len(data)-9] = Version + 1
+	newer := filepath.Join(t.TempDir(), "newer")
+	if err := os.WriteFile(newer, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(newer)
+	if !errors.Is(err, ErrNewerVersion) || errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), newer) || !strings.Contains(err.Error(), "version 2") {
+		t.Fatalf("Open of a version %d file: %v, want ErrNewerVersion naming the file", Version+1, err)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Open(filepath.Join(dir, "missing")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Open of a missing file: %v", err)
+	}
+	path, _ := writeSeg(t, singleUser([]int64{1, 2}), WriterOptions{})
+	data, _ := os.ReadFile(path)
+	for _, n := range []int{0, 1, headerSize + trailerSize - 1, len(data) - 1} {
+		short := filepath.Join(dir, fmt.Sprint("short", n))
+		os.WriteFile(short, data[:n], 0o644)
+		if _, err := Open(short); !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), short) {
+			t.Errorf("Open of a %d-byte prefix: %v, want corruption", n, err)
+		}
+	}
+	long := filepath.Join(dir, "long")
+	os.WriteFile(long, append(slices.Clone(data), 0), 0o644)
+	if _, err := Open(long); !errors.Is(err, ErrCorruption) {
+		t.Errorf("Open with a trailing byte: %v, want corruption", err)
+	}
+}
+
+func TestReadBlockArgs(t *testing.T) {
+	in := realisticInput(2, 2000)
+	r := openSeg(t, mustWrite(t, in, WriterOptions{BlockRows: 500}))
+	var b Block
+	for _, c := range []struct {
+		block int
+		props []int
+	}{{-1, nil}, {len(r.Meta().Blocks), nil}, {0, []int{-1}}, {0, []int{len(r.Meta().Props)}}} {
+		if err := r.ReadBlock(c.block, c.props, &b); err == nil || errors.Is(err, ErrCorruption) {
+			t.Errorf("ReadBlock(%d, %v): %v, want a range error", c.block, c.props, err)
+		}
+	}
+	// Fewer, reordered and repeated props.
+	if err := r.ReadBlock(1, []int{2, 0, 2}, &b); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Props) != 3 || len(b.Props[0].Floats) != b.Rows && r.Meta().Props[2].Type == event.TypeFloat {
+		t.Fatalf("props %d", len(b.Props))
+	}
+	var all Block
+	if err := r.ReadBlock(1, []int{0, 1, 2}, &all); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(b.Props[0].Present, all.Props[2].Present) || !slices.Equal(b.Props[1].Present, all.Props[0].Present) {
+		t.Fatal("props not in the requested order")
+	}
+	if b.BytesRead <= 0 || all.BytesRead <= b.BytesRead-int64(r.layouts[1].chunks[colProps+2].stored)-1 {
+		t.Errorf("BytesRead %d (3 props with a repeat) vs %d (all)", b.BytesRead, all.BytesRead)
+	}
+}
+
+func mustWrite(t *testing.T, in *Input, opt WriterOptions) string {
+	path, _ := writeSeg(t, in, opt)
+	return path
+}
+
+func TestReadBlockConcurrent(t *testing.T) {
+	in := realisticInput(3, 20_000)
+	r := openSeg(t, mustWrite(t, in, WriterOptions{BlockRows: 1000}))
+	var want []Block
+	for i := range r.Meta().Blocks {
+		var b Block
+		if err := r.ReadBlock(i, []int{0, 1, 2}, &b); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, b)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for g := range 4 {
+		wg.Go(func() {
+			var b Block
+			for k := range 3 * len(want) {
+				i := (k*7 + g) % len(want)
+				if err := r.ReadBlock(i, []int{0, 1, 2}, &b); err != nil {
+					errs <- err
+					return
+				}
+				if !slices.Equal(b.Times, want[i].Times) || !slices.Equal(b.Events, want[i].Events) || !slices.Equal(b.Props[1].Strs, want[i].Props[1].Strs) {
+					errs <- fmt.Errorf("goroutine %d block %d differs", g, i)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestReadBlockNoAllocs(t *testing.T) {
+	in := realisticInput(4, 30_000)
+	r := openSeg(t, mustWrite(t, in, WriterOptions{BlockRows: 4096}))
+	var b Block
+	props := []int{0, 1, 2}
+	n := len(r.Meta().Blocks)
+	for i := range n { // warm up: grow the buffers to the largest block
+		if err := r.ReadBlock(i, props, &b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	i := 0
+	allocs := testing.AllocsPerRun(50, func() {
+		if err := r.ReadBlock(i%n, props, &b); err != nil {
+			t.Fatal(err)
+		}
+		i++
+	})
+	if allocs != 0 {
+		t.Fatalf("ReadBlock allocates %.1f times per call in steady state", allocs)
+	}
+}
+
+func TestHeaderConstants(t *testing.T) {
+	if headerSize != 1+len(headerMagic) || trailerSize != 24+1+len(trailerMagic) {
+		t.Fatalf("header %d / trailer %d sizes disagree with the magics", headerSize, trailerSize)
+	}
+}

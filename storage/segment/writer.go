@@ -1,0 +1,192 @@
+package segment
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+)
+
+// WriterOptions tunes Write.
+type WriterOptions struct {
+	// BlockRows is the target number of rows per block (0 means
+	// DefaultBlockRows; at most MaxBlockRows). A block takes whole users
+	// while it stays within BlockRows rows; a user with more rows gets a
+	// block of its own.
+	BlockRows int
+}
+
+// Info describes a written segment: Bytes is the file size in bytes, Rows
+// and Users the counts, MinTime and MaxTime the row time range in UTC
+// microseconds (both 0 for an empty segment).
+type Info struct {
+	Bytes   int64
+	Rows    int64
+	Users   int64
+	MinTime int64
+	MaxTime int64
+}
+
+// minCompress is the smallest raw chunk worth trying to compress.
+const minCompress = 64
+
+// Write writes in as a new segment file at path: it creates the file
+// (failing if it exists), writes header, blocks, footer and trailer,
+// fsyncs and closes it. in must satisfy the Input contract; a violation is
+// reported (naming the user, row or property) before the file is created.
+// On any error after creation the partial file is removed. Write does not
+// retain in.
+func Write(path string, in *Input, opt WriterOptions) (Info, error) {
+	if in == nil {
+		return Info{}, fmt.Errorf("write segment %s: nil input", path)
+	}
+	blockRows := opt.BlockRows
+	if blockRows == 0 {
+		blockRows = DefaultBlockRows
+	}
+	if blockRows < 1 || blockRows > MaxBlockRows {
+		return Info{}, fmt.Errorf("write segment %s: BlockRows %d outside [1, %d]", path, opt.BlockRows, MaxBlockRows)
+	}
+	p, err := validate(in)
+	if err != nil {
+		return Info{}, fmt.Errorf("write segment %s: invalid input: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return Info{}, fmt.Errorf("write segment: %w", err)
+	}
+	w := &writer{p: p, bw: bufio.NewWriterSize(f, 1<<20), off: headerSize}
+	info, err := w.write(blockRows)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return Info{}, errors.Join(fmt.Errorf("write segment %s: %w", path, err), os.Remove(path))
+	}
+	return info, nil
+}
+
+// writer is the state of one Write.
+type writer struct {
+	p       *prepared
+	bw      *bufio.Writer
+	off     int64 // file offset of the next byte
+	enc     encoder
+	meta    Meta
+	layouts []blockLayout
+}
+
+// write writes the whole file through w.bw and flushes it.
+func (w *writer) write(blockRows int) (Info, error) {
+	in := w.p.in
+	var hdr [headerSize]byte
+	hdr[0] = Version
+	copy(hdr[1:], headerMagic)
+	w.bw.Write(hdr[:]) // bufio errors are sticky: checked at Flush
+
+	m := &w.meta
+	m.Version = Version
+	m.Rows, m.Users = int64(len(in.Times)), int64(len(in.Users))
+	m.EventNames = w.p.events.names
+	m.EventRows = make([]int64, len(m.EventNames))
+	m.Props = make([]PropMeta, len(in.Props))
+	for j := range in.Props {
+		m.Props[j] = PropMeta{Name: in.Props[j].Name, Type: in.Props[j].Type, Dict: w.p.props[j].names}
+	}
+	for u := 0; u < len(in.Users); {
+		first, rows := u, 0
+		for u < len(in.Users) && u-first < MaxBlockUsers && (u == first || rows+in.Users[u].Rows <= blockRows) {
+			rows += in.Users[u].Rows
+			u++
+		}
+		w.writeBlock(first, u)
+	}
+	if len(m.Blocks) > 0 {
+		m.MinTime, m.MaxTime = minBlockTime(m.Blocks), maxBlockTime(m.Blocks)
+	}
+
+	footer := appendFooter(nil, m, w.layouts)
+	footerOff := w.off
+	w.bw.Write(footer)
+	var tr [trailerSize]byte
+	binary.LittleEndian.PutUint64(tr[0:], uint64(footerOff))
+	binary.LittleEndian.PutUint64(tr[8:], uint64(len(footer)))
+	binary.LittleEndian.PutUint32(tr[16:], crc(footer))
+	binary.LittleEndian.PutUint32(tr[20:], crc(tr[:20]))
+	tr[24] = Version
+	copy(tr[25:], trailerMagic)
+	w.bw.Write(tr[:])
+	if err := w.bw.Flush(); err != nil {
+		return Info{}, err
+	}
+	return Info{
+		Bytes:   footerOff + int64(len(footer)) + trailerSize,
+		Rows:    m.Rows,
+		Users:   m.Users,
+		MinTime: m.MinTime,
+		MaxTime: m.MaxTime,
+	}, nil
+}
+
+// writeBlock writes the block of users [u0, u1).
+func (w *writer) writeBlock(u0, u1 int) {
+	in, p := w.p.in, w.p
+	lo, hi := p.starts[u0], p.starts[u1]
+	rows := hi - lo
+	users := in.Users[u0:u1]
+	bm := BlockMeta{
+		Rows: rows, Users: u1 - u0,
+		FirstHash: users[0].Hash, LastHash: users[len(users)-1].Hash,
+		MinTime: in.Times[lo], MaxTime: in.Times[lo],
+		Events: make([]uint64, (len(p.events.names)+63)/64),
+	}
+	starts := make([]int, len(users)+1)
+	for i := range users {
+		starts[i+1] = p.starts[u0+i+1] - lo
+		bm.MinTime = min(bm.MinTime, in.Times[p.starts[u0+i]])
+		bm.MaxTime = max(bm.MaxTime, in.Times[p.starts[u0+i+1]-1])
+	}
+	for _, c := range in.Events[lo:hi] {
+		code := p.events.code[c]
+		bm.Events[code>>6] |= 1 << (code & 63)
+		w.meta.EventRows[code]++
+	}
+	w.meta.Blocks = append(w.meta.Blocks, bm)
+
+	e := &w.enc
+	l := blockLayout{chunks: make([]chunkMeta, colProps+len(in.Props))}
+	e.u64 = grow(e.u64, max(rows, len(users)))
+	e.raw = encodeUsers(e.raw[:0], users, e.u64)
+	l.chunks[colUsers] = w.emit(encUsers, e.raw)
+	var enc uint8
+	e.raw, enc = encodeTimes(e.raw[:0], in.Times[lo:hi], starts, e.u64)
+	l.chunks[colTimes] = w.emit(enc, e.raw)
+	e.raw, enc = encodeEvents(e.raw[:0], in.Events[lo:hi], p.events.code, len(p.events.names))
+	l.chunks[colEvents] = w.emit(enc, e.raw)
+	for j := range in.Props {
+		e.raw, enc = e.encodeProp(e.raw[:0], &in.Props[j], &p.props[j], lo, hi)
+		l.chunks[colProps+j] = w.emit(enc, e.raw)
+	}
+	w.layouts = append(w.layouts, l)
+}
+
+// emit compresses raw when that saves at least 1/16 of it, writes the
+// stored bytes and returns the chunk record.
+func (w *writer) emit(enc uint8, raw []byte) chunkMeta {
+	c := chunkMeta{off: w.off, raw: len(raw), enc: enc, comp: compNone}
+	stored := raw
+	if len(raw) >= minCompress {
+		w.enc.comp = zstdEncoder().EncodeAll(raw, w.enc.comp[:0])
+		if len(w.enc.comp) <= len(raw)-len(raw)/16 {
+			stored, c.comp = w.enc.comp, compZstd
+		}
+	}
+	c.stored, c.crc = len(stored), crc(stored)
+	w.bw.Write(stored)
+	w.off += int64(len(stored))
+	return c
+}
