@@ -126,8 +126,24 @@ func (e *Engine) run(ctx context.Context, q *Query, start time.Time) (any, error
 	if err != nil {
 		return nil, err
 	}
-	p.stats.WallMS = ms(time.Since(start))
+	if st := StatsOf(res); st != nil {
+		st.WallMS = ms(time.Since(start))
+	}
 	return res, nil
+}
+
+// StatsOf returns a pointer to the stats of a result returned by Run, or
+// nil for any other value.
+func StatsOf(res any) *Stats {
+	switch r := res.(type) {
+	case *TrendResult:
+		return &r.Stats
+	case *FunnelResult:
+		return &r.Stats
+	case *RetentionResult:
+		return &r.Stats
+	}
+	return nil
 }
 
 func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }

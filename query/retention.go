@@ -86,6 +86,9 @@ func (e *Engine) runRetention(ctx context.Context, p *plan) (*RetentionResult, e
 	if spec.Windows == analysis.WindowsRolling {
 		scan.To = p.to + int64(n)*spec.Period
 	}
+	if spec.Criterion == analysis.CriterionOnOrAfter {
+		scan.To = math.MaxInt64 // any later return counts for every period up to its index
+	}
 	if spec.Type == analysis.TypeFirstTime {
 		scan.From = math.MinInt64
 	}

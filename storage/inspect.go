@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/spurdb/spur/query/analysis"
@@ -29,7 +30,7 @@ type Inspection struct {
 // ColumnInspection is one column's storage over all events segments of an app.
 type ColumnInspection struct {
 	Name            string   `json:"name"`
-	Encodings       []string `json:"encodings"`        // distinct encodings used by its chunks
+	Encodings       []string `json:"encodings"`        // distinct encodings used by its chunks (segment.ColumnStats.Encoding parts)
 	CompressedBytes int64    `json:"compressed_bytes"` // stored bytes
 	RawBytes        int64    `json:"raw_bytes"`        // decoded bytes
 	BytesPerEvent   float64  `json:"bytes_per_event"`  // CompressedBytes / events
@@ -80,8 +81,10 @@ func (s *Snapshot) Inspect(ctx context.Context) (*Inspection, error) {
 			}
 			ci.CompressedBytes += c.CompressedBytes
 			ci.RawBytes += c.RawBytes
-			if !slices.Contains(ci.Encodings, c.Encoding) {
-				ci.Encodings = append(ci.Encodings, c.Encoding)
+			for _, enc := range strings.FieldsFunc(c.Encoding, func(r rune) bool { return r == ',' || r == ';' || r == ' ' }) {
+				if !slices.Contains(ci.Encodings, enc) {
+					ci.Encodings = append(ci.Encodings, enc)
+				}
 			}
 		}
 	}

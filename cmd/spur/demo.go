@@ -120,15 +120,7 @@ func runDemo(cmd *cobra.Command, dir string, shards int) error {
 }
 
 func statsLine(res any) string {
-	var s query.Stats
-	switch r := res.(type) {
-	case *query.TrendResult:
-		s = r.Stats
-	case *query.FunnelResult:
-		s = r.Stats
-	case *query.RetentionResult:
-		s = r.Stats
-	}
+	s := query.StatsOf(res)
 	return fmt.Sprintf("%.1f ms, %d events scanned, %d segments read, %d skipped, %d bytes read",
 		s.WallMS, s.EventsScanned, s.SegmentsRead, s.SegmentsSkipped, s.BytesRead)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -84,16 +85,4 @@ func printInspection(w io.Writer, in *storage.Inspection) {
 	fmt.Fprintln(w)
 }
 
-func joinShort(s []string) string {
-	out := ""
-	for i, e := range s {
-		if i == 3 {
-			return out + fmt.Sprintf(",+%d", len(s)-3)
-		}
-		if i > 0 {
-			out += ","
-		}
-		out += e
-	}
-	return out
-}
+func joinShort(s []string) string { return strings.Join(s, ",") }

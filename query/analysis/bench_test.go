@@ -1,0 +1,147 @@
+package analysis_test
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/spurdb/spur/query/analysis"
+	"github.com/spurdb/spur/query/timebucket"
+)
+
+// benchData is an in-memory input: shop-like sessions of users over 30
+// days, about 100 events per user, each matching one of the bits 0..3
+// (view, cart, checkout, purchase), with 5% timestamp ties.
+type benchData struct {
+	trails   []analysis.Trail
+	events   int
+	from, to int64
+}
+
+var benchStart = time.Date(2019, 10, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+
+// Event mixes: the probability of bits 0..3.
+var (
+	// mixShop follows the real OTTO sample in data/otto-sample (93%
+	// clicks, 6% carts, 1% orders) with a checkout step in between.
+	mixShop = [4]float64{0.90, 0.06, 0.03, 0.01}
+	// mixAdversarial has frequent later steps in random order and an
+	// almost absent final step: many step changes, no early exit.
+	mixAdversarial = [4]float64{0.72, 0.18, 0.0998, 0.0002}
+)
+
+func makeBenchData(users int, mix [4]float64) *benchData {
+	r := rand.New(rand.NewPCG(42, 7))
+	d := &benchData{from: benchStart, to: benchStart + 30*day}
+	for range users {
+		n := 20 + r.IntN(160)
+		tr := analysis.Trail{Times: make([]int64, n), Mask: make([]uint64, n)}
+		t := d.from + r.Int64N(30*day)
+		for i := range n {
+			switch x := r.Float64(); {
+			case x < 0.05 && i > 0: // tie with the previous event
+			case x < 0.10: // next session
+				t += r.Int64N(3 * day)
+			default:
+				t += 1e6 + r.Int64N(180e6)
+			}
+			tr.Times[i] = t
+			x := r.Float64()
+			b := 0
+			for b < 3 && x >= mix[b] {
+				x -= mix[b]
+				b++
+			}
+			tr.Mask[i] = 1 << b
+		}
+		d.events += n
+		d.trails = append(d.trails, tr)
+	}
+	return d
+}
+
+func reportEvents(b *testing.B, events int) {
+	b.ReportMetric(float64(events)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// benchFunnel runs one funnel query per iteration (a new accumulator, so
+// allocations are those of one query: the growth of the duration lists).
+func benchFunnel(b *testing.B, d *benchData) {
+	spec := analysis.FunnelSpec{Steps: 4, Window: 7 * day, From: d.from, To: d.to}
+	b.ReportAllocs()
+	for b.Loop() {
+		f, err := analysis.NewFunnel(spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, tr := range d.trails {
+			f.Add(tr)
+		}
+	}
+	reportEvents(b, d.events)
+}
+
+// BenchmarkFunnel4Steps: 10k users, ~1M events with the shop mix; the
+// kernel stops reading a trail once step 4 is reached.
+func BenchmarkFunnel4Steps(b *testing.B) {
+	benchFunnel(b, makeBenchData(10000, mixShop))
+}
+
+// BenchmarkFunnel4StepsAdversarial: frequent step changes and a final
+// step that almost never happens, so nearly every trail is read to its end.
+func BenchmarkFunnel4StepsAdversarial(b *testing.B) {
+	benchFunnel(b, makeBenchData(10000, mixAdversarial))
+}
+
+func BenchmarkTrend(b *testing.B) {
+	d := makeBenchData(10000, mixShop)
+	spec := analysis.TrendSpec{
+		Bounds: timebucket.Bounds(d.from, d.to, timebucket.Day, nil, timebucket.Monday),
+		From:   d.from, To: d.to,
+		Series: []analysis.TrendSeries{{Math: analysis.MathCount}, {Math: analysis.MathUsers}, {Math: analysis.MathCount}, {Math: analysis.MathUsers}},
+	}
+	tr, err := analysis.NewTrend(spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, t := range d.trails {
+			tr.Add(t)
+		}
+	}
+	reportEvents(b, d.events)
+}
+
+func BenchmarkRetention(b *testing.B) {
+	d := makeBenchData(10000, mixShop)
+	for _, c := range []struct {
+		name string
+		typ  analysis.RetentionType
+		win  analysis.RetentionWindows
+	}{
+		{"first_time/calendar", analysis.TypeFirstTime, analysis.WindowsCalendar},
+		{"recurring/calendar", analysis.TypeRecurring, analysis.WindowsCalendar},
+		{"recurring/rolling", analysis.TypeRecurring, analysis.WindowsRolling},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			bounds := timebucket.Bounds(d.from, d.to, timebucket.Day, nil, timebucket.Monday)
+			spec := analysis.RetentionSpec{
+				Bounds:  timebucket.Extend(bounds, 7, timebucket.Day, nil, timebucket.Monday),
+				Periods: 7, Type: c.typ, Windows: c.win, Period: timebucket.DayMicros,
+				From: d.from, To: d.to,
+			}
+			r, err := analysis.NewRetention(spec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, t := range d.trails {
+					r.Add(t)
+				}
+			}
+			reportEvents(b, d.events)
+		})
+	}
+}

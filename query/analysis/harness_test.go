@@ -1,0 +1,209 @@
+package analysis_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/spurdb/spur/internal/testutil"
+	"github.com/spurdb/spur/query/analysis"
+	"github.com/spurdb/spur/query/timebucket"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// shardPlan assigns users to accumulators and fixes a merge order, so that
+// tests can check that results do not depend on sharding (spec §8). A nil
+// plan is one accumulator.
+type shardPlan struct {
+	r      *rand.Rand
+	shards int
+}
+
+func (p *shardPlan) split(n int) (assign []int, shards int, order []int) {
+	shards = 1
+	if p != nil {
+		shards = p.shards
+	}
+	assign = make([]int, n)
+	order = make([]int, shards)
+	for i := range order {
+		order[i] = i
+	}
+	if p != nil {
+		for i := range assign {
+			assign[i] = p.r.IntN(shards)
+		}
+		p.r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	}
+	return assign, shards, order
+}
+
+func runTrend(t testing.TB, evs []testutil.Ev, q testutil.TrendQuery, plan *shardPlan) analysis.TrendResult {
+	t.Helper()
+	spec := analysis.TrendSpec{Bounds: q.Bounds, From: q.From, To: q.To}
+	for _, m := range q.Math {
+		spec.Series = append(spec.Series, analysis.TrendSeries{Math: m})
+	}
+	trails := testutil.BuildTrails(evs, q.Events)
+	assign, shards, order := plan.split(len(trails))
+	accs := make([]*analysis.Trend, shards)
+	for i := range accs {
+		acc, err := analysis.NewTrend(spec)
+		if err != nil {
+			t.Fatalf("NewTrend: %v", err)
+		}
+		accs[i] = acc
+	}
+	for i, ut := range trails {
+		accs[assign[i]].Add(ut.Trail)
+	}
+	for _, s := range order[1:] {
+		accs[order[0]].Merge(accs[s])
+	}
+	return accs[order[0]].Result()
+}
+
+func runFunnel(t testing.TB, evs []testutil.Ev, q testutil.FunnelQuery, plan *shardPlan) (analysis.FunnelResult, map[string]testutil.NaivePath) {
+	t.Helper()
+	spec := analysis.FunnelSpec{Steps: len(q.Steps), Window: q.Window, From: q.From, To: q.To}
+	trails := testutil.BuildTrails(evs, q.Steps)
+	assign, shards, order := plan.split(len(trails))
+	accs := make([]*analysis.Funnel, shards)
+	for i := range accs {
+		acc, err := analysis.NewFunnel(spec)
+		if err != nil {
+			t.Fatalf("NewFunnel: %v", err)
+		}
+		accs[i] = acc
+	}
+	paths := map[string]testutil.NaivePath{}
+	var st analysis.FunnelScratch
+	for i, ut := range trails {
+		p := analysis.FunnelUser(ut.Trail, &spec, &st)
+		if p.Step > 0 {
+			paths[ut.User] = testutil.NaivePath{Step: p.Step, Times: slices.Clone(p.Times[:p.Step]), First: ut.Index[p.Events[0]]}
+		}
+		if i%2 == 0 {
+			accs[assign[i]].Add(ut.Trail)
+		} else {
+			accs[assign[i]].AddPath(p)
+		}
+	}
+	for _, s := range order[1:] {
+		accs[order[0]].Merge(accs[s])
+	}
+	return accs[order[0]].Result(), paths
+}
+
+// retentionSpec builds the kernel spec of q with the cohort boundaries
+// extended by ext buckets (the query layer uses ext = Periods; the kernel
+// needs at least Periods-1 for calendar windows).
+func retentionSpec(q testutil.RetentionQuery, ext int) analysis.RetentionSpec {
+	b := timebucket.Bounds(q.From, q.To, q.Interval, q.Loc, q.WeekStart)
+	b = timebucket.Extend(b, ext, q.Interval, q.Loc, q.WeekStart)
+	return analysis.RetentionSpec{
+		Bounds: b, Periods: q.Periods, Type: q.Type, Windows: q.Windows, Criterion: q.Criterion,
+		Period: q.Interval.Rolling(), From: q.From, To: q.To,
+	}
+}
+
+func runRetention(t testing.TB, evs []testutil.Ev, q testutil.RetentionQuery, ext int, plan *shardPlan) analysis.RetentionResult {
+	t.Helper()
+	trails := testutil.BuildTrails(evs, []string{q.Start, q.Return})
+	assign, shards, order := plan.split(len(trails))
+	accs := make([]*analysis.Retention, shards)
+	for i := range accs {
+		acc, err := analysis.NewRetention(retentionSpec(q, ext))
+		if err != nil {
+			t.Fatalf("NewRetention: %v", err)
+		}
+		accs[i] = acc
+	}
+	for i, ut := range trails {
+		accs[assign[i]].Add(ut.Trail)
+	}
+	for _, s := range order[1:] {
+		accs[order[0]].Merge(accs[s])
+	}
+	return accs[order[0]].Result()
+}
+
+// Rendering of results as the golden files show them.
+
+func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+func fmtTime(us, base int64, hasBase bool, loc *time.Location) string {
+	if hasBase {
+		d := time.Duration(us-base) * time.Microsecond
+		if d >= 0 {
+			return "+" + d.String()
+		}
+		return d.String()
+	}
+	return time.UnixMicro(us).In(loc).Format(time.RFC3339Nano)
+}
+
+type renderCtx struct {
+	base    int64
+	hasBase bool
+	loc     *time.Location
+}
+
+func (rc renderCtx) trend(q testutil.TrendQuery, r analysis.TrendResult) string {
+	var b strings.Builder
+	for s, sr := range r.Series {
+		fmt.Fprintf(&b, "series %s:%s total=%d\n", q.Events[s], q.Math[s], sr.Total)
+		for i, v := range sr.Buckets {
+			fmt.Fprintf(&b, "  %s %d\n", time.UnixMicro(q.Bounds[i]).In(rc.loc).Format(time.RFC3339), v)
+		}
+	}
+	return b.String()
+}
+
+func (rc renderCtx) funnel(r analysis.FunnelResult, paths map[string]testutil.NaivePath) string {
+	var b strings.Builder
+	users := make([]string, 0, len(paths))
+	for u, p := range paths {
+		if p.Step > 0 {
+			users = append(users, u)
+		}
+	}
+	slices.Sort(users)
+	for _, u := range users {
+		p := paths[u]
+		ts := make([]string, len(p.Times))
+		for i, v := range p.Times {
+			ts[i] = fmtTime(v, rc.base, rc.hasBase, rc.loc)
+		}
+		fmt.Fprintf(&b, "user %s step=%d times=%s first=e%d\n", u, p.Step, strings.Join(ts, ","), p.First+1)
+	}
+	for _, s := range r.Steps {
+		fmt.Fprintf(&b, "step %d users=%d conversion=%s from_previous=%s", s.Step, s.Users, fmtFloat(s.Conversion), fmtFloat(s.ConversionFromPrevious))
+		if s.HasTime {
+			fmt.Fprintf(&b, " avg_s=%s median_s=%s", fmtFloat(s.AvgSeconds), fmtFloat(s.MedianSeconds))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func (rc renderCtx) retention(r analysis.RetentionResult) string {
+	var b strings.Builder
+	for _, c := range r.Cohorts {
+		parts := make([]string, len(c.Retained))
+		for i, v := range c.Retained {
+			parts[i] = strconv.FormatInt(v, 10)
+		}
+		fmt.Fprintf(&b, "cohort %s size=%d retained=%s\n", time.UnixMicro(c.Start).In(rc.loc).Format(time.RFC3339), c.Size, strings.Join(parts, ","))
+	}
+	return b.String()
+}

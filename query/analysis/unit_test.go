@@ -1,0 +1,255 @@
+package analysis_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/spurdb/spur/internal/testutil"
+	"github.com/spurdb/spur/query/analysis"
+	"github.com/spurdb/spur/query/timebucket"
+)
+
+const day = int64(86400e6)
+
+func TestSpecValidation(t *testing.T) {
+	b := []int64{0, day, 2 * day}
+	trendCases := []struct {
+		spec analysis.TrendSpec
+		want string
+	}{
+		{analysis.TrendSpec{Bounds: b, From: day, To: day}, "empty range"},
+		{analysis.TrendSpec{Bounds: b[:1], From: 0, To: 1}, "need at least 2"},
+		{analysis.TrendSpec{Bounds: []int64{0, 0, day}, From: 0, To: 1}, "not increasing"},
+		{analysis.TrendSpec{Bounds: b, From: -1, To: 1}, "do not cover"},
+		{analysis.TrendSpec{Bounds: b, From: 0, To: 2*day + 1}, "do not cover"},
+		{analysis.TrendSpec{Bounds: b, From: 0, To: 1}, "0 series"},
+		{analysis.TrendSpec{Bounds: b, From: 0, To: 1, Series: make([]analysis.TrendSeries, 65)}, "65 series"},
+		{analysis.TrendSpec{Bounds: b, From: 0, To: 1, Series: []analysis.TrendSeries{{Math: 7}}}, "unknown math"},
+	}
+	for _, c := range trendCases {
+		if _, err := analysis.NewTrend(c.spec); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("NewTrend(%+v) error %v, want %q", c.spec, err, c.want)
+		}
+	}
+	funnelCases := []struct {
+		spec analysis.FunnelSpec
+		want string
+	}{
+		{analysis.FunnelSpec{Steps: 1, To: 1}, "1 steps"},
+		{analysis.FunnelSpec{Steps: 33, To: 1}, "33 steps"},
+		{analysis.FunnelSpec{Steps: 2, Window: -1, To: 1}, "window"},
+		{analysis.FunnelSpec{Steps: 2, Window: analysis.MaxFunnelWindow + 1, To: 1}, "window"},
+		{analysis.FunnelSpec{Steps: 2, From: 1, To: 1}, "empty range"},
+	}
+	for _, c := range funnelCases {
+		if _, err := analysis.NewFunnel(c.spec); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("NewFunnel(%+v) error %v, want %q", c.spec, err, c.want)
+		}
+	}
+	ok := analysis.RetentionSpec{Bounds: []int64{0, day, 2 * day, 3 * day}, Periods: 3, From: 0, To: day}
+	retentionCases := []struct {
+		mod  func(*analysis.RetentionSpec)
+		want string
+	}{
+		{func(s *analysis.RetentionSpec) { s.Periods = 0 }, "0 periods"},
+		{func(s *analysis.RetentionSpec) { s.Periods = 4 }, "want bounds extended"},
+		{func(s *analysis.RetentionSpec) { s.Type = 2 }, "invalid type"},
+		{func(s *analysis.RetentionSpec) { s.Windows = analysis.WindowsRolling }, "rolling period"},
+		{func(s *analysis.RetentionSpec) { s.To = 4 * day }, "do not cover"},
+	}
+	if _, err := analysis.NewRetention(ok); err != nil {
+		t.Fatalf("NewRetention(valid): %v", err)
+	}
+	for _, c := range retentionCases {
+		s := ok
+		c.mod(&s)
+		if _, err := analysis.NewRetention(s); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("NewRetention(%+v) error %v, want %q", s, err, c.want)
+		}
+	}
+}
+
+func TestMergeShapeMismatchPanics(t *testing.T) {
+	b := []int64{0, day, 2 * day}
+	t1, _ := analysis.NewTrend(analysis.TrendSpec{Bounds: b, From: 0, To: 1, Series: []analysis.TrendSeries{{}}})
+	t2, _ := analysis.NewTrend(analysis.TrendSpec{Bounds: b, From: 0, To: 1, Series: []analysis.TrendSeries{{}, {}}})
+	f1, _ := analysis.NewFunnel(analysis.FunnelSpec{Steps: 2, To: 1})
+	f2, _ := analysis.NewFunnel(analysis.FunnelSpec{Steps: 3, To: 1})
+	r1, _ := analysis.NewRetention(analysis.RetentionSpec{Bounds: b, Periods: 1, To: 1})
+	r2, _ := analysis.NewRetention(analysis.RetentionSpec{Bounds: b, Periods: 2, To: 1})
+	for name, f := range map[string]func(){
+		"trend": func() { t1.Merge(t2) }, "funnel": func() { f1.Merge(f2) }, "retention": func() { r1.Merge(r2) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: Merge of different shapes did not panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+// TestEmptyTrails: users without events or without a step-1/start event
+// contribute nothing (brief rule 4).
+func TestEmptyTrails(t *testing.T) {
+	b := []int64{0, day, 2 * day}
+	tr, _ := analysis.NewTrend(analysis.TrendSpec{Bounds: b, From: 0, To: day, Series: []analysis.TrendSeries{{Math: analysis.MathUsers}}})
+	fu, _ := analysis.NewFunnel(analysis.FunnelSpec{Steps: 2, Window: day, From: 0, To: day})
+	re, _ := analysis.NewRetention(analysis.RetentionSpec{Bounds: b, Periods: 2, From: 0, To: day})
+	onlyLater := analysis.Trail{Times: []int64{5, 6}, Mask: []uint64{2, 2}}
+	for _, trail := range []analysis.Trail{{}, onlyLater} {
+		tr.Add(trail)
+		fu.Add(trail)
+		re.Add(trail)
+	}
+	if got := tr.Result().Series[0]; got.Total != 0 || got.Buckets[0] != 0 {
+		t.Errorf("trend of empty trails: %+v", got)
+	}
+	for _, s := range fu.Result().Steps {
+		if s.Users != 0 || s.HasTime {
+			t.Errorf("funnel of empty trails: %+v", s)
+		}
+	}
+	if got := re.Result().Cohorts[0]; got.Size != 0 {
+		t.Errorf("retention of empty trails: %+v", got)
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	cases := []struct {
+		x    []int64
+		q    float64
+		want float64
+	}{
+		{nil, 0.5, 0},
+		{[]int64{7}, 0.5, 7},
+		{[]int64{1, 2}, 0.5, 1.5},
+		{[]int64{1, 2, 3, 4}, 0.5, 2.5},
+		{[]int64{1, 2, 3, 4}, 0.75, 3.25},
+		{[]int64{1, 2, 3, 4}, 1, 4},
+		{[]int64{1, 2, 3, 4}, 0, 1},
+		{[]int64{10, 20, 40, 100}, 0.5, 30},
+		{[]int64{0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100}, 0.9, 90},
+	}
+	for _, c := range cases {
+		if got := analysis.Quantile(c.x, c.q); got != c.want {
+			t.Errorf("Quantile(%v, %v) = %v, want %v", c.x, c.q, got, c.want)
+		}
+	}
+}
+
+func TestMean(t *testing.T) {
+	sizes := []int64{10, 20, 0}
+	retained := [][]int64{{10, 5, 2}, {20, 4, 0}, {0, 0, 0}}
+	complete := [][]bool{{true, true, true}, {true, true, false}, {true, false, false}}
+	got := analysis.Mean(sizes, retained, complete)
+	want := []float64{1, 9.0 / 30, 0.2}
+	if len(got) != len(want) {
+		t.Fatalf("Mean = %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("Mean[%d] = %v, want %v", i, got[i], want[i])
+		}
+	}
+	if got := analysis.Mean(nil, nil, nil); len(got) != 0 {
+		t.Errorf("Mean of nothing = %v", got)
+	}
+}
+
+// TestMeanLargeDurations checks the 128-bit duration sum: int64 would
+// overflow with these values.
+func TestMeanLargeDurations(t *testing.T) {
+	f, _ := analysis.NewFunnel(analysis.FunnelSpec{Steps: 2, Window: analysis.MaxFunnelWindow, From: 0, To: 1})
+	const users = 400_000 // 400k × 366 days > 2^63 µs
+	p := analysis.FunnelPath{Step: 2}
+	p.Times[1] = analysis.MaxFunnelWindow
+	for range users {
+		f.AddPath(&p)
+	}
+	got := f.Result().Steps[1]
+	if want := float64(analysis.MaxFunnelWindow) / 1e6; got.AvgSeconds != want || got.MedianSeconds != want {
+		t.Errorf("avg %v median %v, want %v", got.AvgSeconds, got.MedianSeconds, want)
+	}
+}
+
+func TestParseOptions(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		ok   bool
+		want string
+	}{
+		{"count", true, "count"}, {"users", true, "users"}, {"", false, ""}, {"sum", false, ""},
+	} {
+		m, err := analysis.ParseTrendMath(c.s)
+		if (err == nil) != c.ok || (c.ok && m.String() != c.want) {
+			t.Errorf("ParseTrendMath(%q) = %v, %v", c.s, m, err)
+		}
+	}
+	if v, err := analysis.ParseRetentionType(""); err != nil || v != analysis.TypeFirstTime {
+		t.Errorf("default type: %v %v", v, err)
+	}
+	if v, err := analysis.ParseRetentionType("recurring"); err != nil || v != analysis.TypeRecurring {
+		t.Errorf("recurring: %v %v", v, err)
+	}
+	if v, err := analysis.ParseRetentionWindows("rolling"); err != nil || v != analysis.WindowsRolling {
+		t.Errorf("rolling: %v %v", v, err)
+	}
+	if v, err := analysis.ParseRetentionCriterion("on_or_after"); err != nil || v != analysis.CriterionOnOrAfter {
+		t.Errorf("on_or_after: %v %v", v, err)
+	}
+	if _, err := analysis.ParseRetentionCriterion("after"); err == nil || !strings.Contains(err.Error(), "on_or_after") {
+		t.Errorf("bad criterion error %v should list the accepted names", err)
+	}
+	if s := analysis.RetentionWindows(9).String(); s != "windows(9)" {
+		t.Errorf("invalid windows String = %q", s)
+	}
+}
+
+func FuzzParseOptions(f *testing.F) {
+	for _, s := range []string{"", "count", "users", "first_time", "recurring", "calendar", "rolling", "on", "on_or_after", "On"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if v, err := analysis.ParseTrendMath(s); err == nil && v.String() != s {
+			t.Fatalf("ParseTrendMath(%q) = %v", s, v)
+		}
+		if v, err := analysis.ParseRetentionType(s); err == nil && s != "" && v.String() != s {
+			t.Fatalf("ParseRetentionType(%q) = %v", s, v)
+		}
+		if v, err := analysis.ParseRetentionWindows(s); err == nil && s != "" && v.String() != s {
+			t.Fatalf("ParseRetentionWindows(%q) = %v", s, v)
+		}
+		if v, err := analysis.ParseRetentionCriterion(s); err == nil && s != "" && v.String() != s {
+			t.Fatalf("ParseRetentionCriterion(%q) = %v", s, v)
+		}
+	})
+}
+
+// TestAddDoesNotAllocate checks the per-event (and, after warm-up,
+// per-user) allocation freedom of the kernels.
+func TestAddDoesNotAllocate(t *testing.T) {
+	evs := testutil.RandomEvents(7, testutil.RandomOptions{Users: 5, Events: 400})
+	q := testutil.RetentionQuery{Start: "a", Return: testutil.Any, Interval: timebucket.Day, Periods: 4,
+		Type: analysis.TypeRecurring, From: evs[0].Time - 2*day, To: evs[0].Time + 2*day}
+	trails := testutil.BuildTrails(evs, []string{"a", "b", "c", "d"})
+	bounds := timebucket.Bounds(q.From, q.To, timebucket.Day, nil, timebucket.Monday)
+	tr, _ := analysis.NewTrend(analysis.TrendSpec{Bounds: bounds, From: q.From, To: q.To,
+		Series: []analysis.TrendSeries{{Math: analysis.MathCount}, {Math: analysis.MathUsers}, {}, {Math: analysis.MathUsers}}})
+	spec := analysis.FunnelSpec{Steps: 4, Window: day, From: q.From, To: q.To}
+	var st analysis.FunnelScratch
+	re, _ := analysis.NewRetention(retentionSpec(q, q.Periods))
+	run := func() {
+		for _, ut := range trails {
+			tr.Add(ut.Trail)
+			analysis.FunnelUser(ut.Trail, &spec, &st)
+			re.Add(ut.Trail)
+		}
+	}
+	run() // grow scratch
+	if n := testing.AllocsPerRun(20, run); n != 0 {
+		t.Errorf("Add allocates %v times per run", n)
+	}
+}
