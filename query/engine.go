@@ -109,7 +109,9 @@ func (e *Engine) run(ctx context.Context, q *Query, start time.Time) (any, error
 	}
 	snap := app.Snapshot()
 	var p *plan
-	trace.WithRegion(ctx, "plan", func() { p, err = e.newPlan(q, snap) })
+	_, stage := storage.StartStage(ctx, "plan", -1)
+	p, err = e.newPlan(q, snap)
+	stage.End()
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +156,9 @@ func (e *Engine) scan(ctx context.Context, p *plan, spec storage.ScanSpec, visit
 	spec.Masks = p.masks
 	var st storage.ScanStats
 	var err error
-	trace.WithRegion(ctx, "scan", func() { st, err = p.snap.Scan(ctx, spec, visitors) })
+	sctx, stage := storage.StartStage(ctx, "scan", -1)
+	st, err = p.snap.Scan(sctx, spec, visitors)
+	stage.End()
 	p.stats.ScanMS = ms(time.Since(t0))
 	p.stats.EventsScanned = st.EventsScanned
 	p.stats.SegmentsRead = st.SegmentsRead

@@ -59,7 +59,7 @@ func (e *Engine) runFunnel(ctx context.Context, p *plan) (*FunnelResult, error) 
 	if err := e.scan(ctx, p, storage.ScanSpec{From: p.from, To: scanTo}, vs, state); err != nil {
 		return nil, err
 	}
-	merge := timer()
+	merge := stageTimer(ctx, "merge")
 	for _, a := range accs[1:] {
 		accs[0].Merge(a)
 	}
@@ -83,8 +83,13 @@ func funnelSteps(kr analysis.FunnelResult, steps []Matcher) []FunnelStep {
 	return out
 }
 
-// timer returns a function that reports the milliseconds since timer was called.
-func timer() func() float64 {
+// stageTimer starts stage name (a runtime/trace region and, under ?trace=1,
+// a span); the returned func ends it and returns its duration in ms.
+func stageTimer(ctx context.Context, name string) func() float64 {
 	t0 := time.Now()
-	return func() float64 { return ms(time.Since(t0)) }
+	_, stage := storage.StartStage(ctx, name, -1)
+	return func() float64 {
+		stage.End()
+		return ms(time.Since(t0))
+	}
 }

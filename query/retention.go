@@ -95,7 +95,7 @@ func (e *Engine) runRetention(ctx context.Context, p *plan) (*RetentionResult, e
 	if err := e.scan(ctx, p, scan, vs, state); err != nil {
 		return nil, err
 	}
-	merge := timer()
+	merge := stageTimer(ctx, "merge")
 	for _, a := range accs[1:] {
 		accs[0].Merge(a)
 	}

@@ -69,7 +69,7 @@ func (e *Engine) runTrend(ctx context.Context, p *plan) (*TrendResult, error) {
 	if err := e.scan(ctx, p, storage.ScanSpec{From: p.from, To: p.to}, vs, state); err != nil {
 		return nil, err
 	}
-	merge := timer()
+	merge := stageTimer(ctx, "merge")
 	for _, a := range accs[1:] {
 		accs[0].Merge(a)
 	}

@@ -235,6 +235,7 @@ type importer struct {
 	eventName []string
 	propIdx   map[string]int // property name → index into props
 	props     []propInfo
+	slots     []int // per position in a row's Props: the props index seen there last
 	buffered  int
 
 	insertIDs   map[string]struct{} // seen insert ids (nil until the first one)
@@ -246,6 +247,10 @@ type propInfo struct {
 	typ  event.Type
 	dict map[string]uint32
 	strs []string
+	// last string coded: consecutive equal values skip the map
+	lastStr  string
+	lastCode uint32
+	hasLast  bool
 }
 
 func newImporter(a *App, base *Manifest, opt ImportOptions) *importer {
@@ -274,13 +279,15 @@ func (im *importer) run(ctx context.Context, srcs []Source, rep *ImportReport) (
 		return nil, err
 	}
 	var written []SegmentRef
-	var ev event.Event
-	for _, src := range srcs {
-		for {
-			err := src.Next(&ev)
-			if err == io.EOF {
-				break
-			}
+	rctx, stop := context.WithCancel(ctx)
+	batches, free := readAhead(rctx, srcs)
+	defer func() {
+		stop()
+		for range batches { // let the read-ahead goroutine finish
+		}
+	}()
+	for b := range batches {
+		for i := range b.evs {
 			rep.Read++
 			if rep.Read&0xffff == 0 {
 				if im.opt.Progress != nil {
@@ -290,19 +297,18 @@ func (im *importer) run(ctx context.Context, srcs []Source, rep *ImportReport) (
 					return written, fmt.Errorf("import cancelled: %w", err)
 				}
 			}
-			if err == nil {
-				err = im.add(&ev, rep)
+			err := error(b.errs[i])
+			if b.errs[i] == nil {
+				err = im.add(&b.evs[i], rep)
 			}
 			if err != nil {
 				var re *event.RowError
 				if !errors.As(err, &re) {
-					rep.Read--
 					return written, err
 				}
 				rep.Rejected++
 				if len(rep.Errors) < MaxReportedErrors {
-					cp := *re
-					rep.Errors = append(rep.Errors, &cp)
+					rep.Errors = append(rep.Errors, &event.RowError{Pos: re.Pos, Field: strings.Clone(re.Field), Msg: re.Msg})
 				}
 				continue
 			}
@@ -314,6 +320,16 @@ func (im *importer) run(ctx context.Context, srcs []Source, rep *ImportReport) (
 				}
 			}
 		}
+		if b.fatal != nil && b.fatal != io.EOF {
+			return written, b.fatal
+		}
+		select {
+		case free <- b:
+		default:
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return written, fmt.Errorf("import cancelled: %w", err)
 	}
 	if im.opt.Progress != nil {
 		im.opt.Progress(rep.Read)
@@ -365,11 +381,11 @@ func (im *importer) add(ev *event.Event, rep *ImportReport) error {
 	sb.addUser(ev.UserID, h)
 	sb.times = append(sb.times, ev.Time)
 	sb.events = append(sb.events, im.eventCode(name))
-	for _, p := range ev.Props {
+	for i, p := range ev.Props {
 		if p.Value.Type == event.TypeNone {
 			continue
 		}
-		sb.addProp(im.propIndex(p.Name, p.Value.Type), row, p.Value, im)
+		sb.addProp(im.propSlot(i, p.Name, p.Value.Type), row, p.Value, im)
 	}
 	if ev.InsertID != "" && im.opt.Kind == KindEvents {
 		sb.addProp(im.propIndex(InsertIDProp, event.TypeString), row, event.String(ev.InsertID), im)
@@ -389,6 +405,20 @@ func (im *importer) eventCode(name string) uint32 {
 	return c
 }
 
+// propSlot is propIndex with a cache by position in the row: rows whose
+// properties come in a stable order do no map lookup.
+func (im *importer) propSlot(pos int, name string, t event.Type) int {
+	for len(im.slots) <= pos {
+		im.slots = append(im.slots, -1)
+	}
+	if i := im.slots[pos]; i >= 0 && im.props[i].name == name {
+		return i
+	}
+	i := im.propIndex(name, t)
+	im.slots[pos] = i
+	return i
+}
+
 func (im *importer) propIndex(name string, t event.Type) int {
 	if i, ok := im.propIdx[name]; ok {
 		return i
@@ -400,13 +430,17 @@ func (im *importer) propIndex(name string, t event.Type) int {
 }
 
 func (p *propInfo) code(s string) uint32 {
-	if c, ok := p.dict[s]; ok {
-		return c
+	if p.hasLast && s == p.lastStr {
+		return p.lastCode
 	}
-	c := uint32(len(p.strs))
-	s = strings.Clone(s)
-	p.dict[s] = c
-	p.strs = append(p.strs, s)
+	c, ok := p.dict[s]
+	if !ok {
+		c = uint32(len(p.strs))
+		s = strings.Clone(s)
+		p.dict[s] = c
+		p.strs = append(p.strs, s)
+	}
+	p.lastStr, p.lastCode, p.hasLast = p.strs[c], c, true
 	return c
 }
 

@@ -5,7 +5,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"runtime/trace"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -98,6 +98,7 @@ func (s *Snapshot) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) 
 		byShard[ref.Shard] = append(byShard[ref.Shard], ref)
 	}
 	var next atomic.Int64
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ws := make([]ScanStats, len(visitors))
@@ -107,7 +108,20 @@ func (s *Snapshot) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sc := &shardScanner{snap: s, spec: &spec, v: visitors[w], st: &ws[w]}
+			// Decode buffers are reused across scans: a query must not
+			// re-allocate tens of MiB of block buffers (GC pressure).
+			sc, _ := s.app.store.scanners.Get().(*shardScanner)
+			if sc == nil {
+				sc = &shardScanner{}
+			}
+			sc.snap, sc.spec, sc.v, sc.st = s, &spec, visitors[w], &ws[w]
+			defer func() {
+				sc.snap, sc.spec, sc.v, sc.st = nil, nil, nil, nil
+				for _, c := range sc.free {
+					c.r, c.meta, c.masks = nil, nil, nil
+				}
+				s.app.store.scanners.Put(sc)
+			}()
 			for {
 				sh := int(next.Add(1) - 1)
 				if sh >= len(byShard) || ctx.Err() != nil {
@@ -117,7 +131,9 @@ func (s *Snapshot) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) 
 					continue
 				}
 				var err error
-				trace.WithRegion(ctx, "scan shard", func() { err = sc.scanShard(ctx, byShard[sh]) })
+				sctx, stage := StartStage(ctx, "scan shard", sh)
+				err = sc.scanShard(sctx, byShard[sh])
+				stage.End()
 				if err != nil {
 					errs[w] = err
 					cancel()
@@ -136,7 +152,9 @@ func (s *Snapshot) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) 
 			return stats, err
 		}
 	}
-	if err := ctx.Err(); err != nil && context.Cause(ctx) != context.Canceled {
+	// A cancelled or expired caller context fails the scan (a partial scan
+	// is not an answer); our own cancel() above only stops the workers.
+	if err := parent.Err(); err != nil {
 		return stats, err
 	}
 	return stats, nil
@@ -170,6 +188,8 @@ type cursor struct {
 	blk   segment.Block
 	block int // current block index; len(meta.Blocks) when exhausted
 	user  int // current user within blk
+	// inRange: the current block's rows all lie in [From, To)
+	inRange bool
 }
 
 func (c *cursor) hash() uint64 { return c.blk.UserHashes[c.user] }
@@ -280,25 +300,47 @@ func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error 
 }
 
 // appendRows appends cursor c's current user's rows that pass the spec to
-// the trail buffer. This is the per-event hot loop of every query.
+// the trail buffer. This is the per-event hot loop of every query: one
+// table lookup per event, and no data-dependent branch (every row is
+// written, and the write position advances only for passing rows, which
+// the compiler turns into a conditional move), since which events match is
+// unpredictable. When the block's zone map lies inside the range, the time
+// test is dropped.
 func (sc *shardScanner) appendRows(c *cursor) {
 	b := &c.blk
 	s, e := b.UserStarts[c.user], b.UserStarts[c.user+1]
 	times := b.Times[s:e]
-	codes := b.Events[s:e]
+	codes := b.Events[s:e:e]
 	masks := c.masks
-	from, to := sc.spec.From, sc.spec.To
-	tt, tm := sc.trail.Times, sc.trail.Mask
-	for i, t := range times {
-		m := masks[codes[i]]
-		if m != 0 && t >= from && t < to {
-			tt = append(tt, t)
-			tm = append(tm, m)
+	n := len(sc.trail.Times)
+	tt := slices.Grow(sc.trail.Times, len(times))[:n+len(times)]
+	tm := slices.Grow(sc.trail.Mask, len(times))[:n+len(times)]
+	out := tt[n:]
+	outm := tm[n:]
+	k := 0
+	if c.inRange {
+		for i, t := range times {
+			m := masks[codes[i]]
+			out[k] = t
+			outm[k] = m
+			if m != 0 {
+				k++
+			}
+		}
+	} else {
+		from, span := sc.spec.From, uint64(sc.spec.To)-uint64(sc.spec.From)
+		for i, t := range times {
+			m := masks[codes[i]]
+			out[k] = t
+			outm[k] = m
+			if m != 0 && uint64(t)-uint64(from) < span {
+				k++
+			}
 		}
 	}
-	sc.trail.Times, sc.trail.Mask = tt, tm
-	if len(tt) > sc.parts[len(sc.parts)-1] {
-		sc.parts = append(sc.parts, len(tt))
+	sc.trail.Times, sc.trail.Mask = tt[:n+k], tm[:n+k]
+	if n+k > sc.parts[len(sc.parts)-1] {
+		sc.parts = append(sc.parts, n+k)
 	}
 }
 
@@ -353,6 +395,7 @@ func (sc *shardScanner) nextBlock(ctx context.Context, c *cursor) (bool, error) 
 		if err := c.r.ReadBlock(c.block, nil, &c.blk); err != nil {
 			return false, err
 		}
+		c.inRange = bm.MinTime >= sc.spec.From && bm.MaxTime < sc.spec.To
 		sc.st.BlocksRead++
 		sc.st.EventsScanned += int64(c.blk.Rows)
 		sc.st.BytesRead += c.blk.BytesRead

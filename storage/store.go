@@ -35,10 +35,10 @@ type Config struct {
 	// of two from 1 to 1024; 0 means DefaultShards. Existing apps keep the
 	// count in their manifest.
 	Shards int
-	// VerifySegments makes the first open of every segment in this process
-	// check every checksum in the file (segment.Reader.Verify), so that a
-	// corrupt byte anywhere fails the query that opens it. Default on; the
-	// cost is one sequential CRC32C pass over each file once per process.
+	// SkipVerify turns off the check, on the first open of every segment in
+	// this process, of every checksum in the file (segment.Reader.Verify)
+	// that makes a corrupt byte anywhere fail the query that opens it. The
+	// check costs one pass over each file once per process.
 	SkipVerify bool
 	// Logger receives import and maintenance logs; nil means slog.Default().
 	Logger *slog.Logger
@@ -52,6 +52,8 @@ type Store struct {
 
 	mu   sync.Mutex // guards apps (the map, not the apps' snapshots)
 	apps map[string]*App
+
+	scanners sync.Pool // *shardScanner: per-worker scan state with its decode buffers
 }
 
 // Open opens (creating if needed) the store directory cfg.Dir. It returns an

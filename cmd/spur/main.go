@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	_ "time/tzdata" // IANA zones even on machines without /usr/share/zoneinfo
 
@@ -24,6 +25,9 @@ type globals struct {
 	dataDir  string
 	logLevel string
 	shards   int
+	cpuProf  string
+	memProf  string
+	stopProf func()
 }
 
 func main() {
@@ -62,6 +66,31 @@ columnar segments and answers trends, funnels and retention over raw events.`,
 				return fmt.Errorf("--log-level: %w", err)
 			}
 			slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})))
+			if g.cpuProf != "" {
+				f, err := os.Create(g.cpuProf)
+				if err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					f.Close()
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				g.stopProf = func() { pprof.StopCPUProfile(); f.Close() }
+			}
+			return nil
+		},
+		PersistentPostRunE: func(cmd *cobra.Command, args []string) error {
+			if g.stopProf != nil {
+				g.stopProf()
+			}
+			if g.memProf != "" {
+				f, err := os.Create(g.memProf)
+				if err != nil {
+					return fmt.Errorf("--memprofile: %w", err)
+				}
+				defer f.Close()
+				return pprof.Lookup("allocs").WriteTo(f, 0)
+			}
 			return nil
 		},
 	}
@@ -70,6 +99,8 @@ columnar segments and answers trends, funnels and retention over raw events.`,
 	root.PersistentFlags().StringVar(&g.dataDir, "data", "./spur-data", "store directory (embedded store)")
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	root.PersistentFlags().IntVar(&g.shards, "shards", 16, "shards per new app (a power of two)")
-	root.AddCommand(newImportCmd(g), newQueryCmd(g), newInspectCmd(g), newDemoCmd(g), newGenCmd(g))
+	root.PersistentFlags().StringVar(&g.cpuProf, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
+	root.PersistentFlags().StringVar(&g.memProf, "memprofile", "", "write an allocation profile of the command to this file (go tool pprof -sample_index=alloc_space)")
+	root.AddCommand(newImportCmd(g), newQueryCmd(g), newInspectCmd(g), newDemoCmd(g), newGenCmd(g), newServeCmd(g), newBenchCmd(g), newBenchQueryCmd(g))
 	return root
 }

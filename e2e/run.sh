@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Browser test of the web UI (see ui.test.mjs): installs Debian's chromium
+# when /usr/bin/chromium is missing and the e2e npm packages (npm ci), builds
+# spur, imports the bundled data into a temporary store (`spur demo --keep`),
+# and runs the test with node's test runner. Exits non-zero on failure.
+# SPUR_SCREENSHOTS=DIR keeps a PNG of each view.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ ! -x "${CHROMIUM:-/usr/bin/chromium}" ]; then
+  echo "e2e: installing chromium (Debian package)"
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium fonts-dejavu-core >/dev/null
+fi
+
+(cd e2e && npm ci --no-audit --no-fund --loglevel=error)
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+go build -o "$tmp/spur" ./cmd/spur
+"$tmp/spur" demo --keep "$tmp/data" >"$tmp/demo.log"
+
+cd e2e
+SPUR_BIN="$tmp/spur" SPUR_DATA="$tmp/data" node --test --test-reporter=spec ui.test.mjs

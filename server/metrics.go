@@ -1,0 +1,137 @@
+package server
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spurdb/spur/query"
+	"github.com/spurdb/spur/storage"
+)
+
+// metrics are the server's Prometheus metrics, registered on one registry
+// per Server (no package-level state, so two servers can run in one
+// process).
+type metrics struct {
+	queryDuration *prometheus.HistogramVec // by kind
+	queries       *prometheus.CounterVec   // by kind, code
+	inFlight      prometheus.Gauge
+	eventsScanned *prometheus.CounterVec // by kind
+	bytesRead     *prometheus.CounterVec // by kind
+	imports       *prometheus.CounterVec // by result
+	importRows    *prometheus.CounterVec // by result
+}
+
+func newMetrics(reg *prometheus.Registry, st *storage.Store, log *slog.Logger) *metrics {
+	m := &metrics{
+		queryDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "spur_query_duration_seconds",
+			Help:    "Run time of answered queries (successful or failed, not cancelled), seconds, by kind.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18), // 0.5 ms .. 65 s
+		}, []string{"kind"}),
+		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spur_queries_total",
+			Help: "Queries answered, by kind and outcome code (ok, cancelled or a spec §9 error code).",
+		}, []string{"kind", "code"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "spur_queries_in_flight",
+			Help: "Queries running now.",
+		}),
+		eventsScanned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spur_query_events_scanned_total",
+			Help: "Events decoded by successful queries, by kind.",
+		}, []string{"kind"}),
+		bytesRead: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spur_query_bytes_read_total",
+			Help: "Stored (compressed) segment bytes read by successful queries, by kind.",
+		}, []string{"kind"}),
+		imports: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spur_imports_total",
+			Help: "HTTP imports by result: ok, aborted (bad rows, nothing applied), error.",
+		}, []string{"result"}),
+		importRows: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spur_import_rows_total",
+			Help: "Rows read by HTTP imports, by result: applied, rejected (bad rows), duplicate (insert_id).",
+		}, []string{"result"}),
+	}
+	reg.MustRegister(m.queryDuration, m.queries, m.inFlight, m.eventsScanned, m.bytesRead,
+		m.imports, m.importRows, &storeCollector{st: st, log: log},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// observe records a finished query: code is "ok", "cancelled" or an error
+// code, d the run time measured by the server (0 when the query was
+// rejected before it ran), stats nil unless it succeeded. Cancelled and
+// never-run queries are counted but not timed.
+func (m *metrics) observe(kind, code string, d time.Duration, stats *query.Stats) {
+	kind = kindLabel(kind)
+	m.queries.WithLabelValues(kind, code).Inc()
+	if code != codeCancelled && d > 0 {
+		m.queryDuration.WithLabelValues(kind).Observe(d.Seconds())
+	}
+	if stats == nil {
+		return
+	}
+	m.eventsScanned.WithLabelValues(kind).Add(float64(stats.EventsScanned))
+	m.bytesRead.WithLabelValues(kind).Add(float64(stats.BytesRead))
+}
+
+// kindLabel bounds the label's values: anything but a known kind is "other".
+func kindLabel(kind string) string {
+	switch kind {
+	case "trend", "funnel", "retention", "cohort":
+		return kind
+	}
+	return "other"
+}
+
+// storeCollector reports per-app segment, row and byte counts from each
+// app's current manifest at scrape time (no segment is read).
+type storeCollector struct {
+	st  *storage.Store
+	log *slog.Logger
+}
+
+var (
+	segmentsDesc = prometheus.NewDesc("spur_app_segments", "Published segments per app and kind (events, users).", []string{"app", "kind"}, nil)
+	rowsDesc     = prometheus.NewDesc("spur_app_rows", "Rows in published segments per app and kind.", []string{"app", "kind"}, nil)
+	bytesDesc    = prometheus.NewDesc("spur_app_bytes", "Bytes of published segment files per app and kind.", []string{"app", "kind"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- segmentsDesc
+	ch <- rowsDesc
+	ch <- bytesDesc
+}
+
+// Collect implements prometheus.Collector.
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	names, err := c.st.Apps()
+	if err != nil {
+		c.log.Warn("metrics: list apps", "err", err)
+		return
+	}
+	for _, name := range names {
+		app, err := c.st.App(name)
+		if err != nil {
+			c.log.Warn("metrics: open app", "app", name, "err", err)
+			continue
+		}
+		for _, kind := range []storage.SegmentKind{storage.KindEvents, storage.KindUsers} {
+			var segs, rows, bytes float64
+			for _, ref := range app.Snapshot().Manifest.Segments {
+				if ref.Kind == kind {
+					segs++
+					rows += float64(ref.Rows)
+					bytes += float64(ref.Bytes)
+				}
+			}
+			ch <- prometheus.MustNewConstMetric(segmentsDesc, prometheus.GaugeValue, segs, name, string(kind))
+			ch <- prometheus.MustNewConstMetric(rowsDesc, prometheus.GaugeValue, rows, name, string(kind))
+			ch <- prometheus.MustNewConstMetric(bytesDesc, prometheus.GaugeValue, bytes, name, string(kind))
+		}
+	}
+}
