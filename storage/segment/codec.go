@@ -33,8 +33,7 @@ const (
 	encTimesPFOR    = 1 // times: gcd-scaled deltas, patched bit-packing
 	encTimesUvarint = 2 // times: gcd-scaled deltas as uvarints
 
-	encEventsU8  = 1 // events: one byte per code
-	encEventsU16 = 2 // events: two bytes (LE) per code
+	encEvents = 1 // events: bit-packed codes
 )
 
 // Property chunk enc byte: presence kind in the low 2 bits, value encoding
@@ -73,10 +72,7 @@ func describeChunk(col int, enc, comp uint8) string {
 			s = "gcd-delta-pfor"
 		}
 	case colEvents:
-		s = "u16"
-		if enc == encEventsU8 {
-			s = "u8"
-		}
+		s = "bitpack"
 	default:
 		s = [...]string{"absent", "all", "bitmap", "?"}[enc&3]
 		if v := enc >> 2; v != valNone && int(v) < len(valNames) {
@@ -98,7 +94,7 @@ func validEnc(col int, typ event.Type, enc uint8) bool {
 	case colTimes:
 		return enc == encTimesPFOR || enc == encTimesUvarint
 	case colEvents:
-		return enc == encEventsU8 || enc == encEventsU16
+		return enc == encEvents
 	}
 	pres, val := enc&3, enc>>2
 	if pres == presNone || val == valNone {
@@ -125,10 +121,10 @@ func maxRawLen(col, rows, users int) int {
 	switch col {
 	case colUsers:
 		return 9 + users*(8+2*binary.MaxVarintLen64+event.MaxUserIDBytes)
-	case colTimes:
-		return 2*binary.MaxVarintLen64 + 1 + rows*binary.MaxVarintLen64
+	case colTimes: // PFOR: low parts, plus up to rows exceptions of 2×64 bits
+		return 2*binary.MaxVarintLen64 + 4 + binary.MaxVarintLen64 + 3*8*rows
 	case colEvents:
-		return 2 * rows
+		return 1 + 2*rows
 	}
 	return 8*((rows+63)/64) + binary.MaxVarintLen64 + 2 + rows*binary.MaxVarintLen64
 }
@@ -137,11 +133,15 @@ func maxRawLen(col, rows, users int) int {
 
 // encoder holds the writer's reusable scratch buffers.
 type encoder struct {
-	u64  []uint64
-	f64  []float64
-	bm   []uint64
-	raw  []byte
-	comp []byte
+	u64   []uint64
+	exc   []uint64
+	exc2  []uint64
+	f64   []float64
+	bm    []uint64
+	raw   []byte // candidate encodings of a chunk
+	raw2  []byte
+	comp  []byte // zstd output
+	comp2 []byte
 }
 
 // encodeUsers appends the users chunk of users (rows of each user) to dst.
@@ -154,8 +154,8 @@ func encodeUsers(dst []byte, users []User, scratch []uint64) []byte {
 		maxd = max(maxd, d)
 	}
 	w := bitWidth(maxd)
-	dst = append(dst, byte(w))
 	dst = binary.LittleEndian.AppendUint64(dst, users[0].Hash)
+	dst = append(dst, byte(w))
 	dst = appendPacked(dst, deltas, w)
 	for i := range users {
 		dst = binary.AppendUvarint(dst, uint64(users[i].Rows))
@@ -169,11 +169,17 @@ func encodeUsers(dst []byte, users []User, scratch []uint64) []byte {
 	return dst
 }
 
-// encodeTimes appends the times chunk of times (rows of one block, user u
-// spanning times[starts[u]:starts[u+1]]) to dst and returns its encoding.
-// vals is scratch of at least len(times).
-func encodeTimes(dst []byte, times []int64, starts []int, vals []uint64) ([]byte, uint8) {
-	vals = vals[:len(times)]
+// encodeTimes encodes the times chunk of times (rows of one block, user u
+// spanning times[starts[u]:starts[u+1]]) in both time encodings: into
+// pfor (encTimesPFOR) and into uv (encTimesUvarint).
+//
+// Values: the first time of each user as the offset from the block's
+// minimum (base), every other time as the delta from the previous row
+// (non-negative: times do not decrease within a user), all divided by
+// their greatest common divisor g (10^6 for second-resolution data).
+func (e *encoder) encodeTimes(pfor, uv []byte, times []int64, starts []int) ([]byte, []byte) {
+	vals := grow(e.u64, len(times))
+	e.u64 = vals
 	base := times[0]
 	for u := 0; u+1 < len(starts); u++ {
 		base = min(base, times[starts[u]])
@@ -191,88 +197,104 @@ func encodeTimes(dst []byte, times []int64, starts []int, vals []uint64) ([]byte
 	if g == 0 {
 		g = 1
 	}
-	var maxv uint64
-	varLen := 0
 	for r := range vals {
 		vals[r] /= g
-		maxv = max(maxv, vals[r])
-		varLen += uvarintLen(vals[r])
 	}
-	dst = binary.AppendUvarint(dst, g)
-	dst = binary.AppendVarint(dst, base)
-	if w, size := pforWidth(vals); size <= varLen {
-		return appendPFOR(dst, vals, w), encTimesPFOR
-	}
+	pfor = binary.AppendUvarint(pfor, g)
+	pfor = binary.AppendVarint(pfor, base)
+	uv = append(uv, pfor...)
+	pfor = e.appendPFOR(pfor, vals)
 	for _, v := range vals {
-		dst = binary.AppendUvarint(dst, v)
+		uv = binary.AppendUvarint(uv, v)
 	}
-	return dst, encTimesUvarint
+	return pfor, uv
 }
 
-// pforWidth returns the bit width w that minimises the (estimated) size
-// of vals in the patched frame-of-reference layout, and that size.
-func pforWidth(vals []uint64) (w uint, size int) {
+// pforWidth returns the bit width that minimises the estimated size of
+// vals in the appendPFOR layout.
+func pforWidth(vals []uint64) uint {
 	var hist [65]int // hist[k]: values of bit width k
+	maxK := uint(0)
 	for _, v := range vals {
-		hist[bitWidth(v)]++
+		k := bitWidth(v)
+		hist[k]++
+		maxK = max(maxK, k)
 	}
-	size = math.MaxInt
-	for cw := uint(0); cw <= 64; cw++ {
-		exc, excBytes := 0, 0
-		for k := cw + 1; k <= 64; k++ {
-			exc += hist[k]
-			excBytes += hist[k] * int((k-cw+6)/7)
-		}
-		// Each exception also stores its index gap, about n/exc.
-		est := 1 + packedLen(len(vals), cw) + uvarintLen(uint64(exc)) + excBytes + exc*uvarintLen(uint64(len(vals)/(exc+1)))
-		if est < size {
-			w, size = cw, est
+	best, bestSize := maxK, packedLen(len(vals), maxK)
+	exc := 0
+	for w := maxK; w > 0; {
+		exc += hist[w]
+		w--
+		// Exceptions: high bits at width maxK-w, index gaps at about the
+		// width of the average gap.
+		gapW := bitWidth(uint64(2 * len(vals) / exc))
+		size := packedLen(len(vals), w) + uvarintLen(uint64(exc)) + 2 + packedLen(exc, maxK-w) + packedLen(exc, gapW)
+		if size < bestSize {
+			best, bestSize = w, size
 		}
 	}
-	return w, size
+	return best
 }
 
-// appendPFOR appends vals in the patched frame-of-reference layout of
-// width w (after PFOR, Zukowski et al., "Super-Scalar RAM-CPU Cache
-// Compression", ICDE 2006): the width byte, the low w bits of every value
-// bit-packed, the exception count, then per exception (a value of more
-// than w bits) its index gap (index - previous index - 1, the first from
-// -1) and its high bits v>>w, as uvarints.
-func appendPFOR(dst []byte, vals []uint64, w uint) []byte {
+// appendPFOR appends vals in a patched frame-of-reference layout (after
+// PFOR, Zukowski et al., "Super-Scalar RAM-CPU Cache Compression", ICDE
+// 2006): a width byte w, the low w bits of every value bit-packed, the
+// uvarint count of exceptions (values of more than w bits), and if there
+// are any: a width byte and the bit-packed index gaps of the exceptions
+// (index - previous index - 1, the first from -1), then a width byte and
+// their bit-packed high bits v>>w.
+func (e *encoder) appendPFOR(dst []byte, vals []uint64) []byte {
+	w := pforWidth(vals)
 	dst = append(dst, byte(w))
-	mask := uint64(1)<<w - 1
-	exc := 0
-	for _, v := range vals {
-		if v&^mask != 0 {
-			exc++
-		}
-	}
 	dst = appendPacked(dst, vals, w)
-	dst = binary.AppendUvarint(dst, uint64(exc))
+	gaps, highs := e.exc[:0], e.exc2[:0]
+	var maxGap, maxHigh uint64
 	prev := -1
 	for i, v := range vals {
-		if v&^mask != 0 {
-			dst = binary.AppendUvarint(dst, uint64(i-prev-1))
-			dst = binary.AppendUvarint(dst, v>>w)
+		if h := v >> w; w < 64 && h != 0 {
+			gaps = append(gaps, uint64(i-prev-1))
+			highs = append(highs, h)
+			maxGap, maxHigh = max(maxGap, uint64(i-prev-1)), max(maxHigh, h)
 			prev = i
 		}
+	}
+	e.exc, e.exc2 = gaps, highs
+	dst = binary.AppendUvarint(dst, uint64(len(gaps)))
+	if len(gaps) > 0 {
+		gw, hw := bitWidth(maxGap), bitWidth(maxHigh)
+		dst = append(dst, byte(gw))
+		dst = appendPacked(dst, gaps, gw)
+		dst = append(dst, byte(hw))
+		dst = appendPacked(dst, highs, hw)
 	}
 	return dst
 }
 
-// encodeEvents appends the events chunk of codes (already re-mapped to the
-// written dictionary of nNames names) to dst and returns its encoding.
-func encodeEvents(dst []byte, codes []uint32, remap []uint32, nNames int) ([]byte, uint8) {
-	if nNames <= 256 {
-		for _, c := range codes {
-			dst = append(dst, byte(remap[c]))
+// encodeEvents encodes the events chunk of codes, re-mapped by remap to
+// the written dictionary, as bit-packed codes (encEvents): into min at the
+// smallest width that holds the block's codes (into tight), and, when that width is
+// not 8 or 16, into aligned at 8 or 16 bits, which zstd compresses better
+// (aligned is then returned empty).
+func (e *encoder) encodeEvents(tight, aligned []byte, codes []uint32, remap []uint32) ([]byte, []byte) {
+	vals := grow(e.u64, len(codes))
+	e.u64 = vals
+	var maxc uint64
+	for i, c := range codes {
+		vals[i] = uint64(remap[c])
+		maxc = max(maxc, vals[i])
+	}
+	w := bitWidth(maxc)
+	tight = append(tight, byte(w))
+	tight = appendPacked(tight, vals, w)
+	if w != 8 && w != 16 {
+		aw := uint(8)
+		if w > 8 {
+			aw = 16
 		}
-		return dst, encEventsU8
+		aligned = append(aligned, byte(aw))
+		aligned = appendPacked(aligned, vals, aw)
 	}
-	for _, c := range codes {
-		dst = binary.LittleEndian.AppendUint16(dst, uint16(remap[c]))
-	}
-	return dst, encEventsU16
+	return tight, aligned
 }
 
 // encodeProp appends the chunk of rows [lo, hi) of col to dst and returns
@@ -426,24 +448,17 @@ func grow[T any](s []T, n int) []T {
 // decodeUsers decodes a users chunk of a block with rows rows and users
 // users (first and last hash as declared by the footer) into b.
 func decodeUsers(raw []byte, rows, users int, firstHash, lastHash uint64, b *Block) error {
-	if len(raw) < 9 {
+	if len(raw) < 8 {
 		return errShort
 	}
-	w := uint(raw[0])
-	if w > 64 {
-		return fmt.Errorf("hash delta width %d > 64", w)
-	}
-	p := 9
-	plen := packedLen(users-1, w)
-	if len(raw)-p < plen {
-		return errShort
-	}
+	h := binary.LittleEndian.Uint64(raw)
 	b.u64 = grow(b.u64, users)
 	deltas := b.u64[:users-1]
-	unpack(deltas, raw[p:p+plen], w)
-	p += plen
+	_, p, err := unpackWidth(deltas, raw, 8)
+	if err != nil {
+		return err
+	}
 	hashes := grow(b.UserHashes, users)
-	h := binary.LittleEndian.Uint64(raw[1:9])
 	hashes[0] = h
 	for i, d := range deltas {
 		if h+d < h {
@@ -501,7 +516,14 @@ func decodeUsers(raw []byte, rows, users int, firstHash, lastHash uint64, b *Blo
 	return nil
 }
 
-// decodeTimes decodes a times chunk into b.Times using b.UserStarts.
+// timeChunk is how many time deltas decodeTimes decodes at a time, so
+// that its scratch stays in L1 cache (a multiple of 8: byte-aligned in the
+// bit-packed stream).
+const timeChunk = 1024
+
+// decodeTimes decodes a times chunk into b.Times using b.UserStarts. It
+// streams the deltas through a small scratch buffer in timeChunk pieces
+// instead of materialising them for the whole block.
 func decodeTimes(enc uint8, raw []byte, b *Block) error {
 	g, n1 := binary.Uvarint(raw)
 	if n1 <= 0 || g == 0 {
@@ -511,117 +533,262 @@ func decodeTimes(enc uint8, raw []byte, b *Block) error {
 	if n2 <= 0 {
 		return errors.New("bad time base")
 	}
-	p := n1 + n2
+	raw = raw[n1+n2:]
 	rows := b.Rows
-	b.u64 = grow(b.u64, rows)
-	vals := b.u64[:rows]
-	switch enc {
-	case encTimesPFOR:
-		k, err := decodePFOR(vals, raw[p:])
+	var pf pforReader
+	if enc == encTimesPFOR {
+		k, err := pf.init(raw, rows, &b.exc)
 		if err != nil {
 			return err
 		}
-		p += k
-	case encTimesUvarint:
-		k := decodeUvarints(vals, raw[p:])
-		if k < 0 {
-			return errors.New("bad time deltas")
+		if k != len(raw) {
+			return fmt.Errorf("%d trailing bytes", len(raw)-k)
 		}
-		p += k
 	}
-	if p != len(raw) {
-		return fmt.Errorf("%d trailing bytes", len(raw)-p)
-	}
+	b.u64 = grow(b.u64, timeChunk)
 	times := grow(b.Times, rows)
+	b.Times = times
 	starts := b.UserStarts
-	for u := 0; u+1 < len(starts); u++ {
-		vs := vals[starts[u]:starts[u+1]]
-		ts := times[starts[u]:starts[u+1]]
-		ts = ts[:len(vs)]
-		t := base + int64(vs[0]*g)
-		ts[0] = t
-		for r := 1; r < len(vs); r++ {
-			t += int64(vs[r] * g)
-			ts[r] = t
+	u, t := 0, base
+	for c0 := 0; c0 < rows; c0 += timeChunk {
+		vs := b.u64[:min(timeChunk, rows-c0)]
+		if enc == encTimesPFOR {
+			pf.read(vs, c0)
+		} else {
+			k := decodeUvarints(vs, raw)
+			if k < 0 {
+				return errors.New("bad time deltas")
+			}
+			raw = raw[k:]
+		}
+		// Running sums, restarting from base at each user's first row.
+		for r := c0; r < c0+len(vs); {
+			end := min(int(starts[u+1]), c0+len(vs))
+			t = prefixSum(times[r:end], vs[r-c0:end-c0], t, g)
+			if r = end; r == int(starts[u+1]) {
+				u, t = u+1, base
+			}
 		}
 	}
-	b.Times = times
+	if enc == encTimesUvarint && len(raw) != 0 {
+		return fmt.Errorf("%d trailing bytes", len(raw))
+	}
 	return nil
 }
 
-// decodePFOR decodes len(vals) values in the appendPFOR layout from src
-// and returns the number of bytes read.
-func decodePFOR(vals []uint64, src []byte) (int, error) {
+// prefixSum sets ts[i] = t + g·(vs[0] + … + vs[i]) with wrapping int64
+// arithmetic (which restores the exact times the writer subtracted) and
+// returns the last sum (t if vs is empty). len(ts) ≥ len(vs).
+func prefixSum(ts []int64, vs []uint64, t int64, g uint64) int64 {
+	ts = ts[:len(vs)]
+	i := 0
+	for ; i+4 <= len(vs); i += 4 {
+		// Partial sums within the group first, so that only one addition
+		// per four rows depends on the previous group.
+		v, o := vs[i:i+4:i+4], ts[i:i+4:i+4]
+		a0 := int64(v[0] * g)
+		a1 := a0 + int64(v[1]*g)
+		a2 := a1 + int64(v[2]*g)
+		a3 := a2 + int64(v[3]*g)
+		o[0], o[1], o[2], o[3] = t+a0, t+a1, t+a2, t+a3
+		t += a3
+	}
+	for ; i < len(vs); i++ {
+		t += int64(vs[i] * g)
+		ts[i] = t
+	}
+	return t
+}
+
+// pforReader decodes values in the appendPFOR layout piecewise.
+type pforReader struct {
+	w      uint
+	n      int
+	packed []byte   // the n bit-packed low parts
+	idx    []uint64 // exception indexes, ascending
+	highs  []uint64 // exception high parts
+	next   int      // first exception not yet applied
+}
+
+// init parses the appendPFOR layout of n values at the start of src,
+// unpacking the exceptions into scratch, and returns its length.
+func (pf *pforReader) init(src []byte, n int, scratch *[]uint64) (int, error) {
 	if len(src) == 0 || src[0] > 64 {
 		return 0, errors.New("bad PFOR width")
 	}
-	w := uint(src[0])
-	p := 1
-	plen := packedLen(len(vals), w)
-	if len(src)-p < plen {
+	pf.w, pf.n = uint(src[0]), n
+	p := 1 + packedLen(n, pf.w)
+	if len(src) < p {
 		return 0, errShort
 	}
-	unpack(vals, src[p:p+plen], w)
-	p += plen
-	exc, n := binary.Uvarint(src[p:])
-	if n <= 0 || exc > uint64(len(vals)) {
+	pf.packed = src[1:p]
+	exc, k := binary.Uvarint(src[p:])
+	if k <= 0 || exc > uint64(n) {
 		return 0, errors.New("bad PFOR exception count")
 	}
-	p += n
+	p += k
+	pf.idx, pf.highs, pf.next = nil, nil, 0
+	if exc == 0 {
+		return p, nil
+	}
+	if pf.w == 64 {
+		return 0, errors.New("PFOR exceptions at width 64")
+	}
+	*scratch = grow(*scratch, 2*int(exc))
+	pf.idx, pf.highs = (*scratch)[:exc], (*scratch)[exc:2*exc]
+	_, p, err := unpackWidth(pf.idx, src, p)
+	if err != nil {
+		return 0, err
+	}
+	hw, p, err := unpackWidth(pf.highs, src, p)
+	if err != nil {
+		return 0, err
+	}
+	if hw > 64-pf.w {
+		return 0, errors.New("PFOR exception overflows 64 bits")
+	}
 	i := -1
-	for range exc {
-		gap, n1 := binary.Uvarint(src[p:])
-		if n1 <= 0 {
-			return 0, errors.New("bad PFOR exception index")
+	for k, gap := range pf.idx {
+		if gap >= uint64(n-i-1) {
+			return 0, errors.New("PFOR exception index out of range")
 		}
-		high, n2 := binary.Uvarint(src[p+n1:])
-		if n2 <= 0 || gap >= uint64(len(vals)-i-1) || w == 64 || high>>(64-w) != 0 {
-			return 0, errors.New("bad PFOR exception")
-		}
-		p += n1 + n2
 		i += int(gap) + 1
-		vals[i] |= high << w
+		pf.idx[k] = uint64(i)
 	}
 	return p, nil
 }
 
-// decodeEvents decodes an events chunk of codes into b.Events, checking
-// every code against the nNames names of the segment.
-func decodeEvents(enc uint8, raw []byte, nNames int, b *Block) error {
+// read decodes values [c0, c0+len(vs)) into vs; c0 is a multiple of 8 and
+// calls come in increasing c0 order.
+func (pf *pforReader) read(vs []uint64, c0 int) {
+	off := c0 / 8 * int(pf.w)
+	unpack(vs, pf.packed[off:off+packedLen(len(vs), pf.w)], pf.w)
+	k, end := pf.next, uint64(c0+len(vs))
+	idx, highs := pf.idx, pf.highs[:len(pf.idx)]
+	for ; k < len(idx) && idx[k] < end; k++ {
+		vs[idx[k]-uint64(c0)] |= highs[k] << pf.w
+	}
+	pf.next = k
+}
+
+// unpackWidth reads a width byte at src[p] and len(vals) values packed at
+// that width after it; it returns the width and the offset after them.
+func unpackWidth(vals []uint64, src []byte, p int) (uint, int, error) {
+	if p >= len(src) || src[p] > 64 {
+		return 0, 0, errors.New("bad bit width")
+	}
+	w := uint(src[p])
+	p++
+	plen := packedLen(len(vals), w)
+	if len(src)-p < plen {
+		return 0, 0, errShort
+	}
+	unpack(vals, src[p:p+plen], w)
+	return w, p + plen, nil
+}
+
+// decodeEvents decodes an events chunk into b.Events, checking every code
+// against the nNames names of the segment.
+func decodeEvents(raw []byte, nNames int, b *Block) error {
 	rows := b.Rows
 	ev := grow(b.Events, rows)
 	b.Events = ev
-	switch enc {
-	case encEventsU8:
-		if len(raw) != rows {
-			return fmt.Errorf("%d bytes for %d one-byte codes", len(raw), rows)
-		}
-		raw = raw[:len(ev)]
-		if nNames >= 256 {
-			for i, c := range raw {
-				ev[i] = uint16(c)
-			}
-			return nil
-		}
-		for i, c := range raw {
-			if int(c) >= nNames {
-				return fmt.Errorf("row %d event code %d ≥ %d names", i, c, nNames)
-			}
-			ev[i] = uint16(c)
-		}
-	case encEventsU16:
-		if len(raw) != 2*rows {
-			return fmt.Errorf("%d bytes for %d two-byte codes", len(raw), rows)
-		}
+	if len(raw) == 0 || raw[0] > 16 {
+		return errors.New("bad event code width")
+	}
+	w := uint(raw[0])
+	raw = raw[1:]
+	if len(raw) != packedLen(rows, w) {
+		return fmt.Errorf("%d bytes for %d codes of %d bits", len(raw), rows, w)
+	}
+	// over collects limit-1-c for every code c: its top bit is set iff
+	// some c ≥ limit (c < 2^16 and limit ≤ 2^16, so no false positive).
+	limit := uint32(min(nNames, 1<<16))
+	var over uint32
+	switch w {
+	case 0:
+		clear(ev)
+		over = limit - 1
+	case 1:
+		over = unpackCodes[[1]byte](ev, raw, limit)
+	case 2:
+		over = unpackCodes[[2]byte](ev, raw, limit)
+	case 3:
+		over = unpackCodes[[3]byte](ev, raw, limit)
+	case 4:
+		over = unpackCodes[[4]byte](ev, raw, limit)
+	case 5:
+		over = unpackCodes[[5]byte](ev, raw, limit)
+	case 6:
+		over = unpackCodes[[6]byte](ev, raw, limit)
+	case 7:
+		over = unpackCodes[[7]byte](ev, raw, limit)
+	case 8:
+		over = unpackCodes[[8]byte](ev, raw, limit)
+	case 16:
 		for i := range ev {
 			c := binary.LittleEndian.Uint16(raw[2*i:])
-			if int(c) >= nNames {
+			ev[i] = c
+			over |= limit - 1 - uint32(c)
+		}
+	default:
+		b.u32 = grow(b.u32, rows)
+		codes := b.u32[:len(ev)]
+		unpack(codes, raw, w)
+		for i, c := range codes {
+			ev[i] = uint16(c)
+			over |= limit - 1 - c
+		}
+	}
+	if over>>31 != 0 {
+		for i, c := range ev {
+			if uint32(c) >= limit {
 				return fmt.Errorf("row %d event code %d ≥ %d names", i, c, nNames)
 			}
-			ev[i] = c
 		}
 	}
 	return nil
+}
+
+// codeWidth is the type parameter of unpackCodes: the array length is the
+// bit width. Distinct array types are distinct generic shapes, so each
+// width gets its own compiled body with constant shifts (variable shifts
+// need the CX register on amd64 and made the loop spill).
+type codeWidth interface {
+	[1]byte | [2]byte | [3]byte | [4]byte | [5]byte | [6]byte | [7]byte | [8]byte
+}
+
+// unpackCodes decodes len(dst) codes of width len(W) from src (at least
+// packedLen(len(dst), len(W)) bytes) and returns the OR of limit-1-c over
+// the codes c (see decodeEvents). Eight codes take exactly len(W) bytes, so
+// one 8-byte load yields a group of eight.
+func unpackCodes[W codeWidth](dst []uint16, src []byte, limit uint32) uint32 {
+	var z W
+	w := uint(len(z))
+	m := uint64(1)<<w - 1
+	l := uint64(limit) - 1
+	var over uint64
+	i := 0
+	for ; i+8 <= len(dst); i += 8 {
+		p := i / 8 * int(w)
+		if p+8 > len(src) {
+			break
+		}
+		x := binary.LittleEndian.Uint64(src[p : p+8])
+		v0, v1, v2, v3 := x&m, x>>w&m, x>>(2*w)&m, x>>(3*w)&m
+		v4, v5, v6, v7 := x>>(4*w)&m, x>>(5*w)&m, x>>(6*w)&m, x>>(7*w)&m
+		d := dst[i : i+8 : i+8]
+		d[0], d[1], d[2], d[3] = uint16(v0), uint16(v1), uint16(v2), uint16(v3)
+		d[4], d[5], d[6], d[7] = uint16(v4), uint16(v5), uint16(v6), uint16(v7)
+		over |= (l - v0) | (l - v1) | (l - v2) | (l - v3) | (l - v4) | (l - v5) | (l - v6) | (l - v7)
+	}
+	for bit := uint(i) * w; i < len(dst); i++ {
+		v := getBits(src, bit, w, m)
+		dst[i] = uint16(v)
+		over |= l - v
+		bit += w
+	}
+	return uint32(over >> 32) // nonzero iff some code ≥ limit (then bit 63 is set)
 }
 
 // decodeProp decodes a property chunk of a block of rows rows into pd: the
@@ -635,12 +802,14 @@ func decodeProp(enc uint8, raw []byte, typ event.Type, dictLen, rows int, pd *Pr
 	switch typ {
 	case event.TypeFloat:
 		pd.Floats = grow(pd.Floats, rows)
-		clear(pd.Floats)
 	case event.TypeString:
 		pd.Strs = grow(pd.Strs, rows)
-		clear(pd.Strs)
 	default:
 		pd.Ints = grow(pd.Ints, rows)
+	}
+	if enc&3 != presAll { // absent rows hold 0
+		clear(pd.Floats)
+		clear(pd.Strs)
 		clear(pd.Ints)
 	}
 	var m, p int
@@ -680,10 +849,12 @@ func decodeProp(enc uint8, raw []byte, typ event.Type, dictLen, rows int, pd *Pr
 		if len(raw) != 8*m {
 			return fmt.Errorf("%d bytes for %d floats", len(raw), m)
 		}
-		out := pd.Floats
-		forPresent(pm, m == rows, m, func(j, r int) {
-			out[r] = math.Float64frombits(binary.LittleEndian.Uint64(raw[8*j:]))
-		})
+		*scratch = grow(*scratch, m)
+		vals := (*scratch)[:m]
+		for j := range vals {
+			vals[j] = binary.LittleEndian.Uint64(raw[8*j:])
+		}
+		scatterFloats(pd.Floats, vals, pm, m == rows)
 		return nil
 	}
 	*scratch = grow(*scratch, m)
@@ -708,8 +879,15 @@ func decodeProp(enc uint8, raw []byte, typ event.Type, dictLen, rows int, pd *Pr
 			return fmt.Errorf("%d bytes for %d values of %d bits", len(raw), m, w)
 		}
 		unpack(vals, raw, w)
-		for i, v := range vals {
-			vals[i] = v + uint64(lo)
+		if lo != 0 {
+			for i, v := range vals {
+				vals[i] = v + uint64(lo)
+			}
+		}
+		// Every value is at most lo + 2^w - 1: when that is a valid
+		// string code, the per-value check below is not needed.
+		if w < 32 && lo >= 0 && lo < int64(dictLen) && uint64(lo)+1<<w <= uint64(dictLen) {
+			dictLen = math.MaxInt
 		}
 	case valDelta:
 		k := decodeUvarints(vals, raw)
@@ -724,38 +902,59 @@ func decodeProp(enc uint8, raw []byte, typ event.Type, dictLen, rows int, pd *Pr
 	}
 	switch typ {
 	case event.TypeFloat:
-		out, div := pd.Floats, pow10[scale]
-		forPresent(pm, m == rows, m, func(j, r int) { out[r] = float64(int64(vals[j])) / div })
+		div := pow10[scale]
+		for j, k := range vals {
+			vals[j] = math.Float64bits(float64(int64(k)) / div)
+		}
+		scatterFloats(pd.Floats, vals, pm, m == rows)
 	case event.TypeString:
-		for _, v := range vals {
-			if v >= uint64(dictLen) {
-				return fmt.Errorf("string code %d ≥ dictionary size %d", v, dictLen)
+		if dictLen < math.MaxInt {
+			for _, v := range vals {
+				if v >= uint64(dictLen) {
+					return fmt.Errorf("string code %d ≥ dictionary size %d", v, dictLen)
+				}
 			}
 		}
-		out := pd.Strs
-		forPresent(pm, m == rows, m, func(j, r int) { out[r] = uint32(vals[j]) })
+		scatter(pd.Strs, vals, pm, m == rows)
 	default:
-		out := pd.Ints
-		forPresent(pm, m == rows, m, func(j, r int) { out[r] = int64(vals[j]) })
+		scatter(pd.Ints, vals, pm, m == rows)
 	}
 	return nil
 }
 
-// forPresent calls f(j, r) for the j-th present row r of bitmap pm, in row
-// order; all says every one of the m rows is present.
-func forPresent(pm []uint64, all bool, m int, f func(j, r int)) {
+// scatter stores vals[j] (converted to T) at the row of the j-th set bit
+// of pm; all says every bit is set (then out and vals align).
+func scatter[T int64 | uint32](out []T, vals []uint64, pm []uint64, all bool) {
 	if all {
-		for r := range m {
-			f(r, r)
+		vals = vals[:len(out)]
+		for r, v := range vals {
+			out[r] = T(v)
 		}
 		return
 	}
 	j := 0
 	for wi, w := range pm {
-		for w != 0 {
-			f(j, wi*64+bits.TrailingZeros64(w))
+		for ; w != 0; w &= w - 1 {
+			out[wi*64+bits.TrailingZeros64(w)] = T(vals[j])
 			j++
-			w &= w - 1
+		}
+	}
+}
+
+// scatterFloats is scatter for float64 bit patterns.
+func scatterFloats(out []float64, vals []uint64, pm []uint64, all bool) {
+	if all {
+		vals = vals[:len(out)]
+		for r, v := range vals {
+			out[r] = math.Float64frombits(v)
+		}
+		return
+	}
+	j := 0
+	for wi, w := range pm {
+		for ; w != 0; w &= w - 1 {
+			out[wi*64+bits.TrailingZeros64(w)] = math.Float64frombits(vals[j])
+			j++
 		}
 	}
 }

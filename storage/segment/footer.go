@@ -2,6 +2,7 @@ package segment
 
 import (
 	"encoding/binary"
+	"math"
 	"slices"
 	"strings"
 
@@ -210,13 +211,16 @@ func (d *footerDecoder) varint() int64 {
 	return v
 }
 
-// count reads a uvarint count of what, failing if it exceeds limit. The
-// caller derives limit from the bytes left, so that no count read from a
-// corrupt footer can make it allocate much more than the footer's size.
-func (d *footerDecoder) count(what string, limit int) int {
+// count reads a uvarint count of what, failing if it exceeds limit or if
+// the bytes left cannot hold that many elements of at least elemBytes
+// bytes each, so that no count read from a corrupt footer can make the
+// decoder allocate much more than the footer's size.
+func (d *footerDecoder) count(what string, elemBytes, limit int) int {
 	v := d.uvarint()
-	if v > uint64(max(limit, 0)) {
-		d.fail("%s %d exceeds the limit %d", what, v, limit)
+	if d.err == nil && (v > uint64(limit) || v > uint64(d.left()/elemBytes)) {
+		d.fail("%s %d exceeds the limit %d or the %d bytes left", what, v, limit, d.left())
+	}
+	if d.err != nil {
 		return 0
 	}
 	return int(v)
@@ -224,12 +228,15 @@ func (d *footerDecoder) count(what string, limit int) int {
 
 // str reads a length-prefixed string.
 func (d *footerDecoder) str(what string) string {
-	n := d.count(what+" length", d.left())
+	n := d.uvarint()
+	if d.err == nil && n > uint64(d.left()) {
+		d.fail("%s length %d exceeds the %d bytes left", what, n, d.left())
+	}
 	if d.err != nil {
 		return ""
 	}
-	d.p += n
-	return string(d.b[d.p-n : d.p])
+	d.p += int(n)
+	return string(d.b[d.p-int(n) : d.p])
 }
 
 // sortedStrings reads n strings that must be strictly ascending.
@@ -270,7 +277,7 @@ func decodeFooter(b []byte, base int64) (*Meta, []blockLayout, *CorruptionError)
 	}
 	m.Rows, m.Users = int64(rows), int64(users)
 
-	nEvents := d.count("event names", min(MaxEventNames, d.left()))
+	nEvents := d.count("event names", 1, MaxEventNames)
 	m.EventNames = d.sortedStrings("event name", nEvents)
 	m.EventRows = make([]int64, nEvents)
 	var sum uint64
@@ -287,14 +294,14 @@ func decodeFooter(b []byte, base int64) (*Meta, []blockLayout, *CorruptionError)
 		d.fail("event row counts sum to %d, not %d", sum, rows)
 	}
 
-	nProps := d.count("properties", d.left()/2)
+	nProps := d.count("properties", 3, math.MaxInt)
 	m.Props = make([]PropMeta, nProps)
 	names := make(map[string]bool, nProps)
 	for i := range m.Props {
 		p := &m.Props[i]
 		p.Name = d.str("property name")
 		p.Type = event.Type(d.u8())
-		nDict := d.count("dictionary size", d.left())
+		nDict := d.count("dictionary size", 1, math.MaxInt)
 		if d.err != nil {
 			break
 		}
@@ -311,7 +318,7 @@ func decodeFooter(b []byte, base int64) (*Meta, []blockLayout, *CorruptionError)
 	}
 
 	cols := colProps + nProps
-	nBlocks := d.count("blocks", d.left()/(minBlockRecord+cols*minChunkRecord))
+	nBlocks := d.count("blocks", minBlockRecord+cols*minChunkRecord, math.MaxInt)
 	m.Blocks = make([]BlockMeta, nBlocks)
 	layouts := make([]blockLayout, nBlocks)
 	words := (nEvents + 63) / 64
@@ -337,12 +344,12 @@ func decodeFooter(b []byte, base int64) (*Meta, []blockLayout, *CorruptionError)
 		bm.Rows, bm.Users = int(br), int(bu)
 		if bm.MinTime < m.MinTime || bm.MinTime > m.MaxTime || span > uint64(m.MaxTime-bm.MinTime) || bm.FirstHash > bm.LastHash ||
 			(bu == 1 && bm.FirstHash != bm.LastHash) || (i > 0 && bm.FirstHash < m.Blocks[i-1].LastHash) {
-			d.fail("block %d: hash range %#x..%#x or time range %d..%d out of order", i, bm.FirstHash, bm.LastHash, bm.MinTime, bm.MaxTime)
+			d.fail("block %d: hash range %#x..%#x or time range %d+%d out of order", i, bm.FirstHash, bm.LastHash, bm.MinTime, span)
 			break
 		}
 		bm.MaxTime = bm.MinTime + int64(span) // ≤ m.MaxTime: no overflow
 		bm.Events = bitsets[i*words : (i+1)*words : (i+1)*words]
-		nCodes := d.count("block event codes", nEvents)
+		nCodes := d.count("block event codes", 1, nEvents)
 		code := -1
 		for range nCodes {
 			delta := d.uvarint()

@@ -178,6 +178,8 @@ type Block struct {
 	buf []byte   // stored chunk bytes
 	raw []byte   // decompressed chunk bytes
 	u64 []uint64 // unpacking scratch
+	exc []uint64 // PFOR exceptions scratch
+	u32 []uint32 // event codes scratch
 }
 
 // UserID returns user i's id bytes, borrowed from b.
@@ -223,7 +225,7 @@ func (r *Reader) ReadBlock(i int, props []int, dst *Block) error {
 			case colTimes:
 				err = decodeTimes(c.enc, raw, dst)
 			case colEvents:
-				err = decodeEvents(c.enc, raw, len(r.meta.EventNames), dst)
+				err = decodeEvents(raw, len(r.meta.EventNames), dst)
 			}
 		}
 		if err != nil {

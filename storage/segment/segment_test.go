@@ -423,8 +423,12 @@ func TestRoundTripManyEventNames(t *testing.T) {
 	if got := len(r.Meta().EventNames); got != MaxEventNames {
 		t.Fatalf("%d event names, want %d", got, MaxEventNames)
 	}
-	if enc := r.Meta().Columns[colEvents].Encoding; !strings.HasPrefix(enc, "u16") {
-		t.Errorf("events encoding %q, want u16", enc)
+	var b Block
+	if err := r.ReadBlock(0, nil, &b); err != nil {
+		t.Fatal(err)
+	}
+	if raw := r.layouts[0].chunks[colEvents]; raw.comp == compNone && raw.raw != 1+2*b.Rows {
+		t.Errorf("events chunk of %d raw bytes for %d rows, want 16-bit codes", raw.raw, b.Rows)
 	}
 
 	in.EventNames = append(in.EventNames, "one-too-many")
@@ -642,6 +646,9 @@ func TestReadBlockConcurrent(t *testing.T) {
 }
 
 func TestReadBlockNoAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
 	in := realisticInput(4, 30_000)
 	r := openSeg(t, mustWrite(t, in, WriterOptions{BlockRows: 4096}))
 	var b Block
@@ -667,5 +674,92 @@ func TestReadBlockNoAllocs(t *testing.T) {
 func TestHeaderConstants(t *testing.T) {
 	if headerSize != 1+len(headerMagic) || trailerSize != 24+1+len(trailerMagic) {
 		t.Fatalf("header %d / trailer %d sizes disagree with the magics", headerSize, trailerSize)
+	}
+}
+
+// TestMaxRawLen checks that every candidate encoding the writer may store
+// fits the bound the footer decoder enforces, on adversarial values.
+func TestMaxRawLen(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	var e encoder
+	for trial := range 200 {
+		rows := 1 + rng.IntN(3000)
+		times := make([]int64, rows)
+		t0 := rng.Int64()
+		for r := range times {
+			switch trial % 3 {
+			case 0: // huge deltas, a few tiny: forces many PFOR exceptions
+				if rng.IntN(4) == 0 {
+					t0 += rng.Int64N(1 << 62)
+				}
+			case 1:
+				t0 += rng.Int64N(1000) << rng.IntN(40)
+			}
+			times[r] = t0
+		}
+		starts := []int{0, rows}
+		pfor, uv := e.encodeTimes(nil, nil, times, starts)
+		if limit := maxRawLen(colTimes, rows, 1); len(pfor) > limit || len(uv) > limit {
+			t.Fatalf("times chunks of %d and %d bytes exceed the %d-byte bound for %d rows", len(pfor), len(uv), limit, rows)
+		}
+		codes := make([]uint32, rows)
+		remap := make([]uint32, MaxEventNames)
+		for c := range remap {
+			remap[c] = uint32(c)
+		}
+		for r := range codes {
+			codes[r] = uint32(rng.IntN(1 + rng.IntN(MaxEventNames)))
+		}
+		tightEnc, aligned := e.encodeEvents(nil, nil, codes, remap)
+		if limit := maxRawLen(colEvents, rows, 1); len(tightEnc) > limit || len(aligned) > limit {
+			t.Fatalf("events chunks of %d and %d bytes exceed the %d-byte bound", len(tightEnc), len(aligned), limit)
+		}
+		ints := make([]int64, rows)
+		floats := make([]float64, rows)
+		for r := range ints {
+			ints[r] = int64(rng.Uint64())
+			floats[r] = math.Float64frombits(rng.Uint64())
+		}
+		for _, col := range []PropColumn{
+			{Type: event.TypeInt, Present: allPresent(rows), Ints: ints},
+			{Type: event.TypeFloat, Present: allPresent(rows), Floats: floats},
+		} {
+			raw, _ := e.encodeProp(nil, &col, nil, 0, rows)
+			if limit := maxRawLen(colProps, rows, 1); len(raw) > limit {
+				t.Fatalf("%v chunk of %d bytes exceeds the %d-byte bound", col.Type, len(raw), limit)
+			}
+		}
+		users := []User{{Hash: rng.Uint64(), ID: strings.Repeat("x", event.MaxUserIDBytes), Rows: 1 << 30}}
+		if limit := maxRawLen(colUsers, rows, 1); len(encodeUsers(nil, users, nil)) > limit {
+			t.Fatalf("users chunk exceeds the %d-byte bound", limit)
+		}
+	}
+}
+
+func TestMinZstdRatio(t *testing.T) {
+	in := realisticInput(9, 20_000)
+	sizes := map[float64]int64{}
+	for _, ratio := range []float64{0, 1.01, math.Inf(1)} {
+		path, info := writeSeg(t, in, WriterOptions{MinZstdRatio: ratio, BlockRows: 4096})
+		r := openSeg(t, path)
+		compressed := 0
+		for _, l := range r.layouts {
+			for _, c := range l.chunks {
+				compressed += int(c.comp)
+			}
+		}
+		if (compressed == 0) != math.IsInf(ratio, 1) {
+			t.Errorf("ratio %v: %d compressed chunks", ratio, compressed)
+		}
+		compareSegment(t, in, r, WriterOptions{BlockRows: 4096})
+		sizes[ratio] = info.Bytes
+	}
+	if !(sizes[1.01] < sizes[0] && sizes[0] < sizes[math.Inf(1)]) {
+		t.Errorf("file sizes by MinZstdRatio not ordered: %v", sizes)
+	}
+	for _, bad := range []float64{0.5, -1, math.NaN()} {
+		if _, err := Write(filepath.Join(t.TempDir(), "seg"), in, WriterOptions{MinZstdRatio: bad}); err == nil {
+			t.Errorf("MinZstdRatio %v accepted", bad)
+		}
 	}
 }

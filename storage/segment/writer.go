@@ -15,7 +15,19 @@ type WriterOptions struct {
 	// while it stays within BlockRows rows; a user with more rows gets a
 	// block of its own.
 	BlockRows int
+	// MinZstdRatio is how many times smaller zstd must make a chunk (than
+	// the chunk's smallest uncompressed encoding) for the chunk to be
+	// stored compressed: 0 means DefaultMinZstdRatio; it must otherwise be
+	// ≥ 1. Lower values give smaller files that decode slower (e.g. 1.07
+	// compresses whenever that saves 1/16).
+	MinZstdRatio float64
 }
+
+// DefaultMinZstdRatio is the default WriterOptions.MinZstdRatio: with it,
+// bit-packed times and event codes stay uncompressed on typical data and
+// decode at several hundred million rows per second, while
+// low-cardinality and repetitive columns are still compressed.
+const DefaultMinZstdRatio = 2
 
 // Info describes a written segment: Bytes is the file size in bytes, Rows
 // and Users the counts, MinTime and MaxTime the row time range in UTC
@@ -48,6 +60,13 @@ func Write(path string, in *Input, opt WriterOptions) (Info, error) {
 	if blockRows < 1 || blockRows > MaxBlockRows {
 		return Info{}, fmt.Errorf("write segment %s: BlockRows %d outside [1, %d]", path, opt.BlockRows, MaxBlockRows)
 	}
+	minRatio := opt.MinZstdRatio
+	if minRatio == 0 {
+		minRatio = DefaultMinZstdRatio
+	}
+	if !(minRatio >= 1) {
+		return Info{}, fmt.Errorf("write segment %s: MinZstdRatio %v is below 1", path, opt.MinZstdRatio)
+	}
 	p, err := validate(in)
 	if err != nil {
 		return Info{}, fmt.Errorf("write segment %s: invalid input: %w", path, err)
@@ -56,7 +75,7 @@ func Write(path string, in *Input, opt WriterOptions) (Info, error) {
 	if err != nil {
 		return Info{}, fmt.Errorf("write segment: %w", err)
 	}
-	w := &writer{p: p, bw: bufio.NewWriterSize(f, 1<<20), off: headerSize}
+	w := &writer{p: p, bw: bufio.NewWriterSize(f, 1<<20), off: headerSize, minRatio: minRatio}
 	info, err := w.write(blockRows)
 	if err == nil {
 		err = f.Sync()
@@ -72,12 +91,13 @@ func Write(path string, in *Input, opt WriterOptions) (Info, error) {
 
 // writer is the state of one Write.
 type writer struct {
-	p       *prepared
-	bw      *bufio.Writer
-	off     int64 // file offset of the next byte
-	enc     encoder
-	meta    Meta
-	layouts []blockLayout
+	p        *prepared
+	bw       *bufio.Writer
+	off      int64 // file offset of the next byte
+	enc      encoder
+	minRatio float64 // see WriterOptions.MinZstdRatio
+	meta     Meta
+	layouts  []blockLayout
 }
 
 // write writes the whole file through w.bw and flushes it.
@@ -159,30 +179,44 @@ func (w *writer) writeBlock(u0, u1 int) {
 
 	e := &w.enc
 	l := blockLayout{chunks: make([]chunkMeta, colProps+len(in.Props))}
-	e.u64 = grow(e.u64, max(rows, len(users)))
+	e.u64 = grow(e.u64, len(users))
 	e.raw = encodeUsers(e.raw[:0], users, e.u64)
-	l.chunks[colUsers] = w.emit(encUsers, e.raw)
-	var enc uint8
-	e.raw, enc = encodeTimes(e.raw[:0], in.Times[lo:hi], starts, e.u64)
-	l.chunks[colTimes] = w.emit(enc, e.raw)
-	e.raw, enc = encodeEvents(e.raw[:0], in.Events[lo:hi], p.events.code, len(p.events.names))
-	l.chunks[colEvents] = w.emit(enc, e.raw)
+	l.chunks[colUsers] = w.emit(encUsers, e.raw, 0, nil)
+	e.raw, e.raw2 = e.encodeTimes(e.raw[:0], e.raw2[:0], in.Times[lo:hi], starts)
+	l.chunks[colTimes] = w.emit(encTimesPFOR, e.raw, encTimesUvarint, e.raw2)
+	e.raw, e.raw2 = e.encodeEvents(e.raw[:0], e.raw2[:0], in.Events[lo:hi], p.events.code)
+	l.chunks[colEvents] = w.emit(encEvents, e.raw, encEvents, e.raw2)
 	for j := range in.Props {
+		var enc uint8
 		e.raw, enc = e.encodeProp(e.raw[:0], &in.Props[j], &p.props[j], lo, hi)
-		l.chunks[colProps+j] = w.emit(enc, e.raw)
+		l.chunks[colProps+j] = w.emit(enc, e.raw, 0, nil)
 	}
 	w.layouts = append(w.layouts, l)
 }
 
-// emit compresses raw when that saves at least 1/16 of it, writes the
-// stored bytes and returns the chunk record.
-func (w *writer) emit(enc uint8, raw []byte) chunkMeta {
+// emit chooses how to store a chunk given one or two candidate encodings
+// (raw2 empty when there is one), writes the stored bytes and returns the
+// chunk record. The smallest candidate is stored as is unless zstd makes
+// some candidate at least w.minRatio times smaller than that: zstd
+// decoding costs more CPU than the bit-unpacking of the encodings, so it
+// must earn its keep.
+func (w *writer) emit(enc uint8, raw []byte, enc2 uint8, raw2 []byte) chunkMeta {
+	if len(raw2) > 0 && len(raw2) < len(raw) {
+		enc, raw, enc2, raw2 = enc2, raw2, enc, raw
+	}
 	c := chunkMeta{off: w.off, raw: len(raw), enc: enc, comp: compNone}
 	stored := raw
+	limit := float64(len(raw)) / w.minRatio
 	if len(raw) >= minCompress {
 		w.enc.comp = zstdEncoder().EncodeAll(raw, w.enc.comp[:0])
-		if len(w.enc.comp) <= len(raw)-len(raw)/16 {
-			stored, c.comp = w.enc.comp, compZstd
+		if float64(len(w.enc.comp)) <= limit {
+			stored, c.comp, limit = w.enc.comp, compZstd, float64(len(w.enc.comp))-1
+		}
+	}
+	if len(raw2) >= minCompress {
+		w.enc.comp2 = zstdEncoder().EncodeAll(raw2, w.enc.comp2[:0])
+		if float64(len(w.enc.comp2)) <= limit {
+			stored, c.comp, c.enc, c.raw = w.enc.comp2, compZstd, enc2, len(raw2)
 		}
 	}
 	c.stored, c.crc = len(stored), crc(stored)

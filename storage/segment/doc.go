@@ -1,0 +1,108 @@
+// Package segment implements Spur's on-disk segment format: an immutable,
+// checksummed, columnar file holding the events of one shard for some
+// time range, rows sorted by (user hash, user id bytes, time, arrival).
+// Write creates a segment from an Input; Open, Reader.Meta, Reader.ReadBlock
+// and Reader.Verify read it back.
+//
+// # Design
+//
+// Rows are grouped into blocks of whole users (about
+// WriterOptions.BlockRows rows; a larger user gets a block of its own).
+// Each block stores one chunk per column: users, times, events, then each
+// property. A chunk is encoded by its statistics (bit-packing at the
+// smallest width, patched bit-packing for skewed time deltas, frame of
+// reference, zigzag deltas, exact decimals for floats, dictionary codes for
+// strings, presence bitmaps), then compressed with zstd only if that makes
+// it WriterOptions.MinZstdRatio times smaller (default 2: zstd decoding
+// costs more than the bit-unpacking), then checksummed with CRC-32C. The
+// footer holds the dictionaries, the schema, per-block zone maps (hash and
+// time ranges, a bitset of the event codes present) and the chunk records.
+// The chunks tile the bytes between header and footer exactly, so the
+// header and trailer fields, the footer checksum and the chunk checksums
+// together cover every byte of the file: any change to a byte makes Open
+// or Verify fail with a *CorruptionError.
+//
+// # File layout (version 1)
+//
+// All fixed-width integers are little-endian. uvarint and varint are
+// encoding/binary's (LEB128; varint zigzag-encoded). A string is a uvarint
+// byte length followed by the bytes. CRC is CRC-32C (Castagnoli).
+//
+//	offset 0        version byte (1)
+//	offset 1..7     magic "SPURSEG"
+//	offset 8..F-1   blocks: for each block in order, its chunks' stored
+//	                bytes back to back (users, times, events, property
+//	                0..P-1), no padding; offsets follow from the lengths
+//	offset F..F+L-1 footer (L bytes)
+//	last 33 bytes   trailer:
+//	                  +0  u64 footer offset F
+//	                  +8  u64 footer length L
+//	                  +16 u32 CRC of the footer
+//	                  +20 u32 CRC of trailer bytes +0..+19
+//	                  +24 version byte (equal to the header's)
+//	                  +25 magic "SPUR-END"
+//
+// The version appears first and again just before the final magic. A
+// reader accepts a file only if both agree; if they agree on a version
+// newer than it knows, Open returns ErrNewerVersion (a future version may
+// change everything after the version byte except the last 9 bytes).
+//
+// Footer:
+//
+//	uvarint rows, uvarint users, varint min time, varint max time (µs)
+//	uvarint E, E strings: event names, strictly ascending
+//	E uvarints: rows per event name (each ≥ 1, summing to rows)
+//	uvarint P, P properties: string name, byte event.Type (1..5),
+//	    uvarint D, D strings: dictionary (strings only; strictly ascending)
+//	uvarint B, B blocks:
+//	    uvarint rows, uvarint users
+//	    u64 first user hash, u64 last user hash
+//	    varint min time, uvarint max time - min time
+//	    uvarint K, K uvarints: the event codes present, as gaps
+//	        (code - previous code - 1, the first from -1)
+//	    3+P chunk records: byte encoding, byte compression (0 none,
+//	        1 zstd), uvarint stored length, uvarint raw length, u32 CRC
+//	        of the stored bytes
+//
+// A chunk's stored bytes are its raw bytes (compression 0) or one zstd
+// frame of them (compression 1; no zstd checksum). Raw chunk layouts,
+// where "packed(n, w)" is n values of w bits packed LSB-first into
+// ceil(n·w/8) bytes (value i in bits [i·w, (i+1)·w) of the little-endian
+// bit stream, Parquet's bit-packing order):
+//
+//	users (encoding 1):
+//	    u64 first hash, byte w, packed(users-1, w) hash deltas,
+//	    users uvarints: rows per user (≥ 1), users uvarints: id lengths
+//	    (≤ event.MaxUserIDBytes), the ids' bytes back to back
+//	times: uvarint g ≥ 1, varint base, then rows values v in encoding
+//	    1 (PFOR) or 2 (rows uvarints); a user's first time is
+//	    base + g·v, each later time the previous plus g·v (wrapping
+//	    int64 arithmetic). The writer sets base to the block's minimum
+//	    and g to the gcd of all offsets and deltas (10^6 for
+//	    second-resolution data).
+//	PFOR(n): byte w, packed(n, w) low bits, uvarint X exceptions; if
+//	    X > 0: byte wg, packed(X, wg) index gaps (index - previous - 1,
+//	    the first from -1), byte wh, packed(X, wh) high bits: value =
+//	    low | high<<w.
+//	events (encoding 1): byte w ≤ 16, packed(rows, w) event codes.
+//	property: encoding byte = presence | value<<2 with presence
+//	    0 none (raw chunk empty), 1 all rows, 2 bitmap; the raw chunk is
+//	    [ceil(rows/64) u64 bitmap words, bit r%64 of word r/64 = row r
+//	    set, if presence is 2] followed by the m present rows' values:
+//	    value 1 FOR:     varint min, byte w, packed(m, w) of v - min
+//	    value 2 delta:   m uvarints zigzag(v[i] - v[i-1]), v[-1] = 0
+//	    value 3 plain:   m u64 float64 bits
+//	    value 4 decimal: byte d ≤ 9, then FOR of k, value float64(k)/10^d
+//	    Ints, bools (0/1) and times (µs) use FOR or delta, floats plain or
+//	    decimal, strings FOR of dictionary codes.
+//
+// # Reading
+//
+// Open reads the header, trailer and footer with pread (os.File.ReadAt)
+// and validates every footer length and count against the bytes present,
+// so no corrupt length can make it allocate more than a small multiple of
+// the footer's size. ReadBlock reads the chunks it needs with pread into
+// buffers owned by the caller's Block, checks their CRCs, and decodes into
+// the Block's reusable slices without allocating in steady state; block
+// row counts are capped by MaxBlockRows, which bounds its buffers.
+package segment
