@@ -16,6 +16,8 @@
 //     sign up earlier. Activity is grouped in sessions (events seconds
 //     apart, opened by "app_open" or "notification_open") whose starts are
 //     spread over the user's active lifetime with a decaying density.
+//     Times have millisecond resolution (counted from Config.Start), as
+//     analytics SDKs send them; events in the same millisecond are ties.
 //   - About 40 event names with Zipf (s = 1) frequencies, plus the funnel
 //     view_item → add_to_cart → begin_checkout → purchase, where each step
 //     immediately follows the previous one with probability 0.30, 0.40 and
@@ -355,6 +357,7 @@ func (p *plan) attrs(w uint64, r *rng) userAttrs {
 	skew := 1 + math.Log1p(float64(w)/extraUnit)/4
 	frac := math.Pow(r.float(), skew)
 	a.signup = p.cfg.Start + min(int64(frac*float64(p.end-p.cfg.Start)), p.end-p.cfg.Start-1)
+	a.signup -= (a.signup - p.cfg.Start) % 1000 // millisecond resolution, like every event time
 	return a
 }
 
@@ -551,7 +554,9 @@ func (g *Generator) Next(ev *event.Event) bool {
 	g.sessLeft--
 
 	ev.UserID = g.uid
-	ev.Time = g.t
+	// Millisecond resolution, as analytics SDKs send timestamps; flooring
+	// keeps trail order (a few more exact ties).
+	ev.Time = g.t - (g.t-g.p.cfg.Start)%1000
 	ev.Name = eventNames[name]
 	ev.InsertID = ""
 	ev.Pos = event.Pos{}
