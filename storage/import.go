@@ -51,9 +51,6 @@ type ImportOptions struct {
 	// Progress, if set, is called about every 64 Ki rows with the number of
 	// rows read so far (good and bad), from the importing goroutine.
 	Progress func(rows int64)
-	// Now is the import time in UTC µs, used for nothing but logs and
-	// reports when 0 (then time.Now).
-	Now int64
 }
 
 // MaxReportedErrors caps ImportReport.Errors; the count in Rejected is exact.
