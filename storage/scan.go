@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -29,9 +30,85 @@ type ScanSpec struct {
 	// holding only such rows are not decoded, and a segment whose masks are
 	// all 0 is skipped.
 	Masks func(meta *segment.Meta) []uint64
+	// Compile, if set, is used instead of Masks: it compiles the query for
+	// one events segment into a SegmentPlan (matcher bits per event code,
+	// row-level property filters, property columns for the trail). Like
+	// Masks it is called once per segment per scan from the scanning
+	// goroutine and must not retain meta; an error fails the scan.
+	Compile func(ref SegmentRef, meta *segment.Meta) (*SegmentPlan, error)
+	// Cols is the number of event property columns every trail carries
+	// (analysis.Trail.Cols); SegmentPlan.Cols says how to fill them.
+	Cols int
+	// UserProps is the number of user property values every trail carries
+	// (analysis.Trail.User). When > 0 the scan merges each shard's users
+	// segments (all of them, whatever the time range) into its k-way merge
+	// and sets Trail.User[j] to the user's current value (spec §1: the
+	// latest write by timestamp wins; equal timestamps: the later
+	// arrival). CompileUsers must then be set; it is called like Compile,
+	// once per users segment.
+	UserProps    int
+	CompileUsers func(ref SegmentRef, meta *segment.Meta) (*UserSegmentPlan, error)
+	// AllUsers makes the scan visit every user of the segments it reads
+	// (events segments overlapping [From, To), and the users segments when
+	// UserProps > 0), also users without a passing row (with an empty
+	// trail). It turns off the skipping of segments and blocks by event
+	// index and of blocks by time.
+	AllUsers bool
 	// Workers is the number of goroutines scanning shards in parallel;
 	// 0 means GOMAXPROCS.
 	Workers int
+}
+
+// SegmentPlan is a query compiled for one events segment (ScanSpec.Compile).
+// The scan only reads it.
+type SegmentPlan struct {
+	// Masks[code] is the set of matcher bits that every row with event
+	// code holds (len(meta.EventNames) entries).
+	Masks []uint64
+	// Cond[code], if not nil, is the set of further matcher bits a row
+	// with event code may hold depending on its properties
+	// (len(meta.EventNames) entries). When some Cond entry is not 0, Rows
+	// computes every row's mask.
+	Cond []uint64
+	// Props lists the property columns (indexes into meta.Props) that
+	// ReadBlock decodes for Rows and Cols; Block.Props[j] is Props[j].
+	Props []int
+	// Rows sets rowMask[r], for every row r of the decoded block b
+	// (len(rowMask) = b.Rows), to the row's complete mask: Masks of its
+	// event code plus the Cond bits its properties satisfy. It is called
+	// once per decoded block, from the scanning goroutine, and must not
+	// retain b or rowMask.
+	Rows func(b *segment.Block, rowMask []uint64)
+	// Cols[j] says how to fill trail column j (ScanSpec.Cols entries).
+	Cols []ColumnSource
+}
+
+// UserSegmentPlan is a query compiled for one users segment
+// (ScanSpec.CompileUsers): the property columns to decode and, per
+// Trail.User value, where it comes from (ScanSpec.UserProps entries).
+type UserSegmentPlan struct {
+	Props []int
+	Cols  []ColumnSource
+}
+
+// ColumnKind says how a ColumnSource's values become analysis.Value bits.
+type ColumnKind uint8
+
+// Column kinds.
+const (
+	ColInt    ColumnKind = iota // int, bool (0/1) and time (µs) properties: the int64
+	ColFloat                    // float properties: math.Float64bits, with -0 stored as +0
+	ColString                   // string properties: Remap[dictionary code]
+)
+
+// ColumnSource says where one trail column (or user value) comes from in
+// a segment: Block.Props[Prop], or nowhere when Prop < 0 (the segment
+// lacks the property, so it is unset on every row). Unset values have
+// Bits 0.
+type ColumnSource struct {
+	Prop  int
+	Kind  ColumnKind
+	Remap []uint32 // ColString: segment dictionary code → query-wide value id
 }
 
 // UserKey identifies the user of a trail: the xxhash64 of the user id and
@@ -42,9 +119,11 @@ type UserKey struct {
 }
 
 // Visitor receives the trails of one scan worker. Visit is called once per
-// user that has at least one row passing the spec, with the user's rows in
-// trail order (time, then arrival); u.ID, t and its slices are borrowed
-// until Visit returns. Each Visitor is used by one goroutine only.
+// user that has at least one row passing the spec (with AllUsers: once per
+// user of the scanned segments), with the user's rows in trail order
+// (time, then arrival), the requested columns and user values, and t.ID
+// set to u.ID; u.ID, t and its slices are borrowed until Visit returns.
+// Each Visitor is used by one goroutine only.
 type Visitor interface {
 	Visit(u UserKey, t *analysis.Trail)
 }
@@ -85,9 +164,20 @@ func (s *Snapshot) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) 
 	if len(visitors) == 0 {
 		return ScanStats{}, fmt.Errorf("storage: Scan needs at least one visitor")
 	}
+	if spec.Compile == nil && spec.Masks == nil {
+		return ScanStats{}, fmt.Errorf("storage: Scan needs Masks or Compile")
+	}
+	withUsers := spec.UserProps > 0 && spec.Kind != KindUsers
+	if withUsers && spec.CompileUsers == nil {
+		return ScanStats{}, fmt.Errorf("storage: Scan with UserProps needs CompileUsers")
+	}
 	byShard := make([][]SegmentRef, s.Manifest.Shards)
 	var stats ScanStats
 	for _, ref := range s.Manifest.Segments {
+		if withUsers && ref.Kind == KindUsers && ref.Rows > 0 {
+			byShard[ref.Shard] = append(byShard[ref.Shard], ref)
+			continue
+		}
 		if ref.Kind != spec.Kind {
 			continue
 		}
@@ -110,17 +200,15 @@ func (s *Snapshot) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) 
 			defer wg.Done()
 			// Decode buffers are reused across scans: a query must not
 			// re-allocate tens of MiB of block buffers (GC pressure).
-			sc, _ := s.app.store.scanners.Get().(*shardScanner)
-			if sc == nil {
-				sc = &shardScanner{}
-			}
+			sc := s.app.store.getScanner()
 			sc.snap, sc.spec, sc.v, sc.st = s, &spec, visitors[w], &ws[w]
 			defer func() {
 				sc.snap, sc.spec, sc.v, sc.st = nil, nil, nil, nil
 				for _, c := range sc.free {
-					c.r, c.meta, c.masks = nil, nil, nil
+					c.r, c.meta, c.masks, c.plan, c.uplan, c.own = nil, nil, nil, nil, nil, SegmentPlan{}
 				}
-				s.app.store.scanners.Put(sc)
+				sc.trail.ID = nil
+				s.app.store.putScanner(sc)
 			}()
 			for {
 				sh := int(next.Add(1) - 1)
@@ -171,11 +259,17 @@ type shardScanner struct {
 	v    Visitor
 	st   *ScanStats
 
-	free    []*cursor // cursors (with their decode buffers) for reuse
-	heap    []*cursor
-	parts   []int // trail part boundaries when a user spans segments
-	trail   analysis.Trail
-	scratch analysis.Trail
+	free  []*cursor // cursors (with their decode buffers) for reuse
+	heap  []*cursor
+	parts []int   // trail part boundaries when a user spans segments
+	rows  []int32 // block row of each event appended by appendRows (with columns)
+	trail analysis.Trail
+	ubest []int64 // per user value: the time of the write it holds
+	// mergeParts scratch
+	perm, perm2 []int32
+	sTimes      []int64
+	sBits       []uint64
+	sSet        []bool
 }
 
 // cursor walks one segment's users in key order.
@@ -183,11 +277,18 @@ type cursor struct {
 	r     *segment.Reader
 	meta  *segment.Meta
 	seq   int64
+	users bool // a users segment: user property writes
+	plan  *SegmentPlan
+	own   SegmentPlan // plan of a Masks-only spec
+	uplan *UserSegmentPlan
 	masks []uint64
 	live  []uint64 // bit set of event codes with a non-zero mask
-	blk   segment.Block
-	block int // current block index; len(meta.Blocks) when exhausted
-	user  int // current user within blk
+	// rowWise: row masks come from plan.Rows into rowMask (per block row)
+	rowWise bool
+	rowMask []uint64
+	blk     segment.Block
+	block   int // current block index; len(meta.Blocks) when exhausted
+	user    int // current user within blk
 	// inRange: the current block's rows all lie in [From, To)
 	inRange bool
 }
@@ -213,20 +314,35 @@ func (sc *shardScanner) bufferBytes() int64 {
 		n += int64(cap(b.UserHashes))*8 + int64(cap(b.UserIDBytes)) + int64(cap(b.UserIDOffsets))*4 +
 			int64(cap(b.UserStarts))*4 + int64(cap(b.Times))*8 + int64(cap(b.Events))*2
 	}
-	n += int64(cap(sc.trail.Times)+cap(sc.scratch.Times))*8 + int64(cap(sc.trail.Mask)+cap(sc.scratch.Mask))*8
+	for _, c := range sc.free {
+		n += int64(cap(c.rowMask)) * 8
+		for _, p := range c.blk.Props {
+			n += int64(cap(p.Present)+cap(p.Ints)+cap(p.Floats))*8 + int64(cap(p.Strs))*4
+		}
+	}
+	n += int64(cap(sc.trail.Times)+cap(sc.sTimes))*8 + int64(cap(sc.trail.Mask)+cap(sc.sBits))*8
+	n += int64(cap(sc.rows)+cap(sc.perm)+cap(sc.perm2))*4 + int64(cap(sc.sSet))
+	for _, c := range sc.trail.Cols {
+		n += int64(cap(c.Bits))*8 + int64(cap(c.Set))
+	}
 	return n
 }
 
 func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error {
 	sc.heap = sc.heap[:0]
+	if len(sc.trail.Cols) != sc.spec.Cols {
+		sc.trail.Cols = make([]analysis.Column, sc.spec.Cols)
+	}
+	if len(sc.trail.User) != sc.spec.UserProps {
+		sc.trail.User = make([]analysis.Value, sc.spec.UserProps)
+		sc.ubest = make([]int64, sc.spec.UserProps)
+	}
 	used := 0
 	for _, ref := range refs {
 		r, err := sc.snap.Reader(ref)
 		if err != nil {
 			return err
 		}
-		meta := r.Meta()
-		masks := sc.spec.Masks(meta)
 		var c *cursor
 		if used < len(sc.free) {
 			c = sc.free[used]
@@ -234,25 +350,16 @@ func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error 
 			c = &cursor{}
 			sc.free = append(sc.free, c)
 		}
-		c.r, c.meta, c.seq, c.masks, c.block, c.user = r, meta, ref.Seq, masks, -1, 0
-		c.live = c.live[:0]
-		anyLive := false
-		for code, m := range masks {
-			for len(c.live) <= code>>6 {
-				c.live = append(c.live, 0)
-			}
-			if m != 0 {
-				c.live[code>>6] |= 1 << (code & 63)
-				anyLive = true
-			}
+		ok, err := sc.open(c, ref, r)
+		if err != nil {
+			return err
 		}
-		if !anyLive {
+		if !ok {
 			sc.st.SegmentsSkipped++
 			continue
 		}
 		used++
-		ok, err := sc.nextBlock(ctx, c)
-		if err != nil {
+		if ok, err = sc.nextBlock(ctx, c); err != nil {
 			return err
 		}
 		if ok {
@@ -264,15 +371,14 @@ func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error 
 		// Gather every cursor positioned at the smallest user key; the heap
 		// order puts them in Seq (arrival) order.
 		first := sc.pop()
-		sc.trail.Times, sc.trail.Mask = sc.trail.Times[:0], sc.trail.Mask[:0]
-		sc.parts = append(sc.parts[:0], 0)
-		sc.appendRows(first)
+		sc.startUser()
+		sc.take(first)
 		group := [8]*cursor{first}
 		n := 1
 		extra := sc.heap[:0:0]
 		for len(sc.heap) > 0 && sc.heap[0].hash() == first.hash() && bytes.Equal(sc.heap[0].id(), first.id()) {
 			c := sc.pop()
-			sc.appendRows(c)
+			sc.take(c)
 			if n < len(group) {
 				group[n] = c
 				n++
@@ -283,7 +389,8 @@ func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error 
 		if len(sc.parts) > 2 {
 			sc.mergeParts()
 		}
-		if len(sc.trail.Times) > 0 {
+		if len(sc.trail.Times) > 0 || sc.spec.AllUsers {
+			sc.trail.ID = first.id()
 			sc.v.Visit(UserKey{Hash: first.hash(), ID: first.id()}, &sc.trail)
 		}
 		for _, c := range append(group[:n], extra...) {
@@ -299,13 +406,92 @@ func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error 
 	return nil
 }
 
+// open prepares cursor c for segment ref: it compiles the query for the
+// segment and reports whether the segment can hold a passing row (with
+// AllUsers: always).
+func (sc *shardScanner) open(c *cursor, ref SegmentRef, r *segment.Reader) (bool, error) {
+	meta := r.Meta()
+	c.r, c.meta, c.seq, c.block, c.user = r, meta, ref.Seq, -1, 0
+	c.users = ref.Kind == KindUsers && sc.spec.Kind != KindUsers
+	c.plan, c.uplan, c.rowWise = nil, nil, false
+	if c.users {
+		up, err := sc.spec.CompileUsers(ref, meta)
+		if err != nil {
+			return false, err
+		}
+		if len(up.Cols) != sc.spec.UserProps {
+			return false, fmt.Errorf("storage: users plan for segment %s has %d values, want %d", ref.File, len(up.Cols), sc.spec.UserProps)
+		}
+		c.uplan = up
+		return true, nil
+	}
+	if sc.spec.Compile != nil {
+		p, err := sc.spec.Compile(ref, meta)
+		if err != nil {
+			return false, err
+		}
+		if len(p.Cols) != sc.spec.Cols || len(p.Masks) != len(meta.EventNames) || (p.Cond != nil && len(p.Cond) != len(meta.EventNames)) {
+			return false, fmt.Errorf("storage: segment plan for %s does not fit the segment or the spec", ref.File)
+		}
+		c.plan = p
+	} else {
+		c.own = SegmentPlan{Masks: sc.spec.Masks(meta)}
+		c.plan = &c.own
+	}
+	c.masks = c.plan.Masks
+	c.live = c.live[:0]
+	anyLive := false
+	for code, m := range c.masks {
+		for len(c.live) <= code>>6 {
+			c.live = append(c.live, 0)
+		}
+		if c.plan.Cond != nil && c.plan.Cond[code] != 0 {
+			m |= c.plan.Cond[code]
+			c.rowWise = true
+		}
+		if m != 0 {
+			c.live[code>>6] |= 1 << (code & 63)
+			anyLive = true
+		}
+	}
+	if c.rowWise && c.plan.Rows == nil {
+		return false, fmt.Errorf("storage: segment plan for %s has Cond bits but no Rows", ref.File)
+	}
+	return anyLive || sc.spec.AllUsers, nil
+}
+
+// startUser resets the per-user buffers.
+func (sc *shardScanner) startUser() {
+	sc.trail.Times, sc.trail.Mask = sc.trail.Times[:0], sc.trail.Mask[:0]
+	for j := range sc.trail.Cols {
+		c := &sc.trail.Cols[j]
+		c.Set, c.Bits = c.Set[:0], c.Bits[:0]
+	}
+	for j := range sc.trail.User {
+		sc.trail.User[j] = analysis.Value{}
+		sc.ubest[j] = math.MinInt64
+	}
+	sc.parts = append(sc.parts[:0], 0)
+}
+
+// take adds cursor c's current user to the user being assembled.
+func (sc *shardScanner) take(c *cursor) {
+	if c.users {
+		sc.userValues(c)
+	} else {
+		sc.appendRows(c)
+	}
+}
+
 // appendRows appends cursor c's current user's rows that pass the spec to
 // the trail buffer. This is the per-event hot loop of every query: one
-// table lookup per event, and no data-dependent branch (every row is
-// written, and the write position advances only for passing rows, which
-// the compiler turns into a conditional move), since which events match is
+// table lookup per event (or one row-mask read when the segment has
+// property filters), and no data-dependent branch (every row is written,
+// and the write position advances only for passing rows, which the
+// compiler turns into a conditional move), since which events match is
 // unpredictable. When the block's zone map lies inside the range, the time
-// test is dropped.
+// test is dropped. With property columns, the block row of each kept event
+// is recorded the same way and the columns are gathered afterwards.
 func (sc *shardScanner) appendRows(c *cursor) {
 	b := &c.blk
 	s, e := b.UserStarts[c.user], b.UserStarts[c.user+1]
@@ -318,7 +504,33 @@ func (sc *shardScanner) appendRows(c *cursor) {
 	out := tt[n:]
 	outm := tm[n:]
 	k := 0
-	if c.inRange {
+	from, span := sc.spec.From, uint64(sc.spec.To)-uint64(sc.spec.From)
+	switch {
+	case sc.spec.Cols > 0 || c.rowWise:
+		rows := slices.Grow(sc.rows[:0], len(times))[:len(times)]
+		var rm []uint64
+		if c.rowWise {
+			rm = c.rowMask[s:e:e]
+		}
+		for i, t := range times {
+			var m uint64
+			if rm != nil {
+				m = rm[i]
+			} else {
+				m = masks[codes[i]]
+			}
+			out[k] = t
+			outm[k] = m
+			rows[k] = s + int32(i)
+			if m != 0 && uint64(t)-uint64(from) < span {
+				k++
+			}
+		}
+		sc.rows = rows[:k]
+		for j := range sc.trail.Cols {
+			appendCol(&sc.trail.Cols[j], c.plan.Cols[j], b, sc.rows)
+		}
+	case c.inRange:
 		for i, t := range times {
 			m := masks[codes[i]]
 			out[k] = t
@@ -327,8 +539,7 @@ func (sc *shardScanner) appendRows(c *cursor) {
 				k++
 			}
 		}
-	} else {
-		from, span := sc.spec.From, uint64(sc.spec.To)-uint64(sc.spec.From)
+	default:
 		for i, t := range times {
 			m := masks[codes[i]]
 			out[k] = t
@@ -344,30 +555,123 @@ func (sc *shardScanner) appendRows(c *cursor) {
 	}
 }
 
-// mergeParts merges the sorted parts of the trail buffer (one per segment,
-// in Seq order) into one sequence ordered by time; equal times keep part
-// order, which is arrival order.
+// appendCol appends the values of the given block rows to trail column
+// col.
+func appendCol(col *analysis.Column, src ColumnSource, b *segment.Block, rows []int32) {
+	if src.Prop < 0 {
+		for range rows {
+			col.Set = append(col.Set, false)
+			col.Bits = append(col.Bits, 0)
+		}
+		return
+	}
+	pd := &b.Props[src.Prop]
+	for _, r := range rows {
+		set := pd.Present[r>>6]>>(r&63)&1 != 0
+		var v uint64
+		if set {
+			v = columnBits(pd, src, int(r))
+		}
+		col.Set = append(col.Set, set)
+		col.Bits = append(col.Bits, v)
+	}
+}
+
+// columnBits returns the value bits of present row r of pd.
+func columnBits(pd *segment.PropData, src ColumnSource, r int) uint64 {
+	switch src.Kind {
+	case ColFloat:
+		if b := math.Float64bits(pd.Floats[r]); b != 1<<63 {
+			return b
+		}
+		return 0 // -0 as +0
+	case ColString:
+		return uint64(src.Remap[pd.Strs[r]])
+	}
+	return uint64(pd.Ints[r])
+}
+
+// userValues applies the current user's property writes in users cursor c
+// to the trail's user values: a write replaces the held value unless it
+// is older. Cursors come in Seq order and a user's rows in (time,
+// arrival) order, so the latest write wins and a tie goes to the later
+// arrival.
+func (sc *shardScanner) userValues(c *cursor) {
+	b := &c.blk
+	s, e := int(b.UserStarts[c.user]), int(b.UserStarts[c.user+1])
+	for j, src := range c.uplan.Cols {
+		if src.Prop < 0 {
+			continue
+		}
+		pd := &b.Props[src.Prop]
+		for r := s; r < e; r++ {
+			if pd.Present[r>>6]>>(r&63)&1 == 0 || b.Times[r] < sc.ubest[j] {
+				continue
+			}
+			sc.ubest[j] = b.Times[r]
+			sc.trail.User[j] = analysis.Value{Set: true, Bits: columnBits(pd, src, r)}
+		}
+	}
+}
+
+// mergeParts orders the trail buffer, made of time-sorted parts (one per
+// segment, in Seq order), by time; equal times keep part order, which is
+// arrival order. It merges a permutation pairwise, then gathers the
+// times, masks and columns through it.
 func (sc *shardScanner) mergeParts() {
+	times := sc.trail.Times
+	perm := sc.perm[:0]
+	for i := range times {
+		perm = append(perm, int32(i))
+	}
 	for len(sc.parts) > 2 {
 		a0, a1, b1 := sc.parts[0], sc.parts[1], sc.parts[2]
-		st, sm := sc.scratch.Times[:0], sc.scratch.Mask[:0]
+		out := sc.perm2[:0]
 		i, j := a0, a1
 		for i < a1 && j < b1 {
-			if sc.trail.Times[j] < sc.trail.Times[i] {
-				st, sm = append(st, sc.trail.Times[j]), append(sm, sc.trail.Mask[j])
+			if times[perm[j]] < times[perm[i]] {
+				out = append(out, perm[j])
 				j++
 			} else {
-				st, sm = append(st, sc.trail.Times[i]), append(sm, sc.trail.Mask[i])
+				out = append(out, perm[i])
 				i++
 			}
 		}
-		st, sm = append(st, sc.trail.Times[i:a1]...), append(sm, sc.trail.Mask[i:a1]...)
-		st, sm = append(st, sc.trail.Times[j:b1]...), append(sm, sc.trail.Mask[j:b1]...)
-		copy(sc.trail.Times[a0:b1], st)
-		copy(sc.trail.Mask[a0:b1], sm)
-		sc.scratch.Times, sc.scratch.Mask = st, sm
+		out = append(out, perm[i:a1]...)
+		out = append(out, perm[j:b1]...)
+		copy(perm[a0:b1], out)
+		sc.perm2 = out
 		sc.parts = append(sc.parts[:1], sc.parts[2:]...)
 	}
+	sc.perm = perm
+	st := sc.sTimes[:0]
+	for _, p := range perm {
+		st = append(st, times[p])
+	}
+	copy(times, st)
+	sc.sTimes = st
+	sc.sBits = gather(sc.trail.Mask, perm, sc.sBits)
+	for j := range sc.trail.Cols {
+		c := &sc.trail.Cols[j]
+		sc.sBits = gather(c.Bits, perm, sc.sBits)
+		ss := sc.sSet[:0]
+		for _, p := range perm {
+			ss = append(ss, c.Set[p])
+		}
+		copy(c.Set, ss)
+		sc.sSet = ss
+	}
+}
+
+// gather permutes v in place through perm using scratch and returns the
+// (possibly grown) scratch.
+func gather(v []uint64, perm []int32, scratch []uint64) []uint64 {
+	scratch = scratch[:0]
+	for _, p := range perm {
+		scratch = append(scratch, v[p])
+	}
+	copy(v, scratch)
+	return scratch
 }
 
 // advance moves c to its next user, loading the next useful block when the
@@ -385,15 +689,25 @@ func (sc *shardScanner) nextBlock(ctx context.Context, c *cursor) (bool, error) 
 	blocks := c.meta.Blocks
 	for c.block++; c.block < len(blocks); c.block++ {
 		bm := &blocks[c.block]
-		if bm.MaxTime < sc.spec.From || bm.MinTime >= sc.spec.To || !intersects(bm.Events, c.live) {
+		if !c.users && !sc.spec.AllUsers && (bm.MaxTime < sc.spec.From || bm.MinTime >= sc.spec.To || !intersects(bm.Events, c.live)) {
 			sc.st.BlocksSkipped++
 			continue
 		}
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
-		if err := c.r.ReadBlock(c.block, nil, &c.blk); err != nil {
+		var props []int
+		if c.users {
+			props = c.uplan.Props
+		} else {
+			props = c.plan.Props
+		}
+		if err := c.r.ReadBlock(c.block, props, &c.blk); err != nil {
 			return false, err
+		}
+		if c.rowWise {
+			c.rowMask = slices.Grow(c.rowMask[:0], c.blk.Rows)[:c.blk.Rows]
+			c.plan.Rows(&c.blk, c.rowMask)
 		}
 		c.inRange = bm.MinTime >= sc.spec.From && bm.MaxTime < sc.spec.To
 		sc.st.BlocksRead++

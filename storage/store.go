@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -53,7 +54,32 @@ type Store struct {
 	mu   sync.Mutex // guards apps (the map, not the apps' snapshots)
 	apps map[string]*App
 
-	scanners sync.Pool // *shardScanner: per-worker scan state with its decode buffers
+	// idle holds per-worker scan states with their decode buffers between
+	// scans (a free list, not a sync.Pool: a GC must not drop tens of MiB of
+	// buffers that the next query re-allocates). At most maxIdleScanners.
+	idleMu sync.Mutex
+	idle   []*shardScanner
+}
+
+// getScanner returns an idle scan state or a new one.
+func (s *Store) getScanner() *shardScanner {
+	s.idleMu.Lock()
+	defer s.idleMu.Unlock()
+	if n := len(s.idle); n > 0 {
+		sc := s.idle[n-1]
+		s.idle = s.idle[:n-1]
+		return sc
+	}
+	return &shardScanner{}
+}
+
+// putScanner keeps sc for the next scan, unless enough are idle already.
+func (s *Store) putScanner(sc *shardScanner) {
+	s.idleMu.Lock()
+	defer s.idleMu.Unlock()
+	if len(s.idle) < 2*runtime.GOMAXPROCS(0) {
+		s.idle = append(s.idle, sc)
+	}
 }
 
 // Open opens (creating if needed) the store directory cfg.Dir. It returns an
