@@ -9,6 +9,7 @@ import (
 	"runtime/trace"
 	"time"
 
+	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/storage"
 	"github.com/spurdb/spur/storage/segment"
 )
@@ -23,6 +24,12 @@ type Config struct {
 	// Now returns the current time for incomplete-bucket flags when the
 	// query has no "now"; nil means time.Now.
 	Now func() time.Time
+	// MemoryBudget bounds the big state of each query in bytes: duration
+	// and value lists, per-user counts, listed user ids, breakdown tables
+	// and dictionaries (spec §8). 0 means DefaultMemoryBudget (2 GiB). A
+	// query that would exceed it fails with code limit_exceeded; its
+	// memory is released and the engine stays usable.
+	MemoryBudget int64
 }
 
 // Engine runs queries against a store. It is safe for concurrent use and
@@ -55,15 +62,16 @@ type Stats struct {
 	BlocksRead      int64   `json:"blocks_read"`       // blocks decoded
 	BlocksSkipped   int64   `json:"blocks_skipped"`    // blocks skipped by time range or event index
 	BytesRead       int64   `json:"bytes_read"`        // compressed bytes decoded
-	PeakMemoryBytes int64   `json:"peak_memory_bytes"` // decode buffers + trail buffers + analysis state held at the end of the scan
+	PeakMemoryBytes int64   `json:"peak_memory_bytes"` // decode and trail buffers plus the peak of the budgeted analysis state
 	Workers         int     `json:"workers"`           // scan goroutines
 }
 
 // Run validates and runs q. q.App must be set. The result is one of
-// *TrendResult, *FunnelResult, *RetentionResult. Every error is an *Error:
-// invalid_query (with the offending field), not_found (unknown app),
-// corruption (a segment failed its checksums; no answer is given),
-// limit_exceeded (timeout) or internal.
+// *TrendResult, *FunnelResult, *RetentionResult, *CohortResult. Every
+// error is an *Error: invalid_query (with the offending field), not_found
+// (unknown app or saved cohort), corruption (a segment failed its
+// checksums; no answer is given), limit_exceeded (timeout or memory
+// budget) or internal.
 func (e *Engine) Run(ctx context.Context, q *Query) (result any, err error) {
 	start := time.Now()
 	if e.cfg.Timeout > 0 {
@@ -124,6 +132,8 @@ func (e *Engine) run(ctx context.Context, q *Query, start time.Time) (any, error
 		res, err = e.runFunnel(ctx, p)
 	case "retention":
 		res, err = e.runRetention(ctx, p)
+	case "cohort":
+		res, err = e.runCohort(ctx, p)
 	}
 	if err != nil {
 		return nil, err
@@ -144,32 +154,77 @@ func StatsOf(res any) *Stats {
 		return &r.Stats
 	case *RetentionResult:
 		return &r.Stats
+	case *CohortResult:
+		return &r.Stats
 	}
 	return nil
 }
 
 func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }
 
-// scan runs the plan's scan with one visitor per worker and records stats.
-func (e *Engine) scan(ctx context.Context, p *plan, spec storage.ScanSpec, visitors []storage.Visitor, stateBytes func() int64) error {
+// scan runs one scan of the plan over the events in [from, to), widened
+// by the cohort's range (with allUsers: all stored data, visiting every
+// user), feeding one visitor per worker, and adds to the plan's stats. The
+// first scan of a query builds its dictionaries (plan.prepare). A budget
+// breach stops the scan and returns limit_exceeded.
+func (e *Engine) scan(ctx context.Context, p *plan, from, to int64, vs []*visitor, allUsers bool) error {
 	t0 := time.Now()
-	spec.Masks = p.masks
-	var st storage.ScanStats
-	var err error
-	sctx, stage := storage.StartStage(ctx, "scan", -1)
-	st, err = p.snap.Scan(sctx, spec, visitors)
+	from, to = p.scanRange(from, to)
+	if allUsers {
+		from, to = minTime, maxTime
+	}
+	if !p.prepared {
+		if err := p.prepare(from, to); err != nil {
+			return err
+		}
+		p.prepared = true
+	}
+	spec := storage.ScanSpec{From: from, To: to, Compile: p.compileSegment, Cols: len(p.cols),
+		UserProps: len(p.ucols), AllUsers: allUsers}
+	if len(p.ucols) > 0 {
+		spec.CompileUsers = p.compileUsers
+	}
+	visitors := make([]storage.Visitor, len(vs))
+	for i, v := range vs {
+		visitors[i] = v
+	}
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	p.budget.cancel = cancel
+	sctx, stage := storage.StartStage(cctx, "scan", -1)
+	st, err := p.snap.Scan(sctx, spec, visitors)
 	stage.End()
-	p.stats.ScanMS = ms(time.Since(t0))
-	p.stats.EventsScanned = st.EventsScanned
-	p.stats.SegmentsRead = st.SegmentsRead
-	p.stats.SegmentsSkipped = st.SegmentsSkipped
-	p.stats.BlocksRead = st.BlocksRead
-	p.stats.BlocksSkipped = st.BlocksSkipped
-	p.stats.BytesRead = st.BytesRead
-	p.stats.PeakMemoryBytes = st.BufferBytes + stateBytes()
+	p.budget.cancel = nil
+	p.stats.ScanMS += ms(time.Since(t0))
+	p.stats.EventsScanned += st.EventsScanned
+	p.stats.SegmentsRead += st.SegmentsRead
+	p.stats.SegmentsSkipped += st.SegmentsSkipped
+	p.stats.BlocksRead += st.BlocksRead
+	p.stats.BlocksSkipped += st.BlocksSkipped
+	p.stats.BytesRead += st.BytesRead
 	p.stats.Workers = len(visitors)
+	if errors.Is(context.Cause(cctx), errBudget) {
+		return p.budget.exceeded()
+	}
 	if err != nil {
 		return fmt.Errorf("scan app %q: %w", p.q.App, err)
 	}
+	for _, v := range vs {
+		if err := v.flush(); err != nil {
+			return err
+		}
+	}
+	p.stats.PeakMemoryBytes = max(p.stats.PeakMemoryBytes, st.BufferBytes+p.budget.peak.Load())
 	return nil
+}
+
+// newVisitors returns n visitors over accumulators made by mk, which
+// returns the accumulator's add and bytes functions.
+func newVisitors(p *plan, n int, mk func(i int) (add func(*analysis.Trail), bytes func() int64)) []*visitor {
+	vs := make([]*visitor, n)
+	for i := range vs {
+		add, bytes := mk(i)
+		vs[i] = &visitor{p: p, add: add, bytes: bytes}
+	}
+	return vs
 }

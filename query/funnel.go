@@ -5,17 +5,15 @@ import (
 	"time"
 
 	"github.com/spurdb/spur/query/analysis"
-	"github.com/spurdb/spur/storage"
 )
-
-type funnelVisitor struct{ acc *analysis.Funnel }
-
-func (v funnelVisitor) Visit(_ storage.UserKey, t *analysis.Trail) { v.acc.Add(*t) }
 
 // defaultWindow is the funnel conversion window when none is given (14 days).
 const defaultWindow = "14d"
 
-// runFunnel plans and runs an ordered funnel (spec §5, PostHog's funnel UDF).
+// runFunnel plans and runs an ordered funnel (spec §5, PostHog's funnel
+// UDF): per step the users, conversions and times, per breakdown value
+// (the counted attempt's step-1 event's property, or the user's), and the
+// users of one step when the query has a list.
 func (e *Engine) runFunnel(ctx context.Context, p *plan) (*FunnelResult, error) {
 	q := p.q
 	if n := len(q.Steps); n < 2 || n > analysis.MaxFunnelSteps {
@@ -33,47 +31,100 @@ func (e *Engine) runFunnel(ctx context.Context, p *plan) (*FunnelResult, error) 
 		return nil, invalid("window", "window %s is longer than 366 days", win)
 	}
 	for i, s := range q.Steps {
-		if _, err := p.addMatcher(s, fieldIdx("steps", i)); err != nil {
+		if _, err := p.addMatcher(s, fieldIdx("steps", i), true); err != nil {
 			return nil, err
 		}
 	}
-	spec := analysis.FunnelSpec{Steps: len(q.Steps), Window: w, From: p.from, To: p.to}
-	accs := make([]*analysis.Funnel, e.cfg.Workers)
-	vs := make([]storage.Visitor, len(accs))
-	for i := range accs {
-		if accs[i], err = analysis.NewFunnel(spec); err != nil {
-			return nil, &Error{Code: CodeInternal, Message: err.Error(), Err: err}
-		}
-		vs[i] = funnelVisitor{accs[i]}
-	}
-	state := func() int64 {
-		// The per-user scratch plus the kept durations (exact medians).
-		var n int64
-		for _, a := range accs {
-			n += int64(a.StateBytes())
-		}
-		return n
-	}
-	// Later steps may fall up to W after the range (window inclusive).
-	scanTo := p.to + w + 1
-	if err := e.scan(ctx, p, storage.ScanSpec{From: p.from, To: scanTo}, vs, state); err != nil {
+	bd, err := p.parseBreakdown()
+	if err != nil {
 		return nil, err
 	}
-	merge := stageTimer(ctx, "merge")
+	var list *analysis.FunnelList
+	if q.List != nil {
+		if q.List.Step < 1 || q.List.Step > len(q.Steps) {
+			return nil, invalid("list.step", "want a step from 1 to %d, found %d", len(q.Steps), q.List.Step)
+		}
+		if q.List.CohortStart != "" || q.List.Period != 0 {
+			return nil, invalid("list", "a funnel list takes step and dropped, not cohort_start or period")
+		}
+		keep, err := listKeep(q.List)
+		if err != nil {
+			return nil, err
+		}
+		list = &analysis.FunnelList{Step: q.List.Step, Dropped: q.List.Dropped, Keep: keep}
+	}
+	if err := p.parseCohortFilter(); err != nil {
+		return nil, err
+	}
+	var src analysis.KeySource
+	if bd != nil {
+		src = bd.src
+	}
+	spec := analysis.FunnelSpec{Steps: len(q.Steps), Window: w, From: p.from, To: p.to}
+	accs := make([]*analysis.Funnel, e.cfg.Workers)
+	for i := range accs {
+		if accs[i], err = analysis.NewFunnel(spec, src, list); err != nil {
+			return nil, &Error{Code: CodeInternal, Message: err.Error(), Err: err}
+		}
+	}
+	vs := newVisitors(p, len(accs), func(i int) (func(*analysis.Trail), func() int64) {
+		a := accs[i]
+		return func(t *analysis.Trail) { a.Add(*t) }, a.Bytes
+	})
+	// Later steps may fall up to W after the range (window inclusive).
+	if err := e.scan(ctx, p, p.from, p.to+w+1, vs, false); err != nil {
+		return nil, err
+	}
+	merge := timer()
 	for _, a := range accs[1:] {
 		accs[0].Merge(a)
 	}
-	kr := accs[0].Result()
+	acc := accs[0]
 	res := &FunnelResult{Kind: "funnel", Range: p.resolvedRange(), TZ: p.loc.String(), WindowSec: w / second}
-	res.Steps = funnelSteps(kr, q.Steps)
+	var kr analysis.FunnelResult
+	var r ranked
+	if bd == nil {
+		kr = acc.Result(nil)
+	} else {
+		// Rank the values by users entering the funnel; merge the rest.
+		first := acc.Result(nil)
+		keys := make([]analysis.Key, len(first.Groups))
+		totals := make([]float64, len(first.Groups))
+		for i, g := range first.Groups {
+			keys[i], totals[i] = g.Key, float64(g.Steps[0].Users)
+		}
+		r = p.rank(bd, keys, totals)
+		kr = acc.Result(r.group)
+		byKey := map[analysis.Key]analysis.FunnelGroup{}
+		for _, g := range kr.Groups {
+			byKey[g.Key] = g
+		}
+		order := r.order
+		if r.other {
+			order = append(order, otherKey)
+		}
+		for _, k := range order {
+			res.Breakdown = append(res.Breakdown, FunnelBreakdown{Value: p.label(bd, k), Steps: funnelSteps(byKey[k].Steps, q.Steps)})
+		}
+	}
+	res.Steps = funnelSteps(kr.Steps, q.Steps)
+	if q.List != nil {
+		l, err := p.pickList(bd, kr.List, len(kr.Groups), func(i int) (analysis.Key, *analysis.UserList) {
+			return kr.Groups[i].Key, kr.Groups[i].List
+		})
+		if err != nil {
+			return nil, err
+		}
+		res.List = listResult(q.List, l)
+	}
 	p.stats.MergeMS = merge()
 	res.Stats = p.stats
 	return res, nil
 }
 
-func funnelSteps(kr analysis.FunnelResult, steps []Matcher) []FunnelStep {
-	out := make([]FunnelStep, len(kr.Steps))
-	for i, s := range kr.Steps {
+func funnelSteps(kr []analysis.FunnelStepResult, steps []Matcher) []FunnelStep {
+	out := make([]FunnelStep, len(kr))
+	for i, s := range kr {
 		out[i] = FunnelStep{Step: s.Step, Event: steps[i].Event, Users: s.Users, Conversion: s.Conversion,
 			ConversionFromPrevious: s.ConversionFromPrevious}
 		if s.HasTime {
@@ -83,13 +134,8 @@ func funnelSteps(kr analysis.FunnelResult, steps []Matcher) []FunnelStep {
 	return out
 }
 
-// stageTimer starts stage name (a runtime/trace region and, under ?trace=1,
-// a span); the returned func ends it and returns its duration in ms.
-func stageTimer(ctx context.Context, name string) func() float64 {
+// timer returns a function that reports the milliseconds since timer was called.
+func timer() func() float64 {
 	t0 := time.Now()
-	_, stage := storage.StartStage(ctx, name, -1)
-	return func() float64 {
-		stage.End()
-		return ms(time.Since(t0))
-	}
+	return func() float64 { return ms(time.Since(t0)) }
 }

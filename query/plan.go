@@ -2,8 +2,13 @@ package query
 
 import (
 	"fmt"
+	"math"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/storage"
 	"github.com/spurdb/spur/storage/segment"
 )
@@ -11,8 +16,10 @@ import (
 // AnyEvent is the matcher event name that matches every event.
 const AnyEvent = "$any"
 
-// plan is a validated query: resolved zone, range, and matchers numbered
-// by their bit in the per-event mask.
+// plan is a validated query: resolved zone and range, matchers numbered by
+// their bit in the per-event mask with their compiled filters, the event
+// columns and user values the trails carry, the cohort filter, and the
+// query's memory budget.
 type plan struct {
 	q    *Query
 	snap *storage.Snapshot
@@ -24,30 +31,57 @@ type plan struct {
 	dataEnd   int64 // latest stored event + 1 µs; 0 when the app has no events
 	hasData   bool
 
-	matchers []string // event name per matcher bit
+	global   []*filter  // the query's global "where"
+	matchers []*matcher // by mask bit
+	cols     []*column  // event property columns of the trails
+	ucols    []*column  // user property values of the trails
+
+	cohort      *analysis.CohortCond // nil without a cohort filter
+	cohortFlags []*userFlag          // user_property leaves of the cohort, by flag bit
+	cohortFrom  int64                // events the cohort needs: [cohortFrom, cohortTo)
+	cohortTo    int64
+
+	budget   *budget
+	prepared bool // prepare has run
 	stats    Stats
+}
+
+// matcher is one event matcher (spec §3): an event name and filters.
+type matcher struct {
+	event  string
+	efs    []*filter // event property filters, compiled per segment
+	ufs    []*filter // user property filters, evaluated per user
+	upreds []pred    // ufs compiled against the query-wide dictionaries
+}
+
+// column is an event property carried in the trails (Trail.Cols) or a
+// user property value (Trail.User).
+type column struct {
+	name string
+	user bool
+	typ  event.Type
+	// dict is the query-wide dictionary of a string property: the sorted
+	// union of the dictionaries of the segments read; remap maps each
+	// segment's codes to it, by segment file.
+	dict  []string
+	remap map[string][]uint32
+}
+
+// userFlag is a user_property leaf of a cohort: a user filter.
+type userFlag struct {
+	f  *filter
+	pr pred
 }
 
 func (e *Engine) newPlan(q *Query, snap *storage.Snapshot) (*plan, error) {
 	switch q.Kind {
-	case "trend", "funnel", "retention":
-	case "cohort":
-		return nil, invalid("kind", "kind %q is not implemented yet", q.Kind)
+	case "trend", "funnel", "retention", "cohort":
 	case "":
-		return nil, invalid("kind", "kind is required: trend, funnel or retention")
+		return nil, invalid("kind", "kind is required: trend, funnel, retention or cohort")
 	default:
-		return nil, invalid("kind", "unknown kind %q: want trend, funnel or retention", q.Kind)
+		return nil, invalid("kind", "unknown kind %q: want trend, funnel, retention or cohort", q.Kind)
 	}
-	if len(q.Where) > 0 {
-		return nil, invalid("where", "property filters are not implemented yet")
-	}
-	if len(q.Cohort) > 0 {
-		return nil, invalid("cohort", "cohort filters are not implemented yet")
-	}
-	if q.Breakdown != nil {
-		return nil, invalid("breakdown", "breakdowns are not implemented yet")
-	}
-	p := &plan{q: q, snap: snap}
+	p := &plan{q: q, snap: snap, budget: newBudget(e.cfg.MemoryBudget)}
 	tz := q.TZ
 	if tz == "" {
 		tz = snap.Manifest.TZ
@@ -92,6 +126,13 @@ func (e *Engine) newPlan(q *Query, snap *storage.Snapshot) (*plan, error) {
 			return nil, invalid("range", "range.to (%s) must be after range.from (%s)", q.Range.To, q.Range.From)
 		}
 	}
+	for i, f := range q.Where {
+		pf, err := p.parseFilter(f, fieldIdx("where", i))
+		if err != nil {
+			return nil, err
+		}
+		p.global = append(p.global, pf)
+	}
 	return p, nil
 }
 
@@ -100,34 +141,363 @@ func startOfDay(us int64, loc *time.Location) int64 {
 	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, loc).UnixMicro()
 }
 
-// addMatcher validates m and gives it the next mask bit.
-func (p *plan) addMatcher(m Matcher, field string) (bit int, err error) {
+// propType returns the type of an event (user false) or user property.
+func (p *plan) propType(name string, user bool) (event.Type, bool) {
+	props := p.snap.Manifest.EventProps
+	if user {
+		props = p.snap.Manifest.UserProps
+	}
+	for _, pt := range props {
+		if pt.Name == name {
+			return pt.Type, true
+		}
+	}
+	return event.TypeNone, false
+}
+
+// unknownProp is the invalid_query error for a property the app does not
+// have, listing the ones it has.
+func (p *plan) unknownProp(field, name string, user bool) *Error {
+	kind, props := "event", p.snap.Manifest.EventProps
+	if user {
+		kind, props = "user", p.snap.Manifest.UserProps
+	}
+	var names []string
+	for _, pt := range props {
+		if pt.Name != storage.InsertIDProp {
+			names = append(names, pt.Name)
+		}
+	}
+	have := "it has none"
+	if len(names) > 0 {
+		if len(names) > 30 {
+			names = append(names[:30], "…")
+		}
+		have = "it has " + strings.Join(names, ", ")
+	}
+	return invalid(field, "unknown %s property %q in app %q (%s)", kind, name, p.q.App, have)
+}
+
+// addMatcher validates m (at JSON path field), adds the global filters
+// when withGlobal, and gives it the next mask bit.
+func (p *plan) addMatcher(m Matcher, field string, withGlobal bool) (bit int, err error) {
 	if m.Event == "" {
 		return 0, invalid(field+".event", "event is required (an event name, or %q for every event)", AnyEvent)
 	}
-	if len(m.Where) > 0 {
-		return 0, invalid(field+".where", "property filters are not implemented yet")
-	}
 	if len(p.matchers) == 64 {
-		return 0, invalid(field, "a query may have at most 64 matchers")
+		return 0, invalid(field, "a query may have at most 64 matchers (steps, series, cohort conditions)")
 	}
-	p.matchers = append(p.matchers, m.Event)
+	pm := &matcher{event: m.Event}
+	fs := slices.Clone(m.Where)
+	for i, f := range fs {
+		pf, err := p.parseFilter(f, fieldIdx(field+".where", i))
+		if err != nil {
+			return 0, err
+		}
+		pm.add(p, pf)
+	}
+	if withGlobal {
+		for _, pf := range p.global {
+			pm.add(p, pf)
+		}
+	}
+	p.matchers = append(p.matchers, pm)
 	return len(p.matchers) - 1, nil
 }
 
-// masks compiles the matchers for one segment: per event code, the bits of
-// the matchers its event name satisfies. This is the plan-time filter
-// compilation; the scan then tests one table lookup per event.
-func (p *plan) masks(meta *segment.Meta) []uint64 {
-	out := make([]uint64, len(meta.EventNames))
-	for bit, name := range p.matchers {
-		for code, en := range meta.EventNames {
-			if name == AnyEvent || name == en {
-				out[code] |= 1 << bit
+func (m *matcher) add(p *plan, f *filter) {
+	if f.user {
+		f.ucol = p.addCol(f.prop, true)
+		m.ufs = append(m.ufs, f)
+	} else {
+		m.efs = append(m.efs, f)
+	}
+}
+
+// addCol returns the index of the trail column (user false) or user value
+// for a property, adding it. The property must exist.
+func (p *plan) addCol(name string, user bool) int {
+	cols := &p.cols
+	if user {
+		cols = &p.ucols
+	}
+	for i, c := range *cols {
+		if c.name == name {
+			return i
+		}
+	}
+	t, _ := p.propType(name, user)
+	*cols = append(*cols, &column{name: name, user: user, typ: t})
+	return len(*cols) - 1
+}
+
+// prepare readies the plan for scans of events in [from, to): it builds
+// the query-wide dictionaries of string columns and compiles the user
+// filters against them. Its memory is charged to the budget.
+func (p *plan) prepare(from, to int64) error {
+	var refs []storage.SegmentRef
+	for _, ref := range p.snap.Manifest.Segments {
+		if ref.Kind == storage.KindUsers || (ref.Rows > 0 && ref.MaxTime >= from && ref.MinTime < to) {
+			refs = append(refs, ref)
+		}
+	}
+	for _, c := range slices.Concat(p.cols, p.ucols) {
+		if c.typ != event.TypeString {
+			continue
+		}
+		kind := storage.KindEvents
+		if c.user {
+			kind = storage.KindUsers
+		}
+		dicts := map[string][]string{}
+		var all []string
+		for _, ref := range refs {
+			if ref.Kind != kind {
+				continue
+			}
+			r, err := p.snap.Reader(ref)
+			if err != nil {
+				return err
+			}
+			meta := r.Meta()
+			if mi := propIndex(meta, c.name); mi >= 0 {
+				dicts[ref.File] = meta.Props[mi].Dict
+				all = append(all, meta.Props[mi].Dict...)
+			}
+		}
+		slices.Sort(all)
+		c.dict = slices.Compact(all)
+		c.remap = map[string][]uint32{}
+		var n int64
+		for file, d := range dicts {
+			m := make([]uint32, len(d))
+			for i, s := range d {
+				j, _ := slices.BinarySearch(c.dict, s)
+				m[i] = uint32(j)
+			}
+			c.remap[file] = m
+			n += int64(len(m)) * 4
+		}
+		if err := p.budget.charge(n + int64(len(c.dict))*16); err != nil {
+			return err
+		}
+	}
+	for _, m := range p.matchers {
+		m.upreds = m.upreds[:0]
+		for _, f := range m.ufs {
+			m.upreds = append(m.upreds, p.userPred(f))
+		}
+	}
+	for _, uf := range p.cohortFlags {
+		uf.pr = p.userPred(uf.f)
+	}
+	return nil
+}
+
+// userPred compiles a user filter against its value's dictionary.
+func (p *plan) userPred(f *filter) pred {
+	return compilePred(f, p.ucols[f.ucol].dict)
+}
+
+func propIndex(meta *segment.Meta, name string) int {
+	for i := range meta.Props {
+		if meta.Props[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// absentHolds reports whether a filter holds for an event without the
+// property (spec §3: neq, not_in, not_contains and is_not_set do).
+func absentHolds(op string) bool {
+	switch op {
+	case "neq", "not_in", "not_contains", "is_not_set":
+		return true
+	}
+	return false
+}
+
+// condMatcher is a matcher whose filters are decided per row in one
+// segment.
+type condMatcher struct {
+	bit   uint64
+	preds []pred
+}
+
+// compileSegment is the scan's ScanSpec.Compile: the plan's matchers and
+// columns compiled for one events segment. Event-name matching becomes a
+// table per event code; each event filter is compiled against the
+// segment's dictionary (a string filter becomes a bitset over codes); a
+// filter that no row of the segment can pass removes its matcher from the
+// segment (so a string equality on a value absent from the dictionary
+// skips the segment's blocks), and one that every row passes is dropped.
+func (p *plan) compileSegment(ref storage.SegmentRef, meta *segment.Meta) (*storage.SegmentPlan, error) {
+	sp := &storage.SegmentPlan{Masks: make([]uint64, len(meta.EventNames))}
+	pos := map[int]int{} // meta property index → index into sp.Props
+	need := func(mi int) int {
+		if j, ok := pos[mi]; ok {
+			return j
+		}
+		pos[mi] = len(sp.Props)
+		sp.Props = append(sp.Props, mi)
+		return len(sp.Props) - 1
+	}
+	var conds []condMatcher
+	for bit, m := range p.matchers {
+		var codes []int
+		for code, name := range meta.EventNames {
+			if m.event == AnyEvent || m.event == name {
+				codes = append(codes, code)
+			}
+		}
+		if len(codes) == 0 {
+			continue
+		}
+		var preds []pred
+		dead := false
+		for _, f := range m.efs {
+			mi := propIndex(meta, f.prop)
+			if mi < 0 {
+				if !absentHolds(f.op) {
+					dead = true
+					break
+				}
+				continue
+			}
+			if meta.Props[mi].Type != f.typ {
+				return nil, fmt.Errorf("segment %s: property %q is %s, the app schema says %s", ref.File, f.prop, meta.Props[mi].Type, f.typ)
+			}
+			pr := compilePred(f, meta.Props[mi].Dict)
+			if pr.none {
+				dead = true
+				break
+			}
+			if pr.all {
+				continue
+			}
+			pr.col = need(mi)
+			preds = append(preds, pr)
+		}
+		if dead {
+			continue
+		}
+		if len(preds) == 0 {
+			for _, c := range codes {
+				sp.Masks[c] |= 1 << bit
+			}
+			continue
+		}
+		if sp.Cond == nil {
+			sp.Cond = make([]uint64, len(meta.EventNames))
+		}
+		for _, c := range codes {
+			sp.Cond[c] |= 1 << bit
+		}
+		conds = append(conds, condMatcher{bit: 1 << bit, preds: preds})
+	}
+	for _, c := range p.cols {
+		src := storage.ColumnSource{Prop: -1, Kind: columnKind(c.typ), Remap: c.remap[ref.File]}
+		if mi := propIndex(meta, c.name); mi >= 0 {
+			src.Prop = need(mi)
+		}
+		sp.Cols = append(sp.Cols, src)
+	}
+	if len(conds) > 0 {
+		masks, cond := sp.Masks, sp.Cond
+		sp.Rows = func(b *segment.Block, rm []uint64) {
+			codes := b.Events[:b.Rows]
+			for r, c := range codes {
+				rm[r] = masks[c]
+			}
+			for i := range conds {
+				cm := &conds[i]
+				for r, c := range codes {
+					if cond[c]&cm.bit == 0 {
+						continue
+					}
+					ok := true
+					for j := range cm.preds {
+						pr := &cm.preds[j]
+						if !pr.test(&b.Props[pr.col], r) {
+							ok = false
+							break
+						}
+					}
+					if ok {
+						rm[r] |= cm.bit
+					}
+				}
 			}
 		}
 	}
-	return out
+	return sp, nil
+}
+
+// compileUsers is the scan's ScanSpec.CompileUsers: where each user value
+// comes from in one users segment.
+func (p *plan) compileUsers(ref storage.SegmentRef, meta *segment.Meta) (*storage.UserSegmentPlan, error) {
+	up := &storage.UserSegmentPlan{}
+	for _, c := range p.ucols {
+		src := storage.ColumnSource{Prop: -1, Kind: columnKind(c.typ), Remap: c.remap[ref.File]}
+		if mi := propIndex(meta, c.name); mi >= 0 {
+			if meta.Props[mi].Type != c.typ {
+				return nil, fmt.Errorf("users segment %s: property %q is %s, the app schema says %s", ref.File, c.name, meta.Props[mi].Type, c.typ)
+			}
+			src.Prop = len(up.Props)
+			up.Props = append(up.Props, mi)
+		}
+		up.Cols = append(up.Cols, src)
+	}
+	return up, nil
+}
+
+func columnKind(t event.Type) storage.ColumnKind {
+	switch t {
+	case event.TypeString:
+		return storage.ColString
+	case event.TypeFloat:
+		return storage.ColFloat
+	}
+	return storage.ColInt
+}
+
+// admit applies the per-user parts of the plan to a trail before an
+// analysis sees it: matchers whose user filters fail lose their bit on
+// every event, and a user outside the cohort is rejected.
+func (p *plan) admit(t *analysis.Trail) bool {
+	keep := ^uint64(0)
+	for bit, m := range p.matchers {
+		for i := range m.upreds {
+			if !m.upreds[i].testValue(t.User[m.ufs[i].ucol]) {
+				keep &^= 1 << bit
+				break
+			}
+		}
+	}
+	if keep != ^uint64(0) {
+		for i := range t.Mask[:len(t.Times)] {
+			t.Mask[i] &= keep
+		}
+	}
+	if p.cohort == nil {
+		return true
+	}
+	var flags uint64
+	for i, uf := range p.cohortFlags {
+		if uf.pr.testValue(t.User[uf.f.ucol]) {
+			flags |= 1 << i
+		}
+	}
+	return p.cohort.Eval(t, flags)
+}
+
+// scanRange widens an analysis' scan range [from, to) by the cohort's.
+func (p *plan) scanRange(from, to int64) (int64, int64) {
+	if p.cohort != nil {
+		from, to = min(from, p.cohortFrom), max(to, p.cohortTo)
+	}
+	return from, to
 }
 
 func fieldIdx(name string, i int) string { return fmt.Sprintf("%s[%d]", name, i) }
@@ -141,3 +511,9 @@ func (p *plan) resolvedRange() ResolvedRange {
 func (p *plan) incomplete(end int64) bool {
 	return !p.hasData || end > p.dataEnd || end > p.now
 }
+
+// noLimit is the open end of a scan range.
+const (
+	minTime = math.MinInt64
+	maxTime = math.MaxInt64
+)

@@ -4,16 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/gen"
+	"github.com/spurdb/spur/internal/testutil"
 	"github.com/spurdb/spur/storage"
 	"go.uber.org/goleak"
 )
@@ -39,11 +43,28 @@ func importGen(t testing.TB, st *storage.Store, app string, cfg gen.Config) {
 	if _, err := st.Import(context.Background(), app, []storage.Source{genSource{g}}, storage.ImportOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	us, err := gen.NewUserStream(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Import(context.Background(), app, []storage.Source{userStream{us}}, storage.ImportOptions{Kind: storage.KindUsers}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// userStream adapts gen.UserStream to storage.Source.
+type userStream struct{ s *gen.UserStream }
+
+func (s userStream) Next(ev *event.Event) error {
+	if !s.s.Next(ev) {
+		return io.EOF
+	}
+	return nil
 }
 
 func openStore(t testing.TB, dir string, shards int) *storage.Store {
 	t.Helper()
-	st, err := storage.Open(storage.Config{Dir: dir, Shards: shards})
+	st, err := storage.Open(storage.Config{Dir: dir, Shards: shards, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,6 +76,27 @@ const (
 	genTrend  = `{"kind":"trend","app":"g","range":{"from":"2024-01-01","to":"2024-02-01"},"tz":"America/New_York","interval":"week","series":[{"event":"purchase"},{"event":"purchase","math":"users"},{"event":"$any","math":"users"}]}`
 	genFunnel = `{"kind":"funnel","app":"g","range":{"from":"2024-01-01","to":"2024-03-01"},"steps":[{"event":"view_item"},{"event":"add_to_cart"},{"event":"begin_checkout"},{"event":"purchase"}],"window":"7d"}`
 	genRet    = `{"kind":"retention","app":"g","range":{"from":"2024-01-01","to":"2024-02-01"},"tz":"Europe/Berlin","start":{"event":"install"},"return":{"event":"app_open"},"period":"day","periods":10}`
+	// Every option at once, on the synthetic data (spec §3-§7).
+	genTrendAll = `{"kind":"trend","app":"g","range":{"from":"2024-01-01","to":"2024-02-15"},"tz":"Europe/Berlin","interval":"week","week_start":"sunday",
+		"where":[{"property":"country","op":"neq","value":"US"}],
+		"series":[{"event":"purchase","math":"sum","property":"price"},{"event":"purchase","math":"p90","property":"price"},
+		          {"event":"add_to_cart","math":"avg","property":"price","where":[{"property":"price","op":"gt","value":10}]},
+		          {"event":"$any","math":"users"},{"event":"app_open","math":"count_per_user_median"},{"event":"$any","math":"wau"}],
+		"breakdown":{"property":"platform","limit":2},
+		"cohort":{"and":[{"performed":{"event":"app_open"},"count":{"op":"gte","value":2}},{"not":{"user_property":{"property":"channel","op":"eq","value":"paid_search"}}}]}}`
+	genFunnelAll = `{"kind":"funnel","app":"g","range":{"from":"2024-01-01","to":"2024-03-01"},
+		"steps":[{"event":"view_item"},{"event":"add_to_cart","where":[{"property":"price","op":"lte","value":200}]},{"event":"purchase"}],"window":"3d",
+		"breakdown":{"property":"country","source":"user","limit":3},
+		"cohort":{"or":[{"first_performed":{"event":"install"},"window":{"from":"2024-01-01","to":"2024-02-01"}},{"performed":{"event":"share"}}]},
+		"list":{"step":2,"dropped":true,"limit":50,"breakdown_value":"(other)"}}`
+	genRetAll = `{"kind":"retention","app":"g","range":{"from":"2024-01-01","to":"2024-01-29"},"tz":"America/New_York","start":{"event":"app_open"},
+		"return":{"event":"purchase","where":[{"property":"channel","op":"in","value":["organic","email"]}]},
+		"period":"week","periods":4,"type":"recurring","windows":"rolling","criterion":"on_or_after",
+		"breakdown":{"property":"channel","limit":2},"cohort":{"not_performed":{"event":"uninstall"},"window":{"last_days":30}},
+		"list":{"cohort_start":"2024-01-08","period":1,"limit":20,"offset":5}}`
+	genCohort = `{"kind":"cohort","app":"g","range":{"from":"2024-01-01","to":"2024-02-01"},
+		"cohort":{"and":[{"performed":{"event":"purchase"},"count":{"op":"gte","value":2}},{"user_property":{"property":"platform","op":"eq","value":"ios"}}]},
+		"list":{"limit":30,"offset":10}}`
 )
 
 func run(t testing.TB, eng *Engine, js string) any {
@@ -85,22 +127,30 @@ func withoutStats(res any) any {
 		c := *r
 		c.Stats = Stats{}
 		return &c
+	case *CohortResult:
+		c := *r
+		c.Stats = Stats{}
+		return &c
 	}
 	return res
 }
 
 // TestDeterministicAcrossWorkersAndShards: spec §8 — the same answer, bit
-// for bit, for any parallelism and shard count.
+// for bit, for any parallelism (GOMAXPROCS 1, 2, 8 and as many scan
+// workers) and shard count, with every option: filters, property maths,
+// breakdowns with "(other)", cohorts and lists.
 func TestDeterministicAcrossWorkersAndShards(t *testing.T) {
 	cfg := gen.Config{Events: 60_000, Seed: 5}
 	var want []any
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	for _, shards := range []int{1, 4, 16} {
 		st := openStore(t, t.TempDir(), shards)
 		importGen(t, st, "g", cfg)
 		for _, workers := range []int{1, 2, 8} {
+			runtime.GOMAXPROCS(workers)
 			eng := New(st, Config{Workers: workers})
 			var got []any
-			for _, js := range []string{genTrend, genFunnel, genRet} {
+			for _, js := range []string{genTrend, genFunnel, genRet, genTrendAll, genFunnelAll, genRetAll, genCohort} {
 				got = append(got, withoutStats(run(t, eng, js)))
 			}
 			if want == nil {
@@ -121,6 +171,17 @@ func TestDeterministicAcrossWorkersAndShards(t *testing.T) {
 	if f.Steps[0].Users == 0 || f.Steps[3].Users == 0 || f.Steps[3].Users >= f.Steps[0].Users {
 		t.Fatalf("implausible funnel: %+v", f.Steps)
 	}
+	tr := want[3].(*TrendResult)
+	if len(tr.Series) != 6*3 || *tr.Series[2].BreakdownValue != otherLabel || tr.Series[0].Total == 0 {
+		t.Fatalf("implausible trend with every option: %d rows, first %+v", len(tr.Series), tr.Series[0])
+	}
+	fa := want[4].(*FunnelResult)
+	if len(fa.Breakdown) != 4 || fa.List == nil || fa.List.Users == 0 {
+		t.Fatalf("implausible funnel with every option: %+v", fa)
+	}
+	if c := want[6].(*CohortResult); c.Users <= 10 || len(c.UserIDs) == 0 {
+		t.Fatalf("implausible cohort: %+v", c)
+	}
 }
 
 func TestErrors(t *testing.T) {
@@ -132,7 +193,46 @@ func TestErrors(t *testing.T) {
 	}{
 		{`{"kind":"trend",`, CodeInvalidQuery, ""},
 		{`{"kind":"trend","app":"g","serie":[]}`, CodeInvalidQuery, "serie"},
-		{`{"kind":"trend","app":"g","series":[{"event":"a","math":"sum"}]}`, CodeInvalidQuery, "series[0].math"},
+		{`{"kind":"trend","app":"g","series":[{"event":"a","math":"total"}]}`, CodeInvalidQuery, "series[0].math"},
+		{`{"kind":"trend","app":"g","series":[{"event":"a","math":"sum"}]}`, CodeInvalidQuery, "series[0].property"},
+		{`{"kind":"trend","app":"g","series":[{"event":"a","math":"sum","property":"platform"}]}`, CodeInvalidQuery, "series[0].property"},
+		{`{"kind":"trend","app":"g","series":[{"event":"a","math":"p90","property":"nope"}]}`, CodeInvalidQuery, "series[0].property"},
+		{`{"kind":"trend","app":"g","series":[{"event":"a","property":"price"}]}`, CodeInvalidQuery, "series[0].property"},
+		// Filters: unknown property, coercion failures name the field.
+		{`{"kind":"trend","app":"g","series":[{"event":"a","where":[{"property":"price","op":"gt","value":1},{"property":"colour","op":"eq","value":"red"}]}]}`, CodeInvalidQuery, "series[0].where[1].property"},
+		{`{"kind":"trend","app":"g","series":[{"event":"a","where":[{"property":"price","op":"gt","value":1},{"property":"price","op":"eq","value":"cheap"}]}]}`, CodeInvalidQuery, "series[0].where[1].value"},
+		{`{"kind":"trend","app":"g","series":[{"event":"a","where":[{"property":"session_id","op":"eq","value":1.5}]}]}`, CodeInvalidQuery, "series[0].where[0].value"},
+		{`{"kind":"trend","app":"g","series":[{"event":"a","where":[{"property":"session_id","op":"in","value":[1,"x"]}]}]}`, CodeInvalidQuery, "series[0].where[0].value[1]"},
+		{`{"kind":"trend","app":"g","series":[{"event":"a","where":[{"property":"session_id","op":"contains","value":"1"}]}]}`, CodeInvalidQuery, "series[0].where[0].op"},
+		{`{"kind":"trend","app":"g","series":[{"event":"a","where":[{"property":"price","op":"like","value":1}]}]}`, CodeInvalidQuery, "series[0].where[0].op"},
+		{`{"kind":"trend","app":"g","series":[{"event":"a","where":[{"property":"price","op":"eq"}]}]}`, CodeInvalidQuery, "series[0].where[0].value"},
+		{`{"kind":"trend","app":"g","series":[{"event":"a","where":[{"property":"platform","op":"eq","value":"ios","source":"device"}]}]}`, CodeInvalidQuery, "series[0].where[0].source"},
+		{`{"kind":"trend","app":"g","series":[{"event":"a","where":[{"property":"price","op":"eq","value":1,"source":"user"}]}]}`, CodeInvalidQuery, "series[0].where[0].property"},
+		{`{"kind":"trend","app":"g","where":[{"property":"signup_time","op":"gt","value":"yesterday","source":"user"}],"series":[{"event":"a"}]}`, CodeInvalidQuery, "where[0].value"},
+		{`{"kind":"funnel","app":"g","steps":[{"event":"a"},{"event":"b","where":[{"property":"nope","op":"is_set"}]}]}`, CodeInvalidQuery, "steps[1].where[0].property"},
+		{`{"kind":"retention","app":"g","start":{"event":"a"},"return":{"event":"b","where":[{"property":"price","op":"lt","value":true}]}}`, CodeInvalidQuery, "return.where[0].value"},
+		// Breakdowns.
+		{`{"kind":"trend","app":"g","series":[{"event":"a"}],"breakdown":{"property":"colour"}}`, CodeInvalidQuery, "breakdown.property"},
+		{`{"kind":"trend","app":"g","series":[{"event":"a"}],"breakdown":{"property":"price","source":"user"}}`, CodeInvalidQuery, "breakdown.property"},
+		{`{"kind":"trend","app":"g","series":[{"event":"a"}],"breakdown":{"property":"platform","limit":-1}}`, CodeInvalidQuery, "breakdown.limit"},
+		{`{"kind":"funnel","app":"g","steps":[{"event":"a"},{"event":"b"}],"breakdown":{"property":"platform","source":"session"}}`, CodeInvalidQuery, "breakdown.source"},
+		// Lists.
+		{`{"kind":"funnel","app":"g","steps":[{"event":"a"},{"event":"b"}],"list":{"step":3}}`, CodeInvalidQuery, "list.step"},
+		{`{"kind":"funnel","app":"g","steps":[{"event":"a"},{"event":"b"}],"list":{"step":1,"limit":100000}}`, CodeInvalidQuery, "list.limit"},
+		{`{"kind":"funnel","app":"g","steps":[{"event":"a"},{"event":"b"}],"list":{"step":1,"breakdown_value":"ios"}}`, CodeInvalidQuery, "list.breakdown_value"},
+		{`{"kind":"retention","app":"g","range":{"from":"2024-01-01","to":"2024-01-08"},"start":{"event":"a"},"list":{"cohort_start":"2023-12-01"}}`, CodeInvalidQuery, "list.cohort_start"},
+		{`{"kind":"retention","app":"g","range":{"from":"2024-01-01","to":"2024-01-08"},"start":{"event":"a"},"list":{"cohort_start":"2024-01-02","period":7}}`, CodeInvalidQuery, "list.period"},
+		// Cohorts.
+		{`{"kind":"cohort","app":"g"}`, CodeInvalidQuery, "cohort"},
+		{`{"kind":"cohort","app":"g","cohort":{"performed":{"event":"a"},"not":{"performed":{"event":"b"}}}}`, CodeInvalidQuery, "cohort"},
+		{`{"kind":"cohort","app":"g","cohort":{"and":[{"performed":{"event":"a"},"count":{"op":"gt","value":1}}]}}`, CodeInvalidQuery, "cohort.and[0].count.op"},
+		{`{"kind":"cohort","app":"g","cohort":{"and":[{"performed":{"event":"a"},"window":{"last_days":0}}]}}`, CodeInvalidQuery, "cohort.and[0].window.last_days"},
+		{`{"kind":"cohort","app":"g","cohort":{"not_performed":{"event":"a"},"window":{"last_days":3,"from":"2024-01-01"}}}`, CodeInvalidQuery, "cohort.window"},
+		{`{"kind":"cohort","app":"g","cohort":{"user_property":{"property":"price","op":"gt","value":1}}}`, CodeInvalidQuery, "cohort.user_property.property"},
+		{`{"kind":"cohort","app":"g","cohort":{"performed":{"event":"a"},"windw":{}}}`, CodeInvalidQuery, "cohort.windw"},
+		{`{"kind":"cohort","app":"g","cohort":{"user_property":{"property":"platform","op":"eq","value":"ios"}},"where":[{"property":"price","op":"gt","value":1}]}`, CodeInvalidQuery, "where"},
+		{`{"kind":"cohort","app":"g","cohort":"no_such_cohort"}`, CodeNotFound, "cohort"},
+		{`{"kind":"funnel","app":"g","steps":[{"event":"a"},{"event":"b"}],"cohort":{"or":[]}}`, CodeInvalidQuery, "cohort.or"},
 		{`{"kind":"trend","app":"nope","series":[{"event":"a"}]}`, CodeNotFound, "app"},
 		{`{"kind":"trend","app":"g","tz":"Mars/Olympus","series":[{"event":"a"}]}`, CodeInvalidQuery, "tz"},
 		{`{"kind":"trend","app":"g","range":{"from":"2024-13-01","to":"2024-02-01"},"series":[{"event":"a"}]}`, CodeInvalidQuery, "range.from"},
@@ -182,7 +282,7 @@ func TestCorruptionIsReported(t *testing.T) {
 	}
 	importGen(t, st, "g", gen.Config{Events: 3000, Seed: 2})
 	st.Close()
-	files, _ := filepath.Glob(filepath.Join(dir, "apps", "g", "seg", "*.seg"))
+	files, _ := filepath.Glob(filepath.Join(dir, "apps", "g", "seg", "e-*.seg"))
 	if len(files) != 1 {
 		t.Fatalf("segments: %v", files)
 	}
@@ -220,5 +320,181 @@ func TestParseDuration(t *testing.T) {
 		if _, err := ParseDuration(s); err == nil {
 			t.Errorf("%q accepted", s)
 		}
+	}
+}
+
+// TestListsEqualCounts is the property test of spec §7: the users listed
+// for a funnel step or a retention cell are exactly the users counted
+// there. On synthetic data, for every step (overall and per breakdown
+// value, "(other)" included) the listed users number the step's users,
+// the users who dropped off after step k are those who reached k but not
+// k+1, and for every retention cell the listed users number the cell's
+// count and lie inside the cohort's list.
+func TestListsEqualCounts(t *testing.T) {
+	st := openStore(t, t.TempDir(), 4)
+	importGen(t, st, "g", gen.Config{Events: 20_000, Seed: 9})
+	eng := New(st, Config{Workers: 3})
+	ids := func(l *ListResult) map[string]bool {
+		if int64(len(l.UserIDs)) != l.Users {
+			t.Fatalf("page of %d ids for %d users: the test's limit is too small", len(l.UserIDs), l.Users)
+		}
+		m := map[string]bool{}
+		for _, id := range l.UserIDs {
+			m[id] = true
+		}
+		return m
+	}
+	const funnel = `{"kind":"funnel","app":"g","range":{"from":"2024-01-01","to":"2024-03-01"},"steps":[{"event":"view_item"},{"event":"add_to_cart"},{"event":"purchase"}],"window":"3d","breakdown":{"property":"platform","limit":2}%s}`
+	base := run(t, eng, fmt.Sprintf(funnel, "")).(*FunnelResult)
+	for _, bv := range []*string{nil, ptr("ios"), ptr(otherLabel)} {
+		steps := base.Steps
+		extra := ""
+		if bv != nil {
+			extra = fmt.Sprintf(`,"breakdown_value":%q`, *bv)
+			for _, b := range base.Breakdown {
+				if b.Value == *bv {
+					steps = b.Steps
+				}
+			}
+		}
+		var reached []map[string]bool
+		for k := 1; k <= 3; k++ {
+			l := run(t, eng, fmt.Sprintf(funnel, fmt.Sprintf(`,"list":{"step":%d,"limit":10000%s}`, k, extra))).(*FunnelResult).List
+			if l.Users != steps[k-1].Users || l.Users == 0 {
+				t.Fatalf("step %d (%v): listed %d users, counted %d", k, bv, l.Users, steps[k-1].Users)
+			}
+			reached = append(reached, ids(l))
+		}
+		for k := 1; k <= 3; k++ {
+			d := ids(run(t, eng, fmt.Sprintf(funnel, fmt.Sprintf(`,"list":{"step":%d,"dropped":true,"limit":10000%s}`, k, extra))).(*FunnelResult).List)
+			for u := range reached[k-1] {
+				if want := k == 3 || !reached[k][u]; d[u] != want {
+					t.Fatalf("step %d (%v): user %s dropped %v, want %v", k, bv, u, d[u], want)
+				}
+			}
+			if len(d) > len(reached[k-1]) {
+				t.Fatalf("step %d: dropped list has users who never reached the step", k)
+			}
+		}
+	}
+	const ret = `{"kind":"retention","app":"g","range":{"from":"2024-01-01","to":"2024-01-15"},"start":{"event":"install"},"return":{"event":"app_open"},"period":"day","periods":5,"breakdown":{"property":"channel","source":"user","limit":2}%s}`
+	rr := run(t, eng, fmt.Sprintf(ret, "")).(*RetentionResult)
+	checked := 0
+	for _, c := range rr.Cohorts {
+		if c.Size == 0 {
+			continue
+		}
+		var members map[string]bool
+		for k := range c.Retained {
+			l := run(t, eng, fmt.Sprintf(ret, fmt.Sprintf(`,"list":{"cohort_start":%q,"period":%d,"breakdown_value":%q,"limit":10000}`, c.Start, k, *c.BreakdownValue))).(*RetentionResult).List
+			if l.Users != c.Retained[k] {
+				t.Fatalf("cohort %s %s period %d: listed %d, counted %d", c.Start, *c.BreakdownValue, k, l.Users, c.Retained[k])
+			}
+			got := ids(l)
+			if k == 0 {
+				members = got
+			}
+			for u := range got {
+				if !members[u] {
+					t.Fatalf("cohort %s period %d lists %s, not a cohort member", c.Start, k, u)
+				}
+			}
+			checked++
+		}
+	}
+	if checked < 20 {
+		t.Fatalf("only %d retention cells checked", checked)
+	}
+}
+
+// TestMemoryBudget: a query whose state exceeds the budget fails with
+// limit_exceeded naming the budget, and the engine and store stay usable
+// (goleak in TestMain checks that no goroutine is left behind).
+func TestMemoryBudget(t *testing.T) {
+	st := openStore(t, t.TempDir(), 2)
+	importGen(t, st, "g", gen.Config{Events: 50_000, Seed: 3})
+	// Exact percentiles keep every value: 50k events of the $any series.
+	const q = `{"kind":"trend","app":"g","series":[{"event":"$any","math":"count_per_user_median"},{"event":"$any","math":"p99","property":"session_id"}],"breakdown":{"property":"country","source":"user"}}`
+	parsed, err := Parse([]byte(q))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(st, Config{MemoryBudget: 64 << 10}).Run(context.Background(), parsed)
+	var qe *Error
+	if !errors.As(err, &qe) || qe.Code != CodeLimitExceeded || !strings.Contains(qe.Message, "memory budget of 65536 bytes") {
+		t.Fatalf("want limit_exceeded for the memory budget, got %v", err)
+	}
+	res := run(t, New(st, Config{}), q).(*TrendResult)
+	if res.Stats.PeakMemoryBytes <= 64<<10 || res.Series[0].Total == 0 {
+		t.Fatalf("after a budget failure the engine must answer: %+v", res.Stats)
+	}
+}
+
+// TestSavedCohorts: a saved cohort is stored per app, evaluated at query
+// time (an import after saving changes its users), usable by name as a
+// filter and inside other cohorts; cycles and unknown names are errors.
+func TestSavedCohorts(t *testing.T) {
+	st := openStore(t, t.TempDir(), 2)
+	importGen(t, st, "g", gen.Config{Events: 5_000, Seed: 4})
+	eng := New(st, Config{})
+	app, _ := st.App("g")
+	save := func(name, def string) {
+		t.Helper()
+		if err := eng.CheckCohort("g", []byte(def)); err != nil {
+			t.Fatalf("CheckCohort(%s): %v", def, err)
+		}
+		if err := app.SaveCohort(storage.SavedCohort{Name: name, Definition: json.RawMessage(def)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	save("buyers", `{"performed":{"event":"purchase"}}`)
+	save("ios_buyers", `{"and":["buyers",{"user_property":{"property":"platform","op":"eq","value":"ios"}}]}`)
+	count := func(cohort string) int64 {
+		return run(t, eng, `{"kind":"cohort","app":"g","range":{"from":"2024-01-01","to":"2024-04-01"},"cohort":`+cohort+`}`).(*CohortResult).Users
+	}
+	buyers, iosBuyers := count(`"buyers"`), count(`{"saved":"ios_buyers"}`)
+	inline := count(`{"and":[{"performed":{"event":"purchase"}},{"user_property":{"property":"platform","op":"eq","value":"ios"}}]}`)
+	if buyers == 0 || iosBuyers == 0 || iosBuyers >= buyers || iosBuyers != inline {
+		t.Fatalf("buyers %d, ios buyers %d, inline %d", buyers, iosBuyers, inline)
+	}
+	// Used as a filter: the funnel of buyers only.
+	all := run(t, eng, genFunnel).(*FunnelResult)
+	f := run(t, eng, strings.Replace(genFunnel, `"window"`, `"cohort":"buyers","window"`, 1)).(*FunnelResult)
+	if f.Steps[0].Users == 0 || f.Steps[0].Users >= all.Steps[0].Users || f.Steps[3].Users != all.Steps[3].Users {
+		t.Fatalf("funnel of buyers %+v vs all %+v", f.Steps, all.Steps)
+	}
+	// Never stale: new purchases after saving change the cohort.
+	if _, err := st.Import(context.Background(), "g", []storage.Source{&evSource{evs: []testutil.Ev{{User: "newcomer", Time: time.Date(2024, 2, 1, 0, 0, 0, 0, time.UTC).UnixMicro(), Name: "purchase"}}}}, storage.ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(`"buyers"`); got != buyers+1 {
+		t.Fatalf("after an import buyers = %d, want %d", got, buyers+1)
+	}
+	save("loop_a", `{"performed":{"event":"purchase"}}`)
+	if err := app.SaveCohort(storage.SavedCohort{Name: "loop_b", Definition: json.RawMessage(`{"not":"loop_a"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.SaveCohort(storage.SavedCohort{Name: "loop_a", Definition: json.RawMessage(`{"or":["loop_b"]}`)}); err != nil {
+		t.Fatal(err)
+	}
+	for def, code := range map[string]string{`"loop_a"`: CodeInvalidQuery, `"nope"`: CodeNotFound, `{"saved":"nope"}`: CodeNotFound, `{"performed":{"event":""}}`: CodeInvalidQuery} {
+		err := eng.CheckCohort("g", []byte(def))
+		var qe *Error
+		if !errors.As(err, &qe) || qe.Code != code {
+			t.Errorf("CheckCohort(%s) = %v, want %s", def, err, code)
+		}
+	}
+	cs, err := app.Cohorts()
+	if err != nil || len(cs) != 4 || cs[0].Name != "buyers" {
+		t.Fatalf("Cohorts() = %+v, %v", cs, err)
+	}
+	if err := app.DeleteCohort("loop_b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.DeleteCohort("loop_b"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+	if err := app.SaveCohort(storage.SavedCohort{Name: "Bad Name", Definition: json.RawMessage(`{}`)}); err == nil {
+		t.Fatal("invalid cohort name accepted")
 	}
 }

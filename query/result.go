@@ -23,10 +23,13 @@ type TrendSeries struct {
 	Label          string        `json:"label"`
 	Event          string        `json:"event"`
 	Math           string        `json:"math"`
-	BreakdownValue *string       `json:"breakdown_value"` // null without a breakdown
+	Property       string        `json:"property,omitempty"` // the property of sum … p99
+	BreakdownValue *string       `json:"breakdown_value"`    // null without a breakdown; "(none)" for unset, "(other)" for the merged rest
 	Buckets        []TrendBucket `json:"buckets"`
-	// Total is the range total: for count the sum of the buckets, for users
-	// the distinct users over the whole range (not a sum of buckets).
+	// Total is the range total: for count and sum the sum of the buckets;
+	// for users, wau and mau the distinct users counted in any bucket; for
+	// the other maths the math over all the range's values or per-user
+	// counts (not an aggregate of the buckets).
 	Total float64 `json:"total"`
 }
 
@@ -44,7 +47,8 @@ type FunnelResult struct {
 	TZ        string            `json:"tz"`
 	WindowSec int64             `json:"window_seconds"`
 	Steps     []FunnelStep      `json:"steps"`
-	Breakdown []FunnelBreakdown `json:"breakdown,omitempty"`
+	Breakdown []FunnelBreakdown `json:"breakdown,omitempty"` // by users at step 1 descending, "(other)" last
+	List      *ListResult       `json:"list,omitempty"`      // the users of list.step, when asked
 	Stats     Stats             `json:"stats"`
 }
 
@@ -77,8 +81,9 @@ type RetentionResult struct {
 	Cohorts []RetentionCohort `json:"cohorts"`
 	// Mean is, per period k, the user-weighted mean retention rate over the
 	// cohorts whose cell k is complete (null when none is).
-	Mean  []*float64 `json:"mean"`
-	Stats Stats      `json:"stats"`
+	Mean  []*float64  `json:"mean"`
+	List  *ListResult `json:"list,omitempty"` // the users of one cell, when asked
+	Stats Stats       `json:"stats"`
 }
 
 // RetentionCohort is one cohort row: Retained[k] users retained at period
@@ -91,4 +96,33 @@ type RetentionCohort struct {
 	Retained       []int64   `json:"retained"`
 	Rates          []float64 `json:"rates"`
 	Incomplete     []bool    `json:"incomplete"`
+}
+
+// CohortResult is the result of a cohort query (spec §7): the number of
+// users in the cohort and a page of their ids (sorted by byte order).
+type CohortResult struct {
+	Kind    string        `json:"kind"` // "cohort"
+	Range   ResolvedRange `json:"range"`
+	TZ      string        `json:"tz"`
+	Users   int64         `json:"users"`
+	UserIDs []string      `json:"user_ids"`
+	Offset  int           `json:"offset"`
+	Limit   int           `json:"limit"`
+	Stats   Stats         `json:"stats"`
+}
+
+// ListResult is a page of the users behind a funnel step or retention
+// cell: Users is their number (equal to the count shown for that step or
+// cell), UserIDs the ids at [Offset, Offset+Limit) in byte order. The
+// other fields echo the request.
+type ListResult struct {
+	Users          int64    `json:"users"`
+	UserIDs        []string `json:"user_ids"`
+	Offset         int      `json:"offset"`
+	Limit          int      `json:"limit"`
+	Step           int      `json:"step,omitempty"`
+	Dropped        bool     `json:"dropped,omitempty"`
+	CohortStart    string   `json:"cohort_start,omitempty"`
+	Period         int      `json:"period,omitempty"`
+	BreakdownValue *string  `json:"breakdown_value,omitempty"`
 }

@@ -2,16 +2,10 @@ package query
 
 import (
 	"context"
-	"math"
 
 	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/query/timebucket"
-	"github.com/spurdb/spur/storage"
 )
-
-type retentionVisitor struct{ acc *analysis.Retention }
-
-func (v retentionVisitor) Visit(_ storage.UserKey, t *analysis.Trail) { v.acc.Add(*t) }
 
 // defaultPeriods is N per period when the query gives none (spec §6; 24 for
 // hours is our choice: one day).
@@ -19,7 +13,9 @@ var defaultPeriods = map[timebucket.Interval]int{
 	timebucket.Hour: 24, timebucket.Day: 7, timebucket.Week: 4, timebucket.Month: 3,
 }
 
-// runRetention plans and runs a retention table (spec §6).
+// runRetention plans and runs a retention table (spec §6), per breakdown
+// value (the start event's property, or the user's) and with the users of
+// one cell when the query has a list.
 func (e *Engine) runRetention(ctx context.Context, p *plan) (*RetentionResult, error) {
 	q := p.q
 	periodName := q.Period
@@ -58,10 +54,10 @@ func (e *Engine) runRetention(ctx context.Context, p *plan) (*RetentionResult, e
 	if q.Return != nil {
 		ret = *q.Return
 	}
-	if _, err := p.addMatcher(*q.Start, "start"); err != nil {
+	if _, err := p.addMatcher(*q.Start, "start", true); err != nil {
 		return nil, err
 	}
-	if _, err := p.addMatcher(ret, "return"); err != nil {
+	if _, err := p.addMatcher(ret, "return", true); err != nil {
 		return nil, err
 	}
 	cohortBounds := timebucket.Bounds(p.from, p.to, iv, p.loc, ws)
@@ -70,61 +66,153 @@ func (e *Engine) runRetention(ctx context.Context, p *plan) (*RetentionResult, e
 		return nil, invalid("period", "%d %s cohorts in the range; at most %d", nc, iv, maxBuckets)
 	}
 	spec.Bounds = timebucket.Extend(cohortBounds, n, iv, p.loc, ws)
+	bd, err := p.parseBreakdown()
+	if err != nil {
+		return nil, err
+	}
+	if bd != nil {
+		spec.Breakdown = bd.src
+	}
+	if l := q.List; l != nil {
+		if l.Step != 0 || l.Dropped {
+			return nil, invalid("list", "a retention list takes cohort_start and period, not step or dropped")
+		}
+		t, ok := parseInstant(l.CohortStart, p.loc)
+		if !ok || t < cohortBounds[0] || t >= cohortBounds[nc] {
+			return nil, invalid("list.cohort_start", "want the date or instant of a cohort in the range (%s to %s), found %q",
+				formatTime(cohortBounds[0], p.loc), formatTime(cohortBounds[nc], p.loc), l.CohortStart)
+		}
+		if l.Period < 0 || l.Period >= n {
+			return nil, invalid("list.period", "want a period from 0 to %d, found %d", n-1, l.Period)
+		}
+		keep, err := listKeep(l)
+		if err != nil {
+			return nil, err
+		}
+		c := 0
+		for cohortBounds[c+1] <= t {
+			c++
+		}
+		spec.List = &analysis.RetentionList{Cohort: c, Period: l.Period, Keep: keep}
+	}
+	if err := p.parseCohortFilter(); err != nil {
+		return nil, err
+	}
 
 	accs := make([]*analysis.Retention, e.cfg.Workers)
-	vs := make([]storage.Visitor, len(accs))
 	for i := range accs {
 		if accs[i], err = analysis.NewRetention(spec); err != nil {
 			return nil, &Error{Code: CodeInternal, Message: err.Error(), Err: err}
 		}
-		vs[i] = retentionVisitor{accs[i]}
 	}
-	state := func() int64 { return int64(len(accs)) * int64(nc*(n+1)) * 8 }
+	vs := newVisitors(p, len(accs), func(i int) (func(*analysis.Trail), func() int64) {
+		a := accs[i]
+		return func(t *analysis.Trail) { a.Add(*t) }, a.Bytes
+	})
 	// first_time needs each user's earliest start in all stored data;
 	// returns count up to the end of the last period.
-	scan := storage.ScanSpec{From: p.from, To: spec.Bounds[len(spec.Bounds)-1]}
+	scanFrom, scanTo := p.from, spec.Bounds[len(spec.Bounds)-1]
 	if spec.Windows == analysis.WindowsRolling {
-		scan.To = p.to + int64(n)*spec.Period
+		scanTo = p.to + int64(n)*spec.Period
 	}
 	if spec.Criterion == analysis.CriterionOnOrAfter {
-		scan.To = math.MaxInt64 // any later return counts for every period up to its index
+		scanTo = maxTime // any later return counts for every period up to its index
 	}
 	if spec.Type == analysis.TypeFirstTime {
-		scan.From = math.MinInt64
+		scanFrom = minTime
 	}
-	if err := e.scan(ctx, p, scan, vs, state); err != nil {
+	if err := e.scan(ctx, p, scanFrom, scanTo, vs, false); err != nil {
 		return nil, err
 	}
-	merge := stageTimer(ctx, "merge")
+	merge := timer()
 	for _, a := range accs[1:] {
 		accs[0].Merge(a)
 	}
-	kr := accs[0].Result()
+	acc := accs[0]
 	res := &RetentionResult{Kind: "retention", Range: p.resolvedRange(), TZ: p.loc.String(), Period: iv.String()}
-	sizes := make([]int64, len(kr.Cohorts))
-	retained := make([][]int64, len(kr.Cohorts))
-	complete := make([][]bool, len(kr.Cohorts))
-	anyComplete := make([]bool, n)
-	for c, kc := range kr.Cohorts {
-		rc := RetentionCohort{Start: formatTime(kc.Start, p.loc), Size: kc.Size, Retained: kc.Retained,
-			Rates: make([]float64, n), Incomplete: make([]bool, n)}
-		complete[c] = make([]bool, n)
-		for k := range n {
-			var end int64
-			if spec.Windows == analysis.WindowsRolling {
-				end = cohortBounds[c+1] + int64(k+1)*spec.Period
-			} else {
-				end = spec.Bounds[c+k+1]
-			}
-			rc.Incomplete[k] = p.incomplete(end)
-			complete[c][k] = !rc.Incomplete[k]
-			anyComplete[k] = anyComplete[k] || complete[c][k]
-			if kc.Size > 0 {
-				rc.Rates[k] = float64(kc.Retained[k]) / float64(kc.Size)
+	// incompleteAt reports whether cell k of cohort bucket c is incomplete.
+	incompleteAt := func(c, k int) bool {
+		if spec.Windows == analysis.WindowsRolling {
+			return p.incomplete(cohortBounds[c+1] + int64(k+1)*spec.Period)
+		}
+		return p.incomplete(spec.Bounds[c+k+1])
+	}
+	var groups []analysis.RetentionGroup
+	if bd == nil {
+		groups = acc.Result(nil).Groups
+	} else {
+		first := acc.Result(nil)
+		keys := make([]analysis.Key, len(first.Groups))
+		totals := make([]float64, len(first.Groups))
+		for i, g := range first.Groups {
+			keys[i] = g.Key
+			for _, c := range g.Cohorts {
+				totals[i] += float64(c.Size)
 			}
 		}
-		sizes[c], retained[c] = kc.Size, kc.Retained
-		res.Cohorts = append(res.Cohorts, rc)
+		r := p.rank(bd, keys, totals)
+		byKey := map[analysis.Key]analysis.RetentionGroup{}
+		for _, g := range acc.Result(r.group).Groups {
+			byKey[g.Key] = g
+		}
+		order := r.order
+		if r.other {
+			order = append(order, otherKey)
+		}
+		for _, k := range order {
+			groups = append(groups, byKey[k])
+		}
+	}
+	for _, g := range groups {
+		for c, kc := range g.Cohorts {
+			rc := RetentionCohort{Start: formatTime(kc.Start, p.loc), Size: kc.Size, Retained: kc.Retained,
+				Rates: make([]float64, n), Incomplete: make([]bool, n)}
+			if bd != nil {
+				rc.BreakdownValue = ptr(p.label(bd, g.Key))
+			}
+			for k := range n {
+				rc.Incomplete[k] = incompleteAt(c, k)
+				if kc.Size > 0 {
+					rc.Rates[k] = float64(kc.Retained[k]) / float64(kc.Size)
+				}
+			}
+			res.Cohorts = append(res.Cohorts, rc)
+		}
+	}
+	// The mean row and the list without a breakdown value are over all
+	// users, whatever the breakdown.
+	all := acc.Result(func(analysis.Key) analysis.Key { return analysis.Key{} })
+	sizes := make([]int64, nc)
+	retained := make([][]int64, nc)
+	complete := make([][]bool, nc)
+	anyComplete := make([]bool, n)
+	overall := &analysis.UserList{}
+	if len(all.Groups) > 0 {
+		for c, kc := range all.Groups[0].Cohorts {
+			sizes[c], retained[c] = kc.Size, kc.Retained
+		}
+		if all.Groups[0].List != nil {
+			overall = all.Groups[0].List
+		}
+	}
+	for c := range nc {
+		if retained[c] == nil {
+			retained[c] = make([]int64, n)
+		}
+		complete[c] = make([]bool, n)
+		for k := range n {
+			complete[c][k] = !incompleteAt(c, k)
+			anyComplete[k] = anyComplete[k] || complete[c][k]
+		}
+	}
+	if q.List != nil {
+		l, err := p.pickList(bd, overall, len(groups), func(i int) (analysis.Key, *analysis.UserList) {
+			return groups[i].Key, groups[i].List
+		})
+		if err != nil {
+			return nil, err
+		}
+		res.List = listResult(q.List, l)
 	}
 	for k, m := range analysis.Mean(sizes, retained, complete) {
 		if anyComplete[k] {

@@ -21,7 +21,7 @@ type Query struct {
 	TZ        string     `json:"tz,omitempty"`         // IANA zone; default the app's, else UTC
 	Now       string     `json:"now,omitempty"`        // RFC 3339 instant used as "now" for incomplete flags; default the wall clock
 	Where     []Filter   `json:"where,omitempty"`      // global event filters
-	Cohort    RawJSON    `json:"cohort,omitempty"`     // cohort condition tree (spec §7)
+	Cohort    RawJSON    `json:"cohort,omitempty"`     // cohort condition tree (spec §7) or the name of a saved cohort
 	Breakdown *Breakdown `json:"breakdown,omitempty"`  // breakdown (spec §4)
 	Interval  string     `json:"interval,omitempty"`   // trend: hour | day (default) | week | month
 	WeekStart string     `json:"week_start,omitempty"` // monday (default) | sunday
@@ -35,7 +35,7 @@ type Query struct {
 	Type      string     `json:"type,omitempty"`       // retention: first_time (default) | recurring
 	Windows   string     `json:"windows,omitempty"`    // retention: calendar (default) | rolling
 	Criterion string     `json:"criterion,omitempty"`  // retention: on (default) | on_or_after
-	List      *List      `json:"list,omitempty"`       // cohort listing page
+	List      *List      `json:"list,omitempty"`       // users to list: a cohort's, a funnel step's or a retention cell's (paged)
 }
 
 // RawJSON is an unparsed JSON value kept for a later stage.
@@ -56,14 +56,20 @@ type Matcher struct {
 
 // Series is one trend series: a matcher and a math.
 type Series struct {
-	Event    string   `json:"event"`
-	Where    []Filter `json:"where,omitempty"`
-	Math     string   `json:"math,omitempty"`     // count (default) | users
-	Property string   `json:"property,omitempty"` // numeric property for property maths
-	Label    string   `json:"label,omitempty"`    // display label; default the event name
+	Event string   `json:"event"`
+	Where []Filter `json:"where,omitempty"`
+	// Math is count (default), users, sum, avg, min, max, median, p75,
+	// p90, p95, p99, count_per_user_avg, count_per_user_median,
+	// count_per_user_max, wau or mau (spec §4).
+	Math     string `json:"math,omitempty"`
+	Property string `json:"property,omitempty"` // numeric event property of sum … p99
+	Label    string `json:"label,omitempty"`    // display label; default the event name
 }
 
-// Filter is a property filter (spec §3).
+// Filter is a property filter (spec §3): Op is eq, neq, in, not_in, gt,
+// gte, lt, lte, contains, not_contains, is_set or is_not_set; Value is a
+// JSON scalar (an array for in and not_in, nothing for is_set and
+// is_not_set) coerced to the property's type.
 type Filter struct {
 	Property string  `json:"property"`
 	Op       string  `json:"op"`
@@ -71,17 +77,30 @@ type Filter struct {
 	Source   string  `json:"source,omitempty"` // event (default) | user
 }
 
-// Breakdown splits results by a property value (spec §4).
+// Breakdown splits results by a property value (spec §4): Source is event
+// (default) or user; Limit is how many values are kept (by largest range
+// total; default 25), the rest merged into "(other)".
 type Breakdown struct {
 	Property string `json:"property"`
 	Source   string `json:"source,omitempty"`
 	Limit    int    `json:"limit,omitempty"`
 }
 
-// List asks for a page of user ids.
+// List asks for a page of the user ids behind a number (spec §7): the
+// users of a cohort (kind cohort), of a funnel step (Step; with Dropped
+// the users whose furthest step is Step) or of a retention cell
+// (CohortStart, Period). BreakdownValue narrows a funnel or retention list
+// to one breakdown value as rendered in the result (including "(none)" and
+// "(other)"). Ids are sorted by byte order; Limit defaults to 100 (at most
+// 10000).
 type List struct {
-	Limit  int `json:"limit"`
-	Offset int `json:"offset"`
+	Limit          int     `json:"limit"`
+	Offset         int     `json:"offset"`
+	Step           int     `json:"step,omitempty"`
+	Dropped        bool    `json:"dropped,omitempty"`
+	CohortStart    string  `json:"cohort_start,omitempty"`
+	Period         int     `json:"period,omitempty"`
+	BreakdownValue *string `json:"breakdown_value,omitempty"`
 }
 
 // Parse decodes a JSON query. Unknown fields are rejected (a typo should not

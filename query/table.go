@@ -9,9 +9,11 @@ import (
 )
 
 // WriteTable prints a result as a readable text table (the CLI's --table):
-// trends as one row per bucket and one column per series, funnels as one
-// row per step, retention as one row per cohort with "rate% (count)" per
-// period. Incomplete buckets and cells are marked with '*'.
+// trends as one row per bucket and one column per series (and breakdown
+// value), funnels as one row per step (then per breakdown value),
+// retention as one row per cohort (and breakdown value) with "rate%
+// (count)" per period, cohorts as their size; then a listed page of user
+// ids. Incomplete buckets and cells are marked with '*'.
 func WriteTable(w io.Writer, res any) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
 	switch r := res.(type) {
@@ -21,6 +23,9 @@ func WriteTable(w io.Writer, res any) error {
 		writeFunnel(tw, r)
 	case *RetentionResult:
 		writeRetention(tw, r)
+	case *CohortResult:
+		fmt.Fprintf(tw, "cohort (range %s .. %s, %s): %d users\n", r.Range.From, r.Range.To, r.TZ, r.Users)
+		writeIDs(tw, r.UserIDs, r.Offset, r.Users)
 	default:
 		return fmt.Errorf("no table form for %T", res)
 	}
@@ -53,7 +58,11 @@ func writeTrend(w io.Writer, r *TrendResult) {
 		if s.BreakdownValue != nil {
 			name += " / " + *s.BreakdownValue
 		}
-		fmt.Fprintf(&hdr, "%s (%s)\t", name, s.Math)
+		m := s.Math
+		if s.Property != "" {
+			m += " " + s.Property
+		}
+		fmt.Fprintf(&hdr, "%s (%s)\t", name, m)
 	}
 	fmt.Fprintln(w, hdr.String())
 	if len(r.Series) == 0 {
@@ -97,6 +106,28 @@ func writeFunnel(w io.Writer, r *FunnelResult) {
 		fmt.Fprintf(w, "breakdown %s\n", b.Value)
 		writeSteps(w, b.Steps)
 	}
+	if l := r.List; l != nil {
+		what := fmt.Sprintf("users who reached step %d", l.Step)
+		if l.Dropped {
+			what = fmt.Sprintf("users who dropped off after step %d", l.Step)
+		}
+		writeList(w, what, l)
+	}
+}
+
+func writeList(w io.Writer, what string, l *ListResult) {
+	if l.BreakdownValue != nil {
+		what += ", breakdown " + *l.BreakdownValue
+	}
+	fmt.Fprintf(w, "%s: %d\n", what, l.Users)
+	writeIDs(w, l.UserIDs, l.Offset, l.Users)
+}
+
+func writeIDs(w io.Writer, ids []string, offset int, total int64) {
+	if len(ids) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "user ids %d..%d of %d: %s\n", offset+1, offset+len(ids), total, strings.Join(ids, " "))
 }
 
 func writeSteps(w io.Writer, steps []FunnelStep) {
@@ -140,6 +171,9 @@ func writeRetention(w io.Writer, r *RetentionResult) {
 		}
 	}
 	fmt.Fprintln(w)
+	if l := r.List; l != nil {
+		writeList(w, fmt.Sprintf("users of cohort %s retained at %s %d", label(l.CohortStart), r.Period, l.Period), l)
+	}
 }
 
 func ptr[T any](v T) *T { return &v }

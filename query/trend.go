@@ -3,18 +3,17 @@ package query
 import (
 	"context"
 
+	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/query/timebucket"
-	"github.com/spurdb/spur/storage"
 )
 
-type trendVisitor struct{ acc *analysis.Trend }
-
-func (v trendVisitor) Visit(_ storage.UserKey, t *analysis.Trail) { v.acc.Add(*t) }
-
-// runTrend plans and runs a trend (spec §4): per series and calendar
-// bucket, matching events (count) or distinct users (users), plus range
-// totals.
+// runTrend plans and runs a trend (spec §4): per series, breakdown value
+// and calendar bucket the series' math, plus range totals. With a
+// breakdown limit, the "(other)" row of count and property maths is the
+// merge of the other values; for the maths that count users it is
+// recomputed by a second scan that groups the other values into one key,
+// so users stay distinct.
 func (e *Engine) runTrend(ctx context.Context, p *plan) (*TrendResult, error) {
 	q := p.q
 	ivName := q.Interval
@@ -33,11 +32,9 @@ func (e *Engine) runTrend(ctx context.Context, p *plan) (*TrendResult, error) {
 		return nil, invalid("series", "a trend needs at least one series")
 	}
 	spec := analysis.TrendSpec{From: p.from, To: p.to}
+	var look int64
 	for i, s := range q.Series {
 		f := fieldIdx("series", i)
-		if s.Property != "" {
-			return nil, invalid(f+".property", "property maths are not implemented yet")
-		}
 		mathName := s.Math
 		if mathName == "" {
 			mathName = "count"
@@ -46,50 +43,194 @@ func (e *Engine) runTrend(ctx context.Context, p *plan) (*TrendResult, error) {
 		if err != nil {
 			return nil, invalid(f+".math", "%v", err)
 		}
-		if _, err := p.addMatcher(Matcher{Event: s.Event, Where: s.Where}, f); err != nil {
+		bit, err := p.addMatcher(Matcher{Event: s.Event, Where: s.Where}, f, true)
+		if err != nil {
 			return nil, err
 		}
-		spec.Series = append(spec.Series, analysis.TrendSeries{Math: m})
+		ts := analysis.TrendSeries{Math: m, Bit: bit}
+		switch {
+		case m.NeedsProperty() && s.Property == "":
+			return nil, invalid(f+".property", "math %s needs a numeric event property", m)
+		case m.NeedsProperty():
+			t, ok := p.propType(s.Property, false)
+			if !ok {
+				return nil, p.unknownProp(f+".property", s.Property, false)
+			}
+			if t != event.TypeInt && t != event.TypeFloat {
+				return nil, invalid(f+".property", "math %s needs an int or float property; %q is %s", m, s.Property, t)
+			}
+			ts.Col, ts.Float = p.addCol(s.Property, false), t == event.TypeFloat
+		case s.Property != "":
+			return nil, invalid(f+".property", "math %s takes no property", m)
+		}
+		look = max(look, m.Window())
+		spec.Series = append(spec.Series, ts)
+	}
+	bd, err := p.parseBreakdown()
+	if err != nil {
+		return nil, err
+	}
+	if bd != nil {
+		spec.Breakdown = bd.src
+	}
+	if err := p.parseCohortFilter(); err != nil {
+		return nil, err
 	}
 	spec.Bounds = timebucket.Bounds(p.from, p.to, iv, p.loc, ws)
 	if len(spec.Bounds) > maxBuckets+1 {
 		return nil, invalid("interval", "%d %s buckets in the range; at most %d", len(spec.Bounds)-1, iv, maxBuckets)
 	}
 	accs := make([]*analysis.Trend, e.cfg.Workers)
-	vs := make([]storage.Visitor, len(accs))
 	for i := range accs {
 		if accs[i], err = analysis.NewTrend(spec); err != nil {
 			return nil, &Error{Code: CodeInternal, Message: err.Error(), Err: err}
 		}
-		vs[i] = trendVisitor{accs[i]}
 	}
-	state := func() int64 {
-		return int64(len(accs)) * int64(len(spec.Bounds)*len(spec.Series)) * 16
-	}
-	if err := e.scan(ctx, p, storage.ScanSpec{From: p.from, To: p.to}, vs, state); err != nil {
+	vs := newVisitors(p, len(accs), func(i int) (func(*analysis.Trail), func() int64) {
+		a := accs[i]
+		return func(t *analysis.Trail) { a.Add(*t) }, a.Bytes
+	})
+	if err := e.scan(ctx, p, p.from-look, p.to, vs, false); err != nil {
 		return nil, err
 	}
-	merge := stageTimer(ctx, "merge")
+	merge := timer()
 	for _, a := range accs[1:] {
 		accs[0].Merge(a)
 	}
-	kr := accs[0].Result()
+	acc := accs[0]
 	res := &TrendResult{Kind: "trend", Range: p.resolvedRange(), TZ: p.loc.String()}
-	for i, s := range q.Series {
-		sr := TrendSeries{Label: s.Label, Event: s.Event, Math: spec.Series[i].Math.String(), Total: float64(kr.Series[i].Total)}
-		if sr.Label == "" {
-			sr.Label = s.Event
+	if bd == nil {
+		kr := acc.Result(nil)
+		for i := range q.Series {
+			res.Series = append(res.Series, p.trendSeries(q.Series[i], spec, kr.Series[i].Rows[0], nil))
 		}
-		sr.Buckets = make([]TrendBucket, len(kr.Series[i].Buckets))
-		for b, v := range kr.Series[i].Buckets {
-			sr.Buckets[b] = TrendBucket{Start: formatTime(spec.Bounds[b], p.loc), Value: float64(v),
-				Incomplete: p.incomplete(spec.Bounds[b+1])}
+		p.stats.MergeMS = merge()
+		res.Stats = p.stats
+		return res, nil
+	}
+	// Rank each series' values by range total and keep the first limit.
+	first := acc.Result(nil)
+	ranks := make([]ranked, len(q.Series))
+	var recompute []int // series whose "(other)" needs a second pass
+	for i, sr := range first.Series {
+		keys := make([]analysis.Key, len(sr.Rows))
+		totals := make([]float64, len(sr.Rows))
+		for r, row := range sr.Rows {
+			keys[r], totals[r] = row.Key, row.Total
 		}
-		res.Series = append(res.Series, sr)
+		ranks[i] = p.rank(bd, keys, totals)
+		if ranks[i].other && !spec.Series[i].Math.Mergeable() {
+			recompute = append(recompute, i)
+		}
+	}
+	grouped := acc.Result(func(s int, k analysis.Key) analysis.Key { return ranks[s].group(k) })
+	rows := make([]map[analysis.Key]analysis.TrendRow, len(q.Series))
+	for i, sr := range grouped.Series {
+		rows[i] = map[analysis.Key]analysis.TrendRow{}
+		for _, row := range sr.Rows {
+			rows[i][row.Key] = row
+		}
 	}
 	p.stats.MergeMS = merge()
+	if len(recompute) > 0 {
+		others, err := e.recomputeOther(ctx, p, spec, look, recompute, ranks)
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range recompute {
+			rows[i][otherKey] = others[j]
+		}
+	}
+	merge = timer()
+	for i, s := range q.Series {
+		for _, k := range ranks[i].order {
+			res.Series = append(res.Series, p.trendSeries(s, spec, rows[i][k], bd))
+		}
+		if ranks[i].other {
+			row, ok := rows[i][otherKey]
+			if !ok { // the other values' events all fell out of the recomputation's groups
+				row = analysis.TrendRow{Key: otherKey, Buckets: make([]float64, len(spec.Bounds)-1)}
+			}
+			row.Key = otherKey
+			res.Series = append(res.Series, p.trendSeries(s, spec, row, bd))
+		}
+	}
+	p.stats.MergeMS += merge()
 	res.Stats = p.stats
 	return res, nil
+}
+
+// recomputeOther runs a second scan computing the "(other)" row of the
+// given series exactly: one single-series accumulator per series, whose
+// Group maps the series' kept values to nothing and the rest to otherKey.
+func (e *Engine) recomputeOther(ctx context.Context, p *plan, spec analysis.TrendSpec, look int64, series []int, ranks []ranked) ([]analysis.TrendRow, error) {
+	accs := make([][]*analysis.Trend, e.cfg.Workers)
+	for w := range accs {
+		for _, i := range series {
+			r := &ranks[i]
+			one := spec
+			one.Series = []analysis.TrendSeries{spec.Series[i]}
+			one.Group = func(k analysis.Key) (analysis.Key, bool) { return otherKey, !r.kept[k] }
+			a, err := analysis.NewTrend(one)
+			if err != nil {
+				return nil, &Error{Code: CodeInternal, Message: err.Error(), Err: err}
+			}
+			accs[w] = append(accs[w], a)
+		}
+	}
+	vs := newVisitors(p, len(accs), func(w int) (func(*analysis.Trail), func() int64) {
+		as := accs[w]
+		return func(t *analysis.Trail) {
+				for _, a := range as {
+					a.Add(*t)
+				}
+			}, func() int64 {
+				var n int64
+				for _, a := range as {
+					n += a.Bytes()
+				}
+				return n
+			}
+	})
+	if err := e.scan(ctx, p, p.from-look, p.to, vs, false); err != nil {
+		return nil, err
+	}
+	out := make([]analysis.TrendRow, len(series))
+	for j := range series {
+		for _, w := range accs[1:] {
+			accs[0][j].Merge(w[j])
+		}
+		for _, row := range accs[0][j].Result(nil).Series[0].Rows {
+			if row.Key == otherKey {
+				out[j] = row
+			}
+		}
+		if out[j].Buckets == nil {
+			out[j] = analysis.TrendRow{Key: otherKey, Buckets: make([]float64, len(spec.Bounds)-1)}
+		}
+	}
+	return out, nil
+}
+
+// trendSeries renders one row of a series.
+func (p *plan) trendSeries(s Series, spec analysis.TrendSpec, row analysis.TrendRow, bd *breakdown) TrendSeries {
+	mathName := s.Math
+	if mathName == "" {
+		mathName = "count"
+	}
+	sr := TrendSeries{Label: s.Label, Event: s.Event, Math: mathName, Property: s.Property, Total: row.Total}
+	if sr.Label == "" {
+		sr.Label = s.Event
+	}
+	if bd != nil {
+		sr.BreakdownValue = ptr(p.label(bd, row.Key))
+	}
+	sr.Buckets = make([]TrendBucket, len(row.Buckets))
+	for b, v := range row.Buckets {
+		sr.Buckets[b] = TrendBucket{Start: formatTime(spec.Bounds[b], p.loc), Value: v,
+			Incomplete: p.incomplete(spec.Bounds[b+1])}
+	}
+	return sr
 }
 
 // maxBuckets bounds the number of interval buckets of a trend or cohorts

@@ -6,6 +6,8 @@
 //	DIR/apps/APP/manifest.json   the published state (segments, schema, shard count)
 //	DIR/apps/APP/LOCK            flock(2) guard held by the one writer (import) at a time
 //	DIR/apps/APP/seg/*.seg       immutable segment files (package storage/segment)
+//	DIR/apps/APP/cohorts.json    saved cohort definitions (App.SaveCohort), replaced atomically
+//	DIR/apps/APP/COHORTS.LOCK    flock(2) guard of cohorts.json updates
 //
 // Every user lives in one shard, shard = xxhash64(user_id) mod Shards
 // (Shards a power of two, fixed when the app is created). A segment holds
@@ -23,5 +25,9 @@
 // Readers take an immutable Snapshot of an app (an atomic.Pointer swap, no
 // lock on the query path) and scan it shard by shard in parallel: per shard,
 // a k-way merge across the segments yields each user's whole trail in order
-// (see Snapshot.Scan).
+// (see Snapshot.Scan). A scan compiles the query per segment (ScanSpec.Compile:
+// matcher bits per event code, row-level property filters evaluated per
+// decoded block), carries requested property columns into the trail as
+// typed bits, and merges the shard's users segments into the same k-way
+// merge to hand each trail its user's current property values.
 package storage

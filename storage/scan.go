@@ -48,11 +48,11 @@ type ScanSpec struct {
 	// once per users segment.
 	UserProps    int
 	CompileUsers func(ref SegmentRef, meta *segment.Meta) (*UserSegmentPlan, error)
-	// AllUsers makes the scan visit every user of the segments it reads
-	// (events segments overlapping [From, To), and the users segments when
-	// UserProps > 0), also users without a passing row (with an empty
-	// trail). It turns off the skipping of segments and blocks by event
-	// index and of blocks by time.
+	// AllUsers makes the scan visit every user of the segments it reads —
+	// events segments overlapping [From, To) and every users segment (with
+	// AllUsers they are merged even when UserProps is 0) — also users
+	// without a passing row (with an empty trail). It turns off the
+	// skipping of segments and blocks by event index and of blocks by time.
 	AllUsers bool
 	// Workers is the number of goroutines scanning shards in parallel;
 	// 0 means GOMAXPROCS.
@@ -167,8 +167,8 @@ func (s *Snapshot) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) 
 	if spec.Compile == nil && spec.Masks == nil {
 		return ScanStats{}, fmt.Errorf("storage: Scan needs Masks or Compile")
 	}
-	withUsers := spec.UserProps > 0 && spec.Kind != KindUsers
-	if withUsers && spec.CompileUsers == nil {
+	withUsers := (spec.UserProps > 0 || spec.AllUsers) && spec.Kind != KindUsers
+	if spec.UserProps > 0 && spec.CompileUsers == nil {
 		return ScanStats{}, fmt.Errorf("storage: Scan with UserProps needs CompileUsers")
 	}
 	byShard := make([][]SegmentRef, s.Manifest.Shards)
@@ -279,7 +279,8 @@ type cursor struct {
 	seq   int64
 	users bool // a users segment: user property writes
 	plan  *SegmentPlan
-	own   SegmentPlan // plan of a Masks-only spec
+	own   SegmentPlan     // plan of a Masks-only spec
+	ownU  UserSegmentPlan // users plan without user values (AllUsers)
 	uplan *UserSegmentPlan
 	masks []uint64
 	live  []uint64 // bit set of event codes with a non-zero mask
@@ -415,9 +416,12 @@ func (sc *shardScanner) open(c *cursor, ref SegmentRef, r *segment.Reader) (bool
 	c.users = ref.Kind == KindUsers && sc.spec.Kind != KindUsers
 	c.plan, c.uplan, c.rowWise = nil, nil, false
 	if c.users {
-		up, err := sc.spec.CompileUsers(ref, meta)
-		if err != nil {
-			return false, err
+		up := &c.ownU
+		if sc.spec.CompileUsers != nil {
+			var err error
+			if up, err = sc.spec.CompileUsers(ref, meta); err != nil {
+				return false, err
+			}
 		}
 		if len(up.Cols) != sc.spec.UserProps {
 			return false, fmt.Errorf("storage: users plan for segment %s has %d values, want %d", ref.File, len(up.Cols), sc.spec.UserProps)
@@ -508,22 +512,26 @@ func (sc *shardScanner) appendRows(c *cursor) {
 	switch {
 	case sc.spec.Cols > 0 || c.rowWise:
 		rows := slices.Grow(sc.rows[:0], len(times))[:len(times)]
-		var rm []uint64
 		if c.rowWise {
-			rm = c.rowMask[s:e:e]
-		}
-		for i, t := range times {
-			var m uint64
-			if rm != nil {
-				m = rm[i]
-			} else {
-				m = masks[codes[i]]
+			rm := c.rowMask[s:e:e]
+			for i, t := range times {
+				m := rm[i]
+				out[k] = t
+				outm[k] = m
+				rows[k] = s + int32(i)
+				if m != 0 && uint64(t)-uint64(from) < span {
+					k++
+				}
 			}
-			out[k] = t
-			outm[k] = m
-			rows[k] = s + int32(i)
-			if m != 0 && uint64(t)-uint64(from) < span {
-				k++
+		} else {
+			for i, t := range times {
+				m := masks[codes[i]]
+				out[k] = t
+				outm[k] = m
+				rows[k] = s + int32(i)
+				if m != 0 && uint64(t)-uint64(from) < span {
+					k++
+				}
 			}
 		}
 		sc.rows = rows[:k]

@@ -11,21 +11,41 @@ package testutil
 
 import (
 	"cmp"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/query/analysis"
 )
 
 // Ev is one event of a test data set. A slice of Ev is in arrival order:
 // among events of one user with equal Time, the earlier element arrived
-// first (spec §1 trail order).
+// first (spec §1 trail order). Props holds the set properties (nil or
+// missing: not set).
 type Ev struct {
-	User string
-	Time int64 // UTC microseconds
-	Name string
+	User  string
+	Time  int64 // UTC microseconds
+	Name  string
+	Props map[string]event.Value
+}
+
+// UserWrite is one write of user properties (a row of a users file): at
+// Time the user's properties in Props are set. A slice of UserWrite is in
+// arrival order.
+type UserWrite struct {
+	User  string
+	Time  int64 // UTC microseconds
+	Props map[string]event.Value
+}
+
+// Data is a test data set: events and user property writes, each in
+// arrival order.
+type Data struct {
+	Events []Ev
+	Users  []UserWrite
 }
 
 // Any is the matcher name that matches every event (spec §3).
@@ -62,6 +82,93 @@ type RandomOptions struct {
 	// TieRate is the probability that an event copies the time of an
 	// earlier event of the same user (timestamp ties), default 0.3.
 	TieRate float64
+	// Props gives events random properties (see EventProps), each set
+	// with probability 3/4.
+	Props bool
+}
+
+// EventProps are the event properties RandomEvents sets with
+// RandomOptions.Props, by type: s string (values x, y, z, w), n int
+// (-3..20), f float (-2.5..5 in steps of 0.25, with -0 for 0), b bool.
+var EventProps = map[string]event.Type{"s": event.TypeString, "n": event.TypeInt, "f": event.TypeFloat, "b": event.TypeBool}
+
+// UserProps are the user properties RandomUsers writes: tier string
+// (gold, silver, bronze), age int (18..30), vip bool, score float.
+var UserProps = map[string]event.Type{"tier": event.TypeString, "age": event.TypeInt, "vip": event.TypeBool, "score": event.TypeFloat}
+
+// randomProps draws a property map over names; each set with p 3/4, or
+// every one when all.
+func randomProps(r *rand.Rand, names []string, all bool) map[string]event.Value {
+	m := map[string]event.Value{}
+	for _, n := range names {
+		if r.IntN(4) == 0 && !all {
+			continue
+		}
+		switch n {
+		case "s":
+			m[n] = event.String([]string{"x", "y", "z", "w"}[r.IntN(4)])
+		case "n":
+			m[n] = event.Int(int64(r.IntN(24) - 3))
+		case "f":
+			v := float64(r.IntN(31)-10) / 4
+			if v == 0 && r.IntN(2) == 0 {
+				v = math.Copysign(0, -1)
+			}
+			m[n] = event.Float(v)
+		case "b", "vip":
+			m[n] = event.Bool(r.IntN(2) == 0)
+		case "tier":
+			m[n] = event.String([]string{"gold", "silver", "bronze"}[r.IntN(3)])
+		case "age":
+			m[n] = event.Int(int64(18 + r.IntN(13)))
+		case "score":
+			m[n] = event.Float(float64(r.IntN(100)) / 8)
+		}
+	}
+	return m
+}
+
+// RandomUsers returns user property writes for the users of evs: for
+// about 4/5 of them 1 to 3 writes of random UserProps at random times
+// around the events' span, sometimes at equal times (the later arrival
+// wins); one write sets every property, so that each exists in the app.
+// The slice is newly allocated, in arrival order.
+func RandomUsers(seed int64, evs []Ev) []UserWrite {
+	r := rand.New(rand.NewPCG(uint64(seed), 0x0eed))
+	var users []string
+	seen := map[string]bool{}
+	var lo, hi int64
+	for i, e := range evs {
+		if !seen[e.User] {
+			seen[e.User] = true
+			users = append(users, e.User)
+		}
+		if i == 0 || e.Time < lo {
+			lo = e.Time
+		}
+		if i == 0 || e.Time > hi {
+			hi = e.Time
+		}
+	}
+	users = append(users, "uOnlyProps") // a user without events
+	names := []string{"tier", "age", "vip", "score"}
+	var out []UserWrite
+	for _, u := range users {
+		if r.IntN(5) == 0 {
+			continue
+		}
+		var last int64
+		for w := range 1 + r.IntN(3) {
+			t := lo + r.Int64N(hi-lo+1)
+			if w > 0 && r.IntN(3) == 0 {
+				t = last
+			}
+			last = t
+			out = append(out, UserWrite{User: u, Time: t, Props: randomProps(r, names, len(out) == 0)})
+		}
+	}
+	r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
 }
 
 func (o *RandomOptions) defaults() {
@@ -119,7 +226,11 @@ func RandomEvents(seed int64, opts RandomOptions) []Ev {
 			}
 		}
 		byUser[u] = append(prev, t)
-		evs = append(evs, Ev{User: u, Time: t, Name: opts.Names[r.IntN(len(opts.Names))]})
+		ev := Ev{User: u, Time: t, Name: opts.Names[r.IntN(len(opts.Names))]}
+		if opts.Props {
+			ev.Props = randomProps(r, []string{"s", "n", "f", "b"}, false)
+		}
+		evs = append(evs, ev)
 	}
 	return evs
 }
@@ -136,30 +247,106 @@ type UserTrail struct {
 // BuildTrails groups evs by user (users in ascending order), orders each
 // user's events by time then arrival, keeps the events matching at least
 // one matcher and sets mask bit j when matchers[j] matches (see Match).
-// Users without matching events are left out. All returned memory is newly
-// allocated.
+// Users without matching events are left out. Trail.ID is the user id.
+// All returned memory is newly allocated.
 func BuildTrails(evs []Ev, matchers []string) []UserTrail {
+	ms := make([]Matcher, len(matchers))
+	for i, m := range matchers {
+		ms[i] = Matcher{Event: m}
+	}
+	trails, _ := BuildTrailsWith(Data{Events: evs}, TrailSpec{Matchers: ms})
+	return trails
+}
+
+// TrailSpec says what BuildTrailsWith puts in the trails: mask bit j for
+// Matchers[j] (with its filters, user filters on the current user
+// values), the event properties Cols as Trail.Cols and the user
+// properties UserCols as Trail.User.
+type TrailSpec struct {
+	Matchers []Matcher
+	Cols     []string
+	UserCols []string
+}
+
+// Dicts maps each string property (by name) to its dictionary: the sorted
+// distinct values in the data. String values are encoded in trails as
+// indexes into it, as the query layer encodes them.
+type Dicts map[string][]string
+
+// Encode returns the kernels' form of v (spec: analysis.Value).
+func (d Dicts) Encode(name string, v event.Value) analysis.Value {
+	switch v.Type {
+	case event.TypeNone:
+		return analysis.Value{}
+	case event.TypeString:
+		i, _ := slices.BinarySearch(d[name], v.Str)
+		return analysis.Value{Set: true, Bits: uint64(i)}
+	case event.TypeFloat:
+		return analysis.Value{Set: true, Bits: math.Float64bits(v.Float + 0)}
+	}
+	return analysis.Value{Set: true, Bits: uint64(v.Int)}
+}
+
+// BuildTrailsWith is BuildTrails with filters, property columns and user
+// values (see TrailSpec); it also returns the string dictionaries of the
+// data's event and user properties (user properties under "user:NAME").
+func BuildTrailsWith(d Data, spec TrailSpec) ([]UserTrail, Dicts) {
+	dicts := Dicts{}
+	for _, e := range d.Events {
+		for n, v := range e.Props {
+			if v.Type == event.TypeString {
+				dicts[n] = append(dicts[n], v.Str)
+			}
+		}
+	}
+	for _, w := range d.Users {
+		for n, v := range w.Props {
+			if v.Type == event.TypeString {
+				dicts["user:"+n] = append(dicts["user:"+n], v.Str)
+			}
+		}
+	}
+	for n, vs := range dicts {
+		slices.Sort(vs)
+		dicts[n] = slices.Compact(vs)
+	}
+	current := CurrentUsers(d.Users)
+	evs := d.Events
 	var out []UserTrail
 	for _, user := range byUser(evs) {
-		ut := UserTrail{User: evs[user[0]].User}
+		id := evs[user[0]].User
+		props := current[id]
+		ut := UserTrail{User: id}
+		ut.Trail.ID = []byte(id)
+		ut.Trail.Cols = make([]analysis.Column, len(spec.Cols))
+		for _, c := range spec.UserCols {
+			ut.Trail.User = append(ut.Trail.User, dicts.Encode("user:"+c, props[c]))
+		}
 		for _, i := range user {
 			var m uint64
-			for b, mt := range matchers {
-				if Match(mt, evs[i].Name) {
+			for b, mt := range spec.Matchers {
+				if mt.Matches(evs[i], props) {
 					m |= 1 << b
 				}
 			}
-			if m != 0 {
-				ut.Trail.Times = append(ut.Trail.Times, evs[i].Time)
-				ut.Trail.Mask = append(ut.Trail.Mask, m)
-				ut.Index = append(ut.Index, i)
+			if m == 0 {
+				continue
+			}
+			ut.Trail.Times = append(ut.Trail.Times, evs[i].Time)
+			ut.Trail.Mask = append(ut.Trail.Mask, m)
+			ut.Index = append(ut.Index, i)
+			for j, c := range spec.Cols {
+				v := dicts.Encode(c, evs[i].Props[c])
+				col := &ut.Trail.Cols[j]
+				col.Set = append(col.Set, v.Set)
+				col.Bits = append(col.Bits, v.Bits)
 			}
 		}
 		if len(ut.Index) > 0 {
 			out = append(out, ut)
 		}
 	}
-	return out
+	return out, dicts
 }
 
 // byUser returns, per user in ascending user order, the positions in evs

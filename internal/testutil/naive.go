@@ -1,62 +1,309 @@
 package testutil
 
 import (
+	"cmp"
+	"math/big"
 	"slices"
 	"sort"
 	"time"
 
+	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/query/timebucket"
 )
 
-// TrendQuery is a trend for NaiveTrend: one series per matcher.
-type TrendQuery struct {
-	Events []string             // matcher of series i (see Match)
-	Math   []analysis.TrendMath // math of series i
-	Bounds []int64              // bucket boundaries, UTC µs
-	From   int64                // range [From, To), UTC µs
-	To     int64
+// Breakdown is a naive breakdown (spec §4): by the event property Prop, or
+// with User by the user's current property. Limit > 0 keeps the Limit
+// values with the largest total and merges the rest into "(other)"; 0
+// keeps every value.
+type Breakdown struct {
+	Prop  string
+	User  bool
+	Limit int
 }
 
-// NaiveTrend computes a trend by looking at every (series, bucket, event)
-// triple: an event counts in bucket b when it matches, lies in [From, To)
-// and in [Bounds[b], Bounds[b+1]). Users are counted with sets.
-func NaiveTrend(evs []Ev, q TrendQuery) analysis.TrendResult {
-	var res analysis.TrendResult
-	for s, matcher := range q.Events {
-		var sr analysis.TrendSeriesResult
+// Common holds the query parts every analysis shares.
+type Common struct {
+	Global    []Filter   // global filters, added to every matcher of the analysis
+	Breakdown *Breakdown // nil: none
+	Cohort    *Cond      // nil: every user
+	// Loc renders time breakdown values; nil means UTC.
+	Loc *time.Location
+}
+
+func (c *Common) loc() *time.Location {
+	if c.Loc == nil {
+		return time.UTC
+	}
+	return c.Loc
+}
+
+// matcher returns the matcher of name with its own and the global filters.
+func (c *Common) matcher(name string, where []Filter) Matcher {
+	return Matcher{Event: name, Where: slices.Concat(where, c.Global)}
+}
+
+// admitted returns the users the analysis sees: every user, or the
+// cohort's members.
+func (c *Common) admitted(d Data) func(string) bool {
+	if c.Cohort == nil {
+		return func(string) bool { return true }
+	}
+	in := CohortMembers(d, *c.Cohort)
+	return func(u string) bool { return in[u] }
+}
+
+// label returns the breakdown value of event e (its user's for user
+// breakdowns), rendered.
+func (c *Common) label(e Ev, users map[string]map[string]event.Value) string {
+	b := c.Breakdown
+	if b == nil {
+		return ""
+	}
+	if b.User {
+		return Render(users[e.User][b.Prop], c.loc())
+	}
+	return Render(e.Props[b.Prop], c.loc())
+}
+
+// rankLabels orders labels by total descending, then label ascending, and
+// returns the kept ones in that order and whether others remain.
+func rankLabels(totals map[string]float64, limit int) (kept []string, other bool) {
+	for l := range totals {
+		kept = append(kept, l)
+	}
+	slices.SortFunc(kept, func(a, b string) int {
+		return cmp.Or(cmp.Compare(totals[b], totals[a]), cmp.Compare(a, b))
+	})
+	if limit > 0 && len(kept) > limit {
+		return kept[:limit], true
+	}
+	return kept, false
+}
+
+// Other is the label of the merged rest of a limited breakdown.
+const Other = "(other)"
+
+// TrendQuery is a trend for NaiveTrend: series i is matcher Events[i]
+// (see Match) with filters Where[i] (optional) and math Math[i] over the
+// property Props[i] (property maths).
+type TrendQuery struct {
+	Events []string
+	Math   []analysis.TrendMath
+	Where  [][]Filter
+	Props  []string
+	Bounds []int64 // bucket boundaries, UTC µs
+	From   int64   // range [From, To), UTC µs
+	To     int64
+	Common
+}
+
+// TrendRow is one breakdown value of a naive trend series ("" without a
+// breakdown).
+type TrendRow struct {
+	Value   string
+	Buckets []float64
+	Total   float64
+}
+
+// NaiveTrend computes a trend by filtering the events of every (series,
+// value, bucket) afresh and applying the math's definition (spec §4): an
+// event counts in bucket b when it matches and lies in [From, To) and in
+// [Bounds[b], Bounds[b+1]); wau and mau count the users with a matching
+// event in the 7 or 30 days ending at min(Bounds[b+1], To). Sums are
+// exact (big.Float), percentiles sort the values. It returns, per series,
+// the rows in result order: by total descending, then value; "(other)"
+// last. Without a breakdown each series has one row.
+func NaiveTrend(d Data, q TrendQuery) [][]TrendRow {
+	users := CurrentUsers(d.Users)
+	admit := q.admitted(d)
+	var out [][]TrendRow
+	for s, name := range q.Events {
+		var where []Filter
+		if s < len(q.Where) {
+			where = q.Where[s]
+		}
+		m := q.matcher(name, where)
+		math := q.Math[s]
+		prop := ""
+		if s < len(q.Props) {
+			prop = q.Props[s]
+		}
+		start := q.From - math.Window()
+		var evs []Ev
+		for _, e := range d.Events {
+			if admit(e.User) && m.Matches(e, users[e.User]) && e.Time >= start && e.Time < q.To {
+				evs = append(evs, e)
+			}
+		}
+		byLabel := map[string][]Ev{}
+		for _, e := range evs {
+			byLabel[q.label(e, users)] = append(byLabel[q.label(e, users)], e)
+		}
+		if q.Breakdown == nil {
+			byLabel = map[string][]Ev{"": evs}
+		}
+		rows := map[string]TrendRow{}
+		totals := map[string]float64{}
+		for l, les := range byLabel {
+			rows[l] = q.trendRow(l, les, math, prop)
+			totals[l] = rows[l].Total
+		}
+		limit := 0
+		if q.Breakdown != nil {
+			limit = q.Breakdown.Limit
+		}
+		kept, other := rankLabels(totals, limit)
+		var series []TrendRow
+		for _, l := range kept {
+			series = append(series, rows[l])
+		}
+		if other {
+			var rest []Ev
+			for _, e := range evs {
+				if !slices.Contains(kept, q.label(e, users)) {
+					rest = append(rest, e)
+				}
+			}
+			series = append(series, q.trendRow(Other, rest, math, prop))
+		}
+		out = append(out, series)
+	}
+	return out
+}
+
+// trendRow applies the math to the events of one row.
+func (q *TrendQuery) trendRow(label string, evs []Ev, math analysis.TrendMath, prop string) TrendRow {
+	row := TrendRow{Value: label}
+	var inRange []Ev
+	for _, e := range evs {
+		if e.Time >= q.From && e.Time < q.To {
+			inRange = append(inRange, e)
+		}
+	}
+	if w := math.Window(); w > 0 {
 		all := map[string]bool{}
 		for b := 0; b+1 < len(q.Bounds); b++ {
-			users := map[string]bool{}
-			var count int64
+			end := min(q.Bounds[b+1], q.To)
+			active := map[string]bool{}
 			for _, e := range evs {
-				if Match(matcher, e.Name) && e.Time >= q.From && e.Time < q.To &&
-					e.Time >= q.Bounds[b] && e.Time < q.Bounds[b+1] {
-					count++
-					users[e.User] = true
+				if e.Time >= end-w && e.Time < end {
+					active[e.User] = true
 					all[e.User] = true
 				}
 			}
-			if q.Math[s] == analysis.MathUsers {
-				count = int64(len(users))
-			}
-			sr.Buckets = append(sr.Buckets, count)
-			sr.Total += count
+			row.Buckets = append(row.Buckets, float64(len(active)))
 		}
-		if q.Math[s] == analysis.MathUsers {
-			sr.Total = int64(len(all))
-		}
-		res.Series = append(res.Series, sr)
+		row.Total = float64(len(all))
+		return row
 	}
-	return res
+	for b := 0; b+1 < len(q.Bounds); b++ {
+		var in []Ev
+		for _, e := range inRange {
+			if e.Time >= q.Bounds[b] && e.Time < q.Bounds[b+1] {
+				in = append(in, e)
+			}
+		}
+		row.Buckets = append(row.Buckets, mathOf(math, in, prop))
+	}
+	row.Total = mathOf(math, inRange, prop)
+	return row
 }
 
-// FunnelQuery is an ordered funnel for NaiveFunnel.
+// mathOf applies a math (not wau/mau) to a set of events.
+func mathOf(m analysis.TrendMath, evs []Ev, prop string) float64 {
+	switch m {
+	case analysis.MathCount:
+		return float64(len(evs))
+	case analysis.MathUsers:
+		users := map[string]bool{}
+		for _, e := range evs {
+			users[e.User] = true
+		}
+		return float64(len(users))
+	case analysis.MathCountPerUserAvg, analysis.MathCountPerUserMedian, analysis.MathCountPerUserMax:
+		counts := map[string]float64{}
+		for _, e := range evs {
+			counts[e.User]++
+		}
+		var cs []float64
+		var sum float64
+		for _, c := range counts {
+			cs = append(cs, c)
+			sum += c
+		}
+		if len(cs) == 0 {
+			return 0
+		}
+		slices.Sort(cs)
+		switch m {
+		case analysis.MathCountPerUserAvg:
+			return sum / float64(len(cs))
+		case analysis.MathCountPerUserMax:
+			return cs[len(cs)-1]
+		}
+		return quantile(cs, 0.5)
+	}
+	// Property maths over the events that have the property set.
+	var vals []event.Value
+	for _, e := range evs {
+		if v, ok := e.Props[prop]; ok && v.Type != event.TypeNone {
+			vals = append(vals, v)
+		}
+	}
+	if len(vals) == 0 {
+		return 0
+	}
+	fs := make([]float64, len(vals))
+	sum := new(big.Float).SetPrec(4096)
+	for i, v := range vals {
+		x := new(big.Float)
+		if v.Type == event.TypeFloat {
+			fs[i] = v.Float + 0
+			x.SetFloat64(fs[i])
+		} else {
+			fs[i] = float64(v.Int)
+			x.SetInt64(v.Int)
+		}
+		sum.Add(sum, x)
+	}
+	slices.Sort(fs)
+	switch m {
+	case analysis.MathSum:
+		f, _ := sum.Float64()
+		return f + 0
+	case analysis.MathAvg:
+		f, _ := new(big.Float).SetPrec(53).Quo(sum, new(big.Float).SetInt64(int64(len(vals)))).Float64()
+		return f + 0
+	case analysis.MathMin:
+		return fs[0]
+	case analysis.MathMax:
+		return fs[len(fs)-1]
+	}
+	return quantile(fs, m.Level())
+}
+
+// quantile is spec §4's definition over sorted values: h = (n-1)q,
+// x[⌊h⌋] + (h-⌊h⌋)(x[⌊h⌋+1]-x[⌊h⌋]).
+func quantile(sorted []float64, q float64) float64 {
+	h := float64(len(sorted)-1) * q
+	lo := int(h)
+	v := sorted[lo]
+	if h > float64(lo) {
+		v += (h - float64(lo)) * (sorted[lo+1] - v)
+	}
+	return v
+}
+
+// FunnelQuery is an ordered funnel for NaiveFunnel: step k is matcher
+// Steps[k-1] (see Match) with filters Where[k-1] (optional).
 type FunnelQuery struct {
-	Steps  []string // matcher of step k at index k-1 (see Match)
-	Window int64    // µs, inclusive
-	From   int64    // step 1 only in [From, To), UTC µs
+	Steps  []string
+	Where  [][]Filter
+	Window int64 // µs, inclusive
+	From   int64 // step 1 only in [From, To), UTC µs
 	To     int64
+	Common
 }
 
 // NaivePath is one user's outcome in NaiveFunnel.
@@ -73,15 +320,26 @@ type naiveAttempt struct {
 }
 
 // NaiveFunnel computes an ordered funnel following spec §5 word by word,
-// with an explicit list of attempts. It returns the step table and every
-// user's outcome (users with step 0 included).
-func NaiveFunnel(evs []Ev, q FunnelQuery) (analysis.FunnelResult, map[string]NaivePath) {
+// with an explicit list of attempts. It returns the step table over the
+// admitted users and every admitted user's outcome (users with step 0
+// included).
+func NaiveFunnel(d Data, q FunnelQuery) (analysis.FunnelResult, map[string]NaivePath) {
+	users := CurrentUsers(d.Users)
+	admit := q.admitted(d)
 	paths := map[string]NaivePath{}
-	for _, user := range byUser(evs) {
-		paths[evs[user[0]].User] = naiveFunnelUser(evs, user, q)
+	for _, user := range byUser(d.Events) {
+		u := d.Events[user[0]].User
+		if admit(u) {
+			paths[u] = q.naiveFunnelUser(d.Events, user, users[u])
+		}
 	}
-	var res analysis.FunnelResult
-	for k := 1; k <= len(q.Steps); k++ {
+	return analysis.FunnelResult{Steps: FunnelTable(paths, len(q.Steps))}, paths
+}
+
+// FunnelTable computes the step table of spec §5 from users' outcomes.
+func FunnelTable(paths map[string]NaivePath, n int) []analysis.FunnelStepResult {
+	var steps []analysis.FunnelStepResult
+	for k := 1; k <= n; k++ {
 		r := analysis.FunnelStepResult{Step: k}
 		var durs []int64
 		for _, p := range paths {
@@ -102,19 +360,79 @@ func NaiveFunnel(evs []Ev, q FunnelQuery) (analysis.FunnelResult, map[string]Nai
 			r.AvgSeconds = float64(sum) / float64(len(durs)) / 1e6
 			r.MedianSeconds = naiveMedian(durs) / 1e6
 		}
-		res.Steps = append(res.Steps, r)
+		steps = append(steps, r)
 	}
-	for k := range res.Steps {
-		r := &res.Steps[k]
-		if res.Steps[0].Users > 0 {
-			r.Conversion = float64(r.Users) / float64(res.Steps[0].Users)
+	for k := range steps {
+		r := &steps[k]
+		if steps[0].Users > 0 {
+			r.Conversion = float64(r.Users) / float64(steps[0].Users)
 		}
 		r.ConversionFromPrevious = r.Conversion
-		if k > 0 && res.Steps[k-1].Users > 0 {
-			r.ConversionFromPrevious = float64(r.Users) / float64(res.Steps[k-1].Users)
+		if k > 0 && steps[k-1].Users > 0 {
+			r.ConversionFromPrevious = float64(r.Users) / float64(steps[k-1].Users)
 		}
 	}
-	return res, paths
+	return steps
+}
+
+// FunnelGroup is one breakdown value of a naive funnel: its step table
+// and its users' outcomes.
+type FunnelGroup struct {
+	Value string
+	Steps []analysis.FunnelStepResult
+	Paths map[string]NaivePath
+}
+
+// NaiveFunnelBreakdown groups the outcomes of NaiveFunnel by breakdown
+// value (the counted attempt's step-1 event's property, or the user's),
+// ranked by users at step 1 descending, then value, with "(other)" last.
+func NaiveFunnelBreakdown(d Data, q FunnelQuery, paths map[string]NaivePath) []FunnelGroup {
+	users := CurrentUsers(d.Users)
+	byLabel := map[string]map[string]NaivePath{}
+	labels := map[string]string{}
+	for u, p := range paths {
+		if p.Step == 0 {
+			continue
+		}
+		l := q.label(d.Events[p.First], users)
+		labels[u] = l
+		if byLabel[l] == nil {
+			byLabel[l] = map[string]NaivePath{}
+		}
+		byLabel[l][u] = p
+	}
+	totals := map[string]float64{}
+	for l, ps := range byLabel {
+		totals[l] = float64(len(ps))
+	}
+	kept, other := rankLabels(totals, q.Breakdown.Limit)
+	var out []FunnelGroup
+	for _, l := range kept {
+		out = append(out, FunnelGroup{Value: l, Steps: FunnelTable(byLabel[l], len(q.Steps)), Paths: byLabel[l]})
+	}
+	if other {
+		rest := map[string]NaivePath{}
+		for u, l := range labels {
+			if !slices.Contains(kept, l) {
+				rest[u] = paths[u]
+			}
+		}
+		out = append(out, FunnelGroup{Value: Other, Steps: FunnelTable(rest, len(q.Steps)), Paths: rest})
+	}
+	return out
+}
+
+// FunnelUsers returns, sorted, the users of paths who reached at least
+// step k, or with dropped those whose furthest step is exactly k.
+func FunnelUsers(paths map[string]NaivePath, k int, dropped bool) []string {
+	var out []string
+	for u, p := range paths {
+		if p.Step == k || (!dropped && p.Step > k) {
+			out = append(out, u)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func naiveMedian(sorted []int64) float64 {
@@ -128,14 +446,18 @@ func naiveMedian(sorted []int64) float64 {
 }
 
 // naiveFunnelUser runs the funnel over one user's events; user lists
-// positions in evs in trail order.
-func naiveFunnelUser(evs []Ev, user []int, q FunnelQuery) NaivePath {
+// positions in evs in trail order; props are the user's current values.
+func (q *FunnelQuery) naiveFunnelUser(evs []Ev, user []int, props map[string]event.Value) NaivePath {
 	// The steps each event matches; step 1 only inside [From, To).
 	steps := map[int][]int{}
 	for _, i := range user {
 		e := evs[i]
 		for k := 1; k <= len(q.Steps); k++ {
-			if Match(q.Steps[k-1], e.Name) && (k > 1 || (e.Time >= q.From && e.Time < q.To)) {
+			var where []Filter
+			if k-1 < len(q.Where) {
+				where = q.Where[k-1]
+			}
+			if q.matcher(q.Steps[k-1], where).Matches(e, props) && (k > 1 || (e.Time >= q.From && e.Time < q.To)) {
 				steps[i] = append(steps[i], k)
 			}
 		}
@@ -212,32 +534,48 @@ func naiveFunnelUser(evs []Ev, user []int, q FunnelQuery) NaivePath {
 	return best
 }
 
-// RetentionQuery is a retention analysis for NaiveRetention.
+// RetentionQuery is a retention analysis for NaiveRetention: start
+// matcher Start (with filters StartWhere), return matcher Return (with
+// ReturnWhere).
 type RetentionQuery struct {
-	Start, Return string // matchers A and B (see Match)
-	Interval      timebucket.Interval
-	Loc           *time.Location
-	WeekStart     timebucket.WeekStart
-	Periods       int
-	Type          analysis.RetentionType
-	Windows       analysis.RetentionWindows
-	Criterion     analysis.RetentionCriterion
-	From, To      int64 // cohort entry range, UTC µs
+	Start, Return           string // matchers A and B (see Match)
+	StartWhere, ReturnWhere []Filter
+	Interval                timebucket.Interval
+	WeekStart               timebucket.WeekStart
+	Periods                 int
+	Type                    analysis.RetentionType
+	Windows                 analysis.RetentionWindows
+	Criterion               analysis.RetentionCriterion
+	From, To                int64 // cohort entry range, UTC µs
+	Common
 }
 
-// NaiveRetention computes a retention table following spec §6 literally:
-// for every cohort entry it computes the period index of every return
+// RetentionEntry is one cohort entry of NaiveRetentionEntries: the user,
+// the cohort bucket, the breakdown value (of the start event, or the
+// user's), and per period k whether the entry is retained (Retained[0] is
+// true).
+type RetentionEntry struct {
+	User     string
+	Cohort   int
+	Value    string
+	Retained []bool
+}
+
+// RetentionGroup is one breakdown value of a naive retention table.
+type RetentionGroup struct {
+	Value   string
+	Cohorts []analysis.RetentionCohort
+}
+
+// NaiveRetentionEntries computes every cohort entry following spec §6
+// literally: for every entry it computes the period index of every return
 // event at t ≥ s (calendar indices by stepping through the calendar from
 // the start's bucket) and then checks each period k.
-func NaiveRetention(evs []Ev, q RetentionQuery) analysis.RetentionResult {
-	floor := func(t int64) int64 { return timebucket.Floor(t, q.Interval, q.Loc, q.WeekStart) }
-	next := func(t int64) int64 { return timebucket.Next(t, q.Interval, q.Loc, q.WeekStart) }
-	cohorts := timebucket.Bounds(q.From, q.To, q.Interval, q.Loc, q.WeekStart)
-	cohorts = cohorts[:len(cohorts)-1]
-	var res analysis.RetentionResult
-	for _, start := range cohorts {
-		res.Cohorts = append(res.Cohorts, analysis.RetentionCohort{Start: start, Retained: make([]int64, q.Periods)})
-	}
+func NaiveRetentionEntries(d Data, q RetentionQuery) []RetentionEntry {
+	loc := q.loc()
+	floor := func(t int64) int64 { return timebucket.Floor(t, q.Interval, loc, q.WeekStart) }
+	next := func(t int64) int64 { return timebucket.Next(t, q.Interval, loc, q.WeekStart) }
+	cohorts := q.cohortStarts()
 	index := func(s, t int64) int {
 		if q.Windows == analysis.WindowsRolling {
 			return int((t - s) / q.Interval.Rolling())
@@ -248,48 +586,123 @@ func NaiveRetention(evs []Ev, q RetentionQuery) analysis.RetentionResult {
 		}
 		return k
 	}
-	for _, positions := range byUser(evs) {
+	users := CurrentUsers(d.Users)
+	admit := q.admitted(d)
+	start := q.matcher(q.Start, q.StartWhere)
+	ret := q.matcher(q.Return, q.ReturnWhere)
+	var out []RetentionEntry
+	for _, positions := range byUser(d.Events) {
 		var user []Ev
 		for _, i := range positions {
-			user = append(user, evs[i])
+			user = append(user, d.Events[i])
 		}
-		var starts []int64
+		u := user[0].User
+		if !admit(u) {
+			continue
+		}
+		var starts []Ev
 		seenBucket := map[int64]bool{}
 		for _, e := range user {
-			if !Match(q.Start, e.Name) {
+			if !start.Matches(e, users[u]) {
 				continue
 			}
 			if q.Type == analysis.TypeFirstTime {
 				if e.Time >= q.From && e.Time < q.To {
-					starts = append(starts, e.Time)
+					starts = append(starts, e)
 				}
 				break // only the earliest start event counts
 			}
 			if e.Time >= q.From && e.Time < q.To && !seenBucket[floor(e.Time)] {
 				seenBucket[floor(e.Time)] = true
-				starts = append(starts, e.Time)
+				starts = append(starts, e)
 			}
 		}
-		for _, s := range starts {
+		for _, se := range starts {
+			s := se.Time
 			c := sort.Search(len(cohorts), func(i int) bool { return cohorts[i] > s }) - 1
-			row := &res.Cohorts[c]
-			row.Size++
-			row.Retained[0]++
+			entry := RetentionEntry{User: u, Cohort: c, Value: q.label(se, users), Retained: make([]bool, q.Periods)}
+			entry.Retained[0] = true
 			var idxs []int // period index of every return event at t ≥ s
 			for _, e := range user {
-				if Match(q.Return, e.Name) && e.Time >= s {
+				if ret.Matches(e, users[u]) && e.Time >= s {
 					idxs = append(idxs, index(s, e.Time))
 				}
 			}
 			for k := 1; k < q.Periods; k++ {
 				for _, idx := range idxs {
 					if idx == k || (q.Criterion == analysis.CriterionOnOrAfter && idx > k) {
-						row.Retained[k]++
+						entry.Retained[k] = true
 						break
 					}
 				}
 			}
+			out = append(out, entry)
 		}
 	}
-	return res
+	return out
+}
+
+func (q *RetentionQuery) cohortStarts() []int64 {
+	b := timebucket.Bounds(q.From, q.To, q.Interval, q.loc(), q.WeekStart)
+	return b[:len(b)-1]
+}
+
+// NaiveRetention computes the retention table per breakdown value from
+// NaiveRetentionEntries: groups ranked by total cohort size descending,
+// then value, with "(other)" last; without a breakdown one group "" with
+// every cohort row.
+func NaiveRetention(d Data, q RetentionQuery) []RetentionGroup {
+	entries := NaiveRetentionEntries(d, q)
+	table := func(keep func(RetentionEntry) bool) []analysis.RetentionCohort {
+		var rows []analysis.RetentionCohort
+		for _, start := range q.cohortStarts() {
+			rows = append(rows, analysis.RetentionCohort{Start: start, Retained: make([]int64, q.Periods)})
+		}
+		for _, e := range entries {
+			if !keep(e) {
+				continue
+			}
+			rows[e.Cohort].Size++
+			for k, r := range e.Retained {
+				if r {
+					rows[e.Cohort].Retained[k]++
+				}
+			}
+		}
+		return rows
+	}
+	if q.Breakdown == nil {
+		return []RetentionGroup{{Cohorts: table(func(RetentionEntry) bool { return true })}}
+	}
+	totals := map[string]float64{}
+	for _, e := range entries {
+		totals[e.Value]++
+	}
+	kept, other := rankLabels(totals, q.Breakdown.Limit)
+	var out []RetentionGroup
+	for _, l := range kept {
+		out = append(out, RetentionGroup{Value: l, Cohorts: table(func(e RetentionEntry) bool { return e.Value == l })})
+	}
+	if other {
+		out = append(out, RetentionGroup{Value: Other, Cohorts: table(func(e RetentionEntry) bool { return !slices.Contains(kept, e.Value) })})
+	}
+	return out
+}
+
+// RetentionUsers returns, sorted, the users of the entries in cohort c
+// retained at period k, restricted to breakdown value value unless it is
+// nil ("(other)": the values not in kept).
+func RetentionUsers(entries []RetentionEntry, c, k int, value *string, kept []string) []string {
+	var out []string
+	for _, e := range entries {
+		if e.Cohort != c || !e.Retained[k] {
+			continue
+		}
+		if value != nil && !(e.Value == *value || (*value == Other && !slices.Contains(kept, e.Value))) {
+			continue
+		}
+		out = append(out, e.User)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -1,13 +1,14 @@
 package testutil
 
 import (
+	"math"
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/query/timebucket"
 )
@@ -72,13 +73,14 @@ func TestRandomEvents(t *testing.T) {
 
 func TestBuildTrails(t *testing.T) {
 	evs := []Ev{
-		{"u2", 30, "a"}, {"u1", 20, "b"}, {"u1", 10, "c"}, {"u1", 20, "a"}, {"u3", 5, "x"},
+		{User: "u2", Time: 30, Name: "a"}, {User: "u1", Time: 20, Name: "b"}, {User: "u1", Time: 10, Name: "c"},
+		{User: "u1", Time: 20, Name: "a"}, {User: "u3", Time: 5, Name: "x"},
 	}
 	got := BuildTrails(evs, []string{"a", "a|b", Any})
 	want := []UserTrail{
-		{User: "u1", Trail: analysis.Trail{Times: []int64{10, 20, 20}, Mask: []uint64{4, 6, 7}}, Index: []int{2, 1, 3}},
-		{User: "u2", Trail: analysis.Trail{Times: []int64{30}, Mask: []uint64{7}}, Index: []int{0}},
-		{User: "u3", Trail: analysis.Trail{Times: []int64{5}, Mask: []uint64{4}}, Index: []int{4}},
+		{User: "u1", Trail: analysis.Trail{Times: []int64{10, 20, 20}, Mask: []uint64{4, 6, 7}, Cols: []analysis.Column{}, ID: []byte("u1")}, Index: []int{2, 1, 3}},
+		{User: "u2", Trail: analysis.Trail{Times: []int64{30}, Mask: []uint64{7}, Cols: []analysis.Column{}, ID: []byte("u2")}, Index: []int{0}},
+		{User: "u3", Trail: analysis.Trail{Times: []int64{5}, Mask: []uint64{4}, Cols: []analysis.Column{}, ID: []byte("u3")}, Index: []int{4}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("BuildTrails =\n%+v\nwant\n%+v", got, want)
@@ -88,29 +90,116 @@ func TestBuildTrails(t *testing.T) {
 	}
 }
 
+func TestBuildTrailsWithColumnsAndFilters(t *testing.T) {
+	d := Data{
+		Events: []Ev{
+			{User: "u1", Time: 10, Name: "a", Props: map[string]event.Value{"s": event.String("y"), "f": event.Float(math.Copysign(0, -1))}},
+			{User: "u1", Time: 20, Name: "a", Props: map[string]event.Value{"s": event.String("x")}},
+			{User: "u2", Time: 5, Name: "a"},
+		},
+		Users: []UserWrite{{User: "u1", Time: 1, Props: map[string]event.Value{"tier": event.String("gold")}}},
+	}
+	trails, dicts := BuildTrailsWith(d, TrailSpec{
+		Matchers: []Matcher{{Event: "a", Where: []Filter{{Prop: "s", Op: "eq", Values: []event.Value{event.String("x")}}}},
+			{Event: "a", Where: []Filter{{Prop: "tier", Op: "is_set", User: true}}}},
+		Cols: []string{"s", "f"}, UserCols: []string{"tier"},
+	})
+	if !reflect.DeepEqual(dicts["s"], []string{"x", "y"}) || !reflect.DeepEqual(dicts["user:tier"], []string{"gold"}) {
+		t.Fatalf("dicts %v", dicts)
+	}
+	u1 := trails[0].Trail
+	if len(trails) != 1 || !reflect.DeepEqual(u1.Mask, []uint64{2, 3}) ||
+		!reflect.DeepEqual(u1.Cols[0], analysis.Column{Set: []bool{true, true}, Bits: []uint64{1, 0}}) ||
+		!reflect.DeepEqual(u1.Cols[1], analysis.Column{Set: []bool{true, false}, Bits: []uint64{0, 0}}) ||
+		u1.User[0] != (analysis.Value{Set: true, Bits: 0}) {
+		t.Errorf("trails %+v", trails)
+	}
+}
+
+func TestFilterHolds(t *testing.T) {
+	i, s := event.Int, event.String
+	for _, c := range []struct {
+		f    Filter
+		v    event.Value
+		want bool
+	}{
+		{Filter{Op: "eq", Values: []event.Value{i(3)}}, i(3), true},
+		{Filter{Op: "eq", Values: []event.Value{i(3)}}, event.Value{}, false},
+		{Filter{Op: "neq", Values: []event.Value{i(3)}}, event.Value{}, true},
+		{Filter{Op: "neq", Values: []event.Value{i(3)}}, i(3), false},
+		{Filter{Op: "in", Values: []event.Value{s("a"), s("b")}}, s("b"), true},
+		{Filter{Op: "not_in", Values: []event.Value{s("a"), s("b")}}, event.Value{}, true},
+		{Filter{Op: "gt", Values: []event.Value{event.Float(1.5)}}, event.Float(1.5), false},
+		{Filter{Op: "gte", Values: []event.Value{event.Float(1.5)}}, event.Float(1.5), true},
+		{Filter{Op: "lt", Values: []event.Value{s("m")}}, s("a"), true},
+		{Filter{Op: "lte", Values: []event.Value{i(-1)}}, i(0), false},
+		{Filter{Op: "contains", Values: []event.Value{s("ar")}}, s("cardano"), true},
+		{Filter{Op: "not_contains", Values: []event.Value{s("ar")}}, event.Value{}, true},
+		{Filter{Op: "is_set"}, event.Bool(false), true},
+		{Filter{Op: "is_not_set"}, event.Value{}, true},
+	} {
+		if got := c.f.Holds(c.v); got != c.want {
+			t.Errorf("%+v.Holds(%v) = %v", c.f, c.v, got)
+		}
+	}
+}
+
+func TestCurrentUsersLatestWriteWins(t *testing.T) {
+	ws := []UserWrite{
+		{User: "u", Time: 20, Props: map[string]event.Value{"a": event.Int(1)}},
+		{User: "u", Time: 10, Props: map[string]event.Value{"a": event.Int(2), "b": event.Int(3)}},
+		{User: "u", Time: 20, Props: map[string]event.Value{"a": event.Int(4)}}, // same time, later arrival
+	}
+	got := CurrentUsers(ws)["u"]
+	if got["a"] != event.Int(4) || got["b"] != event.Int(3) {
+		t.Errorf("current = %v", got)
+	}
+	if a, b := RandomUsers(1, RandomEvents(1, RandomOptions{})), RandomUsers(1, RandomEvents(1, RandomOptions{})); !reflect.DeepEqual(a, b) || len(a) == 0 {
+		t.Error("RandomUsers is not deterministic or empty")
+	}
+}
+
 // TestNaiveSmall pins the reference implementations on tiny inputs whose
 // results are obvious (the analysis package's golden files cover the rules
 // in depth).
 func TestNaiveSmall(t *testing.T) {
 	const h = int64(3600e6)
-	evs := []Ev{{"u1", 0, "a"}, {"u1", h, "b"}, {"u2", 0, "a"}, {"u2", 3 * h, "b"}}
-	res, paths := NaiveFunnel(evs, FunnelQuery{Steps: []string{"a", "b"}, Window: 2 * h, From: 0, To: 10 * h})
+	p := func(v float64) map[string]event.Value { return map[string]event.Value{"f": event.Float(v)} }
+	evs := []Ev{{User: "u1", Time: 0, Name: "a", Props: p(1)}, {User: "u1", Time: h, Name: "b", Props: p(2)},
+		{User: "u2", Time: 0, Name: "a", Props: p(4)}, {User: "u2", Time: 3 * h, Name: "b"}}
+	d := Data{Events: evs, Users: []UserWrite{{User: "u2", Time: 0, Props: map[string]event.Value{"tier": event.String("gold")}}}}
+	res, paths := NaiveFunnel(d, FunnelQuery{Steps: []string{"a", "b"}, Window: 2 * h, From: 0, To: 10 * h})
 	if res.Steps[0].Users != 2 || res.Steps[1].Users != 1 || res.Steps[1].AvgSeconds != 3600 || !res.Steps[1].HasTime {
 		t.Errorf("NaiveFunnel = %+v", res)
 	}
 	if p := paths["u1"]; p.Step != 2 || !reflect.DeepEqual(p.Times, []int64{0, h}) || p.First != 0 {
 		t.Errorf("u1 path %+v", p)
 	}
-	tr := NaiveTrend(evs, TrendQuery{Events: []string{Any, "b"}, Math: []analysis.TrendMath{analysis.MathCount, analysis.MathUsers},
+	q := FunnelQuery{Steps: []string{"a", "b"}, Window: 4 * h, From: 0, To: 10 * h,
+		Common: Common{Breakdown: &Breakdown{Prop: "tier", User: true}}}
+	_, paths = NaiveFunnel(d, q)
+	groups := NaiveFunnelBreakdown(d, q, paths)
+	if len(groups) != 2 || groups[0].Value != "(none)" || groups[1].Value != "gold" || groups[1].Steps[1].Users != 1 ||
+		!reflect.DeepEqual(FunnelUsers(paths, 1, true), []string(nil)) || !reflect.DeepEqual(FunnelUsers(paths, 2, false), []string{"u1", "u2"}) {
+		t.Errorf("funnel breakdown %+v", groups)
+	}
+	tr := NaiveTrend(d, TrendQuery{Events: []string{Any, "b", "a", Any}, Props: []string{"", "", "f", "f"},
+		Math:   []analysis.TrendMath{analysis.MathCount, analysis.MathUsers, analysis.MathAvg, analysis.MathMedian},
 		Bounds: []int64{0, 2 * h, 4 * h}, From: 0, To: 4 * h})
-	if !reflect.DeepEqual(tr.Series[0].Buckets, []int64{3, 1}) || tr.Series[0].Total != 4 || tr.Series[1].Total != 2 {
+	if !reflect.DeepEqual(tr[0][0].Buckets, []float64{3, 1}) || tr[0][0].Total != 4 || tr[1][0].Total != 2 ||
+		tr[2][0].Total != 2.5 || tr[3][0].Total != 2 || !reflect.DeepEqual(tr[3][0].Buckets, []float64{2, 0}) {
 		t.Errorf("NaiveTrend = %+v", tr)
 	}
 	day := int64(86400e6)
-	rr := NaiveRetention(evs, RetentionQuery{Start: "a", Return: "b", Interval: timebucket.Hour, Loc: time.UTC,
-		Periods: 4, From: 0, To: day})
-	if len(rr.Cohorts) != 24 || !reflect.DeepEqual(rr.Cohorts[0].Retained, []int64{2, 1, 0, 1}) {
-		t.Errorf("NaiveRetention cohort 0 = %+v", rr.Cohorts[0])
+	rr := NaiveRetention(d, RetentionQuery{Start: "a", Return: "b", Interval: timebucket.Hour, Periods: 4, From: 0, To: day})
+	if len(rr[0].Cohorts) != 24 || !reflect.DeepEqual(rr[0].Cohorts[0].Retained, []int64{2, 1, 0, 1}) {
+		t.Errorf("NaiveRetention cohort 0 = %+v", rr[0].Cohorts[0])
+	}
+	in := CohortMembers(d, Cond{Op: "and", Kids: []Cond{
+		{Op: "performed", Matcher: Matcher{Event: "b"}, CountOp: "gte", N: 1, From: 0, To: 2 * h},
+		{Op: "not", Kids: []Cond{{Op: "user_property", Filter: Filter{Prop: "tier", Op: "eq", Values: []event.Value{event.String("gold")}, User: true}}}}}})
+	if !reflect.DeepEqual(in, map[string]bool{"u1": true}) {
+		t.Errorf("CohortMembers = %v", in)
 	}
 }
 

@@ -70,7 +70,7 @@ func benchFunnel(b *testing.B, d *benchData) {
 	spec := analysis.FunnelSpec{Steps: 4, Window: 7 * day, From: d.from, To: d.to}
 	b.ReportAllocs()
 	for b.Loop() {
-		f, err := analysis.NewFunnel(spec)
+		f, err := analysis.NewFunnel(spec, analysis.KeySource{}, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -98,7 +98,7 @@ func BenchmarkTrend(b *testing.B) {
 	spec := analysis.TrendSpec{
 		Bounds: timebucket.Bounds(d.from, d.to, timebucket.Day, nil, timebucket.Monday),
 		From:   d.from, To: d.to,
-		Series: []analysis.TrendSeries{{Math: analysis.MathCount}, {Math: analysis.MathUsers}, {Math: analysis.MathCount}, {Math: analysis.MathUsers}},
+		Series: []analysis.TrendSeries{{Math: analysis.MathCount}, {Math: analysis.MathUsers, Bit: 1}, {Math: analysis.MathCount, Bit: 2}, {Math: analysis.MathUsers, Bit: 3}},
 	}
 	tr, err := analysis.NewTrend(spec)
 	if err != nil {

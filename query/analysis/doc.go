@@ -1,18 +1,31 @@
-// Package analysis holds Spur's in-memory analysis kernels: trends, ordered
-// funnels and retention (spec/analytics.md §4, §5, §6). The storage scan
-// feeds them one user's Trail at a time; they never see storage.
+// Package analysis holds Spur's in-memory analysis kernels: trends (every
+// math of spec §4, breakdowns, rolling active users), ordered funnels (§5)
+// and retention (§6), each per breakdown key and able to list the users
+// behind a step or cell, and the cohort condition evaluator (§7). The
+// storage scan feeds them one user's Trail at a time — times, matcher
+// masks, the requested event property columns and user property values —
+// and they never see storage.
+//
+// Breakdown keys are Values (typed bits, strings as query-wide ids); a
+// kernel groups by key with an allocation-free open-addressing table and
+// reports results per key, ordered by key. Result can merge keys into
+// groups after the fact where the math allows it (counts, sums, value
+// lists); Trend's Group recomputes merged groups exactly in a second pass
+// for the maths that count users.
 //
 // Every kernel is an accumulator with the same life cycle:
 //
-//	acc, err := NewX(spec) // validates spec, preallocates all state
-//	acc.Add(trail)          // once per user, with the user's whole trail
-//	acc.Merge(other)        // combine accumulators of other shards
-//	res := acc.Result()     // final, freshly allocated tables
+//	acc, err := NewX(spec, …)  // validates spec, preallocates state
+//	acc.Add(trail)              // once per user, with the user's whole trail
+//	acc.Merge(other)            // combine accumulators of other shards
+//	res := acc.Result(group)    // final, freshly allocated tables
 //
 // An accumulator is owned by one goroutine (typically one per shard). Add
-// does no allocation, map lookup, interface call or locking per event; the
-// only allocations are amortised appends of per-user values (funnel
-// durations) and per-user scratch growth. Merge is exact and commutative:
+// does no allocation, Go map lookup, interface call or locking per event;
+// the only allocations are amortised appends of per-user values (funnel
+// durations, percentile values, per-user counts), new breakdown keys, kept
+// user ids of a list and per-user scratch growth, and each accumulator
+// reports its memory (Bytes) for the query's budget. Merge is exact and commutative:
 // the Result does not depend on how users were split between accumulators
 // or the order of merges (spec §8). A user must be added to exactly one
 // accumulator, with their whole trail in one Add: counts of distinct users

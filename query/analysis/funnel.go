@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"unsafe"
 )
 
 // MaxFunnelSteps is the largest number of funnel steps (spec §5).
@@ -307,48 +308,118 @@ type FunnelStepResult struct {
 	AvgSeconds, MedianSeconds float64
 }
 
-// FunnelResult is the result of a Funnel: Steps[k-1] is step k.
-type FunnelResult struct {
-	Steps []FunnelStepResult
+// FunnelGroup is the funnel of one breakdown key (or of all users).
+type FunnelGroup struct {
+	Key   Key
+	Steps []FunnelStepResult // Steps[k-1] is step k
+	// List holds the users of FunnelSpec.List in this group (nil without a
+	// list); it is a merged copy owned by the caller.
+	List *UserList
 }
 
-// Funnel accumulates FunnelUser outcomes. Create it with NewFunnel; it is
-// owned by one goroutine.
-type Funnel struct {
-	spec    FunnelSpec
-	st      FunnelScratch
+// FunnelResult is the result of a Funnel: Steps[k-1] is step k over all
+// users; Groups are the breakdown keys (without a breakdown, one group
+// with the zero Key, equal to the whole), ordered by Key.
+type FunnelResult struct {
+	Steps  []FunnelStepResult
+	List   *UserList // the list over all users (nil without a list)
+	Groups []FunnelGroup
+}
+
+// FunnelList selects the users to list (spec §5: the users behind a step).
+type FunnelList struct {
+	// Step is k, 1 ≤ k ≤ Steps. Without Dropped the list holds the users
+	// who reached at least step k; with Dropped those whose furthest step
+	// is exactly k (they dropped off after step k).
+	Step    int
+	Dropped bool
+	Keep    int // ids to keep per group (offset + limit of the page)
+}
+
+// funnelStats is the accumulated outcome of one group of users.
+type funnelStats struct {
+	key     Key
 	reached [MaxFunnelSteps + 1]int64 // reached[k]: users whose result step is k
 	// durs[k] (k = 2..n): µs from step k-1 to step k of each user who
 	// reached step k; kept whole for the exact median.
 	durs [MaxFunnelSteps + 1][]int64
+	list UserList
+}
+
+// Funnel accumulates FunnelUser outcomes per breakdown key. Create it with
+// NewFunnel; it is owned by one goroutine.
+type Funnel struct {
+	spec   FunnelSpec
+	list   *FunnelList
+	key    KeySource
+	st     FunnelScratch
+	groups []funnelStats
+	table  slotTable
+	bytes  int64
 }
 
 // NewFunnel validates spec (see FunnelSpec.Validate) and returns an empty
-// accumulator.
-func NewFunnel(spec FunnelSpec) (*Funnel, error) {
+// accumulator. key says where a user's breakdown key comes from: for
+// KeyEvent the column's value on the counted attempt's step-1 event (spec
+// §5), for KeyUser the user's property. list, if not nil, selects users
+// to list. Errors: an invalid spec or list step.
+func NewFunnel(spec FunnelSpec, key KeySource, list *FunnelList) (*Funnel, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	return &Funnel{spec: spec}, nil
+	if list != nil && (list.Step < 1 || list.Step > spec.Steps || list.Keep < 0 || list.Keep > MaxListKeep) {
+		return nil, fmt.Errorf("analysis: funnel: list step %d (of %d) or keep %d out of range", list.Step, spec.Steps, list.Keep)
+	}
+	return &Funnel{spec: spec, key: key, list: list}, nil
 }
 
 // Add runs FunnelUser on one user's whole trail and accumulates the
 // outcome. The trail is borrowed only for the call.
 func (f *Funnel) Add(tr Trail) {
-	f.AddPath(FunnelUser(tr, &f.spec, &f.st))
+	f.AddPath(FunnelUser(tr, &f.spec, &f.st), &tr)
 }
 
 // AddPath accumulates an outcome computed by FunnelUser with the same
-// spec (the query layer uses it when it needs the path itself, e.g. for
-// breakdowns or per-user lists). Step 0 paths contribute nothing.
-func (f *Funnel) AddPath(p *FunnelPath) {
+// spec over tr (the trail supplies the breakdown key and the user id).
+// Step 0 paths contribute nothing.
+func (f *Funnel) AddPath(p *FunnelPath, tr *Trail) {
 	if p.Step == 0 {
 		return
 	}
-	f.reached[p.Step]++
-	for k := 2; k <= p.Step; k++ {
-		f.durs[k] = append(f.durs[k], p.Times[k-1]-p.Times[k-2])
+	var k Key
+	switch f.key.From {
+	case KeyEvent:
+		k = f.key.event(tr, int(p.Events[0]))
+	case KeyUser:
+		k = f.key.user(tr)
 	}
+	g, ok := f.table.get(k)
+	if !ok {
+		g = int32(len(f.groups))
+		f.groups = append(f.groups, funnelStats{key: k})
+		f.groups[g].list.Keep = f.keep()
+		f.table.put(k, g)
+		f.bytes += int64(unsafe.Sizeof(funnelStats{}))
+	}
+	st := &f.groups[g]
+	st.reached[p.Step]++
+	for k := 2; k <= p.Step; k++ {
+		before := cap(st.durs[k])
+		st.durs[k] = append(st.durs[k], p.Times[k-1]-p.Times[k-2])
+		f.bytes += int64(cap(st.durs[k])-before) * 8
+	}
+	if l := f.list; l != nil && (p.Step == l.Step || (!l.Dropped && p.Step > l.Step)) {
+		before := st.list.Bytes()
+		st.list.Add(tr.ID)
+		f.bytes += st.list.Bytes() - before
+	}
+}
+
+func (f *Funnel) keep() int {
+	if f.list == nil {
+		return 0
+	}
+	return f.list.Keep
 }
 
 // Merge adds the outcomes of o, created from an equal spec, into f. o is
@@ -357,40 +428,102 @@ func (f *Funnel) Merge(o *Funnel) {
 	if o.spec.Steps != f.spec.Steps {
 		panic("analysis: Funnel.Merge of accumulators with different specs")
 	}
-	for k := range f.reached {
-		f.reached[k] += o.reached[k]
-	}
-	for k := range f.durs {
-		f.durs[k] = append(f.durs[k], o.durs[k]...)
+	for i := range o.groups {
+		og := &o.groups[i]
+		g, ok := f.table.get(og.key)
+		if !ok {
+			g = int32(len(f.groups))
+			f.groups = append(f.groups, funnelStats{key: og.key})
+			f.groups[g].list.Keep = f.keep()
+			f.table.put(og.key, g)
+		}
+		mergeFunnelStats(&f.groups[g], og)
 	}
 }
 
-// Result returns the per-step table in a newly allocated slice. It sorts
-// the accumulator's duration lists in place (so results do not depend on
-// merge order); f stays usable.
-func (f *Funnel) Result() FunnelResult {
+func mergeFunnelStats(dst, o *funnelStats) {
+	for k := range dst.reached {
+		dst.reached[k] += o.reached[k]
+	}
+	for k := range dst.durs {
+		dst.durs[k] = append(dst.durs[k], o.durs[k]...)
+	}
+	dst.list.Merge(&o.list)
+}
+
+// Bytes returns the memory the accumulator holds (groups, durations,
+// listed ids), for the query's memory budget.
+func (f *Funnel) Bytes() int64 {
+	return int64(unsafe.Sizeof(*f)) + f.bytes + f.table.bytes()
+}
+
+// Result returns the per-step tables in newly allocated slices. group, if
+// not nil, maps each breakdown key to the group it is reported under
+// (funnel outcomes merge exactly: every user has one key). f stays
+// usable.
+func (f *Funnel) Result(group func(Key) Key) FunnelResult {
+	var all funnelStats
+	all.list.Keep = f.keep()
+	byKey := map[Key]*funnelStats{}
+	var gs []*funnelStats
+	for i := range f.groups {
+		g := &f.groups[i]
+		mergeFunnelStats(&all, g)
+		k := g.key
+		if group != nil {
+			k = group(k)
+		}
+		dst := byKey[k]
+		if dst == nil {
+			dst = &funnelStats{key: k}
+			dst.list.Keep = f.keep()
+			byKey[k] = dst
+			gs = append(gs, dst)
+		}
+		mergeFunnelStats(dst, g)
+	}
+	slices.SortFunc(gs, func(a, b *funnelStats) int { return compareKeys(a.key, b.key) })
+	res := FunnelResult{Steps: f.steps(&all)}
+	if f.key.From == KeyNone && len(gs) == 0 {
+		gs = append(gs, &funnelStats{})
+	}
+	for _, g := range gs {
+		fg := FunnelGroup{Key: g.key, Steps: f.steps(g)}
+		if f.list != nil {
+			fg.List = &g.list
+		}
+		res.Groups = append(res.Groups, fg)
+	}
+	if f.list != nil {
+		res.List = &all.list
+	}
+	return res
+}
+
+// steps computes the step table of st, sorting its duration lists.
+func (f *Funnel) steps(st *funnelStats) []FunnelStepResult {
 	n := f.spec.Steps
 	users := make([]int64, n+2)
 	for k := n; k >= 1; k-- {
-		users[k] = users[k+1] + f.reached[k]
+		users[k] = users[k+1] + st.reached[k]
 	}
-	res := FunnelResult{Steps: make([]FunnelStepResult, n)}
+	out := make([]FunnelStepResult, n)
 	for k := 1; k <= n; k++ {
 		r := FunnelStepResult{Step: k, Users: users[k]}
 		r.Conversion = ratio(users[k], users[1])
 		r.ConversionFromPrevious = r.Conversion
 		if k >= 2 {
 			r.ConversionFromPrevious = ratio(users[k], users[k-1])
-			if d := f.durs[k]; len(d) > 0 {
+			if d := st.durs[k]; len(d) > 0 {
 				slices.Sort(d)
 				r.HasTime = true
 				r.AvgSeconds = meanMicros(d) / 1e6
 				r.MedianSeconds = Quantile(d, 0.5) / 1e6
 			}
 		}
-		res.Steps[k-1] = r
+		out[k-1] = r
 	}
-	return res
+	return out
 }
 
 func ratio(a, b int64) float64 {

@@ -212,7 +212,7 @@ func runGolden(t *testing.T, input []string) (kernel, naive string, err error) {
 		}
 		q := testutil.FunnelQuery{Steps: strings.Split(p.str("steps", ""), ","), Window: w, From: from, To: to}
 		kr, kp := runFunnel(t, evs, q, nil)
-		nr, np := testutil.NaiveFunnel(evs, q)
+		nr, np := testutil.NaiveFunnel(testutil.Data{Events: evs}, q)
 		return rc.funnel(kr, kp), rc.funnel(nr, np), nil
 	case "trend":
 		iv, err := timebucket.ParseInterval(p.str("interval", "day"))
@@ -229,9 +229,10 @@ func runGolden(t *testing.T, input []string) (kernel, naive string, err error) {
 			q.Events = append(q.Events, ev)
 			q.Math = append(q.Math, math)
 		}
-		return rc.trend(q, runTrend(t, evs, q, nil)), rc.trend(q, testutil.NaiveTrend(evs, q)), nil
+		return rc.trend(q, trendRows(runTrend(t, evs, q, nil))), rc.trend(q, testutil.NaiveTrend(testutil.Data{Events: evs}, q)), nil
 	case "retention":
-		q := testutil.RetentionQuery{Start: p.str("start", ""), Return: p.str("return", testutil.Any), Loc: p.loc, WeekStart: ws, From: from, To: to}
+		q := testutil.RetentionQuery{Start: p.str("start", ""), Return: p.str("return", testutil.Any), WeekStart: ws, From: from, To: to,
+			Common: testutil.Common{Loc: p.loc}}
 		if q.Interval, err = timebucket.ParseInterval(p.str("interval", "day")); err != nil {
 			return "", "", err
 		}
@@ -247,7 +248,7 @@ func runGolden(t *testing.T, input []string) (kernel, naive string, err error) {
 		if q.Criterion, err = analysis.ParseRetentionCriterion(p.str("criterion", "")); err != nil {
 			return "", "", err
 		}
-		return rc.retention(runRetention(t, evs, q, q.Periods, nil)), rc.retention(testutil.NaiveRetention(evs, q)), nil
+		return rc.retention(runRetention(t, evs, q, q.Periods, nil)), rc.retention(testutil.NaiveRetention(testutil.Data{Events: evs}, q)[0].Cohorts), nil
 	}
 	return "", "", fmt.Errorf("unknown query kind %q", p.kind)
 }

@@ -50,8 +50,8 @@ func (p *shardPlan) split(n int) (assign []int, shards int, order []int) {
 func runTrend(t testing.TB, evs []testutil.Ev, q testutil.TrendQuery, plan *shardPlan) analysis.TrendResult {
 	t.Helper()
 	spec := analysis.TrendSpec{Bounds: q.Bounds, From: q.From, To: q.To}
-	for _, m := range q.Math {
-		spec.Series = append(spec.Series, analysis.TrendSeries{Math: m})
+	for i, m := range q.Math {
+		spec.Series = append(spec.Series, analysis.TrendSeries{Math: m, Bit: i})
 	}
 	trails := testutil.BuildTrails(evs, q.Events)
 	assign, shards, order := plan.split(len(trails))
@@ -69,7 +69,7 @@ func runTrend(t testing.TB, evs []testutil.Ev, q testutil.TrendQuery, plan *shar
 	for _, s := range order[1:] {
 		accs[order[0]].Merge(accs[s])
 	}
-	return accs[order[0]].Result()
+	return accs[order[0]].Result(nil)
 }
 
 func runFunnel(t testing.TB, evs []testutil.Ev, q testutil.FunnelQuery, plan *shardPlan) (analysis.FunnelResult, map[string]testutil.NaivePath) {
@@ -79,7 +79,7 @@ func runFunnel(t testing.TB, evs []testutil.Ev, q testutil.FunnelQuery, plan *sh
 	assign, shards, order := plan.split(len(trails))
 	accs := make([]*analysis.Funnel, shards)
 	for i := range accs {
-		acc, err := analysis.NewFunnel(spec)
+		acc, err := analysis.NewFunnel(spec, analysis.KeySource{}, nil)
 		if err != nil {
 			t.Fatalf("NewFunnel: %v", err)
 		}
@@ -95,28 +95,32 @@ func runFunnel(t testing.TB, evs []testutil.Ev, q testutil.FunnelQuery, plan *sh
 		if i%2 == 0 {
 			accs[assign[i]].Add(ut.Trail)
 		} else {
-			accs[assign[i]].AddPath(p)
+			accs[assign[i]].AddPath(p, &ut.Trail)
 		}
 	}
 	for _, s := range order[1:] {
 		accs[order[0]].Merge(accs[s])
 	}
-	return accs[order[0]].Result(), paths
+	return accs[order[0]].Result(nil), paths
 }
 
 // retentionSpec builds the kernel spec of q with the cohort boundaries
 // extended by ext buckets (the query layer uses ext = Periods; the kernel
 // needs at least Periods-1 for calendar windows).
 func retentionSpec(q testutil.RetentionQuery, ext int) analysis.RetentionSpec {
-	b := timebucket.Bounds(q.From, q.To, q.Interval, q.Loc, q.WeekStart)
-	b = timebucket.Extend(b, ext, q.Interval, q.Loc, q.WeekStart)
+	loc := q.Loc
+	if loc == nil {
+		loc = time.UTC
+	}
+	b := timebucket.Bounds(q.From, q.To, q.Interval, loc, q.WeekStart)
+	b = timebucket.Extend(b, ext, q.Interval, loc, q.WeekStart)
 	return analysis.RetentionSpec{
 		Bounds: b, Periods: q.Periods, Type: q.Type, Windows: q.Windows, Criterion: q.Criterion,
 		Period: q.Interval.Rolling(), From: q.From, To: q.To,
 	}
 }
 
-func runRetention(t testing.TB, evs []testutil.Ev, q testutil.RetentionQuery, ext int, plan *shardPlan) analysis.RetentionResult {
+func runRetention(t testing.TB, evs []testutil.Ev, q testutil.RetentionQuery, ext int, plan *shardPlan) []analysis.RetentionCohort {
 	t.Helper()
 	trails := testutil.BuildTrails(evs, []string{q.Start, q.Return})
 	assign, shards, order := plan.split(len(trails))
@@ -134,7 +138,7 @@ func runRetention(t testing.TB, evs []testutil.Ev, q testutil.RetentionQuery, ex
 	for _, s := range order[1:] {
 		accs[order[0]].Merge(accs[s])
 	}
-	return accs[order[0]].Result()
+	return accs[order[0]].Result(nil).Groups[0].Cohorts
 }
 
 // Rendering of results as the golden files show them.
@@ -158,15 +162,25 @@ type renderCtx struct {
 	loc     *time.Location
 }
 
-func (rc renderCtx) trend(q testutil.TrendQuery, r analysis.TrendResult) string {
+func (rc renderCtx) trend(q testutil.TrendQuery, rows [][]testutil.TrendRow) string {
 	var b strings.Builder
-	for s, sr := range r.Series {
-		fmt.Fprintf(&b, "series %s:%s total=%d\n", q.Events[s], q.Math[s], sr.Total)
-		for i, v := range sr.Buckets {
-			fmt.Fprintf(&b, "  %s %d\n", time.UnixMicro(q.Bounds[i]).In(rc.loc).Format(time.RFC3339), v)
+	for s, sr := range rows {
+		row := sr[0]
+		fmt.Fprintf(&b, "series %s:%s total=%s\n", q.Events[s], q.Math[s], fmtFloat(row.Total))
+		for i, v := range row.Buckets {
+			fmt.Fprintf(&b, "  %s %s\n", time.UnixMicro(q.Bounds[i]).In(rc.loc).Format(time.RFC3339), fmtFloat(v))
 		}
 	}
 	return b.String()
+}
+
+// trendRows converts a kernel result without breakdown to the naive form.
+func trendRows(r analysis.TrendResult) [][]testutil.TrendRow {
+	var out [][]testutil.TrendRow
+	for _, s := range r.Series {
+		out = append(out, []testutil.TrendRow{{Buckets: s.Rows[0].Buckets, Total: s.Rows[0].Total}})
+	}
+	return out
 }
 
 func (rc renderCtx) funnel(r analysis.FunnelResult, paths map[string]testutil.NaivePath) string {
@@ -196,9 +210,9 @@ func (rc renderCtx) funnel(r analysis.FunnelResult, paths map[string]testutil.Na
 	return b.String()
 }
 
-func (rc renderCtx) retention(r analysis.RetentionResult) string {
+func (rc renderCtx) retention(cohorts []analysis.RetentionCohort) string {
 	var b strings.Builder
-	for _, c := range r.Cohorts {
+	for _, c := range cohorts {
 		parts := make([]string, len(c.Retained))
 		for i, v := range c.Retained {
 			parts[i] = strconv.FormatInt(v, 10)

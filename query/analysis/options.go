@@ -2,16 +2,73 @@ package analysis
 
 import "fmt"
 
-// TrendMath is the aggregation of a trend series (spec §4). Only the math
-// that needs no property values lives here; property aggregations are the
-// query layer's.
+// TrendMath is the aggregation of a trend series (spec §4).
 type TrendMath uint8
 
-// Trend maths. The zero value is count.
+// Trend maths. The zero value is count. Property maths (sum … p99) take
+// the values of a numeric property on the matching events that have it
+// set; percentiles are exact (QuantileFloat). The count-per-user maths
+// take, per bucket, the distribution of the counts of matching events of
+// each user with at least one. wau and mau count, per bucket, the users
+// with a matching event in the 7 or 30 days ending at the bucket's end.
 const (
-	MathCount TrendMath = iota // number of matching events
-	MathUsers                  // number of distinct users with a matching event (exact)
+	MathCount              TrendMath = iota // number of matching events
+	MathUsers                               // distinct users with a matching event (exact)
+	MathSum                                 // exact sum of the property
+	MathAvg                                 // exact sum / number of values, correctly rounded
+	MathMin                                 // smallest value
+	MathMax                                 // largest value
+	MathMedian                              // p50
+	MathP75                                 // 75th percentile
+	MathP90                                 // 90th percentile
+	MathP95                                 // 95th percentile
+	MathP99                                 // 99th percentile
+	MathCountPerUserAvg                     // mean events per active user
+	MathCountPerUserMedian                  // median events per active user
+	MathCountPerUserMax                     // most events of one user
+	MathWAU                                 // users active in the 7 days ending at the bucket end
+	MathMAU                                 // users active in the 30 days ending at the bucket end
 )
+
+// NeedsProperty reports whether the math aggregates a numeric property
+// (sum, avg, min, max, median and the percentiles).
+func (m TrendMath) NeedsProperty() bool { return m >= MathSum && m <= MathP99 }
+
+// Mergeable reports whether the values of several breakdown keys can be
+// merged into one group after the fact (count and the property maths);
+// the maths that count users cannot, since a user may appear under
+// several keys.
+func (m TrendMath) Mergeable() bool { return m == MathCount || m.NeedsProperty() }
+
+// Level returns the quantile level of median, the percentiles and
+// count_per_user_median (0.5 … 0.99); 0 for the other maths.
+func (m TrendMath) Level() float64 {
+	switch m {
+	case MathMedian, MathCountPerUserMedian:
+		return 0.5
+	case MathP75:
+		return 0.75
+	case MathP90:
+		return 0.90
+	case MathP95:
+		return 0.95
+	case MathP99:
+		return 0.99
+	}
+	return 0
+}
+
+// Window returns the look-back window of wau (7 days) and mau (30 days)
+// in µs; 0 for the other maths.
+func (m TrendMath) Window() int64 {
+	switch m {
+	case MathWAU:
+		return WAUWindow
+	case MathMAU:
+		return MAUWindow
+	}
+	return 0
+}
 
 // RetentionType selects how a user enters a retention cohort (spec §6).
 type RetentionType uint8
@@ -42,7 +99,8 @@ const (
 )
 
 var (
-	mathNames      = []string{"count", "users"}
+	mathNames = []string{"count", "users", "sum", "avg", "min", "max", "median", "p75", "p90", "p95", "p99",
+		"count_per_user_avg", "count_per_user_median", "count_per_user_max", "wau", "mau"}
 	typeNames      = []string{"first_time", "recurring"}
 	windowsNames   = []string{"calendar", "rolling"}
 	criterionNames = []string{"on", "on_or_after"}
@@ -67,7 +125,7 @@ func enumParse(names []string, s, kind string, allowEmpty bool) (uint8, error) {
 	return 0, fmt.Errorf("analysis: unknown %s %q (want one of %q)", kind, s, names)
 }
 
-// String returns the query-language name ("count", "users").
+// String returns the query-language name ("count", "users", "p90", …).
 func (m TrendMath) String() string { return enumString(mathNames, uint8(m), "math") }
 
 // String returns the query-language name ("first_time", "recurring").
@@ -81,7 +139,10 @@ func (c RetentionCriterion) String() string {
 	return enumString(criterionNames, uint8(c), "criterion")
 }
 
-// ParseTrendMath parses "count" or "users"; any other input (including "")
+// ParseTrendMath parses a math name (see the TrendMath constants: "count",
+// "users", "sum", "avg", "min", "max", "median", "p75", "p90", "p95",
+// "p99", "count_per_user_avg", "count_per_user_median",
+// "count_per_user_max", "wau", "mau"); any other input (including "")
 // returns an error listing the accepted names.
 func ParseTrendMath(s string) (TrendMath, error) {
 	v, err := enumParse(mathNames, s, "trend math", false)

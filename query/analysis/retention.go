@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -29,6 +30,19 @@ type RetentionSpec struct {
 	Period int64
 	// From, To (UTC µs): the range for cohort entry.
 	From, To int64
+	// Breakdown is where an entry's key comes from: KeyEvent reads the
+	// column on the entry's start event, KeyUser the user's property.
+	Breakdown KeySource
+	// List, if not nil, selects a cell whose users are listed.
+	List *RetentionList
+}
+
+// RetentionList selects the users of one cell: cohort bucket Cohort
+// (0-based index into the cohort buckets) retained at period Period (0:
+// every entry of the cohort). Keep is the number of ids kept per group
+// (offset + limit of the page).
+type RetentionList struct {
+	Cohort, Period, Keep int
 }
 
 // RetentionCohort is one cohort row of a RetentionResult.
@@ -40,22 +54,42 @@ type RetentionCohort struct {
 	Retained []int64
 }
 
-// RetentionResult is the result of a Retention: one row per cohort bucket
-// in time order, including empty ones. Incompleteness flags and the mean
-// row are the query layer's (see Mean).
-type RetentionResult struct {
+// RetentionGroup is the table of one breakdown key: one row per cohort
+// bucket in time order, including empty ones.
+type RetentionGroup struct {
+	Key     Key
 	Cohorts []RetentionCohort
+	// List holds the users of the listed cell in this group (nil without
+	// a list); a merged copy owned by the caller.
+	List *UserList
 }
 
-// Retention accumulates a retention table. Create it with NewRetention; it
-// is owned by one goroutine.
-type Retention struct {
-	spec     RetentionSpec
-	n        int // periods
-	nc       int // cohort buckets
-	nb       int // buckets in spec.Bounds
+// RetentionResult is the result of a Retention: the groups by Key
+// (without a breakdown exactly one, with the zero Key; with one, the keys
+// that have entries). Incompleteness flags and the mean row are the query
+// layer's (see Mean).
+type RetentionResult struct {
+	Groups []RetentionGroup
+}
+
+// retGroup is the state of one breakdown key.
+type retGroup struct {
+	key      Key
 	sizes    []int64
 	retained []int64 // retained[c*n+k]
+	list     UserList
+}
+
+// Retention accumulates a retention table per breakdown key. Create it
+// with NewRetention; it is owned by one goroutine.
+type Retention struct {
+	spec   RetentionSpec
+	n      int // periods
+	nc     int // cohort buckets
+	nb     int // buckets in spec.Bounds
+	groups []retGroup
+	table  slotTable
+	bytes  int64
 	// per-Add scratch, reused
 	entries []retEntry
 	bbuf    []int32
@@ -64,6 +98,7 @@ type Retention struct {
 type retEntry struct {
 	c   int32 // cohort bucket
 	i   int32 // trail index of the start event
+	g   int32 // group
 	tms int64 // start time
 }
 
@@ -71,7 +106,8 @@ type retEntry struct {
 // spec.Bounds. Errors: empty range, boundaries not increasing or not
 // covering [From, To), Periods outside [1, MaxRetentionPeriods], calendar
 // boundaries not extended by Periods-1 buckets after the cohort buckets,
-// unknown type/windows/criterion, rolling Period ≤ 0.
+// unknown type/windows/criterion, rolling Period ≤ 0, a list cell out of
+// range.
 func NewRetention(spec RetentionSpec) (*Retention, error) {
 	if err := checkBounds("retention", spec.Bounds, spec.From, spec.To); err != nil {
 		return nil, err
@@ -90,12 +126,30 @@ func NewRetention(spec RetentionSpec) (*Retention, error) {
 	if spec.Windows == WindowsCalendar && nb < nc+spec.Periods-1 {
 		return nil, fmt.Errorf("analysis: retention: %d buckets for %d cohorts and %d periods, want bounds extended by the periods", nb, nc, spec.Periods)
 	}
+	if l := spec.List; l != nil && (l.Cohort < 0 || l.Cohort >= nc || l.Period < 0 || l.Period >= spec.Periods || l.Keep < 0 || l.Keep > MaxListKeep) {
+		return nil, fmt.Errorf("analysis: retention: list cell (%d, %d) or keep %d out of range", l.Cohort, l.Period, l.Keep)
+	}
 	spec.Bounds = append([]int64(nil), spec.Bounds...)
-	return &Retention{
-		spec: spec, n: spec.Periods, nc: nc, nb: nb,
-		sizes:    make([]int64, nc),
-		retained: make([]int64, nc*spec.Periods),
-	}, nil
+	r := &Retention{spec: spec, n: spec.Periods, nc: nc, nb: nb}
+	if spec.Breakdown.From == KeyNone {
+		r.group(Key{})
+	}
+	return r, nil
+}
+
+// group returns the group of key k, creating it.
+func (r *Retention) group(k Key) int32 {
+	if g, ok := r.table.get(k); ok {
+		return g
+	}
+	g := int32(len(r.groups))
+	r.groups = append(r.groups, retGroup{key: k, sizes: make([]int64, r.nc), retained: make([]int64, r.nc*r.n)})
+	if r.spec.List != nil {
+		r.groups[g].list.Keep = r.spec.List.Keep
+	}
+	r.table.put(k, g)
+	r.bytes += int64(r.nc*(r.n+1))*8 + 96
+	return g
 }
 
 // bucketOf returns the bucket index of t ≥ Bounds[0] by binary search.
@@ -115,11 +169,65 @@ func (r *Retention) Add(tr Trail) {
 	if !r.findEntries(times, masks) {
 		return
 	}
+	bd := r.spec.Breakdown
+	if !bd.check(&tr) {
+		panic("analysis: Retention.Add: trail lacks the breakdown column")
+	}
+	ug := int32(0)
+	if bd.From != KeyEvent {
+		ug = r.group(bd.user(&tr))
+	}
+	for i := range r.entries {
+		e := &r.entries[i]
+		e.g = ug
+		if bd.From == KeyEvent {
+			e.g = r.group(bd.event(&tr, int(e.i)))
+		}
+	}
 	if r.spec.Windows == WindowsCalendar {
 		r.addCalendar(times, masks)
 	} else {
 		r.addRolling(times, masks)
 	}
+	if l := r.spec.List; l != nil {
+		r.listUser(&tr, times, masks, l)
+	}
+}
+
+// listUser adds the user to the list of their group if their entry in
+// the listed cohort is retained at the listed period.
+func (r *Retention) listUser(tr *Trail, times []int64, masks []uint64, l *RetentionList) {
+	for _, e := range r.entries {
+		if int(e.c) != l.Cohort {
+			continue
+		}
+		if l.Period == 0 || r.retainedAt(e, l.Period, times, masks) {
+			g := &r.groups[e.g]
+			before := g.list.Bytes()
+			g.list.Add(tr.ID)
+			r.bytes += g.list.Bytes() - before
+		}
+	}
+}
+
+// retainedAt reports whether entry e is retained at period k ≥ 1: some
+// return event at t ≥ s has index k (on) or ≥ k (on_or_after).
+func (r *Retention) retainedAt(e retEntry, k int, times []int64, masks []uint64) bool {
+	for j := int(e.i); j < len(times); j++ {
+		if masks[j]&2 == 0 {
+			continue
+		}
+		var idx int64
+		if r.spec.Windows == WindowsRolling {
+			idx = (times[j] - e.tms) / r.spec.Period
+		} else {
+			idx = int64(r.bucketOf(times[j]) - int(e.c))
+		}
+		if idx == int64(k) || (r.spec.Criterion == CriterionOnOrAfter && idx > int64(k)) {
+			return true
+		}
+	}
+	return false
 }
 
 // findEntries fills r.entries with the user's cohort entries in time order
@@ -196,8 +304,9 @@ func (r *Retention) addCalendar(times []int64, masks []uint64) {
 	p := 0
 	for _, e := range r.entries {
 		c := int(e.c)
-		row := r.retained[c*n : c*n+n]
-		r.sizes[c]++
+		g := &r.groups[e.g]
+		row := g.retained[c*n : c*n+n]
+		g.sizes[c]++
 		row[0]++
 		if len(bb) == 0 {
 			continue
@@ -231,8 +340,9 @@ func (r *Retention) addRolling(times []int64, masks []uint64) {
 	}
 	for _, e := range r.entries {
 		c := int(e.c)
-		row := r.retained[c*r.n : c*r.n+r.n]
-		r.sizes[c]++
+		g := &r.groups[e.g]
+		row := g.retained[c*r.n : c*r.n+r.n]
+		g.sizes[c]++
 		row[0]++
 		s := e.tms
 		if r.spec.Criterion == CriterionOnOrAfter {
@@ -267,24 +377,65 @@ func (r *Retention) Merge(o *Retention) {
 	if o.n != r.n || o.nc != r.nc {
 		panic("analysis: Retention.Merge of accumulators with different specs")
 	}
-	for i, v := range o.sizes {
-		r.sizes[i] += v
-	}
-	for i, v := range o.retained {
-		r.retained[i] += v
+	for i := range o.groups {
+		og := &o.groups[i]
+		mergeRetGroup(&r.groups[r.group(og.key)], og)
 	}
 }
 
-// Result returns one row per cohort bucket, in newly allocated slices
-// owned by the caller. r stays usable.
-func (r *Retention) Result() RetentionResult {
-	res := RetentionResult{Cohorts: make([]RetentionCohort, r.nc)}
-	for c := range r.nc {
-		res.Cohorts[c] = RetentionCohort{
-			Start:    r.spec.Bounds[c],
-			Size:     r.sizes[c],
-			Retained: append([]int64(nil), r.retained[c*r.n:c*r.n+r.n]...),
+func mergeRetGroup(dst, o *retGroup) {
+	for i, v := range o.sizes {
+		dst.sizes[i] += v
+	}
+	for i, v := range o.retained {
+		dst.retained[i] += v
+	}
+	dst.list.Merge(&o.list)
+}
+
+// Bytes returns the memory the accumulator holds (group tables, listed
+// ids, scratch), for the query's memory budget.
+func (r *Retention) Bytes() int64 {
+	return r.bytes + r.table.bytes() + int64(cap(r.entries))*24 + int64(cap(r.bbuf))*4
+}
+
+// Result returns one table per group, in newly allocated slices owned by
+// the caller. group, if not nil, maps each key to the group it is
+// reported under (retention counts merge exactly: each entry has one
+// key). r stays usable.
+func (r *Retention) Result(group func(Key) Key) RetentionResult {
+	byKey := map[Key]*retGroup{}
+	var gs []*retGroup
+	for i := range r.groups {
+		g := &r.groups[i]
+		k := g.key
+		if group != nil {
+			k = group(k)
 		}
+		dst := byKey[k]
+		if dst == nil {
+			dst = &retGroup{key: k, sizes: make([]int64, r.nc), retained: make([]int64, r.nc*r.n)}
+			dst.list.Keep = g.list.Keep
+			byKey[k] = dst
+			gs = append(gs, dst)
+		}
+		mergeRetGroup(dst, g)
+	}
+	slices.SortFunc(gs, func(a, b *retGroup) int { return compareKeys(a.key, b.key) })
+	var res RetentionResult
+	for _, g := range gs {
+		rg := RetentionGroup{Key: g.key, Cohorts: make([]RetentionCohort, r.nc)}
+		for c := range r.nc {
+			rg.Cohorts[c] = RetentionCohort{
+				Start:    r.spec.Bounds[c],
+				Size:     g.sizes[c],
+				Retained: append([]int64(nil), g.retained[c*r.n:c*r.n+r.n]...),
+			}
+		}
+		if r.spec.List != nil {
+			rg.List = &g.list
+		}
+		res.Groups = append(res.Groups, rg)
 	}
 	return res
 }

@@ -2,14 +2,164 @@ package analysis
 
 // Trail is the part of one user's trail that an analysis sees: the events
 // that matched at least one of the query's matchers, in trail order
-// (timestamp, then arrival; spec §1). Slices are borrowed until the next
-// Add; kernels never retain them.
+// (timestamp, then arrival; spec §1), with the event property columns and
+// user property values the query asked for. Slices are borrowed until the
+// next Add; kernels never retain them (they copy ID when they list a user).
 //
-// Matcher bits are assigned by the query layer: trend series i ↔ bit i;
-// funnel step k (1-based) ↔ bit k-1; retention start matcher A ↔ bit 0 and
-// return matcher B ↔ bit 1. Bits a kernel does not use are ignored.
-// len(Mask) must be ≥ len(Times); Mask[i] belongs to Times[i].
+// Matcher bits are assigned by the query layer: trend series carry their
+// bit in TrendSeries.Bit; funnel step k (1-based) ↔ bit k-1; retention
+// start matcher A ↔ bit 0 and return matcher B ↔ bit 1. Bits a kernel does
+// not use are ignored, and an event whose kernel bits are all 0 changes
+// nothing. len(Mask) must be ≥ len(Times); Mask[i] belongs to Times[i].
 type Trail struct {
 	Times []int64  // UTC microseconds, non-decreasing
 	Mask  []uint64 // Mask[i] bit j set: event i matches matcher j
+	// Cols[j] is the j-th event property column of the query, one entry
+	// per event (len(Set) = len(Bits) = len(Times)).
+	Cols []Column
+	// User[j] is the user's current value of the j-th user property of
+	// the query (spec §1: the latest write wins).
+	User []Value
+	// ID is the user id, used only to list users.
+	ID []byte
 }
+
+// Column holds one event property for the events of a trail. Set[i]
+// reports whether event i has the property; Bits[i] is its value (0 when
+// not set), encoded as described on Value.
+type Column struct {
+	Set  []bool
+	Bits []uint64
+}
+
+// Value is one property value in the kernels' type-erased form: Set false
+// means "not set" (rendered "(none)"); otherwise Bits holds the int64 of
+// an int, bool (0/1) or time (UTC µs) property, math.Float64bits of a
+// float property (with -0 stored as +0), or the query-wide value id of a
+// string property (an index into the query's dictionary of that property).
+// The query layer knows which; kernels only compare Values for equality,
+// except the property maths of TrendSeries, which are told the type.
+type Value struct {
+	Bits uint64
+	Set  bool
+}
+
+// Key is a breakdown value: a Value used to group users or events.
+type Key = Value
+
+// KeyFrom says where a breakdown key comes from.
+type KeyFrom uint8
+
+// Key sources.
+const (
+	KeyNone  KeyFrom = iota // no breakdown: every user and event has the zero Key
+	KeyEvent                // Trail.Cols[Index] of the relevant event
+	KeyUser                 // Trail.User[Index]
+)
+
+// KeySource selects the breakdown key of a kernel: from an event column
+// (the value on each event, or on the event a kernel designates, such as
+// a funnel's step-1 event), from a user property, or none.
+type KeySource struct {
+	From  KeyFrom
+	Index int
+}
+
+// event returns the key of event i of tr. s.From must not be KeyUser.
+func (s KeySource) event(tr *Trail, i int) Key {
+	if s.From != KeyEvent {
+		return Key{}
+	}
+	c := &tr.Cols[s.Index]
+	return Key{Bits: c.Bits[i], Set: c.Set[i]}
+}
+
+// user returns the per-user key of tr (KeyUser), or the zero Key.
+func (s KeySource) user(tr *Trail) Key {
+	if s.From != KeyUser {
+		return Key{}
+	}
+	return tr.User[s.Index]
+}
+
+// check reports whether tr carries the column or user value s reads.
+func (s KeySource) check(tr *Trail) bool {
+	switch s.From {
+	case KeyEvent:
+		return s.Index < len(tr.Cols)
+	case KeyUser:
+		return s.Index < len(tr.User)
+	}
+	return true
+}
+
+// slotTable maps breakdown keys to dense slot numbers: an open-addressing
+// hash table with linear probing (no Go map, no allocation except when it
+// grows). Slot -1 marks a key the kernel drops.
+type slotTable struct {
+	keys  []Key
+	slots []int32 // slot+1; 0 = empty entry
+	n     int
+	last  Key // one-entry cache: consecutive events usually share a key
+	lastS int32
+	has   bool
+}
+
+func hashKey(k Key) uint64 {
+	h := k.Bits*0x9E3779B97F4A7C15 ^ k.Bits>>29
+	if k.Set {
+		h ^= 0xD6E8FEB86659FD93
+	}
+	return h * 0xBF58476D1CE4E5B9
+}
+
+// get returns the slot of k and true, or false when k is not in the table.
+func (t *slotTable) get(k Key) (int32, bool) {
+	if t.has && t.last == k {
+		return t.lastS, true
+	}
+	if len(t.keys) == 0 {
+		return 0, false
+	}
+	mask := uint64(len(t.keys) - 1)
+	for i := hashKey(k) & mask; ; i = (i + 1) & mask {
+		s := t.slots[i]
+		if s == 0 {
+			return 0, false
+		}
+		if t.keys[i] == k {
+			t.last, t.lastS, t.has = k, s-1, true
+			return s - 1, true
+		}
+	}
+}
+
+// put records k → slot (k must be absent).
+func (t *slotTable) put(k Key, slot int32) {
+	if 2*(t.n+1) > len(t.keys) {
+		t.grow()
+	}
+	mask := uint64(len(t.keys) - 1)
+	i := hashKey(k) & mask
+	for t.slots[i] != 0 {
+		i = (i + 1) & mask
+	}
+	t.keys[i], t.slots[i] = k, slot+1
+	t.n++
+	t.last, t.lastS, t.has = k, slot, true
+}
+
+func (t *slotTable) grow() {
+	old, oldS := t.keys, t.slots
+	n := max(16, 2*len(old))
+	t.keys, t.slots = make([]Key, n), make([]int32, n)
+	t.n = 0
+	for i, s := range oldS {
+		if s != 0 {
+			t.put(old[i], s-1)
+		}
+	}
+}
+
+// bytes returns the table's memory.
+func (t *slotTable) bytes() int64 { return int64(cap(t.keys))*16 + int64(cap(t.slots))*4 }

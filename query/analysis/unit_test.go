@@ -1,6 +1,10 @@
 package analysis_test
 
 import (
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -24,7 +28,9 @@ func TestSpecValidation(t *testing.T) {
 		{analysis.TrendSpec{Bounds: b, From: 0, To: 2*day + 1}, "do not cover"},
 		{analysis.TrendSpec{Bounds: b, From: 0, To: 1}, "0 series"},
 		{analysis.TrendSpec{Bounds: b, From: 0, To: 1, Series: make([]analysis.TrendSeries, 65)}, "65 series"},
-		{analysis.TrendSpec{Bounds: b, From: 0, To: 1, Series: []analysis.TrendSeries{{Math: 7}}}, "unknown math"},
+		{analysis.TrendSpec{Bounds: b, From: 0, To: 1, Series: []analysis.TrendSeries{{Math: 99}}}, "unknown math"},
+		{analysis.TrendSpec{Bounds: b, From: 0, To: 1, Series: []analysis.TrendSeries{{}, {}}}, "shared"},
+		{analysis.TrendSpec{Bounds: b, From: 0, To: 1, Series: []analysis.TrendSeries{{Bit: 64}}}, "out of range"},
 	}
 	for _, c := range trendCases {
 		if _, err := analysis.NewTrend(c.spec); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -33,17 +39,20 @@ func TestSpecValidation(t *testing.T) {
 	}
 	funnelCases := []struct {
 		spec analysis.FunnelSpec
+		list *analysis.FunnelList
 		want string
 	}{
-		{analysis.FunnelSpec{Steps: 1, To: 1}, "1 steps"},
-		{analysis.FunnelSpec{Steps: 33, To: 1}, "33 steps"},
-		{analysis.FunnelSpec{Steps: 2, Window: -1, To: 1}, "window"},
-		{analysis.FunnelSpec{Steps: 2, Window: analysis.MaxFunnelWindow + 1, To: 1}, "window"},
-		{analysis.FunnelSpec{Steps: 2, From: 1, To: 1}, "empty range"},
+		{analysis.FunnelSpec{Steps: 1, To: 1}, nil, "1 steps"},
+		{analysis.FunnelSpec{Steps: 33, To: 1}, nil, "33 steps"},
+		{analysis.FunnelSpec{Steps: 2, Window: -1, To: 1}, nil, "window"},
+		{analysis.FunnelSpec{Steps: 2, Window: analysis.MaxFunnelWindow + 1, To: 1}, nil, "window"},
+		{analysis.FunnelSpec{Steps: 2, From: 1, To: 1}, nil, "empty range"},
+		{analysis.FunnelSpec{Steps: 2, To: 1}, &analysis.FunnelList{Step: 3}, "list step"},
+		{analysis.FunnelSpec{Steps: 2, To: 1}, &analysis.FunnelList{Step: 1, Keep: -1}, "keep"},
 	}
 	for _, c := range funnelCases {
-		if _, err := analysis.NewFunnel(c.spec); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("NewFunnel(%+v) error %v, want %q", c.spec, err, c.want)
+		if _, err := analysis.NewFunnel(c.spec, analysis.KeySource{}, c.list); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("NewFunnel(%+v, %+v) error %v, want %q", c.spec, c.list, err, c.want)
 		}
 	}
 	ok := analysis.RetentionSpec{Bounds: []int64{0, day, 2 * day, 3 * day}, Periods: 3, From: 0, To: day}
@@ -56,6 +65,8 @@ func TestSpecValidation(t *testing.T) {
 		{func(s *analysis.RetentionSpec) { s.Type = 2 }, "invalid type"},
 		{func(s *analysis.RetentionSpec) { s.Windows = analysis.WindowsRolling }, "rolling period"},
 		{func(s *analysis.RetentionSpec) { s.To = 4 * day }, "do not cover"},
+		{func(s *analysis.RetentionSpec) { s.List = &analysis.RetentionList{Cohort: 1} }, "list cell"},
+		{func(s *analysis.RetentionSpec) { s.List = &analysis.RetentionList{Period: 3} }, "list cell"},
 	}
 	if _, err := analysis.NewRetention(ok); err != nil {
 		t.Fatalf("NewRetention(valid): %v", err)
@@ -72,9 +83,9 @@ func TestSpecValidation(t *testing.T) {
 func TestMergeShapeMismatchPanics(t *testing.T) {
 	b := []int64{0, day, 2 * day}
 	t1, _ := analysis.NewTrend(analysis.TrendSpec{Bounds: b, From: 0, To: 1, Series: []analysis.TrendSeries{{}}})
-	t2, _ := analysis.NewTrend(analysis.TrendSpec{Bounds: b, From: 0, To: 1, Series: []analysis.TrendSeries{{}, {}}})
-	f1, _ := analysis.NewFunnel(analysis.FunnelSpec{Steps: 2, To: 1})
-	f2, _ := analysis.NewFunnel(analysis.FunnelSpec{Steps: 3, To: 1})
+	t2, _ := analysis.NewTrend(analysis.TrendSpec{Bounds: b, From: 0, To: 1, Series: []analysis.TrendSeries{{}, {Bit: 1}}})
+	f1, _ := analysis.NewFunnel(analysis.FunnelSpec{Steps: 2, To: 1}, analysis.KeySource{}, nil)
+	f2, _ := analysis.NewFunnel(analysis.FunnelSpec{Steps: 3, To: 1}, analysis.KeySource{}, nil)
 	r1, _ := analysis.NewRetention(analysis.RetentionSpec{Bounds: b, Periods: 1, To: 1})
 	r2, _ := analysis.NewRetention(analysis.RetentionSpec{Bounds: b, Periods: 2, To: 1})
 	for name, f := range map[string]func(){
@@ -96,7 +107,7 @@ func TestMergeShapeMismatchPanics(t *testing.T) {
 func TestEmptyTrails(t *testing.T) {
 	b := []int64{0, day, 2 * day}
 	tr, _ := analysis.NewTrend(analysis.TrendSpec{Bounds: b, From: 0, To: day, Series: []analysis.TrendSeries{{Math: analysis.MathUsers}}})
-	fu, _ := analysis.NewFunnel(analysis.FunnelSpec{Steps: 2, Window: day, From: 0, To: day})
+	fu, _ := analysis.NewFunnel(analysis.FunnelSpec{Steps: 2, Window: day, From: 0, To: day}, analysis.KeySource{}, nil)
 	re, _ := analysis.NewRetention(analysis.RetentionSpec{Bounds: b, Periods: 2, From: 0, To: day})
 	onlyLater := analysis.Trail{Times: []int64{5, 6}, Mask: []uint64{2, 2}}
 	for _, trail := range []analysis.Trail{{}, onlyLater} {
@@ -104,15 +115,15 @@ func TestEmptyTrails(t *testing.T) {
 		fu.Add(trail)
 		re.Add(trail)
 	}
-	if got := tr.Result().Series[0]; got.Total != 0 || got.Buckets[0] != 0 {
+	if got := tr.Result(nil).Series[0].Rows[0]; got.Total != 0 || got.Buckets[0] != 0 {
 		t.Errorf("trend of empty trails: %+v", got)
 	}
-	for _, s := range fu.Result().Steps {
+	for _, s := range fu.Result(nil).Steps {
 		if s.Users != 0 || s.HasTime {
 			t.Errorf("funnel of empty trails: %+v", s)
 		}
 	}
-	if got := re.Result().Cohorts[0]; got.Size != 0 {
+	if got := re.Result(nil).Groups[0].Cohorts[0]; got.Size != 0 {
 		t.Errorf("retention of empty trails: %+v", got)
 	}
 }
@@ -162,14 +173,15 @@ func TestMean(t *testing.T) {
 // TestMeanLargeDurations checks the 128-bit duration sum: int64 would
 // overflow with these values.
 func TestMeanLargeDurations(t *testing.T) {
-	f, _ := analysis.NewFunnel(analysis.FunnelSpec{Steps: 2, Window: analysis.MaxFunnelWindow, From: 0, To: 1})
+	f, _ := analysis.NewFunnel(analysis.FunnelSpec{Steps: 2, Window: analysis.MaxFunnelWindow, From: 0, To: 1}, analysis.KeySource{}, nil)
 	const users = 400_000 // 400k × 366 days > 2^63 µs
 	p := analysis.FunnelPath{Step: 2}
 	p.Times[1] = analysis.MaxFunnelWindow
+	var tr analysis.Trail
 	for range users {
-		f.AddPath(&p)
+		f.AddPath(&p, &tr)
 	}
-	got := f.Result().Steps[1]
+	got := f.Result(nil).Steps[1]
 	if want := float64(analysis.MaxFunnelWindow) / 1e6; got.AvgSeconds != want || got.MedianSeconds != want {
 		t.Errorf("avg %v median %v, want %v", got.AvgSeconds, got.MedianSeconds, want)
 	}
@@ -181,7 +193,8 @@ func TestParseOptions(t *testing.T) {
 		ok   bool
 		want string
 	}{
-		{"count", true, "count"}, {"users", true, "users"}, {"", false, ""}, {"sum", false, ""},
+		{"count", true, "count"}, {"users", true, "users"}, {"", false, ""}, {"sum", true, "sum"}, {"p99", true, "p99"},
+		{"count_per_user_median", true, "count_per_user_median"}, {"mau", true, "mau"}, {"p50", false, ""},
 	} {
 		m, err := analysis.ParseTrendMath(c.s)
 		if (err == nil) != c.ok || (c.ok && m.String() != c.want) {
@@ -209,7 +222,7 @@ func TestParseOptions(t *testing.T) {
 }
 
 func FuzzParseOptions(f *testing.F) {
-	for _, s := range []string{"", "count", "users", "first_time", "recurring", "calendar", "rolling", "on", "on_or_after", "On"} {
+	for _, s := range []string{"", "count", "users", "p90", "wau", "first_time", "recurring", "calendar", "rolling", "on", "on_or_after", "On"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -237,7 +250,7 @@ func TestAddDoesNotAllocate(t *testing.T) {
 	trails := testutil.BuildTrails(evs, []string{"a", "b", "c", "d"})
 	bounds := timebucket.Bounds(q.From, q.To, timebucket.Day, nil, timebucket.Monday)
 	tr, _ := analysis.NewTrend(analysis.TrendSpec{Bounds: bounds, From: q.From, To: q.To,
-		Series: []analysis.TrendSeries{{Math: analysis.MathCount}, {Math: analysis.MathUsers}, {}, {Math: analysis.MathUsers}}})
+		Series: []analysis.TrendSeries{{Math: analysis.MathCount}, {Math: analysis.MathUsers, Bit: 1}, {Bit: 2}, {Math: analysis.MathUsers, Bit: 3}}})
 	spec := analysis.FunnelSpec{Steps: 4, Window: day, From: q.From, To: q.To}
 	var st analysis.FunnelScratch
 	re, _ := analysis.NewRetention(retentionSpec(q, q.Periods))
@@ -251,5 +264,128 @@ func TestAddDoesNotAllocate(t *testing.T) {
 	run() // grow scratch
 	if n := testing.AllocsPerRun(20, run); n != 0 {
 		t.Errorf("Add allocates %v times per run", n)
+	}
+}
+
+// TestExactSum: sums of floats of every magnitude (subnormal to 1e308,
+// both signs) and ints (to ±2^63) equal the big.Float sum rounded once,
+// whatever the order and the split into merged parts.
+func TestExactSum(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for round := range 300 {
+		var vals []float64
+		var ints []int64
+		want := new(big.Float).SetPrec(4096)
+		for range 1 + r.IntN(60) {
+			switch r.IntN(5) {
+			case 0:
+				v := math.Ldexp(r.Float64()-0.5, r.IntN(2100)-1074) // any exponent, subnormals included
+				vals = append(vals, v)
+				want.Add(want, new(big.Float).SetFloat64(v))
+			case 1:
+				v := int64(r.Uint64())
+				if r.IntN(10) == 0 {
+					v = math.MinInt64
+				}
+				ints = append(ints, v)
+				want.Add(want, new(big.Float).SetInt64(v))
+			default:
+				v := float64(r.IntN(2000)-1000) / 8
+				vals = append(vals, v)
+				want.Add(want, new(big.Float).SetFloat64(v))
+			}
+		}
+		wf, _ := want.Float64()
+		wm, _ := new(big.Float).SetPrec(53).Quo(want, big.NewFloat(float64(len(vals)+len(ints)))).Float64()
+		for perm := range 3 {
+			r.Shuffle(len(vals), func(i, j int) { vals[i], vals[j] = vals[j], vals[i] })
+			parts := make([]analysis.ExactSum, 1+perm)
+			for i, v := range vals {
+				parts[i%len(parts)].AddFloat(v)
+			}
+			for i, v := range ints {
+				parts[(i+1)%len(parts)].AddInt(v)
+			}
+			for i := 1; i < len(parts); i++ {
+				parts[0].Merge(&parts[i])
+			}
+			if got := parts[0].Float64(); got != wf+0 {
+				t.Fatalf("round %d: sum %v, want %v", round, got, wf)
+			}
+			if got := parts[0].Mean(int64(len(vals) + len(ints))); got != wm+0 {
+				t.Fatalf("round %d: mean %v, want %v", round, got, wm)
+			}
+		}
+	}
+	var s analysis.ExactSum
+	s.AddFloat(math.Inf(1))
+	s.AddFloat(1)
+	if s.Float64() != math.Inf(1) {
+		t.Errorf("+Inf sum = %v", s.Float64())
+	}
+	s.AddFloat(math.Inf(-1))
+	if !math.IsNaN(s.Float64()) {
+		t.Errorf("+Inf + -Inf = %v", s.Float64())
+	}
+	var z analysis.ExactSum
+	z.AddFloat(math.Copysign(0, -1))
+	if v := z.Float64(); v != 0 || math.Signbit(v) || z.Mean(0) != 0 {
+		t.Errorf("sum of -0 = %v, want +0", v)
+	}
+}
+
+// TestUserList: counts every user, keeps the smallest ids, pages in byte
+// order, and merges disjoint lists exactly in any order.
+func TestUserList(t *testing.T) {
+	ids := []string{"u10", "u2", "u1", "a", "zz", "u3", "b"}
+	one := analysis.UserList{Keep: 4}
+	x, y := analysis.UserList{Keep: 4}, analysis.UserList{Keep: 4}
+	for i, id := range ids {
+		one.Add([]byte(id))
+		if i%2 == 0 {
+			x.Add([]byte(id))
+		} else {
+			y.Add([]byte(id))
+		}
+	}
+	y.Merge(&x)
+	for _, l := range []*analysis.UserList{&one, &y} {
+		if l.Count() != 7 || !slices.Equal(l.Page(0, 4), []string{"a", "b", "u1", "u10"}) ||
+			!slices.Equal(l.Page(2, 2), []string{"u1", "u10"}) || len(l.Page(9, 2)) != 0 || l.Bytes() == 0 {
+			t.Errorf("list %d %v %v", l.Count(), l.Page(0, 4), l.Page(2, 2))
+		}
+	}
+	var count analysis.UserList
+	count.Add([]byte("x"))
+	if count.Count() != 1 || len(count.Page(0, 10)) != 0 {
+		t.Error("a list without Keep counts but keeps nothing")
+	}
+}
+
+func TestCohortCondValidate(t *testing.T) {
+	ok := analysis.CohortCond{Op: analysis.CohortAnd, Kids: []analysis.CohortCond{
+		{Op: analysis.CohortPerformed, Bit: 3, From: 0, To: day, N: 1},
+		{Op: analysis.CohortNot, Kids: []analysis.CohortCond{{Op: analysis.CohortUserFlag, Flag: 2}}},
+	}}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []analysis.CohortCond{
+		{Op: analysis.CohortNot},
+		{Op: analysis.CohortPerformed, Bit: 64},
+		{Op: analysis.CohortFirstPerformed, From: 2, To: 1},
+		{Op: analysis.CohortUserFlag, Flag: -1},
+		{Op: 99},
+		{Op: analysis.CohortOr, Kids: []analysis.CohortCond{{Op: analysis.CohortPerformed, Count: 7}}},
+	} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("Validate(%+v) accepted", bad)
+		}
+	}
+	// Eval: the empty trail performed nothing; "count = 0" holds.
+	var empty analysis.Trail
+	zero := analysis.CohortCond{Op: analysis.CohortPerformed, Count: analysis.CountEQ, N: 0, To: day}
+	if !zero.Eval(&empty, 0) || ok.Eval(&empty, 0) {
+		t.Error("Eval on an empty trail")
 	}
 }

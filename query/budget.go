@@ -1,0 +1,95 @@
+package query
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/spurdb/spur/query/analysis"
+	"github.com/spurdb/spur/storage"
+)
+
+// DefaultMemoryBudget is the per-query memory budget when
+// Config.MemoryBudget is 0: 2 GiB.
+const DefaultMemoryBudget int64 = 2 << 30
+
+// budgetStep is how much an accumulator grows (bytes) before its worker
+// charges the growth to the shared budget (one atomic add per step, never
+// per event).
+const budgetStep = 1 << 20
+
+// errBudget is the cancellation cause of a scan stopped by the budget.
+var errBudget = errors.New("memory budget exceeded")
+
+// budget accounts a query's big state (spec §8): duration lists, value
+// lists for exact percentiles, per-user counts, listed user ids,
+// breakdown tables and dictionaries. Workers charge it as their
+// accumulators grow; a breach cancels the scan (cancel) and the query
+// fails with limit_exceeded.
+type budget struct {
+	limit  int64
+	used   atomic.Int64
+	peak   atomic.Int64
+	cancel context.CancelCauseFunc // set while a scan runs
+}
+
+func newBudget(limit int64) *budget {
+	if limit <= 0 {
+		limit = DefaultMemoryBudget
+	}
+	return &budget{limit: limit}
+}
+
+// charge adds n bytes (may be negative) and returns a limit_exceeded
+// *Error when the budget is exceeded (cancelling a running scan).
+func (b *budget) charge(n int64) error {
+	u := b.used.Add(n)
+	for {
+		pk := b.peak.Load()
+		if u <= pk || b.peak.CompareAndSwap(pk, u) {
+			break
+		}
+	}
+	if u > b.limit {
+		if b.cancel != nil {
+			b.cancel(errBudget)
+		}
+		return b.exceeded()
+	}
+	return nil
+}
+
+func (b *budget) exceeded() *Error {
+	return &Error{Code: CodeLimitExceeded, Err: errBudget,
+		Message: fmt.Sprintf("query memory budget of %d bytes exceeded (it would hold at least %d bytes); narrow the range, breakdown or list, or raise the budget", b.limit, b.used.Load())}
+}
+
+// visitor feeds admitted trails to one worker's accumulators and charges
+// their growth to the budget.
+type visitor struct {
+	p        *plan
+	add      func(t *analysis.Trail)
+	bytes    func() int64
+	reported int64
+}
+
+// Visit implements storage.Visitor.
+func (v *visitor) Visit(_ storage.UserKey, t *analysis.Trail) {
+	if !v.p.admit(t) {
+		return
+	}
+	v.add(t)
+	if n := v.bytes(); n-v.reported >= budgetStep {
+		v.p.budget.charge(n - v.reported) // a breach cancels the scan
+		v.reported = n
+	}
+}
+
+// flush charges the growth not yet reported.
+func (v *visitor) flush() error {
+	n := v.bytes()
+	err := v.p.budget.charge(n - v.reported)
+	v.reported = n
+	return err
+}

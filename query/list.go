@@ -1,0 +1,55 @@
+package query
+
+import "github.com/spurdb/spur/query/analysis"
+
+// List page limits.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 10_000
+)
+
+// listKeep validates a list's page and returns the number of ids each
+// accumulator must keep (offset + limit).
+func listKeep(l *List) (int, error) {
+	limit := l.Limit
+	if limit == 0 {
+		limit = DefaultListLimit
+	}
+	if limit < 1 || limit > MaxListLimit {
+		return 0, invalid("list.limit", "want 1 to %d ids per page, found %d", MaxListLimit, l.Limit)
+	}
+	if l.Offset < 0 || l.Offset > analysis.MaxListKeep-limit {
+		return 0, invalid("list.offset", "want 0 to %d, found %d", analysis.MaxListKeep-limit, l.Offset)
+	}
+	return l.Offset + limit, nil
+}
+
+// pickList returns the list a query asked for: the list over all users,
+// or, with a breakdown_value, that group's (an empty list when no group
+// has the value). groups(i) returns group i's key and list.
+func (p *plan) pickList(bd *breakdown, all *analysis.UserList, n int, groups func(i int) (analysis.Key, *analysis.UserList)) (*analysis.UserList, error) {
+	want := p.q.List.BreakdownValue
+	if want == nil {
+		return all, nil
+	}
+	if bd == nil {
+		return nil, invalid("list.breakdown_value", "the query has no breakdown")
+	}
+	for i := range n {
+		k, l := groups(i)
+		if p.label(bd, k) == *want {
+			return l, nil
+		}
+	}
+	return &analysis.UserList{}, nil
+}
+
+// listResult renders a page of l.
+func listResult(q *List, l *analysis.UserList) *ListResult {
+	limit := q.Limit
+	if limit == 0 {
+		limit = DefaultListLimit
+	}
+	return &ListResult{Users: l.Count(), UserIDs: l.Page(q.Offset, limit), Offset: q.Offset, Limit: limit,
+		Step: q.Step, Dropped: q.Dropped, CohortStart: q.CohortStart, Period: q.Period, BreakdownValue: q.BreakdownValue}
+}

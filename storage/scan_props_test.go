@@ -1,0 +1,283 @@
+package storage
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/query/analysis"
+	"github.com/spurdb/spur/storage/segment"
+)
+
+// propEv is one event of the naive expectation: time, mask and column
+// values.
+type propEv struct {
+	t    int64
+	mask uint64
+	cols [3]analysis.Value
+}
+
+// TestScanColumnsRowMasksAndUserValues checks the Compile form of the
+// scan against a naive model, over several imports (users spanning
+// segments, a property missing from some segments), shards and worker
+// counts: row masks computed per block by Rows (bit 0: event a; bit 1:
+// event b with tag "x"), property columns as typed bits (float price with
+// -0 as +0, string tag through a remap, int n), the users' current tier
+// (latest write by time, ties to the later arrival), and with AllUsers the
+// users without a passing row or with only user property writes.
+func TestScanColumnsRowMasksAndUserValues(t *testing.T) {
+	for seed := range 12 {
+		r := rand.New(rand.NewPCG(uint64(seed), 11))
+		st := openTest(t, 1<<r.IntN(3))
+		t0 := int64(1_600_000_000_000_000)
+		var imports [][]event.Event
+		for imp := range 3 {
+			evs := randomEvents(r, 200, 15, t0)
+			for i := range evs {
+				var ps []event.Prop
+				if r.IntN(3) > 0 {
+					p := float64(r.IntN(9)-4) / 2
+					if p == 0 && r.IntN(2) == 0 {
+						p = math.Copysign(0, -1)
+					}
+					ps = append(ps, event.Prop{Name: "price", Value: event.Float(p)})
+				}
+				if r.IntN(3) > 0 {
+					ps = append(ps, event.Prop{Name: "tag", Value: event.String([]string{"x", "y", "z"}[r.IntN(3)])})
+				}
+				if imp == 1 && r.IntN(2) == 0 { // n exists only in the second import's segments
+					ps = append(ps, event.Prop{Name: "n", Value: event.Int(int64(r.IntN(100)))})
+				}
+				evs[i].Props = ps
+			}
+			imports = append(imports, evs)
+			if _, err := st.Import(context.Background(), "app", []Source{&sliceSource{evs: evs}}, ImportOptions{BlockRows: 1 + r.IntN(40)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var writes []event.Event
+		for i := range 30 {
+			writes = append(writes, event.Event{UserID: fmt.Sprintf("u%d", r.IntN(18)), Time: t0 + int64(r.IntN(5))*1e6,
+				Props: []event.Prop{{Name: "tier", Value: event.String([]string{"gold", "silver", "bronze"}[r.IntN(3)])}},
+				Pos:   event.Pos{File: "users", Line: int64(i + 1)}})
+		}
+		for _, part := range [][]event.Event{writes[:12], writes[12:]} {
+			if _, err := st.Import(context.Background(), "app", []Source{&sliceSource{evs: part}}, ImportOptions{Kind: KindUsers, BlockRows: 4}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a, _ := st.App("app")
+		snap := a.Snapshot()
+		tags := []string{"x", "y", "z"}
+		tiers := []string{"bronze", "gold", "silver"}
+		remap := func(dict, global []string) []uint32 {
+			out := make([]uint32, len(dict))
+			for i, s := range dict {
+				j, _ := slices.BinarySearch(global, s)
+				out[i] = uint32(j)
+			}
+			return out
+		}
+		findProp := func(meta *segment.Meta, name string) int {
+			return slices.IndexFunc(meta.Props, func(p segment.PropMeta) bool { return p.Name == name })
+		}
+		compile := func(ref SegmentRef, meta *segment.Meta) (*SegmentPlan, error) {
+			sp := &SegmentPlan{Masks: make([]uint64, len(meta.EventNames)), Cond: make([]uint64, len(meta.EventNames))}
+			for c, n := range meta.EventNames {
+				switch n {
+				case "a":
+					sp.Masks[c] = 1
+				case "b":
+					sp.Cond[c] = 2
+				}
+			}
+			for _, name := range []string{"price", "tag", "n"} {
+				src := ColumnSource{Prop: -1}
+				if mi := findProp(meta, name); mi >= 0 {
+					src.Prop = len(sp.Props)
+					sp.Props = append(sp.Props, mi)
+					switch name {
+					case "price":
+						src.Kind = ColFloat
+					case "tag":
+						src.Kind, src.Remap = ColString, remap(meta.Props[mi].Dict, tags)
+					}
+				}
+				sp.Cols = append(sp.Cols, src)
+			}
+			tagCol, dict := sp.Cols[1].Prop, []string(nil)
+			if mi := findProp(meta, "tag"); mi >= 0 {
+				dict = meta.Props[mi].Dict
+			}
+			sp.Rows = func(b *segment.Block, rm []uint64) {
+				for row, c := range b.Events[:b.Rows] {
+					rm[row] = sp.Masks[c]
+					if sp.Cond[c] != 0 && tagCol >= 0 {
+						pd := &b.Props[tagCol]
+						if pd.Present[row>>6]>>(row&63)&1 != 0 && dict[pd.Strs[row]] == "x" {
+							rm[row] |= 2
+						}
+					}
+				}
+			}
+			return sp, nil
+		}
+		compileUsers := func(ref SegmentRef, meta *segment.Meta) (*UserSegmentPlan, error) {
+			up := &UserSegmentPlan{Cols: []ColumnSource{{Prop: -1, Kind: ColString}}}
+			if mi := findProp(meta, "tier"); mi >= 0 {
+				up.Props = []int{mi}
+				up.Cols[0] = ColumnSource{Prop: 0, Kind: ColString, Remap: remap(meta.Props[mi].Dict, tiers)}
+			}
+			return up, nil
+		}
+		// The naive model.
+		from, to := t0+5e6, t0+35e6
+		want := map[string][]propEv{}
+		for _, evs := range imports {
+			for _, e := range evs {
+				var m uint64
+				var cols [3]analysis.Value
+				for _, p := range e.Props {
+					switch p.Name {
+					case "price":
+						cols[0] = analysis.Value{Set: true, Bits: math.Float64bits(p.Value.Float + 0)}
+					case "tag":
+						i, _ := slices.BinarySearch(tags, p.Value.Str)
+						cols[1] = analysis.Value{Set: true, Bits: uint64(i)}
+						if e.Name == "b" && p.Value.Str == "x" {
+							m |= 2
+						}
+					case "n":
+						cols[2] = analysis.Value{Set: true, Bits: uint64(p.Value.Int)}
+					}
+				}
+				if e.Name == "a" {
+					m |= 1
+				}
+				if m != 0 && e.Time >= from && e.Time < to {
+					want[e.UserID] = append(want[e.UserID], propEv{e.Time, m, cols})
+				}
+			}
+		}
+		for u := range want {
+			slices.SortStableFunc(want[u], func(a, b propEv) int { return cmp.Compare(a.t, b.t) })
+		}
+		tier := map[string]analysis.Value{}
+		best := map[string]int64{}
+		allUsers := map[string]bool{}
+		for _, w := range writes {
+			allUsers[w.UserID] = true
+			if bt, ok := best[w.UserID]; !ok || w.Time >= bt {
+				i, _ := slices.BinarySearch(tiers, w.Props[0].Value.Str)
+				best[w.UserID], tier[w.UserID] = w.Time, analysis.Value{Set: true, Bits: uint64(i)}
+			}
+		}
+		for _, evs := range imports {
+			for _, e := range evs {
+				allUsers[e.UserID] = true
+			}
+		}
+		for _, all := range []bool{false, true} {
+			workers := 1 + r.IntN(3)
+			var mu sync.Mutex
+			got := map[string][]propEv{}
+			gotTier := map[string]analysis.Value{}
+			vs := make([]Visitor, workers)
+			for i := range vs {
+				vs[i] = visitFunc(func(u UserKey, tr *analysis.Trail) {
+					mu.Lock()
+					defer mu.Unlock()
+					id := string(u.ID)
+					if _, dup := got[id]; dup || string(tr.ID) != id {
+						t.Errorf("user %s visited twice or with trail id %q", id, tr.ID)
+					}
+					got[id] = []propEv{}
+					for i, ts := range tr.Times {
+						var cols [3]analysis.Value
+						for j := range cols {
+							cols[j] = analysis.Value{Set: tr.Cols[j].Set[i], Bits: tr.Cols[j].Bits[i]}
+						}
+						got[id] = append(got[id], propEv{ts, tr.Mask[i], cols})
+					}
+					gotTier[id] = tr.User[0]
+				})
+			}
+			spec := ScanSpec{From: from, To: to, Compile: compile, Cols: 3, UserProps: 1, CompileUsers: compileUsers, AllUsers: all}
+			if _, err := snap.Scan(context.Background(), spec, vs); err != nil {
+				t.Fatal(err)
+			}
+			for u, w := range want {
+				if !slices.Equal(got[u], w) {
+					t.Fatalf("seed %d all=%v user %s:\n got %v\nwant %v", seed, all, u, got[u], w)
+				}
+				if gotTier[u] != tier[u] {
+					t.Fatalf("seed %d user %s: tier %+v want %+v", seed, u, gotTier[u], tier[u])
+				}
+			}
+			if all {
+				for u := range allUsers {
+					if _, ok := got[u]; !ok {
+						t.Fatalf("seed %d: AllUsers did not visit %s", seed, u)
+					}
+					if gotTier[u] != tier[u] {
+						t.Fatalf("seed %d user %s: tier %+v want %+v", seed, u, gotTier[u], tier[u])
+					}
+				}
+			} else {
+				for u, evs := range got {
+					if len(evs) == 0 || want[u] == nil {
+						t.Fatalf("seed %d: user %s visited without passing rows", seed, u)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestSavedCohortsFile(t *testing.T) {
+	dir := t.TempDir()
+	st, err := Open(Config{Dir: dir, Shards: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Import(context.Background(), "app", []Source{&sliceSource{evs: randomEvents(rand.New(rand.NewPCG(1, 1)), 10, 2, 1e15)}}, ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := st.App("app")
+	if cs, err := a.Cohorts(); err != nil || len(cs) != 0 {
+		t.Fatalf("no cohorts yet: %v %v", cs, err)
+	}
+	for _, n := range []string{"zeta", "alpha", "zeta"} {
+		if err := a.SaveCohort(SavedCohort{Name: n, Definition: []byte(`{"performed":{"event":"` + n + `"}}`), SavedAt: "2024-01-01T00:00:00Z"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+	st, _ = Open(Config{Dir: dir})
+	defer st.Close()
+	a, _ = st.App("app")
+	cs, err := a.Cohorts()
+	if err != nil || len(cs) != 2 || cs[0].Name != "alpha" || cs[1].Name != "zeta" {
+		t.Fatalf("after reopening: %+v %v", cs, err)
+	}
+	if c, err := a.Cohort("zeta"); err != nil || string(c.Definition) != `{"performed":{"event":"zeta"}}` {
+		t.Fatalf("Cohort(zeta) = %+v %v", c, err)
+	}
+	if _, err := a.Cohort("beta"); err == nil {
+		t.Fatal("unknown cohort found")
+	}
+	for _, bad := range []SavedCohort{{Name: "", Definition: []byte(`{}`)}, {Name: "UP", Definition: []byte(`{}`)}, {Name: "ok"}} {
+		if err := a.SaveCohort(bad); err == nil {
+			t.Errorf("SaveCohort(%+v) accepted", bad)
+		}
+	}
+	if _, err := st.App("nope"); err == nil {
+		t.Fatal("unknown app")
+	}
+}
