@@ -24,23 +24,13 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// genSource adapts the synthetic generator to storage.Source.
-type genSource struct{ g *gen.Generator }
-
-func (s genSource) Next(ev *event.Event) error {
-	if !s.g.Next(ev) {
-		return io.EOF
-	}
-	return nil
-}
-
 func importGen(t testing.TB, st *storage.Store, app string, cfg gen.Config) {
 	t.Helper()
 	g, err := gen.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Import(context.Background(), app, []storage.Source{genSource{g}}, storage.ImportOptions{}); err != nil {
+	if _, err := st.Import(context.Background(), app, []storage.Source{gen.Source{G: g}}, storage.ImportOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	us, err := gen.NewUserStream(cfg)

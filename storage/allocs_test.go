@@ -20,7 +20,7 @@ func TestScanAllocationsDoNotGrowWithEvents(t *testing.T) {
 		}
 		defer st.Close()
 		g, _ := gen.New(gen.Config{Events: events, Seed: 3})
-		if _, err := st.Import(context.Background(), "g", []Source{genSrc{g}}, ImportOptions{BlockRows: 4096}); err != nil {
+		if _, err := st.Import(context.Background(), "g", []Source{gen.Source{G: g}}, ImportOptions{BlockRows: 4096}); err != nil {
 			t.Fatal(err)
 		}
 		a, _ := st.App("g")

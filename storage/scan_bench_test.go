@@ -2,24 +2,13 @@ package storage
 
 import (
 	"context"
-	"io"
 	"slices"
 	"testing"
 
-	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/gen"
 	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/storage/segment"
 )
-
-type genSrc struct{ g *gen.Generator }
-
-func (s genSrc) Next(ev *event.Event) error {
-	if !s.g.Next(ev) {
-		return io.EOF
-	}
-	return nil
-}
 
 type countVisitor struct{ events, users int64 }
 
@@ -39,7 +28,7 @@ func BenchmarkScan(b *testing.B) {
 	defer st.Close()
 	const n = 1_000_000
 	g, _ := gen.New(gen.Config{Events: n, Seed: 1})
-	if _, err := st.Import(context.Background(), "g", []Source{genSrc{g}}, ImportOptions{}); err != nil {
+	if _, err := st.Import(context.Background(), "g", []Source{gen.Source{G: g}}, ImportOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	a, _ := st.App("g")

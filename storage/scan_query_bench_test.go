@@ -2,24 +2,13 @@ package storage
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"slices"
 	"testing"
 
-	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/gen"
 	"github.com/spurdb/spur/storage/segment"
 )
-
-type genUsers struct{ s *gen.UserStream }
-
-func (u genUsers) Next(ev *event.Event) error {
-	if !u.s.Next(ev) {
-		return io.EOF
-	}
-	return nil
-}
 
 // BenchmarkScanQueryShaped measures the scan of a filtered, broken-down
 // query over 1M generated events (events/s counts all rows): the funnel's
@@ -37,11 +26,11 @@ func BenchmarkScanQueryShaped(b *testing.B) {
 	defer st.Close()
 	const n = 1_000_000
 	g, _ := gen.New(gen.Config{Events: n, Seed: 1})
-	if _, err := st.Import(context.Background(), "g", []Source{genSrc{g}}, ImportOptions{}); err != nil {
+	if _, err := st.Import(context.Background(), "g", []Source{gen.Source{G: g}}, ImportOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	gu, _ := gen.NewUserStream(gen.Config{Events: n, Seed: 1})
-	if _, err := st.Import(context.Background(), "g", []Source{genUsers{gu}}, ImportOptions{Kind: KindUsers}); err != nil {
+	if _, err := st.Import(context.Background(), "g", []Source{gen.UserSource{S: gu}}, ImportOptions{Kind: KindUsers}); err != nil {
 		b.Fatal(err)
 	}
 	a, _ := st.App("g")

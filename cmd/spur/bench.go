@@ -183,7 +183,7 @@ func benchImport(cmd *cobra.Command, st *storage.Store, c *benchConfig) (*BenchI
 		if err != nil {
 			return nil, err
 		}
-		src = genSource{gn}
+		src = gen.Source{G: gn}
 	}
 	rep, err := st.Import(cmd.Context(), c.app, []storage.Source{src}, storage.ImportOptions{})
 	if err != nil {

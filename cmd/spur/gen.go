@@ -3,25 +3,13 @@ package main
 import (
 	"bufio"
 	"fmt"
-	"io"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/gen"
 	"github.com/spurdb/spur/storage"
 )
-
-// genSource adapts a generator to storage.Source.
-type genSource struct{ g *gen.Generator }
-
-func (s genSource) Next(ev *event.Event) error {
-	if !s.g.Next(ev) {
-		return io.EOF
-	}
-	return nil
-}
 
 func newGenCmd(g *globals) *cobra.Command {
 	var cfg gen.Config
@@ -67,7 +55,7 @@ func newGenCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer st.Close()
-			rep, err := st.Import(cmd.Context(), app, []storage.Source{genSource{gn}}, storage.ImportOptions{})
+			rep, err := st.Import(cmd.Context(), app, []storage.Source{gen.Source{G: gn}}, storage.ImportOptions{})
 			if rep != nil && err == nil {
 				printReport(cmd.ErrOrStderr(), rep, true)
 			}
