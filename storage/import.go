@@ -162,7 +162,7 @@ func (s *Store) Import(ctx context.Context, appName string, srcs []Source, opt I
 	for _, w := range written {
 		rep.Bytes += w.Bytes
 	}
-	s.log.Info("import published", "app", appName, "kind", opt.Kind, "rows", rep.Applied,
+	s.log.Debug("import published", "app", appName, "kind", opt.Kind, "rows", rep.Applied,
 		"rejected", rep.Rejected, "duplicates", rep.Duplicates, "segments", rep.Segments,
 		"bytes", rep.Bytes, "generation", next.Generation, "elapsed", time.Since(start))
 	return rep, nil
