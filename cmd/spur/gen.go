@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"time"
@@ -10,6 +11,18 @@ import (
 	"github.com/spurdb/spur/gen"
 	"github.com/spurdb/spur/storage"
 )
+
+// importGenUsers imports the generator's users file (platform, channel,
+// country, signup_time per user) into app, so that user-property filters
+// and breakdowns work on generated apps.
+func importGenUsers(ctx context.Context, st *storage.Store, app string, cfg gen.Config) error {
+	us, err := gen.NewUserStream(cfg)
+	if err != nil {
+		return err
+	}
+	_, err = st.Import(ctx, app, []storage.Source{gen.UserSource{S: us}}, storage.ImportOptions{Kind: storage.KindUsers})
+	return err
+}
 
 func newGenCmd(g *globals) *cobra.Command {
 	var cfg gen.Config
@@ -56,10 +69,11 @@ func newGenCmd(g *globals) *cobra.Command {
 			}
 			defer st.Close()
 			rep, err := st.Import(cmd.Context(), app, []storage.Source{gen.Source{G: gn}}, storage.ImportOptions{})
-			if rep != nil && err == nil {
-				printReport(cmd.ErrOrStderr(), rep, true)
+			if err != nil {
+				return err
 			}
-			return err
+			printReport(cmd.ErrOrStderr(), rep, true)
+			return importGenUsers(cmd.Context(), st, app, cfg)
 		},
 	}
 	f := cmd.Flags()
