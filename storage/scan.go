@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/bits"
 	"runtime"
 	"slices"
 	"sync"
@@ -539,23 +540,9 @@ func (sc *shardScanner) appendRows(c *cursor) {
 			appendCol(&sc.trail.Cols[j], c.plan.Cols[j], b, sc.rows)
 		}
 	case c.inRange:
-		for i, t := range times {
-			m := masks[codes[i]]
-			out[k] = t
-			outm[k] = m
-			if m != 0 {
-				k++
-			}
-		}
+		k = filterRows(out, outm, times, codes, masks)
 	default:
-		for i, t := range times {
-			m := masks[codes[i]]
-			out[k] = t
-			outm[k] = m
-			if m != 0 && uint64(t)-uint64(from) < span {
-				k++
-			}
-		}
+		k = filterRowsInRange(out, outm, times, codes, masks, from, span)
 	}
 	sc.trail.Times, sc.trail.Mask = tt[:n+k], tm[:n+k]
 	if n+k > sc.parts[len(sc.parts)-1] {
@@ -620,6 +607,41 @@ func (sc *shardScanner) userValues(c *cursor) {
 			sc.trail.User[j] = analysis.Value{Set: true, Bits: columnBits(pd, src, r)}
 		}
 	}
+}
+
+// filterRows writes every row's time and mask to out/outm and returns how
+// many rows have a non-zero mask, compacted to the front. It is the hot loop
+// of a scan: one table lookup per event and no branch on the match (the
+// write position advances by (m | -m) >> 63, 1 for any non-zero m), since
+// which events match is unpredictable. len(out), len(outm) ≥ len(times).
+func filterRows(out []int64, outm []uint64, times []int64, codes []uint16, masks []uint64) int {
+	k := 0
+	out, outm = out[:len(times)], outm[:len(times)]
+	codes = codes[:len(times)]
+	for i, t := range times {
+		m := masks[codes[i]]
+		out[k] = t
+		outm[k] = m
+		k += int((m | -m) >> 63)
+	}
+	return k
+}
+
+// filterRowsInRange is filterRows that also requires from ≤ t < from+span
+// (span as an unsigned width, so the full int64 range works): the
+// subtraction's borrow is 1 exactly when t-from < span.
+func filterRowsInRange(out []int64, outm []uint64, times []int64, codes []uint16, masks []uint64, from int64, span uint64) int {
+	k := 0
+	out, outm = out[:len(times)], outm[:len(times)]
+	codes = codes[:len(times)]
+	for i, t := range times {
+		m := masks[codes[i]]
+		out[k] = t
+		outm[k] = m
+		_, in := bits.Sub64(uint64(t)-uint64(from), span, 0)
+		k += int(((m | -m) >> 63) & in)
+	}
+	return k
 }
 
 // mergeParts orders the trail buffer, made of time-sorted parts (one per
