@@ -75,17 +75,5 @@ func BenchmarkScanQueryShaped(b *testing.B) {
 		pi := prop(m, "platform")
 		return &UserSegmentPlan{Props: []int{pi}, Cols: []ColumnSource{{Prop: 0, Kind: ColString, Remap: identity(len(m.Props[pi].Dict))}}}, nil
 	}
-	spec := ScanSpec{From: 0, To: 1 << 62, Compile: compile, Cols: 2, UserProps: 1, CompileUsers: compileUsers}
-	vs := []Visitor{&countVisitor{}}
-	if _, err := snap.Scan(context.Background(), spec, vs); err != nil { // warm: open + verify
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		if _, err := snap.Scan(context.Background(), spec, vs); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mevents/s")
+	benchScan(b, snap, ScanSpec{From: 0, To: 1 << 62, Compile: compile, Cols: 2, UserProps: 1, CompileUsers: compileUsers}, n)
 }

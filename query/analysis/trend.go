@@ -542,18 +542,8 @@ func (t *Trend) Merge(o *Trend) {
 }
 
 func (t *Trend) mergeCell(c, o *trendCell) {
-	if o.n == 0 {
-		return
-	}
-	if c.n == 0 {
-		c.min, c.max = o.min, o.max
-	} else {
-		c.min, c.max = min(c.min, o.min), max(c.max, o.max)
-	}
-	c.n += o.n
-	c.sum.Merge(&o.sum)
 	before := cap(c.vals)
-	c.vals = append(c.vals, o.vals...)
+	mergeCellCopy(c, o)
 	t.bytes += int64(cap(c.vals)-before) * 8
 }
 
