@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,44 +31,20 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected outputs of testd
 // TIME is RFC 3339. A value is an int, a float (with a '.'), true/false,
 // @RFC3339 for a time, or else a string ("quoted" to force a string).
 func TestGolden(t *testing.T) {
-	files, err := filepath.Glob("testdata/golden/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no golden files: %v", err)
-	}
-	for _, path := range files {
-		cf, err := testutil.ReadCaseFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range cf.Cases {
-			c := &cf.Cases[i]
-			t.Run(filepath.Base(path)+"/"+c.Name, func(t *testing.T) {
-				var outs [2]string
-				for j, shards := range []int{1, 4} {
-					out, err := runGoldenCase(t, c.Input, shards)
-					if err != nil {
-						t.Fatalf("%s:%d: %v", path, c.Line, err)
-					}
-					outs[j] = out
-				}
-				if outs[0] != outs[1] {
-					t.Fatalf("%s:%d: 1 and 4 shards disagree\n%s\n%s", path, c.Line, outs[0], outs[1])
-				}
-				if *rewrite {
-					c.Expected = outs[0]
-					return
-				}
-				if outs[0] != c.Expected {
-					t.Errorf("%s:%d: output differs (run with -rewrite after review)\n got:\n%s\nwant:\n%s", path, c.Line, outs[0], c.Expected)
-				}
-			})
-		}
-		if *rewrite {
-			if err := testutil.WriteCaseFile(path, cf); err != nil {
-				t.Fatal(err)
+	testutil.RunCaseFiles(t, "testdata/golden/*.txt", *rewrite, func(t *testing.T, where string, input []string) string {
+		var outs [2]string
+		for j, shards := range []int{1, 4} {
+			out, err := runGoldenCase(t, input, shards)
+			if err != nil {
+				t.Fatalf("%s: %v", where, err)
 			}
+			outs[j] = out
 		}
-	}
+		if outs[0] != outs[1] {
+			t.Fatalf("%s: 1 and 4 shards disagree\n%s\n%s", where, outs[0], outs[1])
+		}
+		return outs[0]
+	})
 }
 
 // goldenRows is an import source over parsed lines.

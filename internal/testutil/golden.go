@@ -3,7 +3,9 @@ package testutil
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
+	"testing"
 )
 
 // CaseFile is a golden case file: a free-text header followed by cases.
@@ -112,4 +114,43 @@ func WriteCaseFile(path string, cf *CaseFile) error {
 		return fmt.Errorf("testutil: write case file: %w", err)
 	}
 	return nil
+}
+
+// RunCaseFiles runs every case of the case files matching pattern as a
+// subtest "FILE/NAME": run computes the case's output from its input lines
+// (and fails the subtest itself on an error or a cross-check; where is
+// "file:line" for messages). The output must equal the case's expected
+// text, unless rewrite is set: then the expected texts are replaced by the
+// outputs and the files rewritten, for review like code. It fails when no
+// file matches.
+func RunCaseFiles(t *testing.T, pattern string, rewrite bool, run func(t *testing.T, where string, input []string) string) {
+	t.Helper()
+	files, err := filepath.Glob(pattern)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden files match %s: %v", pattern, err)
+	}
+	for _, path := range files {
+		cf, err := ReadCaseFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range cf.Cases {
+			c := &cf.Cases[i]
+			t.Run(filepath.Base(path)+"/"+c.Name, func(t *testing.T) {
+				got := run(t, fmt.Sprintf("%s:%d", path, c.Line), c.Input)
+				if rewrite {
+					c.Expected = got
+					return
+				}
+				if got != c.Expected {
+					t.Errorf("%s:%d: output differs (run with -rewrite after review)\n got:\n%s\nwant:\n%s", path, c.Line, got, c.Expected)
+				}
+			})
+		}
+		if rewrite {
+			if err := WriteCaseFile(path, cf); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 }

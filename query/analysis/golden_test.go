@@ -3,7 +3,6 @@ package analysis_test
 import (
 	"flag"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,40 +31,16 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected outputs of testd
 // output is rendered by harness_test.go; every case is also run through
 // the naive reference implementation, which must agree.
 func TestGolden(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no golden files: %v", err)
-	}
-	for _, path := range files {
-		cf, err := testutil.ReadCaseFile(path)
+	testutil.RunCaseFiles(t, "testdata/*.txt", *rewrite, func(t *testing.T, where string, input []string) string {
+		got, naive, err := runGolden(t, input)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", where, err)
 		}
-		for i := range cf.Cases {
-			c := &cf.Cases[i]
-			t.Run(filepath.Base(path)+"/"+c.Name, func(t *testing.T) {
-				got, naive, err := runGolden(t, c.Input)
-				if err != nil {
-					t.Fatalf("%s:%d: %v", path, c.Line, err)
-				}
-				if got != naive {
-					t.Errorf("%s:%d: kernel and naive reference disagree\nkernel:\n%s\nnaive:\n%s", path, c.Line, got, naive)
-				}
-				if *rewrite {
-					c.Expected = got
-					return
-				}
-				if got != c.Expected {
-					t.Errorf("%s:%d: output differs (run with -rewrite after review)\n got:\n%s\nwant:\n%s", path, c.Line, got, c.Expected)
-				}
-			})
+		if got != naive {
+			t.Errorf("%s: kernel and naive reference disagree\nkernel:\n%s\nnaive:\n%s", where, got, naive)
 		}
-		if *rewrite {
-			if err := testutil.WriteCaseFile(path, cf); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+		return got
+	})
 }
 
 // goldenParams holds a case's query line.
