@@ -260,7 +260,26 @@ func FuzzDecodeTimes(f *testing.F) {
 		if (err1 == nil) != (err2 == nil) || err1 == nil && !slices.Equal(b1.Times, b2.Times) {
 			t.Fatalf("padded and tight decodes differ: %v / %v", err1, err2)
 		}
+		b3 := fuzzBlock(r, u)
+		err3 := decodeDeltas(enc, padded(raw), b3)
+		if (err1 == nil) != (err3 == nil) || err1 == nil && !slices.Equal(b1.Times, deltaTimes(b3)) {
+			t.Fatalf("decodeDeltas disagrees with decodeTimes: %v / %v", err3, err1)
+		}
 	})
+}
+
+// deltaTimes sums a ReadBlockDeltas block's deltas into times, as the
+// Block documentation defines them.
+func deltaTimes(b *Block) []int64 {
+	out := make([]int64, len(b.Deltas))
+	for u := 0; u+1 < len(b.UserStarts); u++ {
+		t := b.TimeBase
+		for r := b.UserStarts[u]; r < b.UserStarts[u+1]; r++ {
+			t += int64(b.Deltas[r] * b.TimeGCD)
+			out[r] = t
+		}
+	}
+	return out
 }
 
 func FuzzDecodeEvents(f *testing.F) {

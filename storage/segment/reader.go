@@ -172,8 +172,16 @@ type Block struct {
 	UserStarts    []int32
 	Times         []int64
 	Events        []uint16
-	Props         []PropData
-	BytesRead     int64
+	// Deltas, TimeBase and TimeGCD replace Times after ReadBlockDeltas:
+	// row r's time (UTC microseconds) is TimeBase + TimeGCD·Deltas[r] when
+	// r is its user's first row, else the previous row's time +
+	// TimeGCD·Deltas[r] (wrapping int64 arithmetic). Deltas has Rows
+	// entries; after ReadBlock it is empty.
+	Deltas    []uint64
+	TimeBase  int64
+	TimeGCD   uint64
+	Props     []PropData
+	BytesRead int64
 
 	buf []byte   // stored chunk bytes
 	raw []byte   // decompressed chunk bytes
@@ -194,6 +202,19 @@ func (b *Block) UserID(i int) []byte { return b.UserIDBytes[b.UserIDOffsets[i]:b
 // plain errors. In steady state (dst reused for blocks of similar size) it
 // does not allocate.
 func (r *Reader) ReadBlock(i int, props []int, dst *Block) error {
+	return r.readBlock(i, props, dst, false)
+}
+
+// ReadBlockDeltas is ReadBlock that leaves dst.Times empty and sets
+// dst.Deltas, dst.TimeBase and dst.TimeGCD instead (see Block), for a
+// caller that sums the deltas itself while it reads the rows: the trail
+// scan fuses that sum with its row filter and so never writes the
+// block's times to memory. Errors are those of ReadBlock.
+func (r *Reader) ReadBlockDeltas(i int, props []int, dst *Block) error {
+	return r.readBlock(i, props, dst, true)
+}
+
+func (r *Reader) readBlock(i int, props []int, dst *Block, deltas bool) error {
 	if i < 0 || i >= len(r.meta.Blocks) {
 		return fmt.Errorf("segment %s: block %d out of range [0, %d)", r.path, i, len(r.meta.Blocks))
 	}
@@ -223,7 +244,11 @@ func (r *Reader) ReadBlock(i int, props []int, dst *Block) error {
 			case colUsers:
 				err = decodeUsers(raw, bm.Rows, bm.Users, bm.FirstHash, bm.LastHash, dst)
 			case colTimes:
-				err = decodeTimes(c.enc, raw, dst)
+				if deltas {
+					err = decodeDeltas(c.enc, raw, dst)
+				} else {
+					err = decodeTimes(c.enc, raw, dst)
+				}
 			case colEvents:
 				err = decodeEvents(raw, len(r.meta.EventNames), dst)
 			}

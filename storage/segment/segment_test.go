@@ -671,6 +671,37 @@ func TestReadBlockNoAllocs(t *testing.T) {
 	}
 }
 
+// TestReadBlockDeltas checks that ReadBlockDeltas's deltas sum to the
+// times ReadBlock decodes, block by block, for both time encodings, and
+// that everything else it decodes is the same.
+func TestReadBlockDeltas(t *testing.T) {
+	in := realisticInput(5, 40_000)
+	r := openSeg(t, mustWrite(t, in, WriterOptions{BlockRows: 3000}))
+	var a, d Block
+	encs := map[uint8]bool{}
+	for i := range r.Meta().Blocks {
+		if err := r.ReadBlock(i, []int{1}, &a); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.ReadBlockDeltas(i, []int{1}, &d); err != nil {
+			t.Fatal(err)
+		}
+		encs[r.layouts[i].chunks[colTimes].enc] = true
+		if len(d.Times) != 0 || len(a.Deltas) != 0 {
+			t.Fatalf("block %d: ReadBlockDeltas left %d times, ReadBlock %d deltas", i, len(d.Times), len(a.Deltas))
+		}
+		if got := deltaTimes(&d); !slices.Equal(got, a.Times) {
+			t.Fatalf("block %d: deltas sum to %v..., times are %v...", i, got[:3], a.Times[:3])
+		}
+		if !slices.Equal(a.Events, d.Events) || !slices.Equal(a.UserStarts, d.UserStarts) || !slices.Equal(a.Props[0].Strs, d.Props[0].Strs) {
+			t.Fatalf("block %d: events, users or properties differ", i)
+		}
+	}
+	if !encs[encTimesPFOR] {
+		t.Fatalf("no block used the PFOR time encoding: %v", encs)
+	}
+}
+
 func TestHeaderConstants(t *testing.T) {
 	if headerSize != 1+len(headerMagic) || trailerSize != 24+1+len(trailerMagic) {
 		t.Fatalf("header %d / trailer %d sizes disagree with the magics", headerSize, trailerSize)
