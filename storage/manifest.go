@@ -35,6 +35,13 @@ type SegmentRef struct {
 	MinTime int64       `json:"min_time"` // UTC µs of the earliest row
 	MaxTime int64       `json:"max_time"` // UTC µs of the latest row
 	Bytes   int64       `json:"bytes"`    // file size
+	// FirstHash and LastHash are the user-key hashes (xxhash64 of the user
+	// id) of the segment's first and last user, when known (both 0 =
+	// unknown; compaction writes them). Segments of one shard and kind
+	// whose ranges are disjoint hold no common user, which lets the scan
+	// read them one after the other with a single cursor.
+	FirstHash uint64 `json:"first_hash,omitempty"`
+	LastHash  uint64 `json:"last_hash,omitempty"`
 }
 
 // Manifest is the published state of an app. It is replaced atomically as
