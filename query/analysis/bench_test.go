@@ -1,6 +1,7 @@
 package analysis_test
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -143,5 +144,82 @@ func BenchmarkRetention(b *testing.B) {
 			}
 			reportEvents(b, d.events)
 		})
+	}
+}
+
+// logUniformMicros returns a duration log-uniform between 1 s and 7 days,
+// in µs: the shape of funnel times to convert.
+func logUniformMicros(r *rand.Rand) int64 {
+	const lo, hi = 1e6, float64(7 * day)
+	return int64(lo * math.Pow(hi/lo, r.Float64()))
+}
+
+// BenchmarkFunnelResult: the merge side of a 4-step funnel, 2M users who
+// all convert (three lists of 2M log-uniform durations, each exact
+// median computed twice: over all users and for the one group).
+func BenchmarkFunnelResult(b *testing.B) {
+	const users = 2_000_000
+	spec := analysis.FunnelSpec{Steps: 4, Window: 7 * day, From: benchStart, To: benchStart + 30*day}
+	f, err := analysis.NewFunnel(spec, analysis.KeySource{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(42, 8))
+	var tr analysis.Trail
+	for range users {
+		p := analysis.FunnelPath{Step: 4}
+		p.Times[0] = benchStart + r.Int64N(20*day)
+		for k := 1; k < 4; k++ {
+			p.Times[k] = p.Times[k-1] + logUniformMicros(r)
+		}
+		f.AddPath(&p, &tr)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		res := f.Result(nil)
+		if !res.Steps[3].HasTime {
+			b.Fatal("no time to convert")
+		}
+	}
+}
+
+// BenchmarkTrendResultPercentiles: the merge side of a trend with daily
+// buckets over 30 days and median (of views' price), p99 (of every
+// event's price) and count_per_user_median (of all events) series, ~1M
+// events of 10k users.
+func BenchmarkTrendResultPercentiles(b *testing.B) {
+	d := makeBenchData(10000, mixShop)
+	r := rand.New(rand.NewPCG(42, 9))
+	for i := range d.trails {
+		tr := &d.trails[i]
+		c := analysis.Column{Set: make([]bool, len(tr.Times)), Bits: make([]uint64, len(tr.Times))}
+		for j := range c.Set {
+			c.Set[j] = true
+			c.Bits[j] = math.Float64bits(math.Round(100*math.Exp(4*r.Float64())) / 100) // price 1 … 54.60
+			tr.Mask[j] |= 1<<4 | 1<<5                                                   // every event: p99 and count-per-user series
+		}
+		tr.Cols = []analysis.Column{c}
+	}
+	spec := analysis.TrendSpec{
+		Bounds: timebucket.Bounds(d.from, d.to, timebucket.Day, nil, timebucket.Monday),
+		From:   d.from, To: d.to,
+		Series: []analysis.TrendSeries{
+			{Math: analysis.MathMedian, Bit: 0, Col: 0, Float: true},
+			{Math: analysis.MathP99, Bit: 4, Col: 0, Float: true},
+			{Math: analysis.MathCountPerUserMedian, Bit: 5},
+		},
+	}
+	tr, err := analysis.NewTrend(spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, t := range d.trails {
+		tr.Add(t)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if res := tr.Result(nil); len(res.Series) != 3 {
+			b.Fatal("missing series")
+		}
 	}
 }

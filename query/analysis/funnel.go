@@ -500,7 +500,8 @@ func (f *Funnel) Result(group func(Key) Key) FunnelResult {
 	return res
 }
 
-// steps computes the step table of st, sorting its duration lists.
+// steps computes the step table of st, reordering its duration lists
+// (QuantileSelect).
 func (f *Funnel) steps(st *funnelStats) []FunnelStepResult {
 	n := f.spec.Steps
 	users := make([]int64, n+2)
@@ -515,10 +516,9 @@ func (f *Funnel) steps(st *funnelStats) []FunnelStepResult {
 		if k >= 2 {
 			r.ConversionFromPrevious = ratio(users[k], users[k-1])
 			if d := st.durs[k]; len(d) > 0 {
-				slices.Sort(d)
 				r.HasTime = true
 				r.AvgSeconds = meanMicros(d) / 1e6
-				r.MedianSeconds = Quantile(d, 0.5) / 1e6
+				r.MedianSeconds = QuantileSelect(d, 0.5) / 1e6
 			}
 		}
 		out[k-1] = r
@@ -544,22 +544,4 @@ func meanMicros(d []int64) float64 {
 		hi += c
 	}
 	return (float64(hi)*math.Exp2(64) + float64(lo)) / float64(len(d))
-}
-
-// Quantile returns the exact q-quantile (0 ≤ q ≤ 1) of the sorted values
-// x by linear interpolation between closest ranks (NumPy's default,
-// DuckDB's quantile_cont; spec §4): h = (n-1)q,
-// x[⌊h⌋] + (h-⌊h⌋)(x[⌊h⌋+1]-x[⌊h⌋]). It returns 0 for an empty x. x must
-// be sorted ascending; it is not modified.
-func Quantile(x []int64, q float64) float64 {
-	if len(x) == 0 {
-		return 0
-	}
-	h := float64(len(x)-1) * q
-	lo := int(h)
-	v := float64(x[lo])
-	if frac := h - float64(lo); frac > 0 && lo+1 < len(x) {
-		v += frac * (float64(x[lo+1]) - v)
-	}
-	return v
 }

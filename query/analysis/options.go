@@ -7,7 +7,7 @@ type TrendMath uint8
 
 // Trend maths. The zero value is count. Property maths (sum … p99) take
 // the values of a numeric property on the matching events that have it
-// set; percentiles are exact (QuantileFloat). The count-per-user maths
+// set; percentiles are exact (QuantileSelectFloat). The count-per-user maths
 // take, per bucket, the distribution of the counts of matching events of
 // each user with at least one. wau and mau count, per bucket, the users
 // with a matching event in the 7 or 30 days ending at the bucket's end.

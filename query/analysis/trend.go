@@ -667,7 +667,8 @@ func compareKeys(a, b Key) int {
 	return cmp.Compare(a.Bits, b.Bits)
 }
 
-// value computes the math over one cell. It sorts c.vals in place.
+// value computes the math over one cell. It reorders c.vals in place
+// (QuantileSelectFloat).
 func (m TrendMath) value(c *trendCell) float64 {
 	switch m {
 	case MathUsers, MathWAU, MathMAU: // range totals (tots)
@@ -701,21 +702,5 @@ func (m TrendMath) value(c *trendCell) float64 {
 		}
 		return slices.Max(c.vals)
 	}
-	slices.Sort(c.vals)
-	return QuantileFloat(c.vals, m.Level())
-}
-
-// QuantileFloat is Quantile for sorted float64 values (spec §4,
-// quantile_cont). It returns 0 for an empty x.
-func QuantileFloat(x []float64, q float64) float64 {
-	if len(x) == 0 {
-		return 0
-	}
-	h := float64(len(x)-1) * q
-	lo := int(h)
-	v := x[lo]
-	if frac := h - float64(lo); frac > 0 && lo+1 < len(x) {
-		v += frac * (x[lo+1] - v)
-	}
-	return v
+	return QuantileSelectFloat(c.vals, m.Level())
 }
