@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -238,6 +239,7 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 		s.met.imports.WithLabelValues("ok").Inc()
 		s.met.importRows.WithLabelValues("applied").Add(float64(rep.Applied))
 		s.met.importRows.WithLabelValues("duplicate").Add(float64(rep.Duplicates))
+		s.autoCompact(r.Context(), appName)
 		writeJSON(w, http.StatusOK, newImportResponse(rep))
 	case r.Context().Err() != nil:
 		s.met.imports.WithLabelValues("error").Inc()
@@ -263,5 +265,23 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 	default:
 		s.met.imports.WithLabelValues("error").Inc()
 		s.internal(w, r, fmt.Errorf("import into app %q: %w", appName, err))
+	}
+}
+
+// autoCompact applies `spur import`'s policy after a published import:
+// compact the app's shards that have more than 8 runs of a kind
+// (storage.AutoCompactMinRuns). It runs before the answer is sent, so the
+// client waits for it. The import is published whatever happens: a
+// failure is logged, never reported as an import error, and a client that
+// goes away cancels the compaction, which then changes nothing.
+func (s *Server) autoCompact(ctx context.Context, app string) {
+	rep, err := s.store.Compact(ctx, app, storage.CompactOptions{MinRuns: storage.AutoCompactMinRuns})
+	if err != nil {
+		s.log.Warn("automatic compaction after an import failed; the import is published", "app", app, "err", err)
+		return
+	}
+	if rep.Written > 0 {
+		s.log.Info("compacted after an import", "app", app, "replaced", rep.Replaced, "written", rep.Written,
+			"rows", rep.Rows, "bytes_before", rep.BytesBefore, "bytes_after", rep.BytesAfter, "elapsed", rep.Elapsed)
 	}
 }

@@ -27,6 +27,7 @@ func importGenUsers(ctx context.Context, st *storage.Store, app string, cfg gen.
 func newGenCmd(g *globals) *cobra.Command {
 	var cfg gen.Config
 	var out, app string
+	var noCompact bool
 	cmd := &cobra.Command{
 		Use:   "gen --events N [--seed S] (--out FILE.parquet | --app NAME)",
 		Short: "Generate a deterministic synthetic product-analytics dataset (Parquet file, or straight into an app)",
@@ -73,7 +74,13 @@ func newGenCmd(g *globals) *cobra.Command {
 				return err
 			}
 			printReport(cmd.ErrOrStderr(), rep, true)
-			return importGenUsers(cmd.Context(), st, app, cfg)
+			if err := importGenUsers(cmd.Context(), st, app, cfg); err != nil {
+				return err
+			}
+			if !noCompact {
+				autoCompact(cmd, st, app)
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -83,5 +90,6 @@ func newGenCmd(g *globals) *cobra.Command {
 	f.IntVar(&cfg.Days, "days", 90, "time span in days")
 	f.StringVar(&out, "out", "", "write a Parquet file")
 	f.StringVar(&app, "app", "", "import straight into this app (no intermediate file)")
+	f.BoolVar(&noCompact, "no-compact", false, "with --app: do not compact the app afterwards (by default shards with more than 8 runs of a kind are compacted)")
 	return cmd
 }

@@ -28,6 +28,7 @@ type importConfig struct {
 	tz        string
 	maxErrors int
 	progress  string
+	noCompact bool
 }
 
 func newImportCmd(g *globals) *cobra.Command {
@@ -53,6 +54,9 @@ rows are applied.`,
 			if rep != nil {
 				printReport(cmd.ErrOrStderr(), rep, err == nil)
 			}
+			if err == nil && !c.noCompact {
+				autoCompact(cmd, st, c.app)
+			}
 			return err
 		},
 	}
@@ -68,6 +72,7 @@ rows are applied.`,
 	f.StringVar(&c.tz, "tz", "UTC", "time zone for timestamps without an offset (IANA name)")
 	f.IntVar(&c.maxErrors, "max-errors", 0, "bad rows tolerated; more aborts the import with nothing applied")
 	f.StringVar(&c.progress, "progress", "auto", "progress bar: auto (on a terminal), always, never")
+	f.BoolVar(&c.noCompact, "no-compact", false, "do not compact the app afterwards (by default shards with more than 8 runs of a kind are compacted)")
 	cmd.MarkFlagRequired("app")
 	return cmd
 }

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spurdb/spur/storage"
+)
+
+func newCompactCmd(g *globals) *cobra.Command {
+	var app string
+	var opt storage.CompactOptions
+	cmd := &cobra.Command{
+		Use:   "compact --app NAME [--max-segment-rows N] [--force]",
+		Short: "Merge each shard's segments into one run of large segments, so queries merge fewer streams",
+		Long: `Compact rewrites, per shard and kind (events, users), all the shard's segments
+as a few segments of at most --max-segment-rows rows with disjoint user ranges
+(one run), and publishes them in one atomic step; queries then merge one stream
+per shard instead of one per import flush. Shards already one run are left
+alone unless --force. Interrupting it (Ctrl-C) changes nothing.
+
+The replaced files stay on disk (a running server may still read them) until
+the next import or compaction of the app deletes them.
+
+spur import and spur gen --app compact automatically when some shard has more
+than 8 runs of a kind (--no-compact skips that).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := openStore(g)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			rep, err := st.Compact(cmd.Context(), app, opt)
+			if err != nil {
+				return err
+			}
+			printCompactReport(cmd.OutOrStdout(), rep)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&app, "app", "", "app to compact")
+	f.IntVar(&opt.MaxSegmentRows, "max-segment-rows", storage.DefaultMaxSegmentRows, "rows per output segment at most (one user's rows are never split); memory grows with it")
+	f.BoolVar(&opt.Force, "force", false, "also rewrite shards that are one run already (e.g. to apply a new --max-segment-rows)")
+	f.IntVar(&opt.Workers, "workers", 0, "shards compacted in parallel (0 = GOMAXPROCS); memory grows with it")
+	cmd.MarkFlagRequired("app")
+	return cmd
+}
+
+// autoCompact applies the post-import policy: compact the app's shards
+// that have more than 8 runs of a kind (storage.AutoCompactMinRuns). The
+// import is already published, so a failure is a warning on w, not an
+// error of the command.
+func autoCompact(cmd *cobra.Command, st *storage.Store, app string) {
+	w := cmd.ErrOrStderr()
+	rep, err := st.Compact(cmd.Context(), app, storage.CompactOptions{MinRuns: storage.AutoCompactMinRuns})
+	if err != nil {
+		fmt.Fprintf(w, "warning: automatic compaction failed, the import is published (retry with spur compact --app %s): %v\n", app, err)
+		return
+	}
+	if rep.Written > 0 {
+		printCompactReport(w, rep)
+	}
+}
+
+func printCompactReport(w io.Writer, rep *storage.CompactReport) {
+	if rep.Written == 0 {
+		fmt.Fprintf(w, "app %q: nothing to compact (%d segments, %d bytes; every shard is one run of each kind)\n",
+			rep.App, rep.SegmentsBefore, rep.BytesBefore)
+		return
+	}
+	fmt.Fprintf(w, "compacted app %q in %s: segments %d → %d (%d replaced by %d in %d shard groups), %d rows rewritten, bytes %d → %d (%.2f → %.2f MiB); the replaced files are deleted by the next write\n",
+		rep.App, rep.Elapsed.Round(time.Millisecond), rep.SegmentsBefore, rep.SegmentsAfter, rep.Replaced, rep.Written,
+		rep.Groups, rep.Rows, rep.BytesBefore, rep.BytesAfter, float64(rep.BytesBefore)/(1<<20), float64(rep.BytesAfter)/(1<<20))
+}

@@ -1,0 +1,776 @@
+package storage
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/query/analysis"
+	"github.com/spurdb/spur/storage/segment"
+)
+
+// propCol is one property the differential tests generate and read back.
+type propCol struct {
+	name string
+	typ  event.Type
+}
+
+var (
+	compactEventCols = []propCol{{"tag", event.TypeString}, {"n", event.TypeInt}, {"price", event.TypeFloat},
+		{"flag", event.TypeBool}, {"at", event.TypeTime}, {InsertIDProp, event.TypeString}}
+	compactUserCols = []propCol{{"tier", event.TypeString}, {"score", event.TypeInt}, {"vip", event.TypeBool}, {"ltv", event.TypeFloat}}
+)
+
+// trailModel is the naive reference: every accepted row in arrival order.
+type trailModel struct {
+	events  []event.Event // accepted events, in arrival order
+	writes  []event.Event // user property writes, in arrival order
+	seenIDs map[string]bool
+}
+
+// addEvents applies an events import: rows whose insert_id was seen before
+// (in the app or earlier in the import) are dropped; it returns how many.
+func (m *trailModel) addEvents(evs []event.Event) int64 {
+	if m.seenIDs == nil {
+		m.seenIDs = map[string]bool{}
+	}
+	var dups int64
+	for _, e := range evs {
+		if e.InsertID != "" {
+			if m.seenIDs[e.InsertID] {
+				dups++
+				continue
+			}
+			m.seenIDs[e.InsertID] = true
+		}
+		m.events = append(m.events, e)
+	}
+	return dups
+}
+
+// trails renders every user's trail (rows stably sorted by time: ties in
+// arrival order) and current user values (latest write by time, ties to the
+// later arrival) in the form recordTrails produces.
+func (m *trailModel) trails() map[string]string {
+	byUser := map[string][]event.Event{}
+	for _, e := range m.events {
+		byUser[e.UserID] = append(byUser[e.UserID], e)
+	}
+	type best struct {
+		t   int64
+		val string
+	}
+	current := map[string][]best{}
+	for _, w := range m.writes {
+		cur := current[w.UserID]
+		if cur == nil {
+			cur = make([]best, len(compactUserCols))
+			for j := range cur {
+				cur[j].t = math.MinInt64
+			}
+			current[w.UserID] = cur
+		}
+		for j, c := range compactUserCols {
+			for _, p := range w.Props {
+				if p.Name == c.name && w.Time >= cur[j].t {
+					cur[j] = best{w.Time, renderValue(p.Value)}
+				}
+			}
+		}
+	}
+	out := map[string]string{}
+	users := slices.Collect(maps.Keys(byUser))
+	for u := range current {
+		if _, ok := byUser[u]; !ok {
+			users = append(users, u)
+		}
+	}
+	for _, u := range users {
+		evs := byUser[u]
+		slices.SortStableFunc(evs, func(a, b event.Event) int { return cmp.Compare(a.Time, b.Time) })
+		var b strings.Builder
+		for _, e := range evs {
+			fmt.Fprintf(&b, "%d %s", e.Time, e.Name)
+			for _, c := range compactEventCols {
+				v := "-"
+				if c.name == InsertIDProp {
+					if e.InsertID != "" {
+						v = renderValue(event.String(e.InsertID))
+					}
+				} else {
+					for _, p := range e.Props {
+						if p.Name == c.name {
+							v = renderValue(p.Value)
+						}
+					}
+				}
+				b.WriteString(" " + v)
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("user:")
+		for j := range compactUserCols {
+			v := "-"
+			if cur := current[u]; cur != nil && cur[j].t != math.MinInt64 {
+				v = cur[j].val
+			}
+			b.WriteString(" " + v)
+		}
+		out[u] = b.String()
+	}
+	return out
+}
+
+func renderValue(v event.Value) string {
+	switch v.Type {
+	case event.TypeString:
+		return fmt.Sprintf("%q", v.Str)
+	case event.TypeFloat:
+		return fmt.Sprint(v.Float)
+	default: // int, bool (0/1), time (µs)
+		return fmt.Sprint(v.Int)
+	}
+}
+
+// recordTrails scans snap with every event and user property column, all
+// users (also those with only user property writes) and two workers, and
+// renders each user's trail and user values as trailModel.trails does.
+func recordTrails(t *testing.T, snap *Snapshot) map[string]string {
+	t.Helper()
+	var mu sync.Mutex
+	var strs []string
+	ids := map[string]uint32{}
+	intern := func(dict []string) []uint32 {
+		mu.Lock()
+		defer mu.Unlock()
+		out := make([]uint32, len(dict))
+		for i, s := range dict {
+			id, ok := ids[s]
+			if !ok {
+				id = uint32(len(strs))
+				ids[s] = id
+				strs = append(strs, s)
+			}
+			out[i] = id
+		}
+		return out
+	}
+	sources := func(meta *segment.Meta, cols []propCol) ([]int, []ColumnSource, error) {
+		var props []int
+		var srcs []ColumnSource
+		for _, c := range cols {
+			src := ColumnSource{Prop: -1}
+			if mi := slices.IndexFunc(meta.Props, func(p segment.PropMeta) bool { return p.Name == c.name }); mi >= 0 {
+				if meta.Props[mi].Type != c.typ {
+					return nil, nil, fmt.Errorf("property %s is %v, want %v", c.name, meta.Props[mi].Type, c.typ)
+				}
+				src.Prop = len(props)
+				props = append(props, mi)
+				switch c.typ {
+				case event.TypeString:
+					src.Kind, src.Remap = ColString, intern(meta.Props[mi].Dict)
+				case event.TypeFloat:
+					src.Kind = ColFloat
+				}
+			}
+			srcs = append(srcs, src)
+		}
+		return props, srcs, nil
+	}
+	render := func(c propCol, set bool, bits uint64) string {
+		switch {
+		case !set:
+			return "-"
+		case c.typ == event.TypeString:
+			mu.Lock()
+			defer mu.Unlock()
+			return fmt.Sprintf("%q", strs[bits])
+		case c.typ == event.TypeFloat:
+			return fmt.Sprint(math.Float64frombits(bits))
+		}
+		return fmt.Sprint(int64(bits))
+	}
+	spec := ScanSpec{
+		From: math.MinInt64, To: math.MaxInt64, AllUsers: true,
+		Cols: len(compactEventCols), UserProps: len(compactUserCols),
+		Compile: func(ref SegmentRef, meta *segment.Meta) (*SegmentPlan, error) {
+			sp := &SegmentPlan{Masks: make([]uint64, len(meta.EventNames))}
+			for c, n := range meta.EventNames {
+				i := slices.Index(names, n)
+				if i < 0 {
+					return nil, fmt.Errorf("unexpected event %q in %s", n, ref.File)
+				}
+				sp.Masks[c] = 1 << i
+			}
+			var err error
+			sp.Props, sp.Cols, err = sources(meta, compactEventCols)
+			return sp, err
+		},
+		CompileUsers: func(ref SegmentRef, meta *segment.Meta) (*UserSegmentPlan, error) {
+			props, cols, err := sources(meta, compactUserCols)
+			return &UserSegmentPlan{Props: props, Cols: cols}, err
+		},
+	}
+	got := map[string]string{}
+	vs := make([]Visitor, 2)
+	for w := range vs {
+		vs[w] = visitFunc(func(u UserKey, tr *analysis.Trail) {
+			var b strings.Builder
+			for i, ts := range tr.Times {
+				fmt.Fprintf(&b, "%d %s", ts, names[bitIndex(tr.Mask[i])])
+				for j, c := range compactEventCols {
+					b.WriteString(" " + render(c, tr.Cols[j].Set[i], tr.Cols[j].Bits[i]))
+				}
+				b.WriteString("\n")
+			}
+			b.WriteString("user:")
+			for j, c := range compactUserCols {
+				b.WriteString(" " + render(c, tr.User[j].Set, tr.User[j].Bits))
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if _, dup := got[string(u.ID)]; dup {
+				t.Errorf("user %s visited twice", u.ID)
+			}
+			got[string(u.ID)] = b.String()
+		})
+	}
+	if _, err := snap.Scan(context.Background(), spec, vs); err != nil {
+		t.Fatalf("scan: %v", err)
+	}
+	return got
+}
+
+func sameTrails(t *testing.T, what string, got, want map[string]string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d users, want %d", what, len(got), len(want))
+	}
+	for u, w := range want {
+		if got[u] != w {
+			t.Fatalf("%s: user %s\n got:\n%s\nwant:\n%s", what, u, got[u], w)
+		}
+	}
+}
+
+// compactEvents returns n events over users u0..u(users-1) with every
+// property type, times on a coarse grid (many ties, also across imports)
+// and insert_ids on some rows, a few of them repeating earlier ids
+// (*nextID counts the ids handed out).
+func compactEvents(r *rand.Rand, n, users int, t0 int64, nextID *int) []event.Event {
+	evs := randomEvents(r, n, users, t0)
+	for i := range evs {
+		e := &evs[i]
+		e.Time = t0 + int64(r.IntN(12))*1_000_000
+		var ps []event.Prop
+		if r.IntN(3) > 0 {
+			ps = append(ps, event.Prop{Name: "tag", Value: event.String(fmt.Sprintf("t%d", r.IntN(1+r.IntN(40))))})
+		}
+		if r.IntN(2) == 0 {
+			ps = append(ps, event.Prop{Name: "n", Value: event.Int(int64(r.IntN(1000) - 500))})
+		}
+		if r.IntN(2) == 0 {
+			ps = append(ps, event.Prop{Name: "price", Value: event.Float(float64(r.IntN(400)) / 8)})
+		}
+		if r.IntN(4) == 0 {
+			ps = append(ps, event.Prop{Name: "flag", Value: event.Bool(r.IntN(2) == 0)})
+		}
+		if r.IntN(5) == 0 {
+			ps = append(ps, event.Prop{Name: "at", Value: event.Time(t0 + int64(r.IntN(1e9)))})
+		}
+		r.Shuffle(len(ps), func(i, j int) { ps[i], ps[j] = ps[j], ps[i] })
+		e.Props = ps
+		switch k := r.IntN(10); {
+		case k < 4:
+			e.InsertID = fmt.Sprintf("id%d", *nextID)
+			*nextID++
+		case k == 4 && *nextID > 0:
+			e.InsertID = fmt.Sprintf("id%d", r.IntN(*nextID)) // a duplicate
+		}
+	}
+	return evs
+}
+
+// compactWrites returns n user property writes with conflicting values at
+// equal times.
+func compactWrites(r *rand.Rand, n, users int, t0 int64) []event.Event {
+	ws := make([]event.Event, n)
+	for i := range ws {
+		var ps []event.Prop
+		if r.IntN(3) > 0 {
+			ps = append(ps, event.Prop{Name: "tier", Value: event.String([]string{"gold", "silver", "bronze"}[r.IntN(3)])})
+		}
+		if r.IntN(2) == 0 {
+			ps = append(ps, event.Prop{Name: "score", Value: event.Int(int64(r.IntN(100)))})
+		}
+		if r.IntN(2) == 0 {
+			ps = append(ps, event.Prop{Name: "vip", Value: event.Bool(r.IntN(2) == 0)})
+		}
+		if r.IntN(3) == 0 {
+			ps = append(ps, event.Prop{Name: "ltv", Value: event.Float(float64(r.IntN(50)) / 4)})
+		}
+		ws[i] = event.Event{UserID: fmt.Sprintf("u%d", r.IntN(users)), Time: t0 + int64(r.IntN(4))*1_000_000,
+			Props: ps, Pos: event.Pos{File: "users", Line: int64(i + 1)}}
+	}
+	return ws
+}
+
+// segFiles lists the files in the app's segment directory.
+func segFiles(t *testing.T, a *App) []string {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(a.dir, segDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// checkCompacted checks the outputs of a compaction: one run per shard
+// and kind (a lone import segment is left as it is), all of Seq seqs[kind][shard], strictly ordered
+// disjoint hash ranges that match the segments' first and last users, and
+// at most maxRows rows unless one hash group; and that the segments' user
+// counts add up to the distinct users of each kind.
+func checkCompacted(t *testing.T, snap *Snapshot, seqs map[SegmentKind][]int64, maxRows int64, users map[SegmentKind]int64) {
+	t.Helper()
+	m := snap.Manifest
+	for _, kind := range []SegmentKind{KindEvents, KindUsers} {
+		for sh, runs := range m.ShardRuns(kind) {
+			if runs > 1 {
+				t.Fatalf("%s shard %d: %d runs after compaction", kind, sh, runs)
+			}
+		}
+		byShard := make([][]SegmentRef, m.Shards)
+		var userSum int64
+		for _, ref := range snap.Segments(kind) {
+			byShard[ref.Shard] = append(byShard[ref.Shard], ref)
+			userSum += ref.Users
+		}
+		if userSum != users[kind] {
+			t.Fatalf("%s: segments count %d users, want %d distinct", kind, userSum, users[kind])
+		}
+		for sh, refs := range byShard {
+			if len(refs) == 1 && refs[0].FirstHash == 0 && refs[0].LastHash == 0 {
+				continue // a single import segment: one run already, left alone
+			}
+			slices.SortFunc(refs, func(x, y SegmentRef) int { return cmp.Compare(x.FirstHash, y.FirstHash) })
+			for i, ref := range refs {
+				if ref.Seq != seqs[kind][sh] {
+					t.Fatalf("%s: Seq %d, want the largest input Seq %d", ref.File, ref.Seq, seqs[kind][sh])
+				}
+				if i > 0 && refs[i-1].LastHash >= ref.FirstHash {
+					t.Fatalf("%s and %s: hash ranges [%#x, %#x] and [%#x, %#x] overlap", refs[i-1].File, ref.File,
+						refs[i-1].FirstHash, refs[i-1].LastHash, ref.FirstHash, ref.LastHash)
+				}
+				r, err := snap.Reader(ref)
+				if err != nil {
+					t.Fatal(err)
+				}
+				blocks := r.Meta().Blocks
+				if blocks[0].FirstHash != ref.FirstHash || blocks[len(blocks)-1].LastHash != ref.LastHash {
+					t.Fatalf("%s: manifest range [%#x, %#x], segment holds [%#x, %#x]", ref.File,
+						ref.FirstHash, ref.LastHash, blocks[0].FirstHash, blocks[len(blocks)-1].LastHash)
+				}
+				if ref.Rows > maxRows && ref.FirstHash != ref.LastHash {
+					t.Fatalf("%s: %d rows over the cap of %d with more than one user hash", ref.File, ref.Rows, maxRows)
+				}
+			}
+		}
+	}
+}
+
+// maxSeqs returns the largest Seq per kind and shard.
+func maxSeqs(m *Manifest) map[SegmentKind][]int64 {
+	out := map[SegmentKind][]int64{KindEvents: make([]int64, m.Shards), KindUsers: make([]int64, m.Shards)}
+	for _, ref := range m.Segments {
+		out[ref.Kind][ref.Shard] = max(out[ref.Kind][ref.Shard], ref.Seq)
+	}
+	return out
+}
+
+// TestCompactPreservesEveryTrail is the differential test of compaction:
+// several imports (tiny flushes and blocks so users span segments and
+// blocks, equal times across imports, insert_ids with duplicates, users
+// segments with conflicting writes) are scanned with every column and user
+// value before and after Compact, against a naive model. It also checks
+// the outputs (one run per shard, disjoint ranges, Seq, the row cap, user
+// counts), that a snapshot taken before the compaction and a reopened
+// store still read the same trails, and that an import after the
+// compaction deduplicates against the compacted insert_ids and orders its
+// tied rows after the compacted ones.
+func TestCompactPreservesEveryTrail(t *testing.T) {
+	ctx := context.Background()
+	for seed := range 10 {
+		r := rand.New(rand.NewPCG(uint64(seed), 21))
+		st := openTest(t, 1<<r.IntN(3))
+		t0 := int64(1_700_000_000_000_000)
+		var m trailModel
+		nextID := 0
+		users := 5 + r.IntN(40)
+		for range 2 + r.IntN(3) {
+			evs := compactEvents(r, 50+r.IntN(250), users, t0, &nextID)
+			dups := m.addEvents(evs)
+			rep, err := st.Import(ctx, "app", []Source{&sliceSource{evs: evs}},
+				ImportOptions{FlushRows: 10 + r.IntN(100), BlockRows: 1 + r.IntN(32)})
+			if err != nil || rep.Duplicates != dups {
+				t.Fatalf("seed %d: import: %v (duplicates %d, model %d)", seed, err, rep.Duplicates, dups)
+			}
+		}
+		for range 1 + r.IntN(3) {
+			ws := compactWrites(r, 5+r.IntN(40), users+5, t0)
+			m.writes = append(m.writes, ws...)
+			if _, err := st.Import(ctx, "app", []Source{&sliceSource{evs: ws}},
+				ImportOptions{Kind: KindUsers, FlushRows: 3 + r.IntN(20), BlockRows: 1 + r.IntN(8)}); err != nil {
+				t.Fatalf("seed %d: users import: %v", seed, err)
+			}
+		}
+		a, err := st.App("app")
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := a.Snapshot()
+		want := m.trails()
+		before := recordTrails(t, old)
+		sameTrails(t, fmt.Sprintf("seed %d before compaction", seed), before, want)
+
+		opt := CompactOptions{BlockRows: 1 + r.IntN(32), Workers: 1 + r.IntN(3)}
+		maxRows := int64(DefaultMaxSegmentRows)
+		if seed%2 == 0 {
+			opt.MaxSegmentRows = 15 + r.IntN(60)
+			maxRows = int64(opt.MaxSegmentRows)
+		}
+		var planned int64
+		for _, g := range planCompaction(old.Manifest, CompactOptions{MinRuns: 2}) {
+			planned += g.rows
+		}
+		rep, err := a.Compact(ctx, opt)
+		if err != nil {
+			t.Fatalf("seed %d: compact: %v", seed, err)
+		}
+		snap := a.Snapshot()
+		if rep.Rows != planned ||
+			snap.Manifest.Rows(KindEvents) != old.Manifest.Rows(KindEvents) || snap.Manifest.Rows(KindUsers) != old.Manifest.Rows(KindUsers) ||
+			snap.Manifest.Generation != old.Manifest.Generation+1 || snap.Manifest.NextSeq != old.Manifest.NextSeq ||
+			rep.SegmentsAfter != len(snap.Manifest.Segments) || rep.Written+rep.SegmentsBefore-rep.Replaced != rep.SegmentsAfter {
+			t.Fatalf("seed %d: report %+v; rows %d/%d → %d/%d", seed, rep, old.Manifest.Rows(KindEvents),
+				old.Manifest.Rows(KindUsers), snap.Manifest.Rows(KindEvents), snap.Manifest.Rows(KindUsers))
+		}
+		distinct := map[SegmentKind]int64{}
+		seen := map[string]bool{}
+		for _, e := range m.events {
+			if !seen[e.UserID] {
+				seen[e.UserID] = true
+				distinct[KindEvents]++
+			}
+		}
+		clear(seen)
+		for _, w := range m.writes {
+			if !seen[w.UserID] {
+				seen[w.UserID] = true
+				distinct[KindUsers]++
+			}
+		}
+		checkCompacted(t, snap, maxSeqs(old.Manifest), maxRows, distinct)
+		if seed%2 == 0 {
+			// The cap splits: a shard group of R rows needs at least
+			// ceil(R / cap) outputs.
+			for _, kind := range []SegmentKind{KindEvents, KindUsers} {
+				rows, outs := map[int]int64{}, map[int]int64{}
+				for _, ref := range snap.Segments(kind) {
+					rows[ref.Shard] += ref.Rows
+					outs[ref.Shard]++
+				}
+				for sh, n := range rows {
+					if outs[sh] < (n+maxRows-1)/maxRows {
+						t.Fatalf("seed %d %s shard %d: %d rows in %d outputs with a cap of %d", seed, kind, sh, n, outs[sh], maxRows)
+					}
+				}
+			}
+		}
+		sameTrails(t, fmt.Sprintf("seed %d after compaction", seed), recordTrails(t, snap), before)
+		got, _ := collect(t, snap, math.MinInt64, math.MaxInt64, names, 2)
+		var imports [][]event.Event
+		imports = append(imports, m.events)
+		if w := expected(imports, math.MinInt64, math.MaxInt64, names); !maps.EqualFunc(got, w, slices.Equal) {
+			t.Fatalf("seed %d: time-and-name trails differ after compaction", seed)
+		}
+		sameTrails(t, fmt.Sprintf("seed %d old snapshot after compaction", seed), recordTrails(t, old), before)
+
+		// A fresh store reads the compacted manifest (hash ranges included).
+		st2, err := Open(Config{Dir: st.cfg.Dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a2, err := st2.App("app")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(a2.Snapshot().Manifest.Segments, snap.Manifest.Segments) {
+			t.Fatalf("seed %d: reopened manifest differs", seed)
+		}
+		sameTrails(t, fmt.Sprintf("seed %d reopened", seed), recordTrails(t, a2.Snapshot()), before)
+		st2.Close()
+
+		// Nothing left to do: a no-op that publishes nothing.
+		if rep, err := a.Compact(ctx, opt); err != nil || rep.Written != 0 || a.Snapshot() != snap {
+			t.Fatalf("seed %d: second compaction: %+v %v", seed, rep, err)
+		}
+
+		// An import after the compaction: insert_ids already compacted are
+		// duplicates, and rows tied in time come after the compacted ones.
+		evs := compactEvents(r, 100, users, t0, &nextID)
+		for i := range evs[:20] {
+			evs[i].InsertID = fmt.Sprintf("id%d", r.IntN(nextID))
+		}
+		dups := m.addEvents(evs)
+		rep2, err := st.Import(ctx, "app", []Source{&sliceSource{evs: evs}}, ImportOptions{FlushRows: 30})
+		if err != nil || rep2.Duplicates != dups || dups < 20 {
+			t.Fatalf("seed %d: import after compaction: %v (duplicates %d, model %d)", seed, err, rep2.Duplicates, dups)
+		}
+		sameTrails(t, fmt.Sprintf("seed %d import after compaction", seed), recordTrails(t, a.Snapshot()), m.trails())
+		// That import removed the replaced inputs; the old snapshot still
+		// reads them through the readers it opened.
+		assertNoOrphans(t, a)
+		sameTrails(t, fmt.Sprintf("seed %d old snapshot after the inputs' deletion", seed), recordTrails(t, old), before)
+
+		// Force rewrites a single run; MaxSegmentRows re-splits it.
+		before = recordTrails(t, a.Snapshot())
+		prev := a.Snapshot().Manifest
+		if _, err := a.Compact(ctx, CompactOptions{Force: true, MaxSegmentRows: 25}); err != nil {
+			t.Fatalf("seed %d: forced compaction: %v", seed, err)
+		}
+		distinct[KindEvents] = int64(len(m.trails())) - countOnlyWriters(&m)
+		checkCompacted(t, a.Snapshot(), maxSeqs(prev), 25, distinct)
+		// That compaction dropped the cached readers of deleted files.
+		live := map[string]bool{}
+		for _, ref := range append(slices.Clone(prev.Segments), a.Snapshot().Manifest.Segments...) {
+			live[ref.File] = true
+		}
+		a.rmu.Lock()
+		for f := range a.readers {
+			if !live[f] {
+				t.Errorf("seed %d: reader of deleted file %s still cached", seed, f)
+			}
+		}
+		a.rmu.Unlock()
+		sameTrails(t, fmt.Sprintf("seed %d forced", seed), recordTrails(t, a.Snapshot()), before)
+	}
+}
+
+// countOnlyWriters counts the users with property writes but no event.
+func countOnlyWriters(m *trailModel) int64 {
+	has := map[string]bool{}
+	for _, e := range m.events {
+		has[e.UserID] = true
+	}
+	only := map[string]bool{}
+	for _, w := range m.writes {
+		if !has[w.UserID] {
+			only[w.UserID] = true
+		}
+	}
+	return int64(len(only))
+}
+
+// TestCompactCancelledChangesNothing cancels a compaction before it starts
+// and after its first output segment: the error is the cancellation, and
+// the manifest and the segment directory are as before.
+func TestCompactCancelledChangesNothing(t *testing.T) {
+	st := openTest(t, 2)
+	r := rand.New(rand.NewPCG(5, 6))
+	nextID := 0
+	for range 3 {
+		evs := compactEvents(r, 300, 30, 1_700_000_000_000_000, &nextID)
+		if _, err := st.Import(context.Background(), "app", []Source{&sliceSource{evs: evs}}, ImportOptions{FlushRows: 100, BlockRows: 8}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, _ := st.App("app")
+	before, files := a.Snapshot(), segFiles(t, a)
+	trails := recordTrails(t, before)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := a.Compact(ctx, CompactOptions{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("pre-cancelled: err = %v, want context.Canceled", err)
+	}
+	if a.Snapshot() != before || !slices.Equal(segFiles(t, a), files) {
+		t.Fatal("pre-cancelled compaction changed the store")
+	}
+
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	outputs := 0
+	_, err := a.Compact(ctx, CompactOptions{Workers: 1, MaxSegmentRows: 40, BlockRows: 8, Progress: func(int64) {
+		outputs++
+		cancel()
+	}})
+	if !errors.Is(err, context.Canceled) || outputs != 1 {
+		t.Fatalf("cancelled after the first output: err = %v after %d outputs", err, outputs)
+	}
+	if a.Snapshot() != before || !slices.Equal(segFiles(t, a), files) {
+		t.Fatalf("cancelled compaction changed the store: files %v, want %v", segFiles(t, a), files)
+	}
+	if _, err := a.Compact(context.Background(), CompactOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sameTrails(t, "after the cancelled and a full compaction", recordTrails(t, a.Snapshot()), trails)
+}
+
+// TestCompactKeepsEqualHashesTogether compacts hand-written segments whose
+// users share hashes (a collision xxhash will not produce on demand): the
+// row cap must not split a hash group, so the outputs' ranges stay
+// disjoint, and each user's rows merge in (time, Seq) order.
+func TestCompactKeepsEqualHashesTogether(t *testing.T) {
+	st := openTest(t, 1)
+	if _, err := st.Import(context.Background(), "app", []Source{&sliceSource{evs: []event.Event{{UserID: "x", Time: 1, Name: "a"}}}}, ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := st.App("app")
+	type row struct {
+		hash uint64
+		id   string
+		t    int64
+		name uint32
+	}
+	write := func(file string, rows []row) SegmentRef {
+		in := &segment.Input{EventNames: names}
+		for _, rw := range rows {
+			if n := len(in.Users); n == 0 || in.Users[n-1].ID != rw.id {
+				in.Users = append(in.Users, segment.User{Hash: rw.hash, ID: rw.id})
+			}
+			in.Users[len(in.Users)-1].Rows++
+			in.Times = append(in.Times, rw.t)
+			in.Events = append(in.Events, rw.name)
+		}
+		info, err := segment.Write(filepath.Join(a.dir, segDir, file), in, segment.WriterOptions{BlockRows: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return SegmentRef{File: file, Kind: KindEvents, Seq: -1, Rows: info.Rows, Users: info.Users,
+			MinTime: info.MinTime, MaxTime: info.MaxTime, Bytes: info.Bytes}
+	}
+	s1 := write("h1.seg", []row{{5, "a", 10, 0}, {5, "a", 20, 0}, {5, "b", 10, 0}, {5, "c", 30, 0}, {9, "d", 10, 0}, {9, "d", 11, 0}})
+	s2 := write("h2.seg", []row{{3, "z", 10, 1}, {5, "a", 10, 1}, {5, "a", 15, 1}, {5, "c", 5, 1}, {9, "d", 10, 1}, {12, "e", 10, 1}})
+	s1.Seq, s2.Seq = 1, 2
+	m := *a.Snapshot().Manifest
+	m.Generation++
+	m.NextSeq = 3
+	m.Segments = []SegmentRef{s1, s2}
+	if err := writeManifest(a.dir, &m); err != nil {
+		t.Fatal(err)
+	}
+	st2, err := Open(Config{Dir: st.cfg.Dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	a2, _ := st2.App("app")
+	before, _ := collect(t, a2.Snapshot(), math.MinInt64, math.MaxInt64, names, 1)
+	if _, err := a2.Compact(context.Background(), CompactOptions{MaxSegmentRows: 2, BlockRows: 2}); err != nil {
+		t.Fatal(err)
+	}
+	snap := a2.Snapshot()
+	var ranges [][2]uint64
+	for _, ref := range snap.Manifest.Segments {
+		ranges = append(ranges, [2]uint64{ref.FirstHash, ref.LastHash})
+		if ref.Seq != 2 {
+			t.Fatalf("%s: Seq %d, want 2", ref.File, ref.Seq)
+		}
+	}
+	// z (3) alone; a, b, c (5: 7 rows) together over the cap; d (9: 3
+	// rows) alone; e (12).
+	if want := [][2]uint64{{3, 3}, {5, 5}, {9, 9}, {12, 12}}; !slices.Equal(ranges, want) {
+		t.Fatalf("output ranges %v, want %v", ranges, want)
+	}
+	after, _ := collect(t, snap, math.MinInt64, math.MaxInt64, names, 1)
+	if !maps.EqualFunc(after, before, slices.Equal) {
+		t.Fatalf("trails changed:\n got %v\nwant %v", after, before)
+	}
+	wantA := []ev{{10, "a"}, {10, "b"}, {15, "b"}, {20, "a"}} // the tie at 10: Seq 1 first
+	if !slices.Equal(after["a"], wantA) {
+		t.Fatalf("user a: %v, want %v", after["a"], wantA)
+	}
+}
+
+func TestStoreCompactUnknownApp(t *testing.T) {
+	st := openTest(t, 2)
+	if _, err := st.Compact(context.Background(), "nope", CompactOptions{}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("err = %v, want ErrNotFound", err)
+	}
+}
+
+// TestShardRuns checks the run count against hand-made manifests.
+func TestShardRuns(t *testing.T) {
+	m := &Manifest{Shards: 2, Segments: []SegmentRef{
+		{Kind: KindEvents, Shard: 0, Seq: 1},                              // unknown: a run
+		{Kind: KindEvents, Shard: 0, Seq: 2},                              // unknown: a run
+		{Kind: KindEvents, Shard: 1, Seq: 3, FirstHash: 1, LastHash: 10},  // chain 1
+		{Kind: KindEvents, Shard: 1, Seq: 3, FirstHash: 11, LastHash: 20}, // chain 1
+		{Kind: KindEvents, Shard: 1, Seq: 4, FirstHash: 5, LastHash: 12},  // overlaps both: chain 2
+		{Kind: KindEvents, Shard: 1, Seq: 5, FirstHash: 21, LastHash: 30}, // after chain 1's end
+		{Kind: KindUsers, Shard: 1, Seq: 6},
+	}}
+	if got := m.ShardRuns(KindEvents); !slices.Equal(got, []int{2, 2}) {
+		t.Fatalf("events runs %v, want [2 2]", got)
+	}
+	if got := m.ShardRuns(KindUsers); !slices.Equal(got, []int{0, 1}) {
+		t.Fatalf("users runs %v, want [0 1]", got)
+	}
+	plan := planCompaction(m, CompactOptions{MinRuns: 2})
+	if len(plan) != 2 || plan[0].kind != KindEvents || plan[1].kind != KindEvents || plan[0].seq != 2 && plan[1].seq != 2 {
+		t.Fatalf("plan %+v", plan)
+	}
+	if plan := planCompaction(m, CompactOptions{MinRuns: 3}); len(plan) != 0 {
+		t.Fatalf("MinRuns 3: plan %+v, want none", plan)
+	}
+	if plan := planCompaction(m, CompactOptions{MinRuns: 3, Force: true}); len(plan) != 3 {
+		t.Fatalf("Force: %d groups, want 3", len(plan))
+	}
+}
+
+// TestOrBits checks the word-wise bit copy against a bit-by-bit one.
+func TestOrBits(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 9))
+	for range 2000 {
+		srcBits := 1 + r.IntN(300)
+		src := make([]uint64, (srcBits+63)/64)
+		for i := range srcBits {
+			if r.IntN(3) == 0 {
+				src[i>>6] |= 1 << (i & 63)
+			}
+		}
+		s := r.IntN(srcBits)
+		n := r.IntN(srcBits - s + 1)
+		d := r.IntN(200)
+		dst := make([]uint64, (d+n+63)/64+r.IntN(2))
+		for i := range dst {
+			dst[i] = r.Uint64() & r.Uint64()
+		}
+		want := slices.Clone(dst)
+		anyWant := false
+		for i := range n {
+			if src[(s+i)>>6]>>((s+i)&63)&1 != 0 {
+				want[(d+i)>>6] |= 1 << ((d + i) & 63)
+				anyWant = true
+			}
+		}
+		if anyGot := orBits(dst, d, src, s, n); anyGot != anyWant || !slices.Equal(dst, want) {
+			t.Fatalf("orBits(d=%d, s=%d, n=%d): any %v want %v\n got %x\nwant %x", d, s, n, anyGot, anyWant, dst, want)
+		}
+	}
+}
