@@ -290,25 +290,7 @@ func (m *Manifest) ShardRuns(kind SegmentKind) []int {
 
 // countRuns counts the runs of one shard's segments of one kind (see
 // Manifest.ShardRuns).
-func countRuns(refs []SegmentRef) int {
-	refs = slices.Clone(refs)
-	slices.SortStableFunc(refs, func(x, y SegmentRef) int { return cmp.Compare(x.FirstHash, y.FirstHash) })
-	var tails []uint64 // per run of known ranges: LastHash of its last segment
-	unknown := 0
-	for _, ref := range refs {
-		if ref.FirstHash == 0 && ref.LastHash == 0 {
-			unknown++
-			continue
-		}
-		i := slices.IndexFunc(tails, func(last uint64) bool { return last < ref.FirstHash })
-		if i < 0 {
-			tails = append(tails, ref.LastHash)
-		} else {
-			tails[i] = ref.LastHash
-		}
-	}
-	return unknown + len(tails)
-}
+func countRuns(refs []SegmentRef) int { return len(chainSegments(refs, &chainScratch{})) }
 
 // compactGroup is the input of one output run: all segments of one kind of
 // one shard, in arrival order.

@@ -261,17 +261,13 @@ type shardScanner struct {
 	v    Visitor
 	st   *ScanStats
 
-	free []*cursor // cursors (with their decode buffers) for reuse
-	heap []*cursor
-	// runs scratch
-	sorted, chained []SegmentRef
-	chains          [][]SegmentRef
-	owner           []int32
-	tails           []chainTail
-	parts           []int   // trail part boundaries when a user spans segments
-	rows            []int32 // block row of each event appended by appendRows (with columns)
-	trail           analysis.Trail
-	ubest           []int64 // per user value: the time of the write it holds
+	free   []*cursor // cursors (with their decode buffers) for reuse
+	heap   []*cursor
+	chains chainScratch
+	parts  []int   // trail part boundaries when a user spans segments
+	rows   []int32 // block row of each event appended by appendRows (with columns)
+	trail  analysis.Trail
+	ubest  []int64 // per user value: the time of the write it holds
 	// mergeParts scratch
 	perm, perm2 []int32
 	sTimes      []int64
@@ -350,7 +346,7 @@ func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error 
 		sc.ubest = make([]int64, sc.spec.UserProps)
 	}
 	used := 0
-	for _, run := range sc.runs(refs) {
+	for _, run := range chainSegments(refs, &sc.chains) {
 		var c *cursor
 		if used < len(sc.free) {
 			c = sc.free[used]
@@ -763,41 +759,47 @@ func (sc *shardScanner) nextSegment(ctx context.Context, c *cursor) (bool, error
 	return false, nil
 }
 
-// runs partitions a shard's segments into chains that one cursor can read
-// one after the other: segments whose user-hash ranges (SegmentRef
-// FirstHash..LastHash, written by compaction) are disjoint and ascending.
-// No user has rows in two segments of a chain, so the k-way merge needs
-// one heap entry per chain instead of one per segment. A segment without
-// a known range (FirstHash = LastHash = 0) forms a chain of its own.
-// Chains are built greedily (first fit in FirstHash order), which is
-// optimal for interval partitioning; the returned slices share the
-// scanner's scratch and are valid until the next call.
-func (sc *shardScanner) runs(refs []SegmentRef) [][]SegmentRef {
+// chainScratch is the reusable memory of chainSegments.
+type chainScratch struct {
+	sorted, chained []SegmentRef
+	chains          [][]SegmentRef
+	owner           []int32
+	tails           []chainTail
+}
+
+// chainTail is the end of one chain while chainSegments builds them.
+type chainTail struct {
+	known bool   // the chain's last segment has a hash range
+	last  uint64 // its LastHash
+}
+
+// chainSegments partitions a shard's segments of one kind into chains
+// (runs) that one cursor can read one after the other: segments whose
+// user-hash ranges (SegmentRef FirstHash..LastHash, written by
+// compaction) are disjoint and ascending. No user has rows in two segments
+// of a chain, so the k-way merge needs one heap entry per chain instead of
+// one per segment. A segment without a known range (FirstHash = LastHash =
+// 0) forms a chain of its own. Chains are built greedily (segments in
+// FirstHash order, each appended to the first chain that ends below it),
+// which is optimal for interval partitioning. The returned slices live in
+// sc and are valid until its next use.
+func chainSegments(refs []SegmentRef, sc *chainScratch) [][]SegmentRef {
 	sorted := append(sc.sorted[:0], refs...)
 	slices.SortStableFunc(sorted, func(a, b SegmentRef) int { return cmp.Compare(a.FirstHash, b.FirstHash) })
-	sc.sorted = sorted
-	// chains[i] is a range of sc.chained: chained is filled chain by chain,
-	// so collect the assignment first.
-	owner := sc.owner[:0]
-	tails := sc.tails[:0] // per chain: LastHash of its last segment, or unknown
+	owner, tails := sc.owner[:0], sc.tails[:0]
 	for _, ref := range sorted {
+		known := ref.FirstHash != 0 || ref.LastHash != 0
 		ch := -1
-		if ref.FirstHash != 0 || ref.LastHash != 0 {
-			for i, t := range tails {
-				if t.known && t.last < ref.FirstHash {
-					ch = i
-					break
-				}
-			}
+		if known {
+			ch = slices.IndexFunc(tails, func(t chainTail) bool { return t.known && t.last < ref.FirstHash })
 		}
 		if ch < 0 {
 			ch = len(tails)
 			tails = append(tails, chainTail{})
 		}
-		tails[ch] = chainTail{known: ref.FirstHash != 0 || ref.LastHash != 0, last: ref.LastHash}
+		tails[ch] = chainTail{known: known, last: ref.LastHash}
 		owner = append(owner, int32(ch))
 	}
-	sc.owner, sc.tails = owner, tails
 	chained := slices.Grow(sc.chained[:0], len(sorted))
 	out := sc.chains[:0]
 	for ch := range tails {
@@ -809,14 +811,8 @@ func (sc *shardScanner) runs(refs []SegmentRef) [][]SegmentRef {
 		}
 		out = append(out, chained[start:len(chained):len(chained)])
 	}
-	sc.chained, sc.chains = chained, out
+	sc.sorted, sc.owner, sc.tails, sc.chained, sc.chains = sorted, owner, tails, chained, out
 	return out
-}
-
-// chainTail is the end of one chain while runs builds them.
-type chainTail struct {
-	known bool   // the chain's last segment has a hash range
-	last  uint64 // its LastHash
 }
 
 // nextBlock decodes the next block of c that can hold a passing row.

@@ -12,7 +12,7 @@ import (
 // optimum of interval partitioning).
 func TestRunsPartition(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	var sc shardScanner
+	var sc chainScratch
 	for iter := range 500 {
 		n := rng.IntN(12)
 		refs := make([]SegmentRef, n)
@@ -25,7 +25,7 @@ func TestRunsPartition(t *testing.T) {
 		}
 		seen := make(map[int64]int)
 		unknown := 0
-		chains := sc.runs(refs)
+		chains := chainSegments(refs, &sc)
 		for _, ch := range chains {
 			for j, r := range ch {
 				seen[r.Seq]++
@@ -55,7 +55,7 @@ func TestRunsPartition(t *testing.T) {
 			}
 			depth = max(depth, d)
 		}
-		if len(chains)-unknown != depth {
+		if len(chains)-unknown != depth || countRuns(refs) != len(chains) {
 			t.Fatalf("iter %d: %d chains for known ranges of depth %d", iter, len(chains)-unknown, depth)
 		}
 	}
