@@ -264,10 +264,15 @@ type shardScanner struct {
 	free   []*cursor // cursors (with their decode buffers) for reuse
 	heap   []*cursor
 	chains chainScratch
-	parts  []int   // trail part boundaries when a user spans segments
-	rows   []int32 // block row of each event appended by appendRows (with columns)
-	trail  analysis.Trail
-	ubest  []int64 // per user value: the time of the write it holds
+	// drain's block-wide buffers: passing rows' times and masks, and the
+	// end of each user's rows in them
+	blkTimes []int64
+	blkMask  []uint64
+	blkEnds  []int32
+	parts    []int   // trail part boundaries when a user spans segments
+	rows     []int32 // block row of each event appended by appendRows (with columns)
+	trail    analysis.Trail
+	ubest    []int64 // per user value: the time of the write it holds
 	// mergeParts scratch
 	perm, perm2 []int32
 	sTimes      []int64
@@ -320,7 +325,7 @@ func (sc *shardScanner) bufferBytes() int64 {
 	for _, c := range sc.free {
 		b := &c.blk
 		n += int64(cap(b.UserHashes))*8 + int64(cap(b.UserIDBytes)) + int64(cap(b.UserIDOffsets))*4 +
-			int64(cap(b.UserStarts))*4 + int64(cap(b.Times))*8 + int64(cap(b.Events))*2
+			int64(cap(b.UserStarts))*4 + int64(cap(b.Times))*8 + int64(cap(b.Events))*4
 	}
 	for _, c := range sc.free {
 		n += int64(cap(c.rowMask)) * 8
@@ -329,6 +334,7 @@ func (sc *shardScanner) bufferBytes() int64 {
 		}
 	}
 	n += int64(cap(sc.trail.Times)+cap(sc.sTimes))*8 + int64(cap(sc.trail.Mask)+cap(sc.sBits))*8
+	n += int64(cap(sc.blkTimes)+cap(sc.blkMask))*8 + int64(cap(sc.blkEnds))*4
 	n += int64(cap(sc.rows)+cap(sc.perm)+cap(sc.perm2))*4 + int64(cap(sc.sSet))
 	for _, c := range sc.trail.Cols {
 		n += int64(cap(c.Bits))*8 + int64(cap(c.Set))
@@ -365,6 +371,14 @@ func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error 
 		}
 	}
 	for len(sc.heap) > 0 {
+		if len(sc.heap) == 1 && sc.heap[0].deltas && !sc.spec.AllUsers {
+			// One cursor left (one chain, e.g. a compacted shard): no user
+			// has rows elsewhere, so its blocks are filtered whole.
+			if err := sc.drain(ctx, sc.pop()); err != nil {
+				return err
+			}
+			continue
+		}
 		// Gather every cursor positioned at the smallest user key; the heap
 		// order puts them in Seq (arrival) order.
 		first := sc.pop()
@@ -461,6 +475,57 @@ func (sc *shardScanner) open(c *cursor, ref SegmentRef, r *segment.Reader) (bool
 		return false, fmt.Errorf("storage: segment plan for %s has Cond bits but no Rows", ref.File)
 	}
 	return anyLive || sc.spec.AllUsers, nil
+}
+
+// drain visits the remaining users of c, the shard's last cursor, block by
+// block: one filter pass over the block's rows into a block-wide buffer
+// (no per-user merge bookkeeping or heap operations), then one Visit per
+// user with a passing row. It stops early, pushing c back on the heap, when
+// c moves to a segment that needs the general path (property columns or
+// row masks); it returns read errors and ctx.Err().
+func (sc *shardScanner) drain(ctx context.Context, c *cursor) error {
+	sc.startUser() // user values stay unset: no users cursor is left
+	t := analysis.Trail{Cols: sc.trail.Cols, User: sc.trail.User}
+	from, span := sc.spec.From, uint64(sc.spec.To)-uint64(sc.spec.From)
+	for {
+		b := &c.blk
+		users := len(b.UserHashes)
+		rows := int(b.UserStarts[users] - b.UserStarts[c.user])
+		times := slices.Grow(sc.blkTimes[:0], rows)[:rows]
+		masks := slices.Grow(sc.blkMask[:0], rows)[:rows]
+		ends := slices.Grow(sc.blkEnds[:0], users-c.user)[:users-c.user]
+		k := 0
+		for u := c.user; u < users; u++ {
+			s, e := b.UserStarts[u], b.UserStarts[u+1]
+			if c.inRange {
+				k += filterDeltas(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD)
+			} else {
+				k += filterDeltasInRange(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD, from, span)
+			}
+			ends[u-c.user] = int32(k)
+		}
+		sc.blkTimes, sc.blkMask, sc.blkEnds = times, masks, ends
+		start := int32(0)
+		for i, end := range ends {
+			if end > start {
+				u := c.user + i
+				t.Times, t.Mask, t.ID = times[start:end:end], masks[start:end:end], b.UserID(u)
+				sc.v.Visit(UserKey{Hash: b.UserHashes[u], ID: t.ID}, &t)
+			}
+			start = end
+		}
+		ok, err := sc.nextBlock(ctx, c)
+		if err == nil && !ok {
+			ok, err = sc.nextSegment(ctx, c)
+		}
+		if err != nil || !ok {
+			return err
+		}
+		if !c.deltas {
+			sc.push(c)
+			return nil
+		}
+	}
 }
 
 // startUser resets the per-user buffers.
@@ -619,7 +684,7 @@ func (sc *shardScanner) userValues(c *cursor) {
 // and the loop ran at ~11 cycles per event instead of ~3.
 //
 //go:noinline
-func filterDeltas(out []int64, outm []uint64, deltas []uint64, codes []uint16, masks []uint64, base int64, g uint64) int {
+func filterDeltas(out []int64, outm []uint64, deltas []uint64, codes []uint32, masks []uint64, base int64, g uint64) int {
 	k := 0
 	out, outm = out[:len(deltas)], outm[:len(deltas)]
 	codes = codes[:len(deltas)]
@@ -640,7 +705,7 @@ func filterDeltas(out []int64, outm []uint64, deltas []uint64, codes []uint16, m
 // like filterDeltas.
 //
 //go:noinline
-func filterDeltasInRange(out []int64, outm []uint64, deltas []uint64, codes []uint16, masks []uint64, base int64, g uint64, from int64, span uint64) int {
+func filterDeltasInRange(out []int64, outm []uint64, deltas []uint64, codes []uint32, masks []uint64, base int64, g uint64, from int64, span uint64) int {
 	k := 0
 	out, outm = out[:len(deltas)], outm[:len(deltas)]
 	codes = codes[:len(deltas)]

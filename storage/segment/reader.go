@@ -171,7 +171,7 @@ type Block struct {
 	UserIDOffsets []uint32
 	UserStarts    []int32
 	Times         []int64
-	Events        []uint16
+	Events        []uint32
 	// Deltas, TimeBase and TimeGCD replace Times after ReadBlockDeltas:
 	// row r's time (UTC microseconds) is TimeBase + TimeGCD·Deltas[r] when
 	// r is its user's first row, else the previous row's time +
@@ -187,7 +187,6 @@ type Block struct {
 	raw []byte   // decompressed chunk bytes
 	u64 []uint64 // unpacking scratch
 	exc []uint64 // PFOR exceptions scratch
-	u32 []uint32 // event codes scratch
 }
 
 // UserID returns user i's id bytes, borrowed from b.

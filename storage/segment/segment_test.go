@@ -794,3 +794,24 @@ func TestMinZstdRatio(t *testing.T) {
 		}
 	}
 }
+
+// TestCodesOver: the top bit of codesOver is set exactly when some code
+// exceeds the limit, at every position and length.
+func TestCodesOver(t *testing.T) {
+	for n := range 40 {
+		codes := make([]uint32, n)
+		for i := range codes {
+			codes[i] = uint32(i % 5)
+		}
+		if codesOver(codes, 4)>>31 != 0 {
+			t.Fatalf("n=%d: codes ≤ 4 reported over", n)
+		}
+		for bad := range n {
+			codes[bad] = 5
+			if codesOver(codes, 4)>>31 == 0 {
+				t.Fatalf("n=%d: code 5 at %d not reported", n, bad)
+			}
+			codes[bad] = uint32(bad % 5)
+		}
+	}
+}
