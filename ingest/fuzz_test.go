@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/parquet-go/parquet-go"
+
 	"github.com/spurdb/spur/event"
 )
 
@@ -153,11 +155,14 @@ func FuzzOTTO(f *testing.F) {
 func FuzzParquet(f *testing.F) {
 	f.Add(writeParquet(f, []simpleRow{{"u1", 1619827200000, "view", 1}, {"u2", 1619913600000, "buy", 2}}))
 	f.Add(writeParquet(f, []nullableRow{{User: ptr("u1"), Ts: ptr("2021-05-01"), Event: ptr("e"), P: ptr(1.5)}, {}}))
+	f.Add(writeParquet(f, mixedRows(120, true), parquet.PageBufferSize(256), parquet.DictionaryMaxBytes(40)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := NewReader(bytes.NewReader(data), "f.parquet", Options{Format: FormatParquet})
 		if err != nil {
 			return
 		}
 		drain(t, r, false, 1<<20)
+		// Batch by batch, the reader reports the same rows and errors.
+		sameBothWays(t, data, Options{})
 	})
 }

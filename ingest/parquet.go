@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding"
 	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/spurdb/spur/event"
@@ -19,13 +20,16 @@ import (
 // parquetBatchRows is the number of rows decoded per column per batch.
 const parquetBatchRows = 4096
 
-// parquetReader reads flat Parquet files column by column: each batch reads
-// up to parquetBatchRows values of every column with parquet-go's column
-// value readers and decodes them into typed slices (strings of a batch share
-// one allocation), so per row there is no interface value and no
-// allocation. Columns map by name: the named columns of Options, every
-// other top-level column is a property. Nested (group) and repeated columns
-// are rejected when the file is opened.
+// parquetReader reads flat Parquet files column by column: each batch
+// decodes up to parquetBatchRows values of every column straight from
+// parquet-go's decoded pages into the typed slices of a Batch (the strings
+// of a page share one allocation, dictionary-coded strings become codes
+// into a Dict built once per column chunk), so per row there is no
+// interface value and no allocation. Column kinds without a typed page
+// decoder here (BOOLEAN, INT96, FIXED_LEN_BYTE_ARRAY) are read through the
+// page's parquet.Value reader. Columns map by name: the named columns of
+// Options, every other top-level column is a property. Nested (group) and
+// repeated columns are rejected when the file is opened.
 //
 // Column types: BOOLEAN → bool; INT32/INT64 (also INT(8..64) signed or
 // unsigned) → int; FLOAT/DOUBLE → float; BYTE_ARRAY (STRING, ENUM, JSON or
@@ -35,6 +39,12 @@ const parquetBatchRows = 4096
 // column may be a TIMESTAMP, DATE or INT96 column, an integer or float
 // (epoch magnitude rule) or a string (event.ParseTime). TIMESTAMPs with
 // isAdjustedToUTC=false are wall clock times in Options.Loc.
+//
+// Rows are read with Next (one event at a time, from an internal Batch) or
+// with NextBatch (ColumnReader). Both report the same rows and the same row
+// errors: NextBatch checks the columns for the conditions fill rejects and
+// runs fill itself on the rows that meet one, so a bad row's error comes
+// from the same code either way.
 //
 // parquet-go panics on some malformed files; the reader turns such a panic
 // into a fatal error naming the file.
@@ -51,8 +61,13 @@ type parquetReader struct {
 	event     *pqCol
 	insert    *pqCol
 	props     []*pqCol
-	n, i      int   // rows in the batch, next row
-	rowBase   int64 // rows before the batch
+	done      int64 // rows decoded before the current batch (cur or a NextBatch)
+
+	cur  Batch // the batch Next reads from
+	n, i int   // rows in cur, next row of cur
+
+	suspect []bool      // NextBatch: per row, whether fill must look at it
+	scratch event.Event // NextBatch: fill's output for suspect rows
 }
 
 // pqKind is how a column's values are decoded.
@@ -75,29 +90,34 @@ const (
 	pqUUID
 )
 
-// pqCol is one column and its decoded batch.
+// pqCol is one column: how to decode it and where its reading stands.
 type pqCol struct {
-	name  string
-	index int // leaf column index
-	kind  pqKind
-	typ   event.Type // property type of the decoded values
-	decl  event.Type // declared type (Options.Schema) or TypeNone
-	role  role
-	mul   int64   // pqTimestamp/pqTimeOfDay: µs = v*mul/div
-	div   int64   //
-	local bool    // TIMESTAMP not adjusted to UTC
-	scale float64 // decimals: value = unscaled / scale
+	name   string
+	index  int // leaf column index
+	pos    int // position in parquetReader.cols and Batch.cols
+	kind   pqKind
+	phys   parquet.Kind // physical type
+	maxDef byte         // definition level of a non-null value (0: required column)
+	typ    event.Type   // property type of the decoded values
+	decl   event.Type   // declared type (Options.Schema) or TypeNone
+	role   role
+	mul    int64   // pqTimestamp/pqTimeOfDay: µs = v*mul/div
+	div    int64   //
+	local  bool    // TIMESTAMP not adjusted to UTC
+	scale  float64 // decimals: value = unscaled / scale
 
-	vr   parquet.ColumnChunkValueReader
-	vals []parquet.Value
-
-	null   []bool
-	ints   []int64
-	floats []float64
-	strs   []string
-	bad    []string // per-row conversion error, nil when the batch has none
-	arena  []byte
-	offs   []int32 // string end offsets into arena
+	pages    parquet.Pages // of the current row group's chunk
+	page     parquet.Page  // current page, nil before the first
+	pageRows int           // rows in page
+	pageOff  int           // rows of page decoded
+	valOff   int           // non-null values of page decoded
+	typed    bool          // page is decoded from its typed data (else vr)
+	vr       parquet.ValueReader
+	vals     []parquet.Value // generic decoding scratch
+	raw      []int64         // typed decoding scratch
+	rawF     []float64       //
+	dictOf   parquet.Dictionary
+	dict     *Dict // built from dictOf
 }
 
 func newParquetReader(ra io.ReaderAt, size int64, src *source, opt Options) (_ *parquetReader, err error) {
@@ -175,8 +195,9 @@ func (r *parquetReader) addColumn(c *parquet.Column) error {
 	if c.Repeated() || c.MaxRepetitionLevel() > 0 {
 		return fail("repeated columns are not supported")
 	}
-	col := &pqCol{name: name, index: c.Index(), role: r.opt.roleOf(name), mul: 1, div: 1}
 	t := c.Type()
+	col := &pqCol{name: name, index: c.Index(), pos: len(r.cols), phys: t.Kind(), maxDef: byte(c.MaxDefinitionLevel()),
+		role: r.opt.roleOf(name), mul: 1, div: 1}
 	var lt any
 	if l := t.LogicalType(); l != nil {
 		lt = l.Value
@@ -306,144 +327,700 @@ func (r *parquetReader) PropTypes() []event.PropType {
 // Next implements Reader.
 func (r *parquetReader) Next(ev *event.Event) error {
 	for r.i >= r.n {
-		if err := r.batch(); err != nil {
+		r.n, r.i = 0, 0
+		n, err := r.decodeBatch(&r.cur)
+		if err != nil {
 			return err
 		}
+		r.n = n
 	}
 	i := r.i
 	r.i++
-	return r.fill(ev, i)
+	return r.fill(&r.cur, ev, i)
 }
 
-// batch decodes the next batch of rows of every column.
-func (r *parquetReader) batch() (err error) {
+// Rows implements ColumnReader: the row count of the file's footer.
+func (r *parquetReader) Rows() int64 { return r.file.NumRows() }
+
+// NextBatch implements ColumnReader.
+func (r *parquetReader) NextBatch(b *Batch) error {
+	if r.i < r.n {
+		return fmt.Errorf("%s: NextBatch called with %d rows of the current batch not yet read by Next", r.name, r.n-r.i)
+	}
+	n, err := r.decodeBatch(b)
+	if err != nil {
+		return err
+	}
+	r.check(b, n)
+	return nil
+}
+
+// decodeBatch decodes the next batch of rows of every column into b.cols
+// and returns its size; io.EOF at the end.
+func (r *parquetReader) decodeBatch(b *Batch) (n int, err error) {
 	defer recoverParquet(r.name, &err)
-	r.rowBase += int64(r.n)
-	r.n, r.i = 0, 0
 	for r.groupLeft == 0 {
 		r.group++
 		if r.group >= len(r.groups) {
-			return io.EOF
+			r.group = len(r.groups)
+			return 0, io.EOF
 		}
 		g := r.groups[r.group]
 		r.groupLeft = g.NumRows()
 		chunks := g.ColumnChunks()
 		for _, c := range r.cols {
-			if c.vr != nil {
-				c.vr.Close()
+			if err := c.closePages(); err != nil {
+				return 0, fmt.Errorf("%s: Parquet column %q: %w", r.name, c.name, err)
 			}
-			c.vr = parquet.NewColumnChunkValueReader(chunks[c.index])
+			c.pages = chunks[c.index].Pages()
 		}
 	}
-	n := int(min(r.groupLeft, parquetBatchRows))
+	n = int(min(r.groupLeft, parquetBatchRows))
+	if len(b.cols) != len(r.cols) {
+		b.cols = make([]Column, len(r.cols))
+	}
 	for _, c := range r.cols {
-		if err := r.decodeColumn(c, n); err != nil {
-			return err
+		if err := r.decodeColumn(c, &b.cols[c.pos], n); err != nil {
+			return 0, err
 		}
 	}
+	b.Rows = n
+	b.Pos = r.pos(r.done + 1)
 	r.groupLeft -= int64(n)
-	r.n = n
+	r.done += int64(n)
+	return n, nil
+}
+
+// closePages releases the column's page and closes its page reader.
+func (c *pqCol) closePages() error {
+	c.releasePage()
+	var err error
+	if c.pages != nil {
+		err = c.pages.Close()
+		c.pages = nil
+	}
+	return err
+}
+
+func (c *pqCol) releasePage() {
+	if c.page != nil {
+		parquet.Release(c.page)
+		c.page, c.vr = nil, nil
+	}
+}
+
+// nextPage moves to the column chunk's next page.
+func (c *pqCol) nextPage() error {
+	c.releasePage()
+	p, err := c.pages.ReadPage()
+	if err != nil {
+		return err
+	}
+	c.page, c.pageRows, c.pageOff, c.valOff = p, int(p.NumRows()), 0, 0
+	c.typed = c.typedKind(p)
 	return nil
 }
 
-// decodeColumn reads exactly n values of c and decodes them. Byte-array
-// values point into the current page, which the next ReadValues may
-// release, so they are copied out after each call.
-func (r *parquetReader) decodeColumn(c *pqCol, n int) error {
-	if cap(c.vals) < n {
-		c.vals = make([]parquet.Value, n)
-		c.null = make([]bool, n)
-		c.ints = make([]int64, n)
-		c.floats = make([]float64, n)
-		c.strs = make([]string, n)
-		c.offs = make([]int32, n)
-	}
-	c.bad = c.bad[:0]
-	c.arena = c.arena[:0]
-	got := 0
-	for got < n {
-		k, err := c.vr.ReadValues(c.vals[got:n])
-		for j := got; j < got+k; j++ {
-			r.decodeValue(c, j, c.vals[j])
+// typedKind reports whether page p of c is decoded from its typed data:
+// the column kind has a typed decoder and the page holds the physical type
+// (or dictionary indexes) that decoder expects.
+func (c *pqCol) typedKind(p parquet.Page) bool {
+	var want encoding.Kind
+	switch c.kind {
+	case pqInt, pqUint32, pqUint64, pqTimestamp, pqTimeOfDay, pqDate, pqDecimal:
+		want = encoding.Int64
+		if c.phys == parquet.Int32 {
+			want = encoding.Int32
 		}
-		got += k
-		if err != nil && got < n {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return fmt.Errorf("%s: Parquet column %q, row group %d: %w", r.name, c.name, r.group, err)
-		}
+	case pqFloat32:
+		want = encoding.Float
+	case pqFloat64:
+		want = encoding.Double
+	case pqString:
+		want = encoding.ByteArray
+	default:
+		return false
 	}
-	if len(c.offs) > 0 && (c.kind == pqString || c.kind == pqUUID || c.strCol()) {
-		all := string(c.arena)
-		start := int32(0)
-		for j := range n {
-			c.strs[j] = all[start:c.offs[j]]
-			start = c.offs[j]
-		}
+	if c.maxDef > 1 || (c.maxDef == 0 && len(p.DefinitionLevels()) > 0) {
+		return false
 	}
-	return nil
+	data := p.Data()
+	if d := p.Dictionary(); d != nil {
+		dd := d.Page().Data()
+		return data.Kind() == encoding.Int32 && dd.Kind() == want
+	}
+	return data.Kind() == want
+}
+
+// arenaStrs reports whether c's strings are built row by row in the
+// column's arena: UUIDs and integer user or insert ids.
+func (c *pqCol) arenaStrs() bool {
+	switch c.kind {
+	case pqUUID:
+		return true
+	case pqInt, pqUint32, pqUint64:
+		return c.strCol()
+	}
+	return false
 }
 
 // strCol reports whether an integer column is read as strings (user id or
 // insert id given as numbers).
 func (c *pqCol) strCol() bool { return c.role == roleUser || c.role == roleInsertID }
 
-// setBad records a conversion error for row j.
-func (c *pqCol) setBad(j int, msg string) {
-	if len(c.bad) == 0 {
-		c.bad = make([]string, len(c.null))
+// decodeColumn reads exactly n values of c into col, page by page.
+func (r *parquetReader) decodeColumn(c *pqCol, col *Column, n int) error {
+	col.Name, col.Type, col.Dict, col.nulls = c.name, c.typ, nil, 0
+	col.Null = resize(col.Null, n)
+	col.bad = col.bad[:0]
+	switch {
+	case c.typ == event.TypeFloat:
+		col.Floats = resize(col.Floats, n)
+	case c.typ == event.TypeString:
+		col.Strs = resize(col.Strs, n)
+		col.Codes = resize(col.Codes, n)
+	default:
+		col.Ints = resize(col.Ints, n)
 	}
-	c.bad[j] = msg
+	if c.arenaStrs() {
+		col.Type = event.TypeString
+		col.Strs = resize(col.Strs, n)
+		col.offs = resize(col.offs, n)
+		col.arena = col.arena[:0]
+	}
+	fail := func(err error) error {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("%s: Parquet column %q, row group %d: %w", r.name, c.name, r.group, err)
+	}
+	for got := 0; got < n; {
+		if c.page == nil || c.pageOff >= c.pageRows {
+			if err := c.nextPage(); err != nil {
+				return fail(err)
+			}
+			continue
+		}
+		k := min(n-got, c.pageRows-c.pageOff)
+		var err error
+		if c.typed {
+			err = r.decodeTyped(c, col, got, k)
+		} else {
+			err = r.decodeValues(c, col, got, k)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		got += k
+		c.pageOff += k
+	}
+	if c.arenaStrs() {
+		all := string(col.arena)
+		start := int32(0)
+		for j := range n {
+			col.Strs[j] = all[start:col.offs[j]]
+			start = col.offs[j]
+		}
+	}
+	return nil
 }
 
-// decodeValue decodes value v into row j of c.
-func (r *parquetReader) decodeValue(c *pqCol, j int, v parquet.Value) {
-	c.null[j] = v.IsNull()
-	if c.null[j] {
-		c.offs[j] = int32(len(c.arena))
+var errCorruptPage = errors.New("corrupt page: fewer values than rows")
+
+// decodeTyped decodes the next k rows of c's page into rows j0.. of col
+// from the page's typed data.
+func (r *parquetReader) decodeTyped(c *pqCol, col *Column, j0, k int) error {
+	p := c.page
+	nulls := col.Null[j0 : j0+k]
+	nn := k // non-null values
+	if defs := p.DefinitionLevels(); len(defs) > 0 {
+		if len(defs) < c.pageOff+k {
+			return errCorruptPage
+		}
+		nn = 0
+		for t, d := range defs[c.pageOff : c.pageOff+k] {
+			null := d != c.maxDef
+			nulls[t] = null
+			if !null {
+				nn++
+			}
+		}
+	} else {
+		clear(nulls)
+	}
+	col.nulls += k - nn
+	v0 := c.valOff
+	c.valOff += nn
+	data := p.Data()
+	dict := p.Dictionary()
+	var idx []int32
+	if dict != nil {
+		if idx = data.Int32(); len(idx) < v0+nn {
+			return errCorruptPage
+		}
+		idx = idx[v0 : v0+nn]
+	}
+	switch c.kind {
+	case pqString:
+		if dict != nil {
+			d, err := c.dictFor(dict)
+			if err != nil {
+				return err
+			}
+			return decodeDictStrs(col, d, idx, j0, k)
+		}
+		return decodePlainStrs(col, &data, v0, nn, j0, k)
+	case pqFloat32, pqFloat64:
+		raw, err := c.rawFloats(&data, dict, idx, v0, nn)
+		if err != nil {
+			return err
+		}
+		out := col.Floats[j0 : j0+k]
+		defer checkFinite(col, j0, out)
+		if nn == k {
+			copy(out, raw)
+			return nil
+		}
+		v := 0
+		for t := range out {
+			if nulls[t] {
+				out[t] = 0
+				continue
+			}
+			out[t] = raw[v]
+			v++
+		}
+		return nil
+	}
+	raw, err := c.rawInts(&data, dict, idx, v0, nn)
+	if err != nil {
+		return err
+	}
+	if nn == k && c.kind == pqInt && !c.strCol() {
+		copy(col.Ints[j0:j0+k], raw) // plain integers: nothing to convert
+		return nil
+	}
+	if nn == k && c.kind == pqTimestamp && c.mul == 1 && c.div == 1 && !c.local {
+		out := col.Ints[j0 : j0+k] // microseconds: only the range to check
+		copy(out, raw)
+		for t, us := range out {
+			if us < event.MinTime || us > event.MaxTime {
+				col.setBad(j0+t, errTimeRange)
+			}
+		}
+		return nil
+	}
+	v := 0
+	for t := range k {
+		j := j0 + t
+		if nulls[t] {
+			r.setNull(c, col, j)
+			continue
+		}
+		r.setInt(c, col, j, raw[v])
+		v++
+	}
+	return nil
+}
+
+// rawInts returns the page's non-null values v0..v0+nn as int64 (INT32
+// sign-extended, or zero-extended for unsigned columns), looked up in dict
+// when the page holds dictionary indexes idx.
+func (c *pqCol) rawInts(data *encoding.Values, dict parquet.Dictionary, idx []int32, v0, nn int) ([]int64, error) {
+	c.raw = resize(c.raw, nn)
+	raw := c.raw
+	if dict != nil {
+		dd := dict.Page().Data()
+		if dd.Kind() == encoding.Int64 {
+			vals := dd.Int64()
+			for t, x := range idx {
+				if uint(x) >= uint(len(vals)) {
+					return nil, errBadIndex(x, len(vals))
+				}
+				raw[t] = vals[x]
+			}
+			return raw, nil
+		}
+		vals := dd.Int32()
+		for t, x := range idx {
+			if uint(x) >= uint(len(vals)) {
+				return nil, errBadIndex(x, len(vals))
+			}
+			raw[t] = int64(vals[x])
+		}
+		if c.kind == pqUint32 {
+			for t := range raw {
+				raw[t] = int64(uint32(raw[t]))
+			}
+		}
+		return raw, nil
+	}
+	if data.Kind() == encoding.Int64 {
+		vals := data.Int64()
+		if len(vals) < v0+nn {
+			return nil, errCorruptPage
+		}
+		copy(raw, vals[v0:v0+nn])
+		return raw, nil
+	}
+	vals := data.Int32()
+	if len(vals) < v0+nn {
+		return nil, errCorruptPage
+	}
+	if c.kind == pqUint32 {
+		for t, x := range vals[v0 : v0+nn] {
+			raw[t] = int64(uint32(x))
+		}
+	} else {
+		for t, x := range vals[v0 : v0+nn] {
+			raw[t] = int64(x)
+		}
+	}
+	return raw, nil
+}
+
+// rawFloats is rawInts for FLOAT and DOUBLE columns.
+func (c *pqCol) rawFloats(data *encoding.Values, dict parquet.Dictionary, idx []int32, v0, nn int) ([]float64, error) {
+	c.rawF = resize(c.rawF, nn)
+	raw := c.rawF
+	if dict != nil {
+		dd := dict.Page().Data()
+		if dd.Kind() == encoding.Double {
+			vals := dd.Double()
+			for t, x := range idx {
+				if uint(x) >= uint(len(vals)) {
+					return nil, errBadIndex(x, len(vals))
+				}
+				raw[t] = vals[x]
+			}
+			return raw, nil
+		}
+		vals := dd.Float()
+		for t, x := range idx {
+			if uint(x) >= uint(len(vals)) {
+				return nil, errBadIndex(x, len(vals))
+			}
+			raw[t] = float64(vals[x])
+		}
+		return raw, nil
+	}
+	if data.Kind() == encoding.Double {
+		vals := data.Double()
+		if len(vals) < v0+nn {
+			return nil, errCorruptPage
+		}
+		copy(raw, vals[v0:v0+nn])
+		return raw, nil
+	}
+	vals := data.Float()
+	if len(vals) < v0+nn {
+		return nil, errCorruptPage
+	}
+	for t, x := range vals[v0 : v0+nn] {
+		raw[t] = float64(x)
+	}
+	return raw, nil
+}
+
+func errBadIndex(x int32, n int) error {
+	return fmt.Errorf("corrupt page: dictionary index %d out of range (dictionary of %d values)", x, n)
+}
+
+// dictFor returns the Dict of parquet dictionary d, built on first use.
+func (c *pqCol) dictFor(d parquet.Dictionary) (*Dict, error) {
+	if c.dict != nil && c.dictOf == d {
+		return c.dict, nil
+	}
+	dd := d.Page().Data()
+	bytes, offs := dd.ByteArray()
+	if len(offs) == 0 {
+		offs = []uint32{0}
+	}
+	if int(offs[len(offs)-1]) > len(bytes) || offs[0] > offs[len(offs)-1] {
+		return nil, errors.New("corrupt dictionary page: offsets out of range")
+	}
+	all := string(bytes[offs[0]:offs[len(offs)-1]])
+	base := offs[0]
+	dict := &Dict{Strs: make([]string, len(offs)-1)}
+	for e := range dict.Strs {
+		lo, hi := offs[e], offs[e+1]
+		if lo > hi || hi > offs[len(offs)-1] {
+			return nil, errors.New("corrupt dictionary page: offsets out of order")
+		}
+		s := all[lo-base : hi-base]
+		if !utf8.ValidString(s) {
+			if dict.bad == nil {
+				dict.bad = make([]string, len(dict.Strs))
+			}
+			dict.bad[e] = errNotUTF8
+			s = ""
+		}
+		dict.Strs[e] = s
+	}
+	c.dictOf, c.dict = d, dict
+	return dict, nil
+}
+
+const errNotUTF8 = "value is not valid UTF-8"
+
+// decodeDictStrs decodes k rows of dictionary indexes idx (one per non-null
+// row) into rows j0.. of col: as codes while the batch's rows so far use
+// the same Dict, else as strings.
+func decodeDictStrs(col *Column, d *Dict, idx []int32, j0, k int) error {
+	if j0 > 0 && col.Dict != d {
+		col.toStrs(j0)
+	}
+	if j0 == 0 {
+		col.Dict = d
+	}
+	v := 0
+	for t := range k {
+		j := j0 + t
+		if col.Null[j] {
+			col.Codes[j], col.Strs[j] = 0, ""
+			continue
+		}
+		x := idx[v]
+		v++
+		if uint(x) >= uint(len(d.Strs)) {
+			return errBadIndex(x, len(d.Strs))
+		}
+		if col.Dict != nil {
+			col.Codes[j] = uint32(x)
+		} else {
+			col.Strs[j] = d.Strs[x]
+		}
+		if d.bad != nil && d.bad[x] != "" {
+			col.setBad(j, d.bad[x])
+		}
+	}
+	return nil
+}
+
+// toStrs turns the first n rows of a dictionary-coded column into strings.
+func (col *Column) toStrs(n int) {
+	if col.Dict == nil {
 		return
 	}
-	var i int64
+	for j := range n {
+		col.Strs[j] = ""
+		if !col.Null[j] {
+			col.Strs[j] = col.Dict.Strs[col.Codes[j]]
+		}
+	}
+	col.Dict = nil
+}
+
+// decodePlainStrs decodes k rows of plain byte arrays (values v0..v0+nn of
+// data, one per non-null row) into rows j0.. of col as strings sharing one
+// allocation.
+func decodePlainStrs(col *Column, data *encoding.Values, v0, nn, j0, k int) error {
+	col.toStrs(j0)
+	bytes, offs := data.ByteArray()
+	if len(offs) < v0+nn+1 {
+		return errCorruptPage
+	}
+	offs = offs[v0 : v0+nn+1]
+	lo, hi := offs[0], offs[nn]
+	if lo > hi || int(hi) > len(bytes) {
+		return errCorruptPage
+	}
+	all := string(bytes[lo:hi])
+	ascii := isASCII(all)
+	v := 0
+	for t := range k {
+		j := j0 + t
+		if col.Null[j] {
+			col.Strs[j] = ""
+			continue
+		}
+		a, b := offs[v], offs[v+1]
+		v++
+		if a < lo || b < a || b > hi {
+			return errCorruptPage
+		}
+		s := all[a-lo : b-lo]
+		col.Strs[j] = s
+		if !ascii && !utf8.ValidString(s) {
+			col.setBad(j, errNotUTF8)
+		}
+	}
+	return nil
+}
+
+// isASCII reports whether s has no byte ≥ 0x80 (then every substring is
+// valid UTF-8).
+func isASCII(s string) bool {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if w&0x8080808080808080 != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// decodeValues decodes the next k rows of c's page into rows j0.. of col
+// through the page's parquet.Value reader.
+func (r *parquetReader) decodeValues(c *pqCol, col *Column, j0, k int) error {
+	if c.vr == nil {
+		c.vr = c.page.Values()
+	}
+	c.vals = resize(c.vals, k)
+	for got := 0; got < k; {
+		m, err := c.vr.ReadValues(c.vals[got:k])
+		got += m
+		if got < k {
+			if err == nil && m == 0 {
+				err = io.ErrNoProgress
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	if c.typ == event.TypeString && !c.arenaStrs() {
+		col.toStrs(j0)
+	}
+	for t, v := range c.vals[:k] {
+		r.decodeValue(c, col, j0+t, v)
+		if col.Null[j0+t] {
+			col.nulls++
+		}
+	}
+	return nil
+}
+
+// errNotFinite is the row error of a NaN or ±Inf FLOAT/DOUBLE value: Spur
+// stores finite floats only (like its CSV and NDJSON readers; sums and
+// quantiles are defined on finite values).
+const errNotFinite = "expected a finite float, found NaN or ±Inf"
+
+// checkFinite marks the rows j0.. of col whose value in vals is NaN or
+// ±Inf (x-x is 0 only for finite x). Nulls hold 0, so they pass.
+func checkFinite(col *Column, j0 int, vals []float64) {
+	for t, x := range vals {
+		if x-x != 0 {
+			col.setBad(j0+t, errNotFinite)
+		}
+	}
+}
+
+// setBad records a conversion error for row j.
+func (col *Column) setBad(j int, msg string) {
+	if len(col.bad) == 0 {
+		col.bad = resize(col.bad, len(col.Null))
+		clear(col.bad)
+	}
+	col.bad[j] = msg
+}
+
+// badAt returns row j's conversion error, or "".
+func (col *Column) badAt(j int) string {
+	if len(col.bad) == 0 {
+		return ""
+	}
+	return col.bad[j]
+}
+
+// setNull marks row j of col not set.
+func (r *parquetReader) setNull(c *pqCol, col *Column, j int) {
+	col.Null[j] = true
+	switch {
+	case c.typ == event.TypeFloat:
+		col.Floats[j] = 0
+	case c.typ == event.TypeString:
+		col.Strs[j], col.Codes[j] = "", 0
+	default:
+		col.Ints[j] = 0
+	}
+	if c.arenaStrs() {
+		col.offs[j] = int32(len(col.arena))
+	}
+}
+
+// decodeValue decodes value v into row j of col.
+func (r *parquetReader) decodeValue(c *pqCol, col *Column, j int, v parquet.Value) {
+	if v.IsNull() {
+		r.setNull(c, col, j)
+		return
+	}
+	col.Null[j] = false
+	var raw int64
 	switch c.kind {
 	case pqBool:
 		if v.Boolean() {
-			i = 1
+			raw = 1
 		}
-	case pqInt:
-		i = v.Int64()
-		if v.Kind() == parquet.Int32 {
-			i = int64(v.Int32())
-		}
-	case pqUint32:
-		i = int64(v.Uint32())
-	case pqUint64:
-		u := v.Uint64()
-		if u > math.MaxInt64 {
-			c.setBad(j, "unsigned value "+strconv.FormatUint(u, 10)+" out of the int64 range")
-		}
-		i = int64(u)
-	case pqFloat32:
-		c.floats[j] = float64(v.Float())
-	case pqFloat64:
-		c.floats[j] = v.Double()
-	case pqString:
-		b := v.ByteArray()
-		if !utf8.Valid(b) {
-			c.setBad(j, "value is not valid UTF-8")
-		}
-		c.arena = append(c.arena, b...)
-	case pqUUID:
-		c.arena = appendUUID(c.arena, v.ByteArray())
-	case pqTimestamp, pqTimeOfDay:
-		raw := v.Int64()
+	case pqInt, pqTimestamp, pqTimeOfDay, pqDecimal:
+		raw = v.Int64()
 		if v.Kind() == parquet.Int32 {
 			raw = int64(v.Int32())
 		}
+	case pqDate:
+		raw = int64(v.Int32())
+	case pqUint32:
+		raw = int64(v.Uint32())
+	case pqUint64:
+		raw = int64(v.Uint64())
+	case pqFloat32:
+		col.Floats[j] = float64(v.Float())
+		checkFinite(col, j, col.Floats[j:j+1])
+		return
+	case pqFloat64:
+		col.Floats[j] = v.Double()
+		checkFinite(col, j, col.Floats[j:j+1])
+		return
+	case pqString:
+		s := string(v.ByteArray())
+		if !utf8.ValidString(s) {
+			col.setBad(j, errNotUTF8)
+		}
+		col.Strs[j], col.Codes[j] = s, 0
+		return
+	case pqUUID:
+		col.arena = appendUUID(col.arena, v.ByteArray())
+		col.offs[j] = int32(len(col.arena))
+		return
+	case pqInt96:
+		w := v.Int96()
+		nanos := int64(uint64(w[1])<<32 | uint64(w[0]))
+		days := int64(int32(w[2])) - 2440588 // Julian day 2440588 = 1970-01-01
+		if days < event.MinTime/86400e6-1 || days > event.MaxTime/86400e6+1 {
+			col.setBad(j, errTimeRange) // and no overflow below
+			days = 0
+		}
+		raw = days*86400e6 + floorDiv(nanos, 1000)
+	case pqDecimalBytes:
+		col.Floats[j] = bigEndianFloat(v.ByteArray()) / c.scale
+		return
+	}
+	r.setInt(c, col, j, raw)
+}
+
+const errTimeRange = "timestamp out of range (years 0000-9999)"
+
+// setInt converts the raw integer of a non-null row j (the stored INT32 or
+// INT64 value; for INT96, microseconds) by c's kind and stores it.
+func (r *parquetReader) setInt(c *pqCol, col *Column, j int, raw int64) {
+	i := raw
+	switch c.kind {
+	case pqUint64:
+		if raw < 0 {
+			col.setBad(j, "unsigned value "+strconv.FormatUint(uint64(raw), 10)+" out of the int64 range")
+		}
+	case pqTimestamp, pqTimeOfDay:
 		i = floorDiv(raw, c.div)
 		if c.mul != 1 {
 			if i > math.MaxInt64/c.mul || i < math.MinInt64/c.mul {
-				c.setBad(j, "timestamp out of range")
+				col.setBad(j, "timestamp out of range")
 			}
 			i *= c.mul
 		}
@@ -451,28 +1028,23 @@ func (r *parquetReader) decodeValue(c *pqCol, j int, v parquet.Value) {
 			i = wallToUTC(i, r.opt.Loc)
 		}
 	case pqDate:
-		i = int64(v.Int32()) * 86400e6
-	case pqInt96:
-		w := v.Int96()
-		nanos := int64(uint64(w[1])<<32 | uint64(w[0]))
-		i = (int64(int32(w[2]))-2440588)*86400e6 + floorDiv(nanos, 1000) // Julian day 2440588 = 1970-01-01
-	case pqDecimal:
-		raw := v.Int64()
-		if v.Kind() == parquet.Int32 {
-			raw = int64(v.Int32())
+		if raw < event.MinTime/86400e6-1 || raw > event.MaxTime/86400e6+1 {
+			col.setBad(j, errTimeRange) // and no overflow below
+			raw = 0
 		}
-		c.floats[j] = float64(raw) / c.scale
-	case pqDecimalBytes:
-		c.floats[j] = bigEndianFloat(v.ByteArray()) / c.scale
+		i = raw * 86400e6
+	case pqDecimal:
+		col.Floats[j] = float64(raw) / c.scale
+		return
 	}
-	c.ints[j] = i
-	if c.strCol() && (c.kind == pqInt || c.kind == pqUint32 || c.kind == pqUint64) {
-		c.arena = strconv.AppendInt(c.arena, i, 10)
+	col.Ints[j] = i
+	if c.arenaStrs() {
+		col.arena = strconv.AppendInt(col.arena, i, 10)
+		col.offs[j] = int32(len(col.arena))
 	}
 	if c.typ == event.TypeTime && (i < event.MinTime || i > event.MaxTime) {
-		c.setBad(j, "timestamp out of range (years 0000-9999)")
+		col.setBad(j, errTimeRange)
 	}
-	c.offs[j] = int32(len(c.arena))
 }
 
 // floorDiv divides rounding towards negative infinity.
@@ -518,19 +1090,20 @@ func appendUUID(dst, u []byte) []byte {
 	return dst
 }
 
-// fill converts row i of the batch into ev.
-func (r *parquetReader) fill(ev *event.Event, i int) error {
+// fill converts row i of batch b into ev.
+func (r *parquetReader) fill(b *Batch, ev *event.Event, i int) error {
 	o := &r.opt
-	pos := r.pos(r.rowBase + int64(i) + 1)
+	pos := event.Pos{File: b.Pos.File, Line: b.Pos.Line + int64(i)}
 	ev.Pos = pos
 	str := func(c *pqCol, what string) (string, error) {
-		if c.null[i] {
+		col := &b.cols[c.pos]
+		if col.Null[i] {
 			return "", rowErr(pos, c.name, "missing "+what)
 		}
-		if len(c.bad) > 0 && c.bad[i] != "" {
-			return "", rowErr(pos, c.name, c.bad[i])
+		if bad := col.badAt(i); bad != "" {
+			return "", rowErr(pos, c.name, bad)
 		}
-		return c.strs[i], nil
+		return col.Str(i), nil
 	}
 	var err error
 	if ev.UserID, err = str(r.user, "user id"); err != nil {
@@ -549,34 +1122,27 @@ func (r *parquetReader) fill(ev *event.Event, i int) error {
 		}
 	}
 	ev.InsertID = ""
-	if r.insert != nil && !r.insert.null[i] {
+	if r.insert != nil && !b.cols[r.insert.pos].Null[i] {
 		if ev.InsertID, err = str(r.insert, "insert id"); err != nil {
 			return err
 		}
 	}
 	ev.Time = o.ImportTime
 	if c := r.time; c != nil {
-		if ev.Time, err = r.timeOf(c, i, pos); err != nil {
+		if ev.Time, err = r.timeOf(c, &b.cols[c.pos], i, pos); err != nil {
 			return err
 		}
 	}
 	ev.Props = ev.Props[:0]
 	for _, c := range r.props {
-		if c.null[i] {
+		col := &b.cols[c.pos]
+		if col.Null[i] {
 			continue
 		}
-		if len(c.bad) > 0 && c.bad[i] != "" {
-			return rowErr(pos, c.name, c.bad[i])
+		if bad := col.badAt(i); bad != "" {
+			return rowErr(pos, c.name, bad)
 		}
-		var v event.Value
-		switch c.typ {
-		case event.TypeString:
-			v = event.String(c.strs[i])
-		case event.TypeFloat:
-			v = event.Float(c.floats[i])
-		default:
-			v = event.Value{Type: c.typ, Int: c.ints[i]}
-		}
+		v := col.Value(i)
 		if c.decl != event.TypeNone && c.decl != v.Type {
 			if v, err = event.CoerceIn(v, c.decl, o.Loc); err != nil {
 				return rowErr(pos, c.name, err.Error())
@@ -588,40 +1154,183 @@ func (r *parquetReader) fill(ev *event.Event, i int) error {
 }
 
 // timeOf returns the timestamp of row i from the time column.
-func (r *parquetReader) timeOf(c *pqCol, i int, pos event.Pos) (int64, error) {
-	if c.null[i] {
+func (r *parquetReader) timeOf(c *pqCol, col *Column, i int, pos event.Pos) (int64, error) {
+	if col.Null[i] {
 		return 0, rowErr(pos, c.name, "missing timestamp")
 	}
-	if len(c.bad) > 0 && c.bad[i] != "" {
-		return 0, rowErr(pos, c.name, c.bad[i])
+	if bad := col.badAt(i); bad != "" {
+		return 0, rowErr(pos, c.name, bad)
 	}
-	var us int64
-	var err error
-	switch c.kind {
-	case pqString:
-		us, err = event.ParseTime(c.strs[i], r.opt.Loc)
-	case pqInt, pqUint32, pqUint64:
-		us, err = event.EpochToMicros(c.ints[i])
-	case pqFloat32, pqFloat64, pqDecimal:
-		us, err = event.EpochFloatToMicros(c.floats[i])
-	default: // TIMESTAMP, DATE, INT96: already µs
-		us = c.ints[i]
-	}
+	us, err := r.micros(c, col, i)
 	if err != nil {
 		return 0, rowErr(pos, c.name, err.Error())
 	}
 	return us, nil
 }
 
+// micros converts row i of the (not null, not bad) time column to UTC µs.
+func (r *parquetReader) micros(c *pqCol, col *Column, i int) (int64, error) {
+	switch c.kind {
+	case pqString:
+		return event.ParseTime(col.Str(i), r.opt.Loc)
+	case pqInt, pqUint32, pqUint64:
+		return event.EpochToMicros(col.Ints[i])
+	case pqFloat32, pqFloat64, pqDecimal:
+		return event.EpochFloatToMicros(col.Floats[i])
+	}
+	return col.Ints[i], nil // TIMESTAMP, DATE, INT96: already µs
+}
+
+// check completes a decoded batch for NextBatch: the views of b, the
+// timestamps, the declared-type conversions and the row errors. A row is
+// suspect when one of its columns meets a condition fill rejects (a null
+// or bad value, an out-of-limits user id or event name, a time or declared
+// type that does not convert); fill runs on the suspect rows only and its
+// error, if any, is the row's.
+func (r *parquetReader) check(b *Batch, n int) {
+	r.suspect = resize(r.suspect, n)
+	suspect := r.suspect
+	clear(suspect)
+	b.Errs = resize(b.Errs, n)
+	clear(b.Errs)
+	b.Time = resize(b.Time, n)
+
+	// nullOrBad marks the rows where col is null (unless only bad) or bad.
+	nullOrBad := func(col *Column, null bool) {
+		if null && col.nulls > 0 {
+			for j, isNull := range col.Null[:n] {
+				if isNull {
+					suspect[j] = true
+				}
+			}
+		}
+		if len(col.bad) > 0 {
+			for j, bad := range col.bad[:n] {
+				if bad != "" && !col.Null[j] {
+					suspect[j] = true
+				}
+			}
+		}
+	}
+	strs := func(c *pqCol, max int) *Column {
+		col := &b.cols[c.pos]
+		nullOrBad(col, true)
+		if d := col.Dict; d != nil {
+			for j, code := range col.Codes[:n] {
+				if l := len(d.Strs[code]); l == 0 || l > max {
+					suspect[j] = true
+				}
+			}
+			return col
+		}
+		for j, s := range col.Strs[:n] {
+			if l := len(s); l == 0 || l > max {
+				suspect[j] = true
+			}
+		}
+		return col
+	}
+	b.User = strs(r.user, event.MaxUserIDBytes)
+	b.Event = nil
+	if r.event != nil {
+		b.Event = strs(r.event, event.MaxEventNameBytes)
+	}
+	b.InsertID = nil
+	if r.insert != nil {
+		b.InsertID = &b.cols[r.insert.pos]
+		nullOrBad(b.InsertID, false)
+	}
+	if c := r.time; c != nil {
+		col := &b.cols[c.pos]
+		if c.kind == pqTimestamp || c.kind == pqDate || c.kind == pqInt96 {
+			copy(b.Time, col.Ints[:n]) // already µs
+			nullOrBad(col, true)
+		} else {
+			for j := range n {
+				if col.Null[j] || col.badAt(j) != "" {
+					suspect[j] = true
+					continue
+				}
+				us, err := r.micros(c, col, j)
+				if err != nil {
+					suspect[j] = true
+				}
+				b.Time[j] = us
+			}
+		}
+	} else {
+		for j := range n {
+			b.Time[j] = r.opt.ImportTime
+		}
+	}
+	if len(b.conv) != len(r.props) {
+		b.conv = make([]Column, len(r.props))
+	}
+	b.Props = b.Props[:0]
+	for k, c := range r.props {
+		col := &b.cols[c.pos]
+		nullOrBad(col, false)
+		if c.decl != event.TypeNone && c.decl != col.Type {
+			col = r.convert(col, &b.conv[k], c.decl, n, suspect)
+		}
+		b.Props = append(b.Props, col)
+	}
+	for j := range n {
+		if !suspect[j] {
+			continue
+		}
+		if err := r.fill(b, &r.scratch, j); err != nil {
+			b.Errs[j] = err.(*event.RowError)
+			continue
+		}
+		b.Time[j] = r.scratch.Time
+	}
+}
+
+// convert converts the n rows of col to type to into out (fill's
+// event.CoerceIn of a declared type); rows that do not convert are marked
+// suspect.
+func (r *parquetReader) convert(col, out *Column, to event.Type, n int, suspect []bool) *Column {
+	out.Name, out.Type, out.Dict = col.Name, to, nil
+	out.Null = resize(out.Null, n)
+	switch to {
+	case event.TypeFloat:
+		out.Floats = resize(out.Floats, n)
+	case event.TypeString:
+		out.Strs = resize(out.Strs, n)
+	default:
+		out.Ints = resize(out.Ints, n)
+	}
+	for j := range n {
+		out.Null[j] = col.Null[j]
+		if col.Null[j] || col.badAt(j) != "" {
+			out.Null[j] = true // a bad row: suspect already
+			continue
+		}
+		v, err := event.CoerceIn(col.Value(j), to, r.opt.Loc)
+		if err != nil {
+			suspect[j] = true
+			out.Null[j] = true
+			continue
+		}
+		switch to {
+		case event.TypeFloat:
+			out.Floats[j] = v.Float
+		case event.TypeString:
+			out.Strs[j] = v.Str
+		default:
+			out.Ints[j] = v.Int
+		}
+	}
+	return out
+}
+
 // Close implements Reader.
 func (r *parquetReader) Close() error {
 	var err error
 	for _, c := range r.cols {
-		if c.vr != nil {
-			if cerr := c.vr.Close(); err == nil {
-				err = cerr
-			}
-			c.vr = nil
+		if cerr := c.closePages(); err == nil {
+			err = cerr
 		}
 	}
 	if cerr := r.source.Close(); err == nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/ingest"
 	"github.com/spurdb/spur/storage/segment"
 )
 
@@ -29,7 +30,9 @@ const SetEvent = "$set"
 // Source yields input rows; ingest.Reader satisfies it. Next fills ev
 // (reused, valid until the next call), returns io.EOF at the end, an
 // *event.RowError for a bad row (the source stays usable) and any other
-// error for a fatal failure.
+// error for a fatal failure. A Source that also implements
+// ingest.ColumnReader (the Parquet reader) is read batch by batch,
+// column by column, instead: the same rows, errors and result.
 type Source interface {
 	Next(ev *event.Event) error
 }
@@ -44,7 +47,9 @@ type ImportOptions struct {
 	// applied and every bad row is reported. Default 0: any bad row aborts.
 	MaxErrors int
 	// FlushRows is how many rows are buffered in memory before they are
-	// written as segments (not yet published); default 8 Mi rows.
+	// written as segments (not yet published); default 8 Mi rows. The
+	// writing runs in the background while the next rows are read, so up
+	// to two flushes' worth of rows are in memory at a time.
 	FlushRows int
 	// BlockRows is passed to the segment writer (rows per block); 0 = its default.
 	BlockRows int
@@ -219,14 +224,18 @@ func loadSchema(props []event.PropType) (*event.Schema, error) {
 	return s, nil
 }
 
-// importer accumulates rows per shard and writes segments.
+// importer accumulates rows per shard and writes segments. Its shard
+// buffers come in two generations: while one is being written by a
+// background flush, rows go into the other.
 type importer struct {
 	app    *App
 	base   *Manifest
 	opt    ImportOptions
 	schema *event.Schema
 	seq    int64
-	shards []*shardBuf
+	shards []*shardBuf // the generation being filled
+	spare  []*shardBuf // the other generation (being written by flight, if any), or nil
+	flight *flushRun   // the background flush in progress, or nil
 
 	eventDict map[string]uint32
 	eventName []string
@@ -237,6 +246,42 @@ type importer struct {
 
 	insertIDs   map[string]struct{} // seen insert ids (nil until the first one)
 	existingIDs bool                // whether existing segments' insert ids were loaded
+
+	cb colScratch // addBatch's per-batch state
+
+	builders []*builder // one per flush worker, used by the background flush only
+
+	expect  int64 // rows the sources hold, 0 if unknown (ingest.ColumnReader.Rows)
+	flushed int64 // rows handed to flushes
+}
+
+// expectedRows returns the number of rows of srcs if every source knows
+// it (ingest.ColumnReader), else 0.
+func expectedRows(srcs []Source) int64 {
+	var n int64
+	for _, src := range srcs {
+		cr, ok := src.(ingest.ColumnReader)
+		if !ok {
+			return 0
+		}
+		n += max(cr.Rows(), 0)
+	}
+	return n
+}
+
+// reserve sizes the shard buffers being filled for the rows expected
+// after the first done rows, up to a flush's worth: a quarter more than
+// an even share per shard. It does nothing when the sources do not know
+// their size.
+func (im *importer) reserve(done int64) {
+	rows := min(im.expect-done, int64(im.opt.FlushRows))
+	if rows <= 0 {
+		return
+	}
+	per := int(rows/int64(len(im.shards))*5/4) + 1024
+	for _, sb := range im.shards {
+		sb.reserve(per)
+	}
 }
 
 type propInfo struct {
@@ -266,8 +311,7 @@ func newImporter(a *App, base *Manifest, opt ImportOptions) *importer {
 	return im
 }
 
-func (im *importer) run(ctx context.Context, srcs []Source, rep *ImportReport) ([]SegmentRef, error) {
-	var err error
+func (im *importer) run(ctx context.Context, srcs []Source, rep *ImportReport) (written []SegmentRef, err error) {
 	props := im.base.EventProps
 	if im.opt.Kind == KindUsers {
 		props = im.base.UserProps
@@ -275,15 +319,50 @@ func (im *importer) run(ctx context.Context, srcs []Source, rep *ImportReport) (
 	if im.schema, err = loadSchema(props); err != nil {
 		return nil, err
 	}
-	var written []SegmentRef
+	im.expect = expectedRows(srcs)
+	im.reserve(0)
 	rctx, stop := context.WithCancel(ctx)
 	batches, free := readAhead(rctx, srcs)
 	defer func() {
 		stop()
 		for range batches { // let the read-ahead goroutine finish
 		}
+		refs, ferr := im.wait() // a background flush still writing
+		written = append(written, refs...)
+		if err == nil {
+			err = ferr
+		}
 	}()
+	// flush starts writing the buffered rows (after the previous flush has
+	// finished) unless the import is already known to abort.
+	flush := func() error {
+		if rep.Rejected > int64(im.opt.MaxErrors) {
+			return nil
+		}
+		refs, err := im.flush()
+		written = append(written, refs...)
+		return err
+	}
 	for b := range batches {
+		if b.cols != nil && b.cols.Rows > 0 {
+			before := rep.Read
+			if err := im.addBatch(b.cols, rep); err != nil {
+				return written, err
+			}
+			if before>>16 != rep.Read>>16 {
+				if im.opt.Progress != nil {
+					im.opt.Progress(rep.Read)
+				}
+				if err := ctx.Err(); err != nil {
+					return written, fmt.Errorf("import cancelled: %w", err)
+				}
+			}
+			if im.buffered >= im.opt.FlushRows {
+				if err := flush(); err != nil {
+					return written, err
+				}
+			}
+		}
 		for i := range b.evs {
 			rep.Read++
 			if rep.Read&0xffff == 0 {
@@ -299,20 +378,13 @@ func (im *importer) run(ctx context.Context, srcs []Source, rep *ImportReport) (
 				err = im.add(&b.evs[i], rep)
 			}
 			if err != nil {
-				var re *event.RowError
-				if !errors.As(err, &re) {
+				if !rejected(err, rep) {
 					return written, err
-				}
-				rep.Rejected++
-				if len(rep.Errors) < MaxReportedErrors {
-					rep.Errors = append(rep.Errors, &event.RowError{Pos: re.Pos, Field: strings.Clone(re.Field), Msg: re.Msg})
 				}
 				continue
 			}
-			if im.buffered >= im.opt.FlushRows && rep.Rejected <= int64(im.opt.MaxErrors) {
-				refs, err := im.flush()
-				written = append(written, refs...)
-				if err != nil {
+			if im.buffered >= im.opt.FlushRows {
+				if err := flush(); err != nil {
 					return written, err
 				}
 			}
@@ -331,11 +403,25 @@ func (im *importer) run(ctx context.Context, srcs []Source, rep *ImportReport) (
 	if im.opt.Progress != nil {
 		im.opt.Progress(rep.Read)
 	}
-	if rep.Rejected > int64(im.opt.MaxErrors) {
-		return written, nil
+	if err := flush(); err != nil {
+		return written, err
 	}
-	refs, err := im.flush()
+	refs, err := im.wait()
 	return append(written, refs...), err
+}
+
+// rejected counts err in rep if it is an *event.RowError (a bad row) and
+// reports whether it was; any other error is fatal.
+func rejected(err error, rep *ImportReport) bool {
+	var re *event.RowError
+	if !errors.As(err, &re) {
+		return false
+	}
+	rep.Rejected++
+	if len(rep.Errors) < MaxReportedErrors {
+		rep.Errors = append(rep.Errors, &event.RowError{Pos: re.Pos, Field: strings.Clone(re.Field), Msg: re.Msg})
+	}
+	return true
 }
 
 // add validates and buffers one row. It returns an *event.RowError for a
@@ -356,20 +442,14 @@ func (im *importer) add(ev *event.Event, rep *ImportReport) error {
 		return err
 	}
 	if ev.InsertID != "" && im.opt.Kind == KindEvents {
-		if im.insertIDs == nil {
-			im.insertIDs = map[string]struct{}{}
+		dup, err := im.seenInsertID(ev.InsertID)
+		if err != nil {
+			return err
 		}
-		if !im.existingIDs {
-			im.existingIDs = true
-			if err := im.loadExistingInsertIDs(); err != nil {
-				return err
-			}
-		}
-		if _, dup := im.insertIDs[ev.InsertID]; dup {
+		if dup {
 			rep.Duplicates++
 			return nil
 		}
-		im.insertIDs[strings.Clone(ev.InsertID)] = struct{}{}
 	}
 
 	h := xxhash.Sum64String(ev.UserID)
@@ -389,6 +469,394 @@ func (im *importer) add(ev *event.Event, rep *ImportReport) error {
 	}
 	im.buffered++
 	return nil
+}
+
+// seenInsertID reports whether insert id id was seen before, in the app
+// (loaded on first use) or earlier in this import, and records it.
+func (im *importer) seenInsertID(id string) (bool, error) {
+	if im.insertIDs == nil {
+		im.insertIDs = map[string]struct{}{}
+	}
+	if !im.existingIDs {
+		im.existingIDs = true
+		if err := im.loadExistingInsertIDs(); err != nil {
+			return false, err
+		}
+	}
+	if _, dup := im.insertIDs[id]; dup {
+		return true, nil
+	}
+	im.insertIDs[strings.Clone(id)] = struct{}{}
+	return false, nil
+}
+
+// colScratch is addBatch's state, reused from batch to batch.
+type colScratch struct {
+	slow    []bool   // per row: buffer it through add, as an event.Event
+	shard   []int32  // per row: the shard it was buffered in by addBatch, or -1
+	row     []uint32 // per row: its row in that shard's buffer
+	cols    []*ingest.Column
+	conv    []ingest.Column // per property column: its values coerced to the schema type
+	byShard []int32         // rows buffered by addBatch, grouped by shard (groupByShard)
+	bounds  []int32         // per shard: where its rows start in byShard; one more at the end
+	fill    []int32
+	ev      event.Event // a slow row
+
+	evDict   *ingest.Dict // event-name dictionary of evCodes
+	evCodes  []int32      // per entry of evDict: 0 unknown, -1 invalid name, else event code + 1
+	lastName string       // the last event name coded without a dictionary
+	lastCode uint32
+	haveName bool
+
+	propDicts []dictCodes // per importer property
+}
+
+// dictCodes maps the entries of a batch's string dictionary to the codes
+// of an importer property's dictionary.
+type dictCodes struct {
+	dict  *ingest.Dict
+	codes []uint32 // per entry: 0 unknown, else code + 1
+}
+
+// addBatch validates and buffers the rows of a column batch; the result is
+// as if add had been called on every good row of b in order (and every bad
+// row counted by rejected): the same rows are buffered, rejected (with the
+// same errors) and dropped as duplicates, and the schema learns the same
+// properties. Columns are handled column by column: coercion to the schema
+// once per column, user and event names once per run or dictionary entry,
+// properties scattered into the shard buffers in one pass per column. A
+// row that needs more than that (a value that does not coerce, a column set
+// that fails validation) goes through add as an event.Event. It returns a
+// non-row error (loading the app's insert ids).
+func (im *importer) addBatch(b *ingest.Batch, rep *ImportReport) error {
+	n := b.Rows
+	cs := &im.cb
+	cs.slow = resize(cs.slow, n)
+	clear(cs.slow)
+	cs.shard = resize(cs.shard, n)
+	cs.row = resize(cs.row, n)
+	users := im.opt.Kind == KindUsers
+	// Rows that would fail validation as a whole: a users import of an
+	// events file (or the reverse), or invalid or repeated property names.
+	allSlow := users != (b.Event == nil) || !validColumnNames(b.Props)
+	if len(cs.conv) < len(b.Props) {
+		cs.conv = make([]ingest.Column, len(b.Props))
+	}
+	cs.cols = cs.cols[:0]
+	for k, c := range b.Props {
+		if t, known := im.schema.Type(c.Name); known && t != c.Type && !allSlow {
+			c = coerceColumn(c, &cs.conv[k], t, b.Errs, cs.slow)
+		}
+		cs.cols = append(cs.cols, c)
+	}
+
+	var setCode uint32
+	if users {
+		setCode = im.eventCode(SetEvent)
+	}
+	mask := uint64(len(im.shards) - 1)
+	var (
+		lastUser string // the user of the previous good row
+		haveUser bool
+		h        uint64    // its hash
+		s        int32     // its shard
+		sb       *shardBuf // its shard's buffer
+		uidx     uint32    // its index in sb, if known
+		known    bool
+	)
+	for i := range n {
+		cs.shard[i] = -1
+		if re := b.Errs[i]; re != nil {
+			rejected(re, rep)
+			continue
+		}
+		if allSlow || cs.slow[i] {
+			if err := im.addSlow(b, i, rep); err != nil {
+				return err
+			}
+			continue
+		}
+		if u := b.User.Str(i); !haveUser || u != lastUser {
+			if event.ValidateUserID(u) != nil {
+				if err := im.addSlow(b, i, rep); err != nil {
+					return err
+				}
+				continue
+			}
+			h = xxhash.Sum64String(u)
+			s = int32(h & mask)
+			sb = im.shards[s]
+			lastUser, haveUser, known = u, true, false
+		}
+		code := setCode
+		if !users {
+			var ok bool
+			if code, ok = cs.eventCode(b.Event, i, im); !ok {
+				if err := im.addSlow(b, i, rep); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		id := ""
+		if !users && b.InsertID != nil && !b.InsertID.Null[i] {
+			id = b.InsertID.Str(i)
+		}
+		if id != "" {
+			dup, err := im.seenInsertID(id)
+			if err != nil {
+				return err
+			}
+			if dup {
+				rep.Duplicates++
+				continue
+			}
+		}
+		if !known { // the user's first buffered row: a user has ≥ 1 row
+			uidx, known = sb.userIndex(lastUser, h), true
+		}
+		row := uint32(len(sb.times))
+		sb.rowUser = append(sb.rowUser, uidx)
+		sb.times = append(sb.times, b.Time[i])
+		sb.events = append(sb.events, code)
+		if id != "" {
+			sb.addProp(im.propIndex(InsertIDProp, event.TypeString), row, event.String(id), im)
+		}
+		cs.shard[i], cs.row[i] = s, row
+		im.buffered++
+	}
+	rep.Read += int64(n)
+	cs.groupByShard(len(im.shards))
+	for _, c := range cs.cols {
+		if err := im.scatter(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addSlow buffers good row i of b through add, counting it if rejected.
+func (im *importer) addSlow(b *ingest.Batch, i int, rep *ImportReport) error {
+	b.Row(&im.cb.ev, i)
+	if err := im.add(&im.cb.ev, rep); err != nil && !rejected(err, rep) {
+		return err
+	}
+	return nil
+}
+
+// validColumnNames reports whether every column name is a valid property
+// name and no name is repeated (what event.ValidateEvent checks of a row's
+// properties).
+func validColumnNames(cols []*ingest.Column) bool {
+	for k, c := range cols {
+		if event.ValidatePropName(c.Name) != nil {
+			return false
+		}
+		for _, d := range cols[:k] {
+			if d.Name == c.Name {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// coerceColumn coerces the values of c to type t into out as
+// Schema.CoerceEvent does (event.CoerceIn, UTC); rows whose value does not
+// coerce are marked slow (add will reject them with the right error).
+func coerceColumn(c, out *ingest.Column, t event.Type, errs []*event.RowError, slow []bool) *ingest.Column {
+	n := len(c.Null)
+	out.Name, out.Type, out.Dict = c.Name, t, nil
+	out.Null = resize(out.Null, n)
+	switch t {
+	case event.TypeFloat:
+		out.Floats = resize(out.Floats, n)
+	case event.TypeString:
+		out.Strs = resize(out.Strs, n)
+	default:
+		out.Ints = resize(out.Ints, n)
+	}
+	for i := range n {
+		out.Null[i] = true
+		if c.Null[i] || errs[i] != nil {
+			continue
+		}
+		v, err := event.CoerceIn(c.Value(i), t, nil)
+		if err != nil {
+			slow[i] = true
+			continue
+		}
+		out.Null[i] = false
+		switch t {
+		case event.TypeFloat:
+			out.Floats[i] = v.Float
+		case event.TypeString:
+			out.Strs[i] = v.Str
+		default:
+			out.Ints[i] = v.Int
+		}
+	}
+	return out
+}
+
+// eventCode returns the event code of row i's name (col a string column),
+// false if the name is invalid (event.ValidateEventName).
+func (cs *colScratch) eventCode(col *ingest.Column, i int, im *importer) (uint32, bool) {
+	if d := col.Dict; d != nil {
+		if cs.evDict != d {
+			cs.evDict = d
+			cs.evCodes = resize(cs.evCodes, len(d.Strs))
+			clear(cs.evCodes)
+		}
+		c := col.Codes[i]
+		x := cs.evCodes[c]
+		if x == 0 {
+			x = -1
+			if name := d.Strs[c]; event.ValidateEventName(name) == nil {
+				x = int32(im.eventCode(name)) + 1
+			}
+			cs.evCodes[c] = x
+		}
+		return uint32(x - 1), x > 0
+	}
+	name := col.Strs[i]
+	if cs.haveName && name == cs.lastName {
+		return cs.lastCode, true
+	}
+	if event.ValidateEventName(name) != nil {
+		return 0, false
+	}
+	cs.lastName, cs.lastCode, cs.haveName = name, im.eventCode(name), true
+	return cs.lastCode, true
+}
+
+// groupByShard lists the rows addBatch buffered, grouped by shard in
+// arrival order: the rows of shard s are cs.byShard[cs.bounds[s]:cs.bounds[s+1]].
+func (cs *colScratch) groupByShard(shards int) {
+	cs.bounds = resize(cs.bounds, shards+1)
+	clear(cs.bounds)
+	for _, s := range cs.shard {
+		if s >= 0 {
+			cs.bounds[s+1]++
+		}
+	}
+	for s := 1; s <= shards; s++ {
+		cs.bounds[s] += cs.bounds[s-1]
+	}
+	cs.byShard = resize(cs.byShard, int(cs.bounds[shards]))
+	fill := cs.fill[:0]
+	fill = append(fill, cs.bounds[:shards]...)
+	for i, s := range cs.shard {
+		if s >= 0 {
+			cs.byShard[fill[s]] = int32(i)
+			fill[s]++
+		}
+	}
+	cs.fill = fill
+}
+
+// scatter appends the values of property column c of the rows addBatch
+// buffered (grouped by groupByShard) to their shards' buffers. The first
+// such value of a property new to the schema fixes its type
+// (Schema.CoerceEvent's rule).
+func (im *importer) scatter(c *ingest.Column) error {
+	cs := &im.cb
+	count := 0
+	for _, i := range cs.byShard {
+		if !c.Null[i] {
+			count++
+		}
+	}
+	if count == 0 {
+		return nil
+	}
+	if err := im.schema.Declare(c.Name, c.Type); err != nil {
+		return fmt.Errorf("import column %q: %w", c.Name, err)
+	}
+	pi := im.propIndex(c.Name, c.Type)
+	var dc *dictCodes
+	if c.Type == event.TypeString && c.Dict != nil {
+		for len(cs.propDicts) <= pi {
+			cs.propDicts = append(cs.propDicts, dictCodes{})
+		}
+		dc = &cs.propDicts[pi]
+		if dc.dict != c.Dict {
+			dc.dict = c.Dict
+			dc.codes = resize(dc.codes, len(c.Dict.Strs))
+			clear(dc.codes)
+		}
+	}
+	frac := float64(count) / float64(len(cs.shard))
+	for s, sb := range im.shards {
+		idx := cs.byShard[cs.bounds[s]:cs.bounds[s+1]]
+		if len(idx) == 0 {
+			continue
+		}
+		sp := sb.prop(pi)
+		sb.sizeProp(sp, c.Type, frac)
+		dense, rows, null, srows := sp.dense, sp.rows, c.Null, cs.row
+		// add records row r of the next value (sparseProp.addRow).
+		add := func(r uint32) {
+			if len(rows) == 0 && int(r) == dense {
+				dense++
+			} else {
+				rows = append(rows, r)
+			}
+		}
+		switch {
+		case c.Type == event.TypeFloat:
+			vals, out := c.Floats, sp.floats
+			for _, i := range idx {
+				if !null[i] {
+					add(srows[i])
+					out = append(out, vals[i])
+				}
+			}
+			sp.floats = out
+		case dc != nil:
+			p, d, codes, out := &im.props[pi], c.Dict, c.Codes, sp.codes
+			for _, i := range idx {
+				if !null[i] {
+					x := dc.codes[codes[i]]
+					if x == 0 {
+						x = p.code(d.Strs[codes[i]]) + 1
+						dc.codes[codes[i]] = x
+					}
+					add(srows[i])
+					out = append(out, x-1)
+				}
+			}
+			sp.codes = out
+		case c.Type == event.TypeString:
+			p, strs, out := &im.props[pi], c.Strs, sp.codes
+			for _, i := range idx {
+				if !null[i] {
+					add(srows[i])
+					out = append(out, p.code(strs[i]))
+				}
+			}
+			sp.codes = out
+		default:
+			vals, out := c.Ints, sp.ints
+			for _, i := range idx {
+				if !null[i] {
+					add(srows[i])
+					out = append(out, vals[i])
+				}
+			}
+			sp.ints = out
+		}
+		sp.dense, sp.rows = dense, rows
+	}
+	return nil
+}
+
+// resize returns s with length n, reusing its capacity.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
 }
 
 func (im *importer) eventCode(name string) uint32 {
@@ -476,54 +944,122 @@ func (im *importer) loadExistingInsertIDs() error {
 	return nil
 }
 
-// flush writes every shard's buffered rows as one segment per shard (in
-// parallel) and resets the buffers. The segments are not yet published.
+// flushRun is a flush writing in the background: refs and err are set
+// when done is closed.
+type flushRun struct {
+	done chan struct{}
+	refs []SegmentRef
+	err  error
+}
+
+// flush hands every shard's buffered rows to a background flush, which
+// writes them as one segment per shard (in parallel; not yet published),
+// and continues with the spare generation of shard buffers. It first waits
+// for the previous flush, whose segments and error it returns, so at most
+// two generations of buffered rows exist at a time.
 func (im *importer) flush() ([]SegmentRef, error) {
+	refs, err := im.wait()
+	if err != nil {
+		return refs, err
+	}
 	type job struct {
 		shard int
 		seq   int64
 	}
 	var jobs []job
+	im.flushed += int64(im.buffered)
 	for i, sb := range im.shards {
 		if len(sb.times) > 0 {
 			jobs = append(jobs, job{i, im.seq})
 			im.seq++
 		}
 	}
-	refs := make([]SegmentRef, len(jobs))
-	errs := make([]error, len(jobs))
-	var wg sync.WaitGroup
-	next := make(chan int)
-	workers := min(runtime.GOMAXPROCS(0), len(jobs))
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range next {
-				refs[j], errs[j] = im.writeShard(jobs[j].shard, jobs[j].seq)
-			}
-		}()
+	if len(jobs) == 0 {
+		return refs, nil
 	}
-	for j := range jobs {
-		next <- j
-	}
-	close(next)
-	wg.Wait()
-	for i := range im.shards {
-		im.shards[i] = newShardBuf()
-	}
-	im.buffered = 0
-	var out []SegmentRef
-	for j := range jobs {
-		if errs[j] == nil {
-			out = append(out, refs[j])
+	shards, dicts := im.shards, im.dictSnapshot()
+	if im.spare == nil {
+		im.spare = make([]*shardBuf, len(shards))
+		for i := range im.spare {
+			im.spare[i] = newShardBuf()
 		}
 	}
-	return out, errors.Join(errs...)
+	im.shards, im.spare = im.spare, shards
+	im.buffered = 0
+	im.reserve(im.flushed)
+	run := &flushRun{done: make(chan struct{})}
+	im.flight = run
+	go func() {
+		defer close(run.done)
+		out := make([]SegmentRef, len(jobs))
+		errs := make([]error, len(jobs))
+		var wg sync.WaitGroup
+		next := make(chan int)
+		workers := min(runtime.GOMAXPROCS(0), len(jobs))
+		for len(im.builders) < workers {
+			im.builders = append(im.builders, &builder{})
+		}
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func(bt *builder) {
+				defer wg.Done()
+				for j := range next {
+					out[j], errs[j] = im.writeShard(shards[jobs[j].shard].build(dicts, bt), jobs[j].shard, jobs[j].seq)
+					shards[jobs[j].shard].reset()
+				}
+			}(im.builders[w])
+		}
+		for j := range jobs {
+			next <- j
+		}
+		close(next)
+		wg.Wait()
+		for j := range jobs {
+			if errs[j] == nil {
+				run.refs = append(run.refs, out[j])
+			}
+		}
+		run.err = errors.Join(errs...)
+	}()
+	return refs, nil
 }
 
-func (im *importer) writeShard(shard int, seq int64) (SegmentRef, error) {
-	in := im.shards[shard].build(im)
+// wait waits for the background flush, if any, and returns its segments
+// (those written, also on error) and error.
+func (im *importer) wait() ([]SegmentRef, error) {
+	run := im.flight
+	if run == nil {
+		return nil, nil
+	}
+	<-run.done
+	im.flight = nil
+	return run.refs, run.err
+}
+
+// flushDicts is what a background flush reads of the importer's
+// dictionaries: the prefixes that exist when the flush starts. The
+// importer only appends to these slices, so the prefixes stay valid while
+// it goes on.
+type flushDicts struct {
+	eventNames []string
+	props      []propSnap
+}
+
+type propSnap struct {
+	name string
+	typ  event.Type
+	strs []string
+}
+
+func (im *importer) dictSnapshot() *flushDicts {
+	d := &flushDicts{eventNames: im.eventName[:len(im.eventName):len(im.eventName)], props: make([]propSnap, len(im.props))}
+	for i, p := range im.props {
+		d.props[i] = propSnap{name: p.name, typ: p.typ, strs: p.strs[:len(p.strs):len(p.strs)]}
+	}
+	return d
+}
+
+func (im *importer) writeShard(in *segment.Input, shard int, seq int64) (SegmentRef, error) {
 	kind := "e"
 	if im.opt.Kind == KindUsers {
 		kind = "u"

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/ingest"
 )
 
 // batchRows is how many rows the read-ahead stage hands over at a time.
@@ -15,8 +16,11 @@ const batchRows = 4096
 // rowBatch is a batch of rows read from a Source and detached from the
 // source's reused buffers: every string of the batch is a substring of one
 // string built once per batch, so the batch costs a handful of allocations
-// whatever its size.
+// whatever its size. A batch read from an ingest.ColumnReader has its rows
+// in cols (and none in evs).
 type rowBatch struct {
+	cols *ingest.Batch // the rows of a column source, or nil
+
 	evs    []event.Event
 	props  []event.Prop
 	errs   []*event.RowError // per row: nil, or the error the source returned for it
@@ -43,6 +47,9 @@ const (
 )
 
 func (b *rowBatch) reset() {
+	if b.cols != nil {
+		b.cols.Rows = 0
+	}
 	b.evs, b.props, b.errs, b.counts, b.fatal = b.evs[:0], b.props[:0], b.errs[:0], b.counts[:0], nil
 	b.buf, b.refs = b.buf[:0], b.refs[:0]
 }
@@ -111,8 +118,9 @@ func (b *rowBatch) seal() {
 // readAhead reads all sources in order on its own goroutine, so that
 // parsing overlaps with validation and buffering. It sends full batches on
 // the returned channel and finally a batch whose fatal is io.EOF or the
-// first non-row error. Batches are recycled through free. It stops early
-// when ctx is done.
+// first non-row error. Sources that implement ingest.ColumnReader are read
+// batch by batch into rowBatch.cols; the others row by row. Batches are
+// recycled through free. It stops early when ctx is done.
 func readAhead(ctx context.Context, srcs []Source) (<-chan *rowBatch, chan<- *rowBatch) {
 	out := make(chan *rowBatch, 2)
 	free := make(chan *rowBatch, 4)
@@ -136,9 +144,37 @@ func readAhead(ctx context.Context, srcs []Source) (<-chan *rowBatch, chan<- *ro
 				return false
 			}
 		}
-		b := get()
+		b := get() // the row batch being filled
 		var ev event.Event
 		for _, src := range srcs {
+			if cr, ok := src.(ingest.ColumnReader); ok {
+				if len(b.evs) > 0 { // rows of an earlier row source go first
+					if !send(b) {
+						return
+					}
+					b = get()
+				}
+				for {
+					cb := get()
+					if cb.cols == nil {
+						cb.cols = &ingest.Batch{}
+					}
+					err := cr.NextBatch(cb.cols)
+					if err == io.EOF {
+						break
+					}
+					if err != nil {
+						cb.cols.Rows = 0
+						cb.fatal = err
+						send(cb)
+						return
+					}
+					if !send(cb) {
+						return
+					}
+				}
+				continue
+			}
 			for {
 				err := src.Next(&ev)
 				if err == io.EOF {

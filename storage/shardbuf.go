@@ -12,11 +12,16 @@ import (
 // shardBuf buffers one shard's rows of an import in arrival order,
 // columnar. Properties are sparse: (row, value) pairs per property.
 type shardBuf struct {
-	userIdx  map[string]uint32
-	userIDs  []string
+	hint int // rows expected in this buffer (0: unknown), for sizing
+
+	// Users: user i has hash userHash[i] and id idBytes[userOff[i]:userOff[i+1]].
+	userIdx  map[uint64]uint32 // hash → the first user with it
+	userColl map[string]uint32 // users whose hash an earlier user has; nil until one
 	userHash []uint64
-	lastUser string // fast path: consecutive rows of one user skip the map
-	lastIdx  uint32
+	userOff  []int // one more than users, from 0
+	idBytes  []byte
+	lastIdx  uint32 // fast path: consecutive rows of one user skip the map
+	hasLast  bool
 
 	rowUser []uint32
 	times   []int64
@@ -24,57 +29,167 @@ type shardBuf struct {
 	props   []sparseProp // by importer prop index
 }
 
+// sparseProp holds one property's values in a shard buffer, in the order
+// they were added: value j belongs to row j for j < dense (a property set
+// on every row so far needs no row numbers), else to row rows[j-dense].
+// The values are in ints (int, bool, time), floats or codes (strings:
+// codes into the importer's dictionary of the property).
 type sparseProp struct {
+	dense  int
 	rows   []uint32
 	ints   []int64
 	floats []float64
+	codes  []uint32
 }
 
+// addRow records that the next value belongs to row r.
+func (sp *sparseProp) addRow(r uint32) {
+	if len(sp.rows) == 0 && int(r) == sp.dense {
+		sp.dense++
+		return
+	}
+	sp.rows = append(sp.rows, r)
+}
+
+// row returns the row of value j.
+func (sp *sparseProp) row(j int) uint32 {
+	if j < sp.dense {
+		return uint32(j)
+	}
+	return sp.rows[j-sp.dense]
+}
+
+// len returns the number of values.
+func (sp *sparseProp) len() int { return sp.dense + len(sp.rows) }
+
 func newShardBuf() *shardBuf {
-	return &shardBuf{userIdx: map[string]uint32{}}
+	return &shardBuf{userIdx: map[uint64]uint32{}, userOff: []int{0}}
+}
+
+// reset empties the buffer, keeping its memory for the next rows.
+func (sb *shardBuf) reset() {
+	clear(sb.userIdx)
+	sb.userColl = nil
+	sb.userHash, sb.userOff, sb.idBytes = sb.userHash[:0], sb.userOff[:1], sb.idBytes[:0]
+	sb.lastIdx, sb.hasLast = 0, false
+	sb.rowUser, sb.times, sb.events = sb.rowUser[:0], sb.times[:0], sb.events[:0]
+	for i := range sb.props {
+		sp := &sb.props[i]
+		sp.dense, sp.rows, sp.ints, sp.floats, sp.codes = 0, sp.rows[:0], sp.ints[:0], sp.floats[:0], sp.codes[:0]
+	}
+}
+
+// reserve sizes the (empty) buffer for about rows rows, so that appending
+// them does not copy; property buffers are sized on first use (sizeProp).
+func (sb *shardBuf) reserve(rows int) {
+	sb.hint = rows
+	sb.rowUser = slices.Grow(sb.rowUser, rows)
+	sb.times = slices.Grow(sb.times, rows)
+	sb.events = slices.Grow(sb.events, rows)
+}
+
+// sizeProp sizes the still unused buffer sp of a property of type t for
+// the fraction frac of the rows reserve expects.
+func (sb *shardBuf) sizeProp(sp *sparseProp, t event.Type, frac float64) {
+	if sb.hint == 0 || sp.len() > 0 || cap(sp.ints)+cap(sp.floats)+cap(sp.codes) > 0 {
+		return
+	}
+	n := int(float64(sb.hint)*frac*1.25) + 256
+	switch t {
+	case event.TypeFloat:
+		sp.floats = make([]float64, 0, n)
+	case event.TypeString:
+		sp.codes = make([]uint32, 0, n)
+	default:
+		sp.ints = make([]int64, 0, n)
+	}
+}
+
+// userIndex returns the index of user id (hash h) in the buffer, adding it
+// (a copy) if it is new.
+func (sb *shardBuf) userIndex(id string, h uint64) uint32 {
+	i, ok := sb.userIdx[h]
+	if !ok {
+		i = sb.newUser(id, h)
+		sb.userIdx[h] = i
+		return i
+	}
+	if string(sb.userID(i)) == id {
+		return i
+	}
+	if j, ok := sb.userColl[id]; ok { // a 64-bit hash collision
+		return j
+	}
+	if sb.userColl == nil {
+		sb.userColl = map[string]uint32{}
+	}
+	j := sb.newUser(id, h)
+	sb.userColl[strings.Clone(id)] = j
+	return j
+}
+
+func (sb *shardBuf) newUser(id string, h uint64) uint32 {
+	i := uint32(len(sb.userHash))
+	sb.idBytes = append(sb.idBytes, id...)
+	sb.userOff = append(sb.userOff, len(sb.idBytes))
+	sb.userHash = append(sb.userHash, h)
+	return i
+}
+
+// userID returns user i's id, borrowed from the buffer.
+func (sb *shardBuf) userID(i uint32) []byte { return sb.idBytes[sb.userOff[i]:sb.userOff[i+1]] }
+
+// prop returns the buffer of importer property pi.
+func (sb *shardBuf) prop(pi int) *sparseProp {
+	for len(sb.props) <= pi {
+		sb.props = append(sb.props, sparseProp{})
+	}
+	return &sb.props[pi]
 }
 
 func (sb *shardBuf) addUser(id string, h uint64) {
-	if len(sb.rowUser) > 0 && id == sb.lastUser {
+	if sb.hasLast && string(sb.userID(sb.lastIdx)) == id {
 		sb.rowUser = append(sb.rowUser, sb.lastIdx)
 		return
 	}
-	i, ok := sb.userIdx[id]
-	if !ok {
-		i = uint32(len(sb.userIDs))
-		id = strings.Clone(id)
-		sb.userIdx[id] = i
-		sb.userIDs = append(sb.userIDs, id)
-		sb.userHash = append(sb.userHash, h)
-	}
-	sb.lastUser, sb.lastIdx = sb.userIDs[i], i
+	i := sb.userIndex(id, h)
+	sb.lastIdx, sb.hasLast = i, true
 	sb.rowUser = append(sb.rowUser, i)
 }
 
 func (sb *shardBuf) addProp(pi int, row uint32, v event.Value, im *importer) {
-	for len(sb.props) <= pi {
-		sb.props = append(sb.props, sparseProp{})
-	}
-	sp := &sb.props[pi]
-	sp.rows = append(sp.rows, row)
+	sp := sb.prop(pi)
+	sp.addRow(row)
 	switch v.Type {
 	case event.TypeFloat:
 		sp.floats = append(sp.floats, v.Float)
 	case event.TypeString:
-		sp.ints = append(sp.ints, int64(im.props[pi].code(v.Str)))
+		sp.codes = append(sp.codes, im.props[pi].code(v.Str))
 	default: // int, bool, time
 		sp.ints = append(sp.ints, v.Int)
 	}
 }
 
+// builder holds the memory build returns and its scratch, reused from
+// shard to shard by one flush worker.
+type builder struct {
+	order, rank, perm, inv []uint32
+	start, fill            []int32
+	in                     segment.Input
+	cols                   []segment.PropColumn // per position in in.Props: its buffers
+}
+
 // build sorts the shard's rows by (user hash, user id, time, arrival) and
-// returns them as a segment input with dictionaries compacted to the codes
-// this shard uses.
-func (sb *shardBuf) build(im *importer) *segment.Input {
+// returns them as a segment input whose dictionaries are d's (the
+// importer's as the flush started; the writer keeps only the entries a
+// segment uses). The input is bt's memory: valid until bt's next build.
+func (sb *shardBuf) build(d *flushDicts, bt *builder) *segment.Input {
 	n := len(sb.times)
-	nu := len(sb.userIDs)
+	nu := len(sb.userHash)
+	ids := string(sb.idBytes) // the users' ids, sliced by userOff
+	id := func(u uint32) string { return ids[sb.userOff[u]:sb.userOff[u+1]] }
 	// Rank users by (hash, id).
-	order := make([]uint32, nu)
+	order := resize(bt.order, nu)
 	for i := range order {
 		order[i] = uint32(i)
 	}
@@ -82,22 +197,23 @@ func (sb *shardBuf) build(im *importer) *segment.Input {
 		if c := cmp.Compare(sb.userHash[a], sb.userHash[b]); c != 0 {
 			return c
 		}
-		return strings.Compare(sb.userIDs[a], sb.userIDs[b])
+		return strings.Compare(id(a), id(b))
 	})
-	rank := make([]uint32, nu)
+	rank := resize(bt.rank, nu)
 	for r, u := range order {
 		rank[u] = uint32(r)
 	}
 	// Counting sort of rows by user rank (stable: keeps arrival order).
-	start := make([]int, nu+1)
+	start := resize(bt.start, nu+1)
+	clear(start)
 	for _, u := range sb.rowUser {
 		start[rank[u]+1]++
 	}
 	for i := 1; i <= nu; i++ {
 		start[i] += start[i-1]
 	}
-	perm := make([]uint32, n)
-	fill := slices.Clone(start[:nu])
+	perm := resize(bt.perm, n)
+	fill := append(bt.fill[:0], start[:nu]...)
 	for row, u := range sb.rowUser {
 		r := rank[u]
 		perm[fill[r]] = uint32(row)
@@ -110,87 +226,92 @@ func (sb *shardBuf) build(im *importer) *segment.Input {
 			slices.SortStableFunc(rows, func(a, b uint32) int { return cmp.Compare(sb.times[a], sb.times[b]) })
 		}
 	}
+	bt.order, bt.rank, bt.start, bt.perm, bt.fill = order, rank, start, perm, fill
 
-	in := &segment.Input{
-		Users:  make([]segment.User, nu),
-		Times:  make([]int64, n),
-		Events: make([]uint32, n),
-	}
+	in := &bt.in
+	in.Users = resize(in.Users, nu)
+	in.Times = resize(in.Times, n)
+	in.Events = resize(in.Events, n)
 	for r, u := range order {
-		in.Users[r] = segment.User{Hash: sb.userHash[u], ID: sb.userIDs[u], Rows: start[r+1] - start[r]}
+		in.Users[r] = segment.User{Hash: sb.userHash[u], ID: id(u), Rows: int(start[r+1] - start[r])}
 	}
-	evMap := newRemap(len(im.eventName))
 	for i, row := range perm {
 		in.Times[i] = sb.times[row]
-		in.Events[i] = evMap.code(sb.events[row])
+		in.Events[i] = sb.events[row]
 	}
-	in.EventNames = evMap.names(im.eventName)
+	in.EventNames = d.eventNames
 
 	// inv maps an arrival row to its sorted position, for scattering props.
-	inv := make([]uint32, n)
+	inv := resize(bt.inv, n)
 	for i, row := range perm {
 		inv[row] = uint32(i)
 	}
+	bt.inv = inv
 	words := (n + 63) / 64
+	in.Props = in.Props[:0]
 	for pi := range sb.props {
 		sp := &sb.props[pi]
-		if len(sp.rows) == 0 {
+		if sp.len() == 0 {
 			continue
 		}
-		info := &im.props[pi]
-		col := segment.PropColumn{Name: info.name, Type: info.typ, Present: make([]uint64, words)}
+		info := &d.props[pi]
+		k := len(in.Props)
+		if k == len(bt.cols) {
+			bt.cols = append(bt.cols, segment.PropColumn{})
+		}
+		buf := &bt.cols[k]
+		buf.Present = resize(buf.Present, words)
+		col := segment.PropColumn{Name: info.name, Type: info.typ, Present: buf.Present}
 		switch info.typ {
 		case event.TypeFloat:
-			col.Floats = make([]float64, n)
-			for j, row := range sp.rows {
-				pos := inv[row]
-				col.Present[pos>>6] |= 1 << (pos & 63)
-				col.Floats[pos] = sp.floats[j]
-			}
+			buf.Floats = resize(buf.Floats, n)
+			col.Floats = buf.Floats
 		case event.TypeString:
-			col.Strs = make([]uint32, n)
-			m := newRemap(len(info.strs))
-			for j, row := range sp.rows {
-				pos := inv[row]
-				col.Present[pos>>6] |= 1 << (pos & 63)
-				col.Strs[pos] = m.code(uint32(sp.ints[j]))
-			}
-			col.Dict = m.names(info.strs)
+			buf.Strs = resize(buf.Strs, n)
+			col.Strs, col.Dict = buf.Strs, info.strs
 		default:
-			col.Ints = make([]int64, n)
-			for j, row := range sp.rows {
-				pos := inv[row]
+			buf.Ints = resize(buf.Ints, n)
+			col.Ints = buf.Ints
+		}
+		if sp.dense == n { // set on every row: every bit, every value
+			for w := range col.Present {
+				col.Present[w] = ^uint64(0)
+			}
+			if n%64 != 0 {
+				col.Present[words-1] = 1<<(n%64) - 1
+			}
+			for row, v := range sp.floats {
+				col.Floats[inv[row]] = v
+			}
+			for row, v := range sp.codes {
+				col.Strs[inv[row]] = v
+			}
+			for row, v := range sp.ints {
+				col.Ints[inv[row]] = v
+			}
+		} else {
+			clear(col.Present)
+			clear(col.Floats)
+			clear(col.Strs)
+			clear(col.Ints)
+			for j, v := range sp.floats {
+				pos := inv[sp.row(j)]
 				col.Present[pos>>6] |= 1 << (pos & 63)
-				col.Ints[pos] = sp.ints[j]
+				col.Floats[pos] = v
+			}
+			for j, v := range sp.codes {
+				pos := inv[sp.row(j)]
+				col.Present[pos>>6] |= 1 << (pos & 63)
+				col.Strs[pos] = v
+			}
+			for j, v := range sp.ints {
+				pos := inv[sp.row(j)]
+				col.Present[pos>>6] |= 1 << (pos & 63)
+				col.Ints[pos] = v
 			}
 		}
 		in.Props = append(in.Props, col)
 	}
 	slices.SortFunc(in.Props, func(a, b segment.PropColumn) int { return strings.Compare(a.Name, b.Name) })
 	return in
-}
-
-// remap compacts a dictionary to the codes actually used, in first-use order.
-type remap struct {
-	to   []uint32 // old code → new code + 1 (0 = unused)
-	used []uint32 // new code → old code
-}
-
-func newRemap(n int) *remap { return &remap{to: make([]uint32, n)} }
-
-func (m *remap) code(old uint32) uint32 {
-	if c := m.to[old]; c != 0 {
-		return c - 1
-	}
-	m.used = append(m.used, old)
-	m.to[old] = uint32(len(m.used))
-	return uint32(len(m.used) - 1)
-}
-
-func (m *remap) names(all []string) []string {
-	out := make([]string, len(m.used))
-	for i, old := range m.used {
-		out[i] = all[old]
-	}
-	return out
 }
