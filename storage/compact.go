@@ -166,11 +166,6 @@ func (a *App) Compact(ctx context.Context, opt CompactOptions) (*CompactReport, 
 			err = fmt.Errorf("compact app %q cancelled: %w", a.name, cerr)
 		}
 	}
-	if err == nil {
-		// The outputs' directory entries must be durable before the
-		// manifest that names them.
-		err = syncDir(filepath.Join(a.dir, segDir))
-	}
 	if err != nil {
 		cleanup()
 		return rep, err
@@ -195,17 +190,9 @@ func (a *App) Compact(ctx context.Context, opt CompactOptions) (*CompactReport, 
 	// Keep the manifest in arrival order; a group's outputs stay in hash
 	// order among themselves.
 	slices.SortStableFunc(next.Segments, func(x, y SegmentRef) int { return cmp.Compare(x.Seq, y.Seq) })
-	if err := writeManifest(a.dir, &next); err != nil {
-		// The rename may have happened before the failure (of the
-		// directory fsync): then the outputs are live and must stay.
-		if m, rerr := readManifest(a.dir); rerr == nil && m.Generation == next.Generation {
-			a.snap.Store(&Snapshot{app: a, Manifest: m})
-			return rep, fmt.Errorf("compact app %q: the new manifest is in place but may not be durable: %w", a.name, err)
-		}
-		cleanup()
-		return rep, err
+	if err := a.publish(&next, cleanup); err != nil {
+		return rep, fmt.Errorf("compact app %q: %w", a.name, err)
 	}
-	a.snap.Store(&Snapshot{app: a, Manifest: &next})
 
 	rep.Groups, rep.Replaced, rep.Written = len(groups), len(replaced), len(written)
 	rep.SegmentsBefore, rep.SegmentsAfter = len(base.Segments), len(next.Segments)

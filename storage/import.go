@@ -126,7 +126,11 @@ func (s *Store) Import(ctx context.Context, appName string, srcs []Source, opt I
 		return nil, err
 	}
 	defer unlock()
-	base := a.Snapshot().Manifest
+	// Another process may have published since this one last looked.
+	base, err := a.publishedManifest()
+	if err != nil {
+		return nil, err
+	}
 	if err := a.removeOrphans(base); err != nil {
 		return nil, err
 	}
@@ -157,11 +161,9 @@ func (s *Store) Import(ctx context.Context, appName string, srcs []Source, opt I
 	} else {
 		next.EventProps = im.schema.Props()
 	}
-	if err := writeManifest(a.dir, &next); err != nil {
-		cleanup()
-		return rep, err
+	if err := a.publish(&next, cleanup); err != nil {
+		return rep, fmt.Errorf("import into app %q: %w", appName, err)
 	}
-	a.snap.Store(&Snapshot{app: a, Manifest: &next})
 	rep.Applied = rep.Read - rep.Rejected - rep.Duplicates
 	rep.Segments = len(written)
 	for _, w := range written {
@@ -208,9 +210,35 @@ func (a *App) removeOrphans(m *Manifest) error {
 			if err := os.Remove(filepath.Join(a.dir, segDir, e.Name())); err != nil {
 				return fmt.Errorf("remove orphan segment: %w", err)
 			}
-			a.store.log.Warn("removed unpublished segment left by an interrupted import", "app", a.name, "file", e.Name())
+			a.store.log.Info("removed a segment file no manifest references (left by an interrupted write, or replaced by a compaction)", "app", a.name, "file", e.Name())
 		}
 	}
+	return nil
+}
+
+// publish makes next, whose new segment files are written and synced,
+// the app's published manifest: it syncs the segment directory (the files'
+// entries must be durable before the manifest that names them), swaps the
+// manifest atomically and stores the snapshot. On failure before the
+// rename it calls cleanup (removing the new files) and returns the error;
+// when the rename happened but the directory fsync failed, the new
+// manifest is live, so the files stay, the snapshot is adopted and the
+// error says the publication may not be durable. The caller holds the
+// app's write locks.
+func (a *App) publish(next *Manifest, cleanup func()) error {
+	if err := syncDir(filepath.Join(a.dir, segDir)); err != nil {
+		cleanup()
+		return err
+	}
+	if err := writeManifest(a.dir, next); err != nil {
+		if m, rerr := readManifest(a.dir); rerr == nil && m.Generation == next.Generation {
+			a.snap.Store(&Snapshot{app: a, Manifest: m})
+			return fmt.Errorf("the new manifest is in place but may not be durable: %w", err)
+		}
+		cleanup()
+		return err
+	}
+	a.snap.Store(&Snapshot{app: a, Manifest: next})
 	return nil
 }
 
