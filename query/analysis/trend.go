@@ -361,40 +361,44 @@ func (t *Trend) Add(tr Trail) {
 func (t *Trend) addCounts(times []int64, masks []uint64, sl *trendSlot) {
 	to, bounds, nw := t.spec.To, t.spec.Bounds, t.nw
 	seriesMask, countMask, usersMask := t.seriesMask, t.countMask, t.usersMask
-	counts, marks := sl.counts, sl.marks
+	counts := sl.counts
 	masks = masks[:len(times)]
-	// This accumulator always takes this path: users marks are reset per
-	// trail instead of carrying a generation.
-	for um := usersMask; um != 0; um &= um - 1 {
-		marks[bits.TrailingZeros64(um)].bucket = -1
-	}
-	var seen uint64
+	// seen: users series the trail counts at all; done: users series that
+	// already counted the user in bucket b.
+	var seen, done uint64
 	b := 0
 	next := bounds[1]
-	for i, ts := range times {
+	row := counts[:nw]
+	for i := 0; i < len(times); i++ {
+		ts := times[i]
 		if ts >= to {
 			break
 		}
-		for ts >= next {
-			b++
-			next = bounds[b+1]
+		if ts >= next {
+			for ts >= next {
+				b++
+				next = bounds[b+1]
+			}
+			row, done = counts[b*nw:b*nw+nw], 0
 		}
 		m := masks[i] & seriesMask
 		if m == 0 {
 			continue
 		}
-		row := counts[b*nw : b*nw+nw]
 		for cm := m & countMask; cm != 0; cm &= cm - 1 {
 			row[bits.TrailingZeros64(cm)]++
 		}
-		if um := m & usersMask; um != 0 {
-			seen |= um
+		if um := m & usersMask &^ done; um != 0 {
+			seen, done = seen|um, done|um
 			for ; um != 0; um &= um - 1 {
-				bit := bits.TrailingZeros64(um)
-				if marks[bit].bucket != int32(b) {
-					marks[bit].bucket = int32(b)
-					row[bit]++
-				}
+				row[bits.TrailingZeros64(um)]++
+			}
+			if done == usersMask && countMask == 0 {
+				// Nothing more to count in bucket b: skip its other
+				// events (a distinct-users trend reads one event per
+				// user and bucket, not every event).
+				j, _ := slices.BinarySearch(times[i+1:], next)
+				i += j
 			}
 		}
 	}
