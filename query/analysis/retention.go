@@ -298,6 +298,14 @@ func (r *Retention) addCalendar(times []int64, masks []uint64) {
 		if len(bb) == 0 || bb[len(bb)-1] != int32(cur) {
 			bb = append(bb, int32(cur))
 		}
+		if cur == r.nb {
+			break // every later event falls after the last boundary too
+		}
+		// The bucket's other return events add nothing: skip to the next
+		// bucket (with return = $any, this reads one event per user and
+		// period instead of every event).
+		k, _ := slices.BinarySearch(times[j+1:], bounds[cur+1])
+		j += k
 	}
 	r.bbuf = bb
 	n := r.n
