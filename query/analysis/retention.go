@@ -304,8 +304,7 @@ func (r *Retention) addCalendar(times []int64, masks []uint64) {
 		// The bucket's other return events add nothing: skip to the next
 		// bucket (with return = $any, this reads one event per user and
 		// period instead of every event).
-		k, _ := slices.BinarySearch(times[j+1:], bounds[cur+1])
-		j += k
+		j = skipBelow(times, j, bounds[cur+1]) - 1
 	}
 	r.bbuf = bb
 	n := r.n

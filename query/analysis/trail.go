@@ -163,3 +163,29 @@ func (t *slotTable) grow() {
 
 // bytes returns the table's memory.
 func (t *slotTable) bytes() int64 { return int64(cap(t.keys))*16 + int64(cap(t.slots))*4 }
+
+// skipBelow returns the first index k > i with times[k] ≥ bound
+// (len(times) if none) for non-decreasing times. It gallops (checks i+1,
+// i+2, i+4, … before a binary search in the last step's range), so a skip
+// over d events costs O(log d): in trails the next bucket is usually a few
+// events away, where a binary search over the whole rest costs more.
+func skipBelow(times []int64, i int, bound int64) int {
+	lo, step := i+1, 1
+	hi := lo
+	for hi < len(times) && times[hi] < bound {
+		lo = hi + 1
+		hi += step
+		step <<= 1
+	}
+	hi = min(hi, len(times))
+	// times[lo-1] < bound (or lo = i+1), and hi = len or times[hi] ≥ bound.
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if times[m] < bound {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}

@@ -397,8 +397,7 @@ func (t *Trend) addCounts(times []int64, masks []uint64, sl *trendSlot) {
 				// Nothing more to count in bucket b: skip its other
 				// events (a distinct-users trend reads one event per
 				// user and bucket, not every event).
-				j, _ := slices.BinarySearch(times[i+1:], next)
-				i += j
+				i = skipBelow(times, i, next) - 1
 			}
 		}
 	}
