@@ -271,6 +271,8 @@ type shardScanner struct {
 	free   []*cursor // cursors (with their decode buffers) for reuse
 	heap   []*cursor
 	chains chainScratch
+	ucs    []*cursor // drain's users cursors
+	ucsAt  []*cursor // joinUserValues: the users cursors at the current user
 	// drain's block-wide buffers: passing rows' times and masks, and the
 	// end of each user's rows in them
 	blkTimes []int64
@@ -381,10 +383,16 @@ func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error 
 		}
 	}
 	for len(sc.heap) > 0 {
-		if len(sc.heap) == 1 && sc.heap[0].deltas && !sc.spec.AllUsers {
-			// One cursor left (one chain, e.g. a compacted shard): no user
-			// has rows elsewhere, so its blocks are filtered whole.
-			if err := sc.drain(ctx, sc.pop()); err != nil {
+		if ev := sc.drainable(); ev >= 0 {
+			// One events cursor left (one chain, e.g. a compacted shard),
+			// maybe with users cursors: no user has event rows elsewhere,
+			// so its blocks are filtered whole and the user values are
+			// merge-joined in.
+			c := sc.heap[ev]
+			ucs := append(sc.ucs[:0], sc.heap[:ev]...)
+			ucs = append(ucs, sc.heap[ev+1:]...)
+			sc.heap, sc.ucs = sc.heap[:0], ucs
+			if err := sc.drain(ctx, c, ucs); err != nil {
 				return err
 			}
 			continue
@@ -497,15 +505,40 @@ func (sc *shardScanner) open(c *cursor, ref SegmentRef, r *segment.Reader) (bool
 	return anyLive || sc.spec.AllUsers, nil
 }
 
-// drain visits the remaining users of c, the shard's last cursor, block by
-// block: one filter pass over the block's rows into a block-wide buffer
-// (no per-user merge bookkeeping or heap operations), then one Visit per
-// user with a passing row. It stops early, pushing c back on the heap, when
-// c moves to a segment that needs the general path (property columns or
-// row masks); it returns read errors and ctx.Err().
-func (sc *shardScanner) drain(ctx context.Context, c *cursor) error {
-	sc.startUser() // user values stay unset: no users cursor is left
+// drainable returns the heap index of the shard's only events cursor when
+// drain can take over — it reads blocks with deltas, every other cursor is
+// a users cursor, and the scan does not visit every user — else -1.
+func (sc *shardScanner) drainable() int {
+	if sc.spec.AllUsers {
+		return -1
+	}
+	ev := -1
+	for i, c := range sc.heap {
+		if !c.users {
+			if ev >= 0 || !c.deltas {
+				return -1
+			}
+			ev = i
+		}
+	}
+	return ev
+}
+
+// drain visits the remaining users of c, the shard's last events cursor,
+// block by block: one filter pass over the block's rows into a block-wide
+// buffer (no per-user merge bookkeeping or heap operations), then one Visit
+// per user with a passing row, whose user values are merge-joined from the
+// users cursors ucs (users with no passing row are skipped past, as the
+// general path never visits them). It stops early, pushing
+// every cursor back on the heap, when c moves to a segment that needs the
+// general path (property columns or row masks); it returns read errors and
+// ctx.Err().
+func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) error {
+	sc.startUser()
 	t := analysis.Trail{Cols: sc.trail.Cols, User: sc.trail.User}
+	// With users cursors every visited user gets its values set (unset
+	// once they are exhausted); without, the values stay unset.
+	join := len(ucs) > 0
 	from, span := sc.spec.From, uint64(sc.spec.To)-uint64(sc.spec.From)
 	for {
 		b := &c.blk
@@ -532,6 +565,12 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor) error {
 			if end > start {
 				u := c.user + i
 				t.Times, t.Mask, t.ID = times[start:end:end], masks[start:end:end], b.UserID(u)
+				if join {
+					var err error
+					if ucs, err = sc.joinUserValues(ctx, ucs, b.UserHashes[u], t.ID); err != nil {
+						return err
+					}
+				}
 				sc.v.Visit(UserKey{Hash: b.UserHashes[u], ID: t.ID}, &t)
 			}
 			start = end
@@ -545,9 +584,69 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor) error {
 		}
 		if !c.deltas {
 			sc.push(c)
+			for _, uc := range ucs {
+				sc.push(uc)
+			}
 			return nil
 		}
 	}
+}
+
+// joinUserValues sets the trail's user values for the user (h, id): it
+// advances every users cursor of ucs past the users before it and applies
+// the writes of those positioned at it in Seq order (a chain's Seq is that
+// of its current segment), as take does in the k-way merge. It returns ucs
+// without the exhausted cursors.
+func (sc *shardScanner) joinUserValues(ctx context.Context, ucs []*cursor, h uint64, id []byte) ([]*cursor, error) {
+	for j := range sc.trail.User {
+		sc.trail.User[j] = analysis.Value{}
+		sc.ubest[j] = math.MinInt64
+	}
+	at := sc.ucsAt[:0]
+	live := ucs[:0]
+	for _, uc := range ucs {
+		ok := true
+		for ok {
+			c := cmp.Compare(uc.hash(), h)
+			if c == 0 {
+				c = bytes.Compare(uc.id(), id)
+			}
+			if c > 0 {
+				break
+			}
+			if c == 0 {
+				at = append(at, uc)
+				break
+			}
+			var err error
+			if ok, err = sc.advance(ctx, uc); err != nil {
+				return nil, err
+			}
+		}
+		if ok {
+			live = append(live, uc)
+		}
+	}
+	slices.SortFunc(at, func(a, b *cursor) int { return cmp.Compare(a.seq, b.seq) })
+	for _, uc := range at {
+		sc.userValues(uc)
+	}
+	sc.ucsAt = at
+	// Past the user: the cursors that were at it move on.
+	out := live[:0]
+	for _, uc := range live {
+		ok := true
+		if slices.Contains(at, uc) {
+			var err error
+			if ok, err = sc.advance(ctx, uc); err != nil {
+				return nil, err
+			}
+		}
+		if ok {
+			out = append(out, uc)
+		}
+	}
+	return out, nil
 }
 
 // startUser resets the per-user buffers.

@@ -281,3 +281,79 @@ func TestSavedCohortsFile(t *testing.T) {
 		t.Fatal("unknown app")
 	}
 }
+
+// TestDrainJoinsUserValues: with one events segment per shard the scan
+// drains it block by block and merge-joins the user values from several
+// users segments; ties between their writes (same time) must go to the
+// later import, and users without events must be skipped past.
+func TestDrainJoinsUserValues(t *testing.T) {
+	for seed := range 20 {
+		r := rand.New(rand.NewPCG(uint64(seed), 12))
+		st := openTest(t, 1<<r.IntN(3))
+		t0 := int64(1_600_000_000_000_000)
+		evs := randomEvents(r, 300, 25, t0)
+		if _, err := st.Import(context.Background(), "app", []Source{&sliceSource{evs: evs}}, ImportOptions{BlockRows: 1 + r.IntN(60)}); err != nil {
+			t.Fatal(err)
+		}
+		tiers := []string{"bronze", "gold", "silver"}
+		tier := map[string]uint64{}
+		best := map[string]int64{}
+		for part := range 3 {
+			var writes []event.Event
+			for i := range 20 {
+				w := event.Event{UserID: fmt.Sprintf("u%d", r.IntN(40)), Time: t0 + int64(r.IntN(3))*1e6,
+					Props: []event.Prop{{Name: "tier", Value: event.String(tiers[r.IntN(3)])}},
+					Pos:   event.Pos{File: "users", Line: int64(i + 1)}}
+				writes = append(writes, w)
+				if bt, ok := best[w.UserID]; !ok || w.Time >= bt {
+					i, _ := slices.BinarySearch(tiers, w.Props[0].Value.Str)
+					best[w.UserID], tier[w.UserID] = w.Time, uint64(i)
+				}
+			}
+			if _, err := st.Import(context.Background(), "app", []Source{&sliceSource{evs: writes}}, ImportOptions{Kind: KindUsers, BlockRows: 1 + r.IntN(8)}); err != nil {
+				t.Fatalf("users import %d: %v", part, err)
+			}
+		}
+		a, _ := st.App("app")
+		spec := ScanSpec{From: math.MinInt64, To: math.MaxInt64, UserProps: 1,
+			Masks: func(m *segment.Meta) []uint64 { return slices.Repeat([]uint64{1}, len(m.EventNames)) },
+			CompileUsers: func(ref SegmentRef, meta *segment.Meta) (*UserSegmentPlan, error) {
+				up := &UserSegmentPlan{Cols: []ColumnSource{{Prop: -1, Kind: ColString}}}
+				if mi := slices.IndexFunc(meta.Props, func(p segment.PropMeta) bool { return p.Name == "tier" }); mi >= 0 {
+					rm := make([]uint32, len(meta.Props[mi].Dict))
+					for i, s := range meta.Props[mi].Dict {
+						j, _ := slices.BinarySearch(tiers, s)
+						rm[i] = uint32(j)
+					}
+					up.Props, up.Cols[0] = []int{mi}, ColumnSource{Prop: 0, Kind: ColString, Remap: rm}
+				}
+				return up, nil
+			}}
+		var mu sync.Mutex
+		got := map[string]analysis.Value{}
+		vs := []Visitor{visitFunc(func(u UserKey, tr *analysis.Trail) {
+			mu.Lock()
+			defer mu.Unlock()
+			got[string(u.ID)] = tr.User[0]
+		})}
+		if _, err := a.Snapshot().Scan(context.Background(), spec, vs); err != nil {
+			t.Fatal(err)
+		}
+		users := map[string]bool{}
+		for _, e := range evs {
+			users[e.UserID] = true
+		}
+		if len(got) != len(users) {
+			t.Fatalf("seed %d: visited %d users, want %d", seed, len(got), len(users))
+		}
+		for u := range users {
+			want := analysis.Value{}
+			if v, ok := tier[u]; ok {
+				want = analysis.Value{Set: true, Bits: v}
+			}
+			if got[u] != want {
+				t.Fatalf("seed %d user %s: tier %+v, want %+v", seed, u, got[u], want)
+			}
+		}
+	}
+}
