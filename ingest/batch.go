@@ -1,6 +1,10 @@
 package ingest
 
-import "github.com/spurdb/spur/event"
+import (
+	"time"
+
+	"github.com/spurdb/spur/event"
+)
 
 // ColumnReader is a Reader that can also hand out its rows a batch at a
 // time, column by column, without an event.Event per row: the Parquet
@@ -127,6 +131,47 @@ func (c *Column) Value(i int) event.Value {
 		return event.Float(c.Floats[i])
 	}
 	return event.Value{Type: c.Type, Int: c.Ints[i]}
+}
+
+// ConvertTo converts c's values to type to into out (its buffers reused)
+// with event.CoerceIn in loc (nil: UTC), as a row's coercion would, and
+// returns out. Rows that are null in c or for which skip(i) reports true
+// are null in out; rows whose value does not convert are null in out and
+// set in failed (len(c.Null) entries), for the caller to take the row path
+// that reports them.
+func (c *Column) ConvertTo(out *Column, to event.Type, loc *time.Location, skip func(i int) bool, failed []bool) *Column {
+	n := len(c.Null)
+	out.Name, out.Type, out.Dict = c.Name, to, nil
+	out.Null = resize(out.Null, n)
+	switch to {
+	case event.TypeFloat:
+		out.Floats = resize(out.Floats, n)
+	case event.TypeString:
+		out.Strs = resize(out.Strs, n)
+	default:
+		out.Ints = resize(out.Ints, n)
+	}
+	for i := range n {
+		out.Null[i] = true
+		if c.Null[i] || skip(i) {
+			continue
+		}
+		v, err := event.CoerceIn(c.Value(i), to, loc)
+		if err != nil {
+			failed[i] = true
+			continue
+		}
+		out.Null[i] = false
+		switch to {
+		case event.TypeFloat:
+			out.Floats[i] = v.Float
+		case event.TypeString:
+			out.Strs[i] = v.Str
+		default:
+			out.Ints[i] = v.Int
+		}
+	}
+	return out
 }
 
 // Row fills ev with good row i (see Batch), reusing ev.Props' backing

@@ -1271,7 +1271,9 @@ func (r *parquetReader) check(b *Batch, n int) {
 		col := &b.cols[c.pos]
 		nullOrBad(col, false)
 		if c.decl != event.TypeNone && c.decl != col.Type {
-			col = r.convert(col, &b.conv[k], c.decl, n, suspect)
+			// Bad rows are suspect already; rows that do not convert become so.
+			raw := col
+			col = raw.ConvertTo(&b.conv[k], c.decl, r.opt.Loc, func(j int) bool { return raw.badAt(j) != "" }, suspect)
 		}
 		b.Props = append(b.Props, col)
 	}
@@ -1285,44 +1287,6 @@ func (r *parquetReader) check(b *Batch, n int) {
 		}
 		b.Time[j] = r.scratch.Time
 	}
-}
-
-// convert converts the n rows of col to type to into out (fill's
-// event.CoerceIn of a declared type); rows that do not convert are marked
-// suspect.
-func (r *parquetReader) convert(col, out *Column, to event.Type, n int, suspect []bool) *Column {
-	out.Name, out.Type, out.Dict = col.Name, to, nil
-	out.Null = resize(out.Null, n)
-	switch to {
-	case event.TypeFloat:
-		out.Floats = resize(out.Floats, n)
-	case event.TypeString:
-		out.Strs = resize(out.Strs, n)
-	default:
-		out.Ints = resize(out.Ints, n)
-	}
-	for j := range n {
-		out.Null[j] = col.Null[j]
-		if col.Null[j] || col.badAt(j) != "" {
-			out.Null[j] = true // a bad row: suspect already
-			continue
-		}
-		v, err := event.CoerceIn(col.Value(j), to, r.opt.Loc)
-		if err != nil {
-			suspect[j] = true
-			out.Null[j] = true
-			continue
-		}
-		switch to {
-		case event.TypeFloat:
-			out.Floats[j] = v.Float
-		case event.TypeString:
-			out.Strs[j] = v.Str
-		default:
-			out.Ints[j] = v.Int
-		}
-	}
-	return out
 }
 
 // Close implements Reader.

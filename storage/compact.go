@@ -879,41 +879,10 @@ func orBits(dst []uint64, d int, src []uint64, s, n int) bool {
 }
 
 // push and pop keep cp.heap a binary min-heap by compactLess.
-func (cp *compactor) push(c *compactCursor) {
-	h := append(cp.heap, c)
-	i := len(h) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if !compactLess(h[i], h[p]) {
-			break
-		}
-		h[i], h[p] = h[p], h[i]
-		i = p
-	}
-	cp.heap = h
-}
+func (cp *compactor) push(c *compactCursor) { cp.heap = heapPush(cp.heap, c, compactLess) }
 
 func (cp *compactor) pop() *compactCursor {
-	h := cp.heap
-	top := h[0]
-	last := len(h) - 1
-	h[0] = h[last]
-	h = h[:last]
-	for i := 0; ; {
-		l := 2*i + 1
-		if l >= len(h) {
-			break
-		}
-		m := l
-		if r := l + 1; r < len(h) && compactLess(h[r], h[l]) {
-			m = r
-		}
-		if !compactLess(h[m], h[i]) {
-			break
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
+	c, h := heapPop(cp.heap, compactLess)
 	cp.heap = h
-	return top
+	return c
 }

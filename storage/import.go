@@ -573,7 +573,9 @@ func (im *importer) addBatch(b *ingest.Batch, rep *ImportReport) error {
 	cs.cols = cs.cols[:0]
 	for k, c := range b.Props {
 		if t, known := im.schema.Type(c.Name); known && t != c.Type && !allSlow {
-			c = coerceColumn(c, &cs.conv[k], t, b.Errs, cs.slow)
+			// As Schema.CoerceEvent does (UTC); rows that do not coerce
+			// take the row path, which rejects them with the right error.
+			c = c.ConvertTo(&cs.conv[k], t, nil, func(i int) bool { return b.Errs[i] != nil }, cs.slow)
 		}
 		cs.cols = append(cs.cols, c)
 	}
@@ -687,44 +689,6 @@ func validColumnNames(cols []*ingest.Column) bool {
 		}
 	}
 	return true
-}
-
-// coerceColumn coerces the values of c to type t into out as
-// Schema.CoerceEvent does (event.CoerceIn, UTC); rows whose value does not
-// coerce are marked slow (add will reject them with the right error).
-func coerceColumn(c, out *ingest.Column, t event.Type, errs []*event.RowError, slow []bool) *ingest.Column {
-	n := len(c.Null)
-	out.Name, out.Type, out.Dict = c.Name, t, nil
-	out.Null = resize(out.Null, n)
-	switch t {
-	case event.TypeFloat:
-		out.Floats = resize(out.Floats, n)
-	case event.TypeString:
-		out.Strs = resize(out.Strs, n)
-	default:
-		out.Ints = resize(out.Ints, n)
-	}
-	for i := range n {
-		out.Null[i] = true
-		if c.Null[i] || errs[i] != nil {
-			continue
-		}
-		v, err := event.CoerceIn(c.Value(i), t, nil)
-		if err != nil {
-			slow[i] = true
-			continue
-		}
-		out.Null[i] = false
-		switch t {
-		case event.TypeFloat:
-			out.Floats[i] = v.Float
-		case event.TypeString:
-			out.Strs[i] = v.Str
-		default:
-			out.Ints[i] = v.Int
-		}
-	}
-	return out
 }
 
 // eventCode returns the event code of row i's name (col a string column),

@@ -1119,42 +1119,10 @@ func intersects(a, b []uint64) bool {
 }
 
 // push and pop keep sc.heap a binary min-heap by (hash, id, seq).
-func (sc *shardScanner) push(c *cursor) {
-	h := append(sc.heap, c)
-	i := len(h) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if !less(h[i], h[p]) {
-			break
-		}
-		h[i], h[p] = h[p], h[i]
-		i = p
-	}
-	sc.heap = h
-}
+func (sc *shardScanner) push(c *cursor) { sc.heap = heapPush(sc.heap, c, less) }
 
 func (sc *shardScanner) pop() *cursor {
-	h := sc.heap
-	top := h[0]
-	last := len(h) - 1
-	h[0] = h[last]
-	h = h[:last]
-	i := 0
-	for {
-		l := 2*i + 1
-		if l >= len(h) {
-			break
-		}
-		m := l
-		if r := l + 1; r < len(h) && less(h[r], h[l]) {
-			m = r
-		}
-		if !less(h[m], h[i]) {
-			break
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
+	c, h := heapPop(sc.heap, less)
 	sc.heap = h
-	return top
+	return c
 }
