@@ -346,6 +346,9 @@ func TestParquetNextThenNextBatch(t *testing.T) {
 }
 
 func TestParquetBatchAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
 	body := writeParquet(t, mixedRows(40*parquetBatchRows, false), parquet.MaxRowsPerRowGroup(40*parquetBatchRows))
 	r := parquetReaderOf(t, body, Options{})
 	defer r.Close()
