@@ -37,6 +37,9 @@ type BenchImport struct {
 	EventsPerS float64 `json:"events_per_s"`
 	Seconds    float64 `json:"seconds"`
 	Source     string  `json:"source"` // "generator" or "parquet"
+	// CompactSeconds is the automatic compaction after the import (0 when
+	// no shard had more than 8 runs).
+	CompactSeconds float64 `json:"compact_seconds"`
 }
 
 // BenchResult is one query's measurement: wall times of the timed runs
@@ -195,6 +198,11 @@ func benchImport(cmd *cobra.Command, st *storage.Store, c *benchConfig) (*BenchI
 	imp.EventsPerS = float64(rep.Applied) / imp.Seconds
 	fmt.Fprintf(cmd.ErrOrStderr(), "built app %q: %d events from the %s in %.1f s (%.0f events/s)\n",
 		c.app, rep.Applied, imp.Source, imp.Seconds, imp.EventsPerS)
+	// Query the layout an import leaves, as `spur import` does: compacted
+	// past 8 runs per shard (timed apart from the import rate).
+	start = time.Now()
+	autoCompact(cmd, st, c.app)
+	imp.CompactSeconds = time.Since(start).Seconds()
 	return imp, nil
 }
 
