@@ -522,12 +522,41 @@ func (g *Generator) advance(gap int64) int64 {
 // calls; ev.Props is overwritten by the next call. It does not allocate in
 // steady state (one allocation per 1024 users, for their ids).
 func (g *Generator) Next(ev *event.Event) bool {
-	var name int
-	price := 0.0 // 0: no price property
+	name, price, ok := g.step()
+	if !ok {
+		return false
+	}
+	ev.UserID = g.uid
+	ev.Time = g.time()
+	ev.Name = eventNames[name]
+	ev.InsertID = ""
+	ev.Pos = event.Pos{}
+	ps := append(ev.Props[:0],
+		event.Prop{Name: PropPlatform, Value: event.Value{Type: event.TypeString, Str: platforms[g.a.platform]}},
+		event.Prop{Name: PropChannel, Value: event.Value{Type: event.TypeString, Str: channels[g.a.channel]}},
+		event.Prop{Name: PropCountry, Value: event.Value{Type: event.TypeString, Str: countries[g.a.country]}},
+		event.Prop{Name: PropSessionID, Value: event.Value{Type: event.TypeInt, Int: g.sessionID}},
+	)
+	if price != 0 {
+		ps = append(ps, event.Prop{Name: PropPrice, Value: event.Value{Type: event.TypeFloat, Float: price}})
+	}
+	ev.Props = ps
+	return true
+}
+
+// time returns the current event's timestamp: millisecond resolution, as
+// analytics SDKs send timestamps; flooring keeps trail order (a few more
+// exact ties).
+func (g *Generator) time() int64 { return g.t - (g.t-g.p.cfg.Start)%1000 }
+
+// step advances to the next event and returns its event name index and
+// price (0: no price property); ok is false after the last event. The
+// user (g.uid, g.a), time and session are in g.
+func (g *Generator) step() (name int, price float64, ok bool) {
 	switch {
 	case g.left == 0:
 		if g.next == g.p.cfg.Users {
-			return false
+			return 0, 0, false
 		}
 		g.startUser()
 		name = evInstall
@@ -552,25 +581,7 @@ func (g *Generator) Next(ev *event.Event) bool {
 	}
 	g.left--
 	g.sessLeft--
-
-	ev.UserID = g.uid
-	// Millisecond resolution, as analytics SDKs send timestamps; flooring
-	// keeps trail order (a few more exact ties).
-	ev.Time = g.t - (g.t-g.p.cfg.Start)%1000
-	ev.Name = eventNames[name]
-	ev.InsertID = ""
-	ev.Pos = event.Pos{}
-	ps := append(ev.Props[:0],
-		event.Prop{Name: PropPlatform, Value: event.Value{Type: event.TypeString, Str: platforms[g.a.platform]}},
-		event.Prop{Name: PropChannel, Value: event.Value{Type: event.TypeString, Str: channels[g.a.channel]}},
-		event.Prop{Name: PropCountry, Value: event.Value{Type: event.TypeString, Str: countries[g.a.country]}},
-		event.Prop{Name: PropSessionID, Value: event.Value{Type: event.TypeInt, Int: g.sessionID}},
-	)
-	if price != 0 {
-		ps = append(ps, event.Prop{Name: PropPrice, Value: event.Value{Type: event.TypeFloat, Float: price}})
-	}
-	ev.Props = ps
-	return true
+	return name, price, true
 }
 
 // sessionStart returns the start time of the session just opened. Session

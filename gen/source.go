@@ -6,10 +6,11 @@ import (
 	"github.com/spurdb/spur/event"
 )
 
-// Source adapts a Generator to the reader shape of imports
-// (storage.Source, ingest.Reader's Next): Next fills ev and returns io.EOF
-// after the last event. Strings stay valid after later calls; ev.Props is
-// overwritten by the next call.
+// Source adapts a Generator to the reader shape of imports: storage.Source
+// and ingest.Reader (Next fills ev and returns io.EOF after the last event;
+// strings stay valid after later calls, ev.Props is overwritten by the
+// next call), and ingest.ColumnReader (NextBatch, batch.go), which imports
+// read without an event.Event per row.
 type Source struct{ G *Generator }
 
 // Next reads the next event into ev; io.EOF at the end.

@@ -111,6 +111,16 @@ type Dict struct {
 	bad []string // per entry: "" or why the entry is bad; nil when none is
 }
 
+// Columns returns n columns owned by b (their memory reused by the next
+// fill of b), for a ColumnReader outside this package to fill and point
+// User, Event, InsertID and Props at; the Parquet reader has its own.
+func (b *Batch) Columns(n int) []Column {
+	if len(b.cols) < n {
+		b.cols = append(b.cols, make([]Column, n-len(b.cols))...)
+	}
+	return b.cols[:n]
+}
+
 // Str returns row i's string value of a TypeString column.
 func (c *Column) Str(i int) string {
 	if c.Dict != nil {

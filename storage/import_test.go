@@ -367,3 +367,38 @@ func TestShardBufUserHashCollisions(t *testing.T) {
 		t.Fatalf("times %v, want %v", in.Times, want)
 	}
 }
+
+// TestImportGeneratorColumnsMatchRows: the generator's batch path
+// (gen.Source as an ingest.ColumnReader) stores exactly what its row path
+// stores: same reports, same schema, same segments row by row.
+func TestImportGeneratorColumnsMatchRows(t *testing.T) {
+	run := func(columns bool) ([]string, []string) {
+		st := openTest(t, 4)
+		g, err := gen.New(gen.Config{Events: 30_000, Seed: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var src Source = gen.Source{G: g}
+		if columns {
+			if _, ok := src.(ingest.ColumnReader); !ok {
+				t.Fatal("gen.Source is not an ingest.ColumnReader")
+			}
+		} else {
+			src = rowOnly{gen.Source{G: g}}
+		}
+		rep, err := st.Import(context.Background(), "a", []Source{src}, ImportOptions{BlockRows: 500})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep.Elapsed = 0
+		return []string{fmt.Sprintf("%+v", *rep)}, dumpApp(t, st, "a", false)
+	}
+	rowRep, rowApp := run(false)
+	colRep, colApp := run(true)
+	if !slices.Equal(rowRep, colRep) {
+		t.Fatalf("reports differ:\nrows    %v\ncolumns %v", rowRep, colRep)
+	}
+	if len(rowApp) < 30_000 || !slices.Equal(rowApp, colApp) {
+		t.Fatalf("stored content differs (%d vs %d lines)", len(rowApp), len(colApp))
+	}
+}

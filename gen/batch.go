@@ -1,0 +1,85 @@
+package gen
+
+import (
+	"io"
+	"slices"
+
+	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/ingest"
+)
+
+// batchRows is the number of events per NextBatch.
+const batchRows = 4096
+
+// Dictionaries of the string columns, shared by every batch (immutable, so
+// a consumer may cache per dictionary).
+var (
+	eventDict    = &ingest.Dict{Strs: eventNames[:]}
+	platformDict = &ingest.Dict{Strs: platforms[:]}
+	channelDict  = &ingest.Dict{Strs: channels[:]}
+	countryDict  = &ingest.Dict{Strs: countries[:]}
+)
+
+// Close implements ingest.Reader; a generator holds nothing to release.
+func (s Source) Close() error { return nil }
+
+// Rows implements ingest.ColumnReader: the number of events the generator
+// emits in all (Config.Events).
+func (s Source) Rows() int64 { return s.G.p.cfg.Events }
+
+// NextBatch implements ingest.ColumnReader: it fills b with the next
+// events (up to 4096), the same events Next would return, as columns —
+// user ids, times, event names and the platform, channel and country
+// properties as dictionary codes, session_id, and price (null on events
+// without one) — so that an import skips building an event.Event per row
+// (storage's batch path). It returns io.EOF when no event is left. Next
+// and NextBatch may be mixed freely.
+func (s Source) NextBatch(b *ingest.Batch) error {
+	g := s.G
+	cols := b.Columns(7)
+	user, name, plat, chn, ctry, sess, price := &cols[0], &cols[1], &cols[2], &cols[3], &cols[4], &cols[5], &cols[6]
+	setCol(user, "user_id", event.TypeString, nil)
+	setCol(name, "event", event.TypeString, eventDict)
+	setCol(plat, PropPlatform, event.TypeString, platformDict)
+	setCol(chn, PropChannel, event.TypeString, channelDict)
+	setCol(ctry, PropCountry, event.TypeString, countryDict)
+	setCol(sess, PropSessionID, event.TypeInt, nil)
+	setCol(price, PropPrice, event.TypeFloat, nil)
+	b.Time = b.Time[:0]
+	n := 0
+	for ; n < batchRows; n++ {
+		nm, p, ok := g.step()
+		if !ok {
+			break
+		}
+		user.Strs = append(user.Strs, g.uid)
+		b.Time = append(b.Time, g.time())
+		name.Codes = append(name.Codes, uint32(nm))
+		plat.Codes = append(plat.Codes, uint32(g.a.platform))
+		chn.Codes = append(chn.Codes, uint32(g.a.channel))
+		ctry.Codes = append(ctry.Codes, uint32(g.a.country))
+		sess.Ints = append(sess.Ints, g.sessionID)
+		price.Floats = append(price.Floats, p)
+		price.Null = append(price.Null, p == 0)
+	}
+	if n == 0 {
+		return io.EOF
+	}
+	for i := range cols[:6] {
+		cols[i].Null = slices.Grow(cols[i].Null[:0], n)[:n]
+		clear(cols[i].Null)
+	}
+	b.Rows, b.Pos = n, event.Pos{}
+	b.Errs = slices.Grow(b.Errs[:0], n)[:n]
+	clear(b.Errs)
+	b.User, b.Event, b.InsertID = user, name, nil
+	b.Props = append(b.Props[:0], plat, chn, ctry, sess, price)
+	return nil
+}
+
+// setCol resets c to an empty column of the given name, type and
+// dictionary, keeping its memory.
+func setCol(c *ingest.Column, name string, t event.Type, d *ingest.Dict) {
+	c.Name, c.Type, c.Dict = name, t, d
+	c.Null, c.Ints, c.Floats, c.Strs, c.Codes = c.Null[:0], c.Ints[:0], c.Floats[:0], c.Strs[:0], c.Codes[:0]
+}
