@@ -40,11 +40,14 @@ done
 
 # A benchstat delta row reads "name  base ± x%  head ± y%  +12.34% (p=0.002 n=6)".
 bad=$(awk -v thr="$threshold" '
-  /^[[:space:]]*│/ || /^$/ { next }
+  # Unit headers ("│ sec/op │ …") come before the skip of the other
+  # "│" header lines: skipped first, the unit never changed and no row was
+  # ever flagged.
   /sec\/op/ { unit = "time"; next }
-  /B\/op/ { unit = "bytes"; next }
   /allocs\/op/ { unit = "allocs"; next }
-  /Mevents\/s|rows\/s|events\/s/ { unit = "rate"; next }
+  /B\/op/ { unit = "bytes"; next }
+  /Mevents\/|rows\/|events\// { unit = "rate"; next }
+  /^[[:space:]]*│/ || /^$/ || /^geomean/ { next }
   {
     for (i = 1; i <= NF; i++) if ($i ~ /^[+-][0-9.]+%$/) {
       d = $i; sub(/%/, "", d); d += 0

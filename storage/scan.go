@@ -271,8 +271,9 @@ type shardScanner struct {
 	free   []*cursor // cursors (with their decode buffers) for reuse
 	heap   []*cursor
 	chains chainScratch
-	ucs    []*cursor // drain's users cursors
-	ucsAt  []*cursor // joinUserValues: the users cursors at the current user
+	ucs    []*cursor      // drain's users cursors
+	dtrail analysis.Trail // drain's visited trail
+	ucsAt  []*cursor      // joinUserValues: the users cursors at the current user
 	// drain's block-wide buffers: passing rows' times and masks, and the
 	// end of each user's rows in them
 	blkTimes []int64
@@ -535,7 +536,10 @@ func (sc *shardScanner) drainable() int {
 // ctx.Err().
 func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) error {
 	sc.startUser()
-	t := analysis.Trail{Cols: sc.trail.Cols, User: sc.trail.User}
+	// The visited trail lives in sc: a local would escape through Visit
+	// and cost an allocation per drain.
+	t := &sc.dtrail
+	*t = analysis.Trail{Cols: sc.trail.Cols, User: sc.trail.User}
 	// With users cursors every visited user gets its values set (unset
 	// once they are exhausted); without, the values stay unset.
 	join := len(ucs) > 0
@@ -571,7 +575,7 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 						return err
 					}
 				}
-				sc.v.Visit(UserKey{Hash: b.UserHashes[u], ID: t.ID}, &t)
+				sc.v.Visit(UserKey{Hash: b.UserHashes[u], ID: t.ID}, t)
 			}
 			start = end
 		}
