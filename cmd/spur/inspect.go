@@ -25,15 +25,9 @@ func newInspectCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer st.Close()
-			apps := []string{app}
-			if app == "" {
-				if apps, err = st.Apps(); err != nil {
-					return err
-				}
-				if len(apps) == 0 {
-					fmt.Fprintf(cmd.OutOrStdout(), "no apps in %s\n", g.dataDir)
-					return nil
-				}
+			apps, err := appsToVisit(cmd, g, st, app)
+			if err != nil {
+				return err
 			}
 			for _, name := range apps {
 				a, err := st.App(name)
@@ -86,3 +80,16 @@ func printInspection(w io.Writer, in *storage.Inspection) {
 }
 
 func joinShort(s []string) string { return strings.Join(s, ",") }
+
+// appsToVisit returns the app named by --app, or every app of the store
+// when it is empty (saying so on stdout when there is none).
+func appsToVisit(cmd *cobra.Command, g *globals, st *storage.Store, app string) ([]string, error) {
+	if app != "" {
+		return []string{app}, nil
+	}
+	apps, err := st.Apps()
+	if err == nil && len(apps) == 0 {
+		fmt.Fprintf(cmd.OutOrStdout(), "no apps in %s\n", g.dataDir)
+	}
+	return apps, err
+}

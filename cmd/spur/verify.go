@@ -24,11 +24,9 @@ per corrupt segment (file and offset) and exits non-zero if there is any.`,
 				return err
 			}
 			defer st.Close()
-			apps := []string{app}
-			if app == "" {
-				if apps, err = st.Apps(); err != nil {
-					return err
-				}
+			apps, err := appsToVisit(cmd, g, st, app)
+			if err != nil {
+				return err
 			}
 			out := cmd.OutOrStdout()
 			bad := 0
