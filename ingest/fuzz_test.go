@@ -81,7 +81,12 @@ func FuzzNDJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := NewReader(bytes.NewReader(data), "f.ndjson", Options{})
 		if err != nil {
-			t.Fatal(err)
+			// Only a gzip magic with a truncated header fails here (the
+			// reader sniffs .gz by content): an error, not a crash.
+			if !strings.Contains(err.Error(), "gzip") {
+				t.Fatal(err)
+			}
+			return
 		}
 		evs, errs := drain(t, r, false, bytes.Count(data, []byte("\n"))+2)
 		lines := strings.Split(string(data), "\n")
@@ -139,7 +144,12 @@ func FuzzOTTO(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := NewReader(bytes.NewReader(data), "f.jsonl", Options{Format: FormatOTTO})
 		if err != nil {
-			t.Fatal(err)
+			// Only a gzip magic with a truncated header fails here (the
+			// reader sniffs .gz by content): an error, not a crash.
+			if !strings.Contains(err.Error(), "gzip") {
+				t.Fatal(err)
+			}
+			return
 		}
 		evs, _ := drain(t, r, false, len(data)+2)
 		for line, es := range evs {

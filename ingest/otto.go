@@ -76,47 +76,30 @@ func (r *ottoReader) parse(line []byte) error {
 	s := &r.sc
 	s.reset(line)
 	syntax := func() error { return rowErr(pos, "", s.err()) }
-	if s.ws() != '{' {
-		return rowErr(pos, "", "expected a JSON object per line")
-	}
-	s.i++
 	var session int64
 	haveSession, haveEvents := false, false
-	if s.ws() == '}' {
-		s.i++
-	} else {
-		for {
-			var ok bool
-			if r.keyBuf, ok = s.str(r.keyBuf[:0]); !ok || !s.expect(':', "':' after an object key") {
+	err := r.object(pos, "", "expected a JSON object per line", func(key []byte) error {
+		switch string(key) {
+		case "session":
+			n, err := r.int("session", pos)
+			if err != nil {
+				return err
+			}
+			session, haveSession = n, true
+		case "events":
+			if err := r.events(pos); err != nil {
+				return err
+			}
+			haveEvents = true
+		default:
+			if !s.skip(0) {
 				return syntax()
 			}
-			switch string(r.keyBuf) {
-			case "session":
-				n, err := r.int("session", pos)
-				if err != nil {
-					return err
-				}
-				session, haveSession = n, true
-			case "events":
-				if err := r.events(pos); err != nil {
-					return err
-				}
-				haveEvents = true
-			default:
-				if !s.skip(0) {
-					return syntax()
-				}
-			}
-			if c := s.ws(); c == ',' {
-				s.i++
-				continue
-			} else if c == '}' {
-				s.i++
-				break
-			}
-			s.fail(s.i, "expected ',' or '}'")
-			return syntax()
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if !s.end() {
 		return syntax()
@@ -131,6 +114,40 @@ func (r *ottoReader) parse(line []byte) error {
 		r.user = strconv.FormatInt(session, 10)
 	}
 	return nil
+}
+
+// object parses the JSON object at the scanner: '{' (else the row error
+// notObj for field), then for each key calls value(key), which must
+// consume the key's value (key is r.keyBuf, which value may reuse), then
+// '}'. Syntax errors are row errors at pos.
+func (r *ottoReader) object(pos event.Pos, field, notObj string, value func(key []byte) error) error {
+	s := &r.sc
+	if s.ws() != '{' {
+		return rowErr(pos, field, notObj)
+	}
+	s.i++
+	if s.ws() == '}' {
+		s.i++
+		return nil
+	}
+	for {
+		var ok bool
+		if r.keyBuf, ok = s.str(r.keyBuf[:0]); !ok || !s.expect(':', "':' after an object key") {
+			return rowErr(pos, "", s.err())
+		}
+		if err := value(r.keyBuf); err != nil {
+			return err
+		}
+		if c := s.ws(); c == ',' {
+			s.i++
+			continue
+		} else if c == '}' {
+			s.i++
+			return nil
+		}
+		s.fail(s.i, "expected ',' or '}'")
+		return rowErr(pos, "", s.err())
+	}
 }
 
 // int parses an integer literal value of key field.
@@ -186,62 +203,46 @@ func (r *ottoReader) events(pos event.Pos) error {
 func (r *ottoReader) element(pos event.Pos) error {
 	s := &r.sc
 	syntax := func() error { return rowErr(pos, "", s.err()) }
-	if s.ws() != '{' {
-		return rowErr(pos, "events", "expected an object in the events array")
-	}
-	s.i++
 	var e ottoEvent
 	haveAid, haveTs := false, false
-	if s.ws() == '}' {
-		s.i++
-	} else {
-		for {
+	err := r.object(pos, "events", "expected an object in the events array", func(key []byte) error {
+		switch string(key) {
+		case "aid":
+			n, err := r.int("aid", pos)
+			if err != nil {
+				return err
+			}
+			e.aid, haveAid = n, true
+		case "ts":
+			n, err := r.int("ts", pos)
+			if err != nil {
+				return err
+			}
+			if e.us, err = event.EpochToMicros(n); err != nil {
+				return rowErr(pos, "ts", err.Error())
+			}
+			haveTs = true
+		case "type":
+			if s.ws() != '"' {
+				return rowErr(pos, "type", "expected a string")
+			}
 			var ok bool
-			if r.keyBuf, ok = s.str(r.keyBuf[:0]); !ok || !s.expect(':', "':' after an object key") {
+			if r.keyBuf, ok = s.str(r.keyBuf[:0]); !ok {
 				return syntax()
 			}
-			switch string(r.keyBuf) {
-			case "aid":
-				n, err := r.int("aid", pos)
-				if err != nil {
-					return err
-				}
-				e.aid, haveAid = n, true
-			case "ts":
-				n, err := r.int("ts", pos)
-				if err != nil {
-					return err
-				}
-				if e.us, err = event.EpochToMicros(n); err != nil {
-					return rowErr(pos, "ts", err.Error())
-				}
-				haveTs = true
-			case "type":
-				if s.ws() != '"' {
-					return rowErr(pos, "type", "expected a string")
-				}
-				if r.keyBuf, ok = s.str(r.keyBuf[:0]); !ok {
-					return syntax()
-				}
-				e.name = r.intern(r.keyBuf)
-				if err := event.ValidateEventName(e.name); err != nil {
-					return rowErr(pos, "type", err.Error())
-				}
-			default:
-				if !s.skip(0) {
-					return syntax()
-				}
+			e.name = r.intern(r.keyBuf)
+			if err := event.ValidateEventName(e.name); err != nil {
+				return rowErr(pos, "type", err.Error())
 			}
-			if c := s.ws(); c == ',' {
-				s.i++
-				continue
-			} else if c == '}' {
-				s.i++
-				break
+		default:
+			if !s.skip(0) {
+				return syntax()
 			}
-			s.fail(s.i, "expected ',' or '}'")
-			return syntax()
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	switch {
 	case !haveAid:
