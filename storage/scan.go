@@ -631,7 +631,9 @@ func (sc *shardScanner) joinUserValues(ctx context.Context, ucs []*cursor, h uin
 			live = append(live, uc)
 		}
 	}
-	slices.SortFunc(at, func(a, b *cursor) int { return cmp.Compare(a.seq, b.seq) })
+	if len(at) > 1 {
+		slices.SortFunc(at, func(a, b *cursor) int { return cmp.Compare(a.seq, b.seq) })
+	}
 	for _, uc := range at {
 		sc.userValues(uc)
 	}
