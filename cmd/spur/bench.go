@@ -46,12 +46,17 @@ type BenchImport struct {
 // (after one warm-up) in milliseconds, the peak RSS of the process that ran
 // them, and the last run's result.
 type BenchResult struct {
-	Name          string          `json:"name"`
-	File          string          `json:"file"`
-	Supported     bool            `json:"supported"`
-	Error         string          `json:"error,omitempty"`
-	MedianMS      float64         `json:"median_ms"`
-	RunsMS        []float64       `json:"runs_ms"`
+	Name      string    `json:"name"`
+	File      string    `json:"file"`
+	Supported bool      `json:"supported"`
+	Error     string    `json:"error,omitempty"`
+	MedianMS  float64   `json:"median_ms"`
+	RunsMS    []float64 `json:"runs_ms"`
+	// RunsCPUMS is the process's user+system CPU time of each timed run in
+	// milliseconds (bench-query only; empty where getrusage is missing):
+	// unlike wall time it does not grow when other processes take a core,
+	// and CPU/wall shows how busy the scan kept the cores.
+	RunsCPUMS     []float64       `json:"runs_cpu_ms,omitempty"`
 	PeakRSSBytes  int64           `json:"peak_rss_bytes"`
 	EventsScanned int64           `json:"events_scanned"`
 	EventsPerS    float64         `json:"events_per_s"`
@@ -275,12 +280,15 @@ func newBenchQueryCmd(g *globals) *cobra.Command {
 			var br BenchResult
 			var res any
 			for i := 0; i <= runs; i++ {
-				t0 := time.Now()
+				t0, c0 := time.Now(), cpuTime()
 				if res, err = eng.Run(context.WithoutCancel(cmd.Context()), q); err != nil {
 					return err
 				}
 				if i > 0 {
 					br.RunsMS = append(br.RunsMS, float64(time.Since(t0).Microseconds())/1000)
+					if c0 > 0 {
+						br.RunsCPUMS = append(br.RunsCPUMS, float64((cpuTime()-c0).Microseconds())/1000)
+					}
 				}
 			}
 			br.EventsScanned = query.StatsOf(res).EventsScanned
