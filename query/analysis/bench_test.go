@@ -114,17 +114,33 @@ func BenchmarkTrend(b *testing.B) {
 	reportEvents(b, d.events)
 }
 
+// BenchmarkRetention runs the retention kernel over the shop mix (start:
+// bit 0, return: bit 1, 6% of events) and, in the any-return cases, with
+// every event a return event, as in bench/queries/retention_install_daily.json
+// (return "$any").
 func BenchmarkRetention(b *testing.B) {
 	d := makeBenchData(10000, mixShop)
+	anyReturn := &benchData{events: d.events, from: d.from, to: d.to}
+	for _, tr := range d.trails {
+		m := make([]uint64, len(tr.Mask))
+		for i, x := range tr.Mask {
+			m[i] = x | 2
+		}
+		anyReturn.trails = append(anyReturn.trails, analysis.Trail{Times: tr.Times, Mask: m})
+	}
 	for _, c := range []struct {
 		name string
 		typ  analysis.RetentionType
 		win  analysis.RetentionWindows
+		data *benchData
 	}{
-		{"first_time/calendar", analysis.TypeFirstTime, analysis.WindowsCalendar},
-		{"recurring/calendar", analysis.TypeRecurring, analysis.WindowsCalendar},
-		{"recurring/rolling", analysis.TypeRecurring, analysis.WindowsRolling},
+		{"first_time/calendar", analysis.TypeFirstTime, analysis.WindowsCalendar, d},
+		{"first_time/calendar/any-return", analysis.TypeFirstTime, analysis.WindowsCalendar, anyReturn},
+		{"recurring/calendar", analysis.TypeRecurring, analysis.WindowsCalendar, d},
+		{"recurring/calendar/any-return", analysis.TypeRecurring, analysis.WindowsCalendar, anyReturn},
+		{"recurring/rolling", analysis.TypeRecurring, analysis.WindowsRolling, d},
 	} {
+		d := c.data
 		b.Run(c.name, func(b *testing.B) {
 			bounds := timebucket.Bounds(d.from, d.to, timebucket.Day, nil, timebucket.Monday)
 			spec := analysis.RetentionSpec{

@@ -89,6 +89,7 @@ type Retention struct {
 	nb     int // buckets in spec.Bounds
 	groups []retGroup
 	table  slotTable
+	idx    bucketIndex // over spec.Bounds
 	bytes  int64
 	// per-Add scratch, reused
 	entries []retEntry
@@ -130,7 +131,7 @@ func NewRetention(spec RetentionSpec) (*Retention, error) {
 		return nil, fmt.Errorf("analysis: retention: list cell (%d, %d) or keep %d out of range", l.Cohort, l.Period, l.Keep)
 	}
 	spec.Bounds = append([]int64(nil), spec.Bounds...)
-	r := &Retention{spec: spec, n: spec.Periods, nc: nc, nb: nb}
+	r := &Retention{spec: spec, n: spec.Periods, nc: nc, nb: nb, idx: newBucketIndex(spec.Bounds)}
 	if spec.Breakdown.From == KeyNone {
 		r.group(Key{})
 	}
@@ -152,10 +153,9 @@ func (r *Retention) group(k Key) int32 {
 	return g
 }
 
-// bucketOf returns the bucket index of t ≥ Bounds[0] by binary search.
-func (r *Retention) bucketOf(t int64) int {
-	return sort.Search(r.nb, func(b int) bool { return r.spec.Bounds[b+1] > t })
-}
+// bucketOf returns the bucket index of t ≥ Bounds[0] (nb at or after
+// the last boundary).
+func (r *Retention) bucketOf(t int64) int { return r.idx.of(t) }
 
 // Add accumulates one user's whole trail: for first_time it must contain
 // the user's start events from all stored data before To (the earliest
@@ -291,9 +291,8 @@ func (r *Retention) addCalendar(times []int64, masks []uint64) {
 		if masks[j]&2 == 0 {
 			continue
 		}
-		t := times[j]
-		for cur < r.nb && t >= bounds[cur+1] {
-			cur++
+		if t := times[j]; t >= bounds[cur+1] {
+			cur = r.bucketOf(t)
 		}
 		if len(bb) == 0 || bb[len(bb)-1] != int32(cur) {
 			bb = append(bb, int32(cur))

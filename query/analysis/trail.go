@@ -1,5 +1,10 @@
 package analysis
 
+import (
+	"math"
+	"math/bits"
+)
+
 // Trail is the part of one user's trail that an analysis sees: the events
 // that matched at least one of the query's matchers, in trail order
 // (timestamp, then arrival; spec §1), with the event property columns and
@@ -164,13 +169,29 @@ func (t *slotTable) grow() {
 // bytes returns the table's memory.
 func (t *slotTable) bytes() int64 { return int64(cap(t.keys))*16 + int64(cap(t.slots))*4 }
 
+// skipLinear is how many events skipBelow reads one by one before it
+// gallops.
+const skipLinear = 8
+
 // skipBelow returns the first index k > i with times[k] ≥ bound
-// (len(times) if none) for non-decreasing times. It gallops (checks i+1,
-// i+2, i+4, … before a binary search in the last step's range), so a skip
-// over d events costs O(log d): in trails the next bucket is usually a few
-// events away, where a binary search over the whole rest costs more.
+// (len(times) if none) for non-decreasing times. It reads the next
+// skipLinear events in order, whose loop exit is the only mispredicted
+// branch, then gallops (checks 1, 2, 4, … events further before a
+// binary search in the last step's range), so a skip over d events costs
+// O(min(d, skipLinear) + log d). In trails the next bucket is usually a
+// few events away: galloping from the first event cost a mispredicted
+// branch per step, a binary search over the whole rest more.
 func skipBelow(times []int64, i int, bound int64) int {
-	lo, step := i+1, 1
+	end := min(i+1+skipLinear, len(times))
+	for k := i + 1; k < end; k++ {
+		if times[k] >= bound {
+			return k
+		}
+	}
+	if end == len(times) {
+		return end
+	}
+	lo, step := end, 1
 	hi := lo
 	for hi < len(times) && times[hi] < bound {
 		lo = hi + 1
@@ -188,4 +209,60 @@ func skipBelow(times []int64, i int, bound int64) int {
 		}
 	}
 	return lo
+}
+
+// bucketIndex finds the calendar bucket of a time in O(1): the span of
+// the boundaries is cut into slots of 2^shift µs, no longer than the
+// shortest bucket, and slots[s] is the bucket holding the slot's start,
+// so a time's bucket is its slot's or (rarely) the next one. Slots are
+// capped at maxBucketSlots (4 bytes each); beyond that the slots grow
+// longer than some buckets and the lookup walks forward over them.
+type bucketIndex struct {
+	bounds []int64 // strictly increasing, ≥ 2
+	shift  uint
+	slots  []int32
+}
+
+// maxBucketSlots bounds a bucketIndex's table (1 MiB).
+const maxBucketSlots = 1 << 18
+
+func newBucketIndex(bounds []int64) bucketIndex {
+	nb := len(bounds) - 1
+	shortest := uint64(math.MaxUint64)
+	for b := range nb {
+		shortest = min(shortest, uint64(bounds[b+1]-bounds[b]))
+	}
+	span := uint64(bounds[nb] - bounds[0])
+	shift := uint(bits.Len64(shortest) - 1) // 2^shift ≤ shortest
+	for span>>shift >= maxBucketSlots {
+		shift++
+	}
+	slots := make([]int32, span>>shift+1)
+	b := 0
+	for s := range slots {
+		start := bounds[0] + int64(uint64(s)<<shift)
+		for b < nb-1 && bounds[b+1] <= start {
+			b++
+		}
+		slots[s] = int32(b)
+	}
+	return bucketIndex{bounds: bounds, shift: shift, slots: slots}
+}
+
+// of returns the bucket b with bounds[b] ≤ t < bounds[b+1]: 0 for t
+// before bounds[0], len(bounds)-1 for t at or after the last boundary.
+func (x *bucketIndex) of(t int64) int {
+	nb := len(x.bounds) - 1
+	if t < x.bounds[0] {
+		return 0
+	}
+	s := uint64(t-x.bounds[0]) >> x.shift
+	if s >= uint64(len(x.slots)) {
+		return nb
+	}
+	b := int(x.slots[s])
+	for b < nb && t >= x.bounds[b+1] {
+		b++
+	}
+	return b
 }
