@@ -551,12 +551,12 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 		times := slices.Grow(sc.blkTimes[:0], rows)[:rows]
 		masks := slices.Grow(sc.blkMask[:0], rows)[:rows]
 		ends := slices.Grow(sc.blkEnds[:0], users-c.user)[:users-c.user]
-		k := 0
-		for u := c.user; u < users; u++ {
+		if c.sparse {
+			filterDeltasSparse(times, masks, ends, b.Deltas, b.Events, b.UserStarts[c.user:], c.masks, b.TimeBase, b.TimeGCD, from, span)
+		}
+		for u, k := c.user, 0; u < users && !c.sparse; u++ {
 			s, e := b.UserStarts[u], b.UserStarts[u+1]
-			if c.sparse {
-				k += filterDeltasSparse(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD, from, span)
-			} else if c.inRange {
+			if c.inRange {
 				k += filterDeltas(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD)
 			} else {
 				k += filterDeltasInRange(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD, from, span)
@@ -715,7 +715,8 @@ func (sc *shardScanner) appendRows(c *cursor) {
 			appendCol(&sc.trail.Cols[j], c.plan.Cols[j], b, sc.rows)
 		}
 	case c.sparse:
-		k = filterDeltasSparse(out, outm, b.Deltas[s:e], codes, masks, b.TimeBase, b.TimeGCD, from, span)
+		var end [1]int32
+		k = filterDeltasSparse(out, outm, end[:], b.Deltas, b.Events, b.UserStarts[c.user:c.user+2], masks, b.TimeBase, b.TimeGCD, from, span)
 	case c.inRange:
 		k = filterDeltas(out, outm, b.Deltas[s:e], codes, masks, b.TimeBase, b.TimeGCD)
 	default:
@@ -814,25 +815,82 @@ func filterDeltas(out []int64, outm []uint64, deltas []uint64, codes []uint32, m
 }
 
 // filterDeltasSparse is filterDeltas for segments where few rows match
-// (see cursor.sparse): it branches on the match, which the predictor
-// then gets right for almost every row, and so skips the two stores of
-// every non-matching row.
+// (see cursor.sparse), also requiring from ≤ t < from+span, over the
+// users u = 0..len(ends)-1 of a block at once, user u holding rows
+// [starts[u], starts[u+1]) of deltas and codes. It writes the passing
+// rows back to back from out[0]/outm[0], the end of user u's rows in them
+// to ends[u], and returns the total. It looks for matching codes first,
+// branching on the match (which the predictor gets right for almost every
+// row), and sums a user's deltas only up to each match (sumDeltas): the
+// deltas after a user's last match, and all of a user with none, are
+// never read. One call per block: a call per user cost more than the
+// rows of a typical user.
 //
 //go:noinline
-func filterDeltasSparse(out []int64, outm []uint64, deltas []uint64, codes []uint32, masks []uint64, base int64, g uint64, from int64, span uint64) int {
-	k := 0
-	out, outm = out[:len(deltas)], outm[:len(deltas)]
-	codes = codes[:len(deltas)]
-	t := base
-	for i, d := range deltas {
-		t += int64(d * g)
-		if m := masks[codes[i]]; m != 0 && uint64(t)-uint64(from) < span {
+func filterDeltasSparse(out []int64, outm []uint64, ends []int32, deltas []uint64, codes []uint32, starts []int32, masks []uint64, base int64, g uint64, from int64, span uint64) int {
+	k, u := 0, 0
+	starts = starts[:len(ends)+1]
+	end := int(starts[len(ends)])
+	codes, deltas = codes[:end], deltas[:end]
+	p, next := int(starts[0]), int(starts[1]) // user u's deltas[starts[u]:p] are in sum
+	var sum uint64                            // wrapping, like the times
+	for i := p; ; i++ {
+		if i = nextMatch(codes, masks, i); i == end {
+			break
+		}
+		m := masks[codes[i]]
+		if i >= next { // the match is a later user's
+			for i >= next {
+				ends[u] = int32(k)
+				u++
+				next = int(starts[u+1])
+			}
+			p, sum = int(starts[u]), 0
+		}
+		sum += sumDeltas(deltas[p : i+1])
+		p = i + 1
+		// base + g·Σd ≡ base + Σ(g·d) (mod 2^64): the times filterDeltas sums.
+		if t := base + int64(sum*g); uint64(t)-uint64(from) < span {
 			out[k] = t
 			outm[k] = m
 			k++
 		}
 	}
+	for ; u < len(ends); u++ {
+		ends[u] = int32(k)
+	}
 	return k
+}
+
+// nextMatch returns the first row r ≥ i with a non-zero masks[codes[r]],
+// or len(codes). Out of line, so that the loop has registers to itself.
+//
+//go:noinline
+func nextMatch(codes []uint32, masks []uint64, i int) int {
+	for ; i < len(codes); i++ {
+		if masks[codes[i]] != 0 {
+			return i
+		}
+	}
+	return len(codes)
+}
+
+// sumDeltas returns the wrapping sum of d, with four independent
+// accumulators so that the additions do not wait for each other.
+func sumDeltas(d []uint64) uint64 {
+	var s0, s1, s2, s3 uint64
+	i := 0
+	for ; i+4 <= len(d); i += 4 {
+		v := d[i : i+4 : i+4]
+		s0 += v[0]
+		s1 += v[1]
+		s2 += v[2]
+		s3 += v[3]
+	}
+	for ; i < len(d); i++ {
+		s0 += d[i]
+	}
+	return s0 + s1 + s2 + s3
 }
 
 // filterDeltasInRange is filterDeltas that also requires from ≤ t <

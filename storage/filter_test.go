@@ -1,0 +1,168 @@
+package storage
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// filterInput is one user's rows for the row filters: deltas (the first
+// from base), codes over 40 names and masks that select some of them.
+type filterInput struct {
+	deltas []uint64
+	codes  []uint32
+	masks  []uint64
+	base   int64
+	g      uint64
+}
+
+func randomFilterInput(r *rand.Rand, rows int, live int) filterInput {
+	in := filterInput{
+		deltas: make([]uint64, rows),
+		codes:  make([]uint32, rows),
+		masks:  make([]uint64, 40),
+		base:   r.Int64N(1<<50) - 1<<49,
+		g:      []uint64{1, 1000, 1e6}[r.IntN(3)],
+	}
+	for i := range rows {
+		in.deltas[i] = uint64(r.IntN(1 << (1 + r.IntN(30))))
+		if r.IntN(50) == 0 {
+			in.deltas[i] = r.Uint64() // wraps: the filters must agree anyway
+		}
+		in.codes[i] = uint32(r.IntN(40))
+	}
+	for range live {
+		in.masks[r.IntN(40)] = 1 << r.IntN(4)
+	}
+	return in
+}
+
+// naiveFilter is the row filter spelled out: the running time of every
+// row, kept when its mask is non-zero and from ≤ t < from+span.
+func naiveFilter(in filterInput, from int64, span uint64) (times []int64, masks []uint64) {
+	t := in.base
+	for i, d := range in.deltas {
+		t += int64(d * in.g)
+		if m := in.masks[in.codes[i]]; m != 0 && uint64(t)-uint64(from) < span {
+			times, masks = append(times, t), append(masks, m)
+		}
+	}
+	return times, masks
+}
+
+// TestFilterDeltasVariants compares filterDeltas (whole range),
+// filterDeltasInRange (per user) and filterDeltasSparse (per block of
+// users) with naiveFilter on random blocks: dense and sparse masks, ranges
+// that cut the users' times, deltas that wrap, users with no match.
+func TestFilterDeltasVariants(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for trial := range 2000 {
+		live := r.IntN(41)
+		users := 1 + r.IntN(8)
+		var block filterInput
+		starts := []int32{0}
+		var want []int64
+		var wantM []uint64
+		var wantEnds []int32
+		from, span := int64(math.MinInt64), uint64(math.MaxUint64)
+		base := r.Int64N(1<<50) - 1<<49
+		if trial%2 == 1 {
+			from, span = base+r.Int64N(1<<40), uint64(r.Int64N(1<<42))
+		}
+		masks := randomFilterInput(r, 0, live).masks
+		g := []uint64{1, 1000, 1e6}[r.IntN(3)]
+		for range users {
+			in := randomFilterInput(r, 1+r.IntN(60), 0)
+			in.masks, in.base, in.g = masks, base, g
+			tw, mw := naiveFilter(in, from, span)
+			want, wantM = append(want, tw...), append(wantM, mw...)
+			wantEnds = append(wantEnds, int32(len(want)))
+			block.deltas = append(block.deltas, in.deltas...)
+			block.codes = append(block.codes, in.codes...)
+			starts = append(starts, int32(len(block.deltas)))
+		}
+		n := len(block.deltas)
+		check := func(name string, out []int64, outm []uint64, ends []int32) {
+			t.Helper()
+			k := ends[len(ends)-1]
+			if !slices.Equal(out[:k], want) || !slices.Equal(outm[:k], wantM) || !slices.Equal(ends, wantEnds) {
+				t.Fatalf("trial %d: %s: got ends %v, rows %v %v; want ends %v, rows %v %v", trial, name, ends, out[:k], outm[:k], wantEnds, want, wantM)
+			}
+		}
+		perUser := func(f func(out []int64, outm []uint64, deltas []uint64, codes []uint32) int) ([]int64, []uint64, []int32) {
+			out, outm, ends := make([]int64, n), make([]uint64, n), make([]int32, users)
+			k := 0
+			for u := range users {
+				s, e := starts[u], starts[u+1]
+				k += f(out[k:], outm[k:], block.deltas[s:e], block.codes[s:e])
+				ends[u] = int32(k)
+			}
+			return out, outm, ends
+		}
+		o, om, e := perUser(func(out []int64, outm []uint64, deltas []uint64, codes []uint32) int {
+			return filterDeltasInRange(out, outm, deltas, codes, masks, base, g, from, span)
+		})
+		check("in range", o, om, e)
+		if trial%2 == 0 {
+			o, om, e = perUser(func(out []int64, outm []uint64, deltas []uint64, codes []uint32) int {
+				return filterDeltas(out, outm, deltas, codes, masks, base, g)
+			})
+			check("dense", o, om, e)
+		}
+		out, outm, ends := make([]int64, n), make([]uint64, n), make([]int32, users)
+		filterDeltasSparse(out, outm, ends, block.deltas, block.codes, starts, masks, base, g, from, span)
+		check("sparse", out, outm, ends)
+		// From a later user of the block on, as drain resumes.
+		if users > 1 {
+			u0 := 1 + r.IntN(users-1)
+			k0 := wantEnds[u0-1]
+			want, wantM = want[k0:], wantM[k0:]
+			wantEnds = slices.Clone(wantEnds[u0:])
+			for i := range wantEnds {
+				wantEnds[i] -= k0
+			}
+			ends = ends[:users-u0]
+			filterDeltasSparse(out, outm, ends, block.deltas, block.codes, starts[u0:], masks, base, g, from, span)
+			check("sparse, later users", out, outm, ends)
+		}
+	}
+}
+
+// BenchmarkFilterDeltas runs the row filters over a block of users of 24
+// rows (the generator's mean) with 1 of 40 names live, about 2.5% of
+// rows: the purchase event of
+// bench/queries/trend_purchase_by_platform.json.
+func BenchmarkFilterDeltas(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	var block filterInput
+	starts := []int32{0}
+	for len(block.deltas) < 1<<16 {
+		in := randomFilterInput(r, 24, 0)
+		block.deltas = append(block.deltas, in.deltas...)
+		block.codes = append(block.codes, in.codes...)
+		starts = append(starts, int32(len(block.deltas)))
+	}
+	users, rows := len(starts)-1, len(block.deltas)
+	masks := make([]uint64, 40)
+	masks[7] = 1
+	out, outm, ends := make([]int64, rows), make([]uint64, rows), make([]int32, users)
+	from, span := int64(math.MinInt64), uint64(math.MaxUint64)
+	b.Run("sparse", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			filterDeltasSparse(out, outm, ends, block.deltas, block.codes, starts, masks, 1e12, 1000, from, span)
+		}
+		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	})
+	b.Run("in-range", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for u := range users {
+				s, e := starts[u], starts[u+1]
+				filterDeltasInRange(out, outm, block.deltas[s:e], block.codes[s:e], masks, 1e12, 1000, from, span)
+			}
+		}
+		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	})
+}
