@@ -568,18 +568,12 @@ const cellSize = 8 + 8 + 8 + 40 + 24
 // not merge keys of those series (use TrendSpec.Group in a second pass).
 func (t *Trend) Result(group func(series int, k Key) Key) TrendResult {
 	res := TrendResult{Series: make([]TrendSeriesResult, t.ns)}
+	var scratch []float64
 	for si := range t.ns {
 		s := t.spec.Series[si]
 		bit := s.Bit
-		type acc struct {
-			key    Key
-			counts []int64
-			cells  []trendCell
-			tot    trendCell
-			events int64
-		}
-		var rows []*acc
-		byKey := map[Key]*acc{}
+		var rows []*trendRowAcc
+		byKey := map[Key]*trendRowAcc{}
 		for i := range t.slots {
 			sl := &t.slots[i]
 			events := sl.events[bit]
@@ -600,24 +594,28 @@ func (t *Trend) Result(group func(series int, k Key) Key) TrendResult {
 			}
 			a := byKey[k]
 			if a == nil {
-				a = &acc{key: k, counts: make([]int64, t.nb), cells: make([]trendCell, t.nb)}
+				a = &trendRowAcc{key: k, counts: make([]int64, t.nb), sl: sl}
 				byKey[k] = a
 				rows = append(rows, a)
+			} else if a.sl != nil {
+				a.copyCells(t, a.sl, bit)
+				a.sl = nil
+			}
+			if a.sl == nil {
+				a.copyCells(t, sl, bit)
 			}
 			for b := range t.nb {
 				a.counts[b] += sl.counts[b*t.nw+bit]
-				if sl.cells != nil {
-					mergeCellCopy(&a.cells[b], &sl.cells[b*t.nw+bit])
-				}
 			}
-			mergeCellCopy(&a.tot, &sl.tots[bit])
 			a.events += events
 		}
-		slices.SortFunc(rows, func(a, b *acc) int { return compareKeys(a.key, b.key) })
+		slices.SortFunc(rows, func(a, b *trendRowAcc) int { return compareKeys(a.key, b.key) })
 		out := make([]TrendRow, len(rows))
 		for r, a := range rows {
 			row := TrendRow{Key: a.key, Buckets: make([]float64, t.nb), Events: a.events}
-			var all trendCell
+			// all merges the buckets for the range total; its value list
+			// is one scratch buffer for every row and series.
+			all := trendCell{vals: scratch[:0]}
 			var sum int64
 			for b := range t.nb {
 				switch s.Math {
@@ -625,23 +623,67 @@ func (t *Trend) Result(group func(series int, k Key) Key) TrendResult {
 					row.Buckets[b] = float64(a.counts[b])
 					sum += a.counts[b]
 				default:
-					row.Buckets[b] = s.Math.value(&a.cells[b])
-					mergeCellCopy(&all, &a.cells[b])
+					c := a.cell(t, b, bit)
+					row.Buckets[b] = s.Math.value(c)
+					mergeCellCopy(&all, c)
 				}
 			}
 			switch s.Math {
 			case MathCount:
 				row.Total = float64(sum)
 			case MathUsers, MathWAU, MathMAU, MathCountPerUserAvg, MathCountPerUserMedian, MathCountPerUserMax:
-				row.Total = s.Math.value(&a.tot)
+				row.Total = s.Math.value(a.total(bit))
 			default:
 				row.Total = s.Math.value(&all)
 			}
+			scratch = all.vals
 			out[r] = row
 		}
 		res.Series[si] = TrendSeriesResult{Rows: out}
 	}
 	return res
+}
+
+// trendRowAcc gathers the slots that Result reports under one row of a
+// series. A row of one slot reads that slot's cells in place (value may
+// reorder their value lists, which leaves the accumulator's state as it
+// was); a row that merges several slots copies their cells.
+type trendRowAcc struct {
+	key    Key
+	counts []int64
+	sl     *trendSlot  // the row's only slot, or nil
+	cells  []trendCell // merged copies, once a second slot joins
+	tot    trendCell
+	events int64
+}
+
+// copyCells merges slot sl's cells and total of bit into a's copies.
+func (a *trendRowAcc) copyCells(t *Trend, sl *trendSlot, bit int) {
+	if a.cells == nil {
+		a.cells = make([]trendCell, t.nb)
+	}
+	if sl.cells != nil {
+		for b := range t.nb {
+			mergeCellCopy(&a.cells[b], &sl.cells[b*t.nw+bit])
+		}
+	}
+	mergeCellCopy(&a.tot, &sl.tots[bit])
+}
+
+// cell returns the row's cell of bucket b (a series with cells).
+func (a *trendRowAcc) cell(t *Trend, b, bit int) *trendCell {
+	if a.sl != nil {
+		return &a.sl.cells[b*t.nw+bit]
+	}
+	return &a.cells[b]
+}
+
+// total returns the row's range total cell.
+func (a *trendRowAcc) total(bit int) *trendCell {
+	if a.sl != nil {
+		return &a.sl.tots[bit]
+	}
+	return &a.tot
 }
 
 // mergeCellCopy merges o into c without sharing o's value list.
