@@ -488,3 +488,50 @@ func TestSavedCohorts(t *testing.T) {
 		t.Fatal("invalid cohort name accepted")
 	}
 }
+
+// TestSharedQuantileSeries runs quantile series of one property over the
+// same matcher (which share a mask bit and one value list per cell) beside
+// series that must not share (another filter, another event, a sum), with
+// and without a breakdown, and checks every row against the series run
+// alone.
+func TestSharedQuantileSeries(t *testing.T) {
+	st := openStore(t, t.TempDir(), 4)
+	importGen(t, st, "g", gen.Config{Events: 40_000, Seed: 9})
+	eng := New(st, Config{Workers: 2})
+	series := []string{
+		`{"event":"purchase","math":"median","property":"price","label":"a"}`,
+		`{"event":"purchase","math":"sum","property":"price","label":"b"}`,
+		`{"event":"purchase","math":"p90","property":"price","label":"c"}`,
+		`{"event":"purchase","math":"p90","property":"price","label":"d","where":[{"property":"price","op":"gt","value":20}]}`,
+		`{"event":"add_to_cart","math":"p99","property":"price","label":"e"}`,
+		`{"event":"purchase","math":"p75","property":"price","label":"f"}`,
+	}
+	for _, bd := range []string{"", `,"breakdown":{"property":"platform","limit":2}`} {
+		q := func(ss ...string) string {
+			return `{"kind":"trend","app":"g","range":{"from":"2024-01-01","to":"2024-03-01"},"interval":"week","series":[` + strings.Join(ss, ",") + `]` + bd + `}`
+		}
+		all := run(t, eng, q(series...)).(*TrendResult)
+		rows := 0
+		for _, s := range series {
+			alone := run(t, eng, q(s)).(*TrendResult)
+			for _, want := range alone.Series {
+				found := false
+				for _, got := range all.Series {
+					if got.Label == want.Label && reflect.DeepEqual(got.BreakdownValue, want.BreakdownValue) {
+						if !reflect.DeepEqual(got, want) {
+							t.Fatalf("breakdown %q, series %s: got %+v, want %+v", bd, s, got, want)
+						}
+						found = true
+					}
+				}
+				if !found {
+					t.Fatalf("breakdown %q, series %s: row %v missing", bd, s, want.BreakdownValue)
+				}
+				rows++
+			}
+		}
+		if rows != len(all.Series) || all.Series[0].Total == 0 {
+			t.Fatalf("breakdown %q: %d rows alone, %d together, first total %v", bd, rows, len(all.Series), all.Series[0].Total)
+		}
+	}
+}

@@ -1,7 +1,9 @@
 package query
 
 import (
+	"bytes"
 	"context"
+	"slices"
 
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/query/analysis"
@@ -43,9 +45,22 @@ func (e *Engine) runTrend(ctx context.Context, p *plan) (*TrendResult, error) {
 		if err != nil {
 			return nil, invalid(f+".math", "%v", err)
 		}
-		bit, err := p.addMatcher(Matcher{Event: s.Event, Where: s.Where}, f, true)
-		if err != nil {
-			return nil, err
+		// Quantiles of one property over one matcher share its bit, and so
+		// one list of values per cell (median and p90 of a price keep the
+		// prices once).
+		bit := -1
+		if m.Quantile() {
+			for j, o := range q.Series[:i] {
+				if spec.Series[j].Math.Quantile() && o.Event == s.Event && o.Property == s.Property && sameFilters(o.Where, s.Where) {
+					bit = spec.Series[j].Bit
+					break
+				}
+			}
+		}
+		if bit < 0 {
+			if bit, err = p.addMatcher(Matcher{Event: s.Event, Where: s.Where}, f, true); err != nil {
+				return nil, err
+			}
 		}
 		ts := analysis.TrendSeries{Math: m, Bit: bit}
 		switch {
@@ -236,3 +251,11 @@ func (p *plan) trendSeries(s Series, spec analysis.TrendSpec, row analysis.Trend
 // maxBuckets bounds the number of interval buckets of a trend or cohorts
 // of a retention query (about 11 years of days, or 1.1 years of hours).
 const maxBuckets = 10_000
+
+// sameFilters reports whether a and b are the same filters in the same
+// order (values compared as written).
+func sameFilters(a, b []Filter) bool {
+	return slices.EqualFunc(a, b, func(x, y Filter) bool {
+		return x.Property == y.Property && x.Op == y.Op && x.Source == y.Source && bytes.Equal(x.Value, y.Value)
+	})
+}

@@ -34,6 +34,10 @@ const (
 // (sum, avg, min, max, median and the percentiles).
 func (m TrendMath) NeedsProperty() bool { return m >= MathSum && m <= MathP99 }
 
+// Quantile reports whether the math is a quantile of a property (median
+// and the percentiles), whose state is the list of the values.
+func (m TrendMath) Quantile() bool { return m >= MathMedian && m <= MathP99 }
+
 // Mergeable reports whether the values of several breakdown keys can be
 // merged into one group after the fact (count and the property maths);
 // the maths that count users cannot, since a user may appear under

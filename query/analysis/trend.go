@@ -22,8 +22,10 @@ const (
 // TrendSeries describes one series of a trend.
 type TrendSeries struct {
 	Math TrendMath
-	// Bit is the trail mask bit of the series' matcher (0..63); each series
-	// has its own bit.
+	// Bit is the trail mask bit of the series' matcher (0..63). Each series
+	// has its own bit, except that quantile series (TrendMath.Quantile) of
+	// the same Col may share one when their matchers are the same: they
+	// then share one list of values per cell.
 	Bit int
 	// Col is the Trail column of the numeric property of a property math
 	// (sum … p99); Float says it holds float64 bits rather than int64.
@@ -168,8 +170,15 @@ func NewTrend(spec TrendSpec) (*Trend, error) {
 		if s.Math > MathMAU {
 			return nil, fmt.Errorf("analysis: trend: series %d: unknown math %v", i, s.Math)
 		}
-		if s.Bit < 0 || s.Bit > 63 || t.seriesMask&(1<<s.Bit) != 0 {
-			return nil, fmt.Errorf("analysis: trend: series %d: bit %d out of range or shared", i, s.Bit)
+		if s.Bit < 0 || s.Bit > 63 {
+			return nil, fmt.Errorf("analysis: trend: series %d: bit %d out of range", i, s.Bit)
+		}
+		if t.seriesMask&(1<<s.Bit) != 0 {
+			o := spec.Series[t.bitSeries[s.Bit]]
+			if !s.Math.Quantile() || !o.Math.Quantile() || s.Col != o.Col || s.Float != o.Float {
+				return nil, fmt.Errorf("analysis: trend: series %d: bit %d shared, but not by quantiles of one column", i, s.Bit)
+			}
+			continue // the first series on the bit set it up
 		}
 		t.seriesMask |= 1 << s.Bit
 		t.bitSeries[s.Bit] = int8(i)

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/big"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -30,6 +31,9 @@ func TestSpecValidation(t *testing.T) {
 		{analysis.TrendSpec{Bounds: b, From: 0, To: 1, Series: make([]analysis.TrendSeries, 65)}, "65 series"},
 		{analysis.TrendSpec{Bounds: b, From: 0, To: 1, Series: []analysis.TrendSeries{{Math: 99}}}, "unknown math"},
 		{analysis.TrendSpec{Bounds: b, From: 0, To: 1, Series: []analysis.TrendSeries{{}, {}}}, "shared"},
+		{analysis.TrendSpec{Bounds: b, From: 0, To: 1, Series: []analysis.TrendSeries{{Math: analysis.MathMedian}, {Math: analysis.MathSum}}}, "shared"},
+		{analysis.TrendSpec{Bounds: b, From: 0, To: 1, Series: []analysis.TrendSeries{{Math: analysis.MathMedian}, {Math: analysis.MathP90, Col: 1}}}, "shared"},
+		{analysis.TrendSpec{Bounds: b, From: 0, To: 1, Series: []analysis.TrendSeries{{Math: analysis.MathMedian}, {Math: analysis.MathP90, Float: true}}}, "shared"},
 		{analysis.TrendSpec{Bounds: b, From: 0, To: 1, Series: []analysis.TrendSeries{{Bit: 64}}}, "out of range"},
 	}
 	for _, c := range trendCases {
@@ -387,5 +391,63 @@ func TestCohortCondValidate(t *testing.T) {
 	zero := analysis.CohortCond{Op: analysis.CohortPerformed, Count: analysis.CountEQ, N: 0, To: day}
 	if !zero.Eval(&empty, 0) || ok.Eval(&empty, 0) {
 		t.Error("Eval on an empty trail")
+	}
+}
+
+// TestTrendSharedQuantileBit checks that quantile series of one column on
+// a shared bit (one value list) give the same rows as the same series on
+// bits of their own, with a breakdown and merged keys.
+func TestTrendSharedQuantileBit(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 8))
+	bounds := []int64{0, day, 2 * day, 3 * day}
+	maths := []analysis.TrendMath{analysis.MathMedian, analysis.MathP90, analysis.MathP99, analysis.MathP75}
+	var shared, own analysis.TrendSpec
+	for _, sp := range []*analysis.TrendSpec{&shared, &own} {
+		*sp = analysis.TrendSpec{Bounds: bounds, From: 0, To: 3 * day, Breakdown: analysis.KeySource{From: analysis.KeyEvent, Index: 1}}
+	}
+	for i, m := range maths {
+		shared.Series = append(shared.Series, analysis.TrendSeries{Math: m, Bit: 0, Float: true})
+		own.Series = append(own.Series, analysis.TrendSeries{Math: m, Bit: i, Float: true})
+	}
+	a, err := analysis.NewTrend(shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := analysis.NewTrend(own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 300 {
+		n := r.IntN(30)
+		tr := analysis.Trail{Times: make([]int64, n), Mask: make([]uint64, n), Cols: make([]analysis.Column, 2)}
+		ts := r.Int64N(3 * day)
+		for i := range n {
+			tr.Times[i] = ts
+			ts += r.Int64N(day / 4)
+			set := r.IntN(5) > 0
+			v := r.NormFloat64() * 100
+			tr.Cols[0].Set = append(tr.Cols[0].Set, set)
+			tr.Cols[0].Bits = append(tr.Cols[0].Bits, math.Float64bits(v))
+			tr.Cols[1].Set = append(tr.Cols[1].Set, true)
+			tr.Cols[1].Bits = append(tr.Cols[1].Bits, uint64(r.IntN(4)))
+		}
+		for i := range n {
+			tr.Mask[i] = uint64(r.IntN(2)) // bit 0: every series matches
+		}
+		a.Add(tr)
+		for i := range n {
+			tr.Mask[i] *= 0xf // bits 0..3, one per series
+		}
+		b.Add(tr)
+	}
+	odd := func(_ int, k analysis.Key) analysis.Key { return analysis.Key{Set: true, Bits: k.Bits % 2} }
+	for _, group := range []func(int, analysis.Key) analysis.Key{nil, odd} {
+		ra, rb := a.Result(group), b.Result(group)
+		if !reflect.DeepEqual(ra, rb) {
+			t.Fatalf("shared bit:\n%+v\nown bits:\n%+v", ra, rb)
+		}
+		if len(ra.Series[0].Rows) == 0 {
+			t.Fatal("no rows")
+		}
 	}
 }
