@@ -279,6 +279,8 @@ type shardScanner struct {
 	blkTimes []int64
 	blkMask  []uint64
 	blkEnds  []int32
+	blkCols  []analysis.Column // the query's columns of the passing rows
+	dcols    []analysis.Column // drain's visited trail's columns: views of blkCols
 	parts    []int   // trail part boundaries when a user spans segments
 	rows     []int32 // block row of each event appended by appendRows (with columns)
 	trail    analysis.Trail
@@ -507,8 +509,8 @@ func (sc *shardScanner) open(c *cursor, ref SegmentRef, r *segment.Reader) (bool
 }
 
 // drainable returns the heap index of the shard's only events cursor when
-// drain can take over — it reads blocks with deltas, every other cursor is
-// a users cursor, and the scan does not visit every user — else -1.
+// drain can take over — every other cursor is a users cursor, and the scan
+// does not visit every user — else -1.
 func (sc *shardScanner) drainable() int {
 	if sc.spec.AllUsers {
 		return -1
@@ -516,7 +518,7 @@ func (sc *shardScanner) drainable() int {
 	ev := -1
 	for i, c := range sc.heap {
 		if !c.users {
-			if ev >= 0 || !c.deltas {
+			if ev >= 0 {
 				return -1
 			}
 			ev = i
@@ -530,16 +532,19 @@ func (sc *shardScanner) drainable() int {
 // buffer (no per-user merge bookkeeping or heap operations), then one Visit
 // per user with a passing row, whose user values are merge-joined from the
 // users cursors ucs (users with no passing row are skipped past, as the
-// general path never visits them). It stops early, pushing
-// every cursor back on the heap, when c moves to a segment that needs the
-// general path (property columns or row masks); it returns read errors and
-// ctx.Err().
+// general path never visits them). Blocks read with deltas are filtered
+// by filterDeltas and its variants, blocks with property columns or row
+// masks by filterColumns. It returns read errors and ctx.Err().
 func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) error {
 	sc.startUser()
 	// The visited trail lives in sc: a local would escape through Visit
 	// and cost an allocation per drain.
 	t := &sc.dtrail
-	*t = analysis.Trail{Cols: sc.trail.Cols, User: sc.trail.User}
+	if len(sc.blkCols) != sc.spec.Cols {
+		sc.blkCols = make([]analysis.Column, sc.spec.Cols)
+		sc.dcols = make([]analysis.Column, sc.spec.Cols)
+	}
+	*t = analysis.Trail{Cols: sc.dcols, User: sc.trail.User}
 	// With users cursors every visited user gets its values set (unset
 	// once they are exhausted); without, the values stay unset.
 	join := len(ucs) > 0
@@ -551,10 +556,12 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 		times := slices.Grow(sc.blkTimes[:0], rows)[:rows]
 		masks := slices.Grow(sc.blkMask[:0], rows)[:rows]
 		ends := slices.Grow(sc.blkEnds[:0], users-c.user)[:users-c.user]
-		if c.sparse {
+		if !c.deltas {
+			sc.filterColumns(c, times, masks, ends)
+		} else if c.sparse {
 			filterDeltasSparse(times, masks, ends, b.Deltas, b.Events, b.UserStarts[c.user:], c.masks, b.TimeBase, b.TimeGCD, from, span)
 		}
-		for u, k := c.user, 0; u < users && !c.sparse; u++ {
+		for u, k := c.user, 0; u < users && c.deltas && !c.sparse; u++ {
 			s, e := b.UserStarts[u], b.UserStarts[u+1]
 			if c.inRange {
 				k += filterDeltas(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD)
@@ -569,6 +576,10 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 			if end > start {
 				u := c.user + i
 				t.Times, t.Mask, t.ID = times[start:end:end], masks[start:end:end], b.UserID(u)
+				for j := range t.Cols {
+					bc := &sc.blkCols[j]
+					t.Cols[j] = analysis.Column{Set: bc.Set[start:end:end], Bits: bc.Bits[start:end:end]}
+				}
 				if join {
 					var err error
 					if ucs, err = sc.joinUserValues(ctx, ucs, b.UserHashes[u], t.ID); err != nil {
@@ -586,13 +597,36 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 		if err != nil || !ok {
 			return err
 		}
-		if !c.deltas {
-			sc.push(c)
-			for _, uc := range ucs {
-				sc.push(uc)
-			}
-			return nil
+	}
+}
+
+// filterColumns is drain's row filter for blocks read with property
+// columns or row masks (times summed by the reader): per user the
+// filterCodesAt variant the cursor calls for, recording block rows, then
+// the query's columns gathered for all passing rows into sc.blkCols.
+func (sc *shardScanner) filterColumns(c *cursor, times []int64, masks []uint64, ends []int32) {
+	b := &c.blk
+	from, span := sc.spec.From, uint64(sc.spec.To)-uint64(sc.spec.From)
+	rows := slices.Grow(sc.rows[:0], len(times))[:len(times)]
+	k := 0
+	for u := c.user; u < len(ends)+c.user; u++ {
+		s, e := b.UserStarts[u], b.UserStarts[u+1]
+		bt, codes := b.Times[s:e], b.Events[s:e:e]
+		switch {
+		case c.rowWise:
+			k += filterRowsAt(times[k:], masks[k:], rows[k:], bt, c.rowMask[s:e:e], s, from, span)
+		case c.sparse:
+			k += filterCodesAtSparse(times[k:], masks[k:], rows[k:], bt, codes, c.masks, s, from, span)
+		default:
+			k += filterCodesAt(times[k:], masks[k:], rows[k:], bt, codes, c.masks, s, from, span)
 		}
+		ends[u-c.user] = int32(k)
+	}
+	sc.rows = rows[:k]
+	for j := range sc.blkCols {
+		bc := &sc.blkCols[j]
+		bc.Set, bc.Bits = bc.Set[:0], bc.Bits[:0]
+		appendCol(bc, c.plan.Cols[j], b, sc.rows)
 	}
 }
 
