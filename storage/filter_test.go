@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sort"
 	"testing"
 )
 
@@ -111,8 +112,21 @@ func TestFilterDeltasVariants(t *testing.T) {
 			check("dense", o, om, e)
 		}
 		out, outm, ends := make([]int64, n), make([]uint64, n), make([]int32, users)
-		filterDeltasSparse(out, outm, ends, block.deltas, block.codes, starts, masks, base, g, from, span)
+		rows := make([]int32, n)
+		k := filterDeltasSparse(out, outm, rows, ends, block.deltas, block.codes, starts, masks, base, g, from, span)
 		check("sparse", out, outm, ends)
+		// rows: the block rows of the passing rows, in order, whose
+		// naive times are the ones written.
+		for i, r := range rows[:k] {
+			u := sort.Search(users, func(u int) bool { return starts[u+1] > r })
+			tr := base
+			for j := starts[u]; j <= r; j++ {
+				tr += int64(block.deltas[j] * g)
+			}
+			if tr != out[i] || masks[block.codes[r]] != outm[i] || (i > 0 && r <= rows[i-1]) {
+				t.Fatalf("trial %d: passing row %d is block row %d (user %d, time %d, mask %d), wrote time %d, mask %d", trial, i, r, u, tr, masks[block.codes[r]], out[i], outm[i])
+			}
+		}
 		// From a later user of the block on, as drain resumes.
 		if users > 1 {
 			u0 := 1 + r.IntN(users-1)
@@ -123,7 +137,7 @@ func TestFilterDeltasVariants(t *testing.T) {
 				wantEnds[i] -= k0
 			}
 			ends = ends[:users-u0]
-			filterDeltasSparse(out, outm, ends, block.deltas, block.codes, starts[u0:], masks, base, g, from, span)
+			filterDeltasSparse(out, outm, rows, ends, block.deltas, block.codes, starts[u0:], masks, base, g, from, span)
 			check("sparse, later users", out, outm, ends)
 		}
 	}
@@ -146,12 +160,12 @@ func BenchmarkFilterDeltas(b *testing.B) {
 	users, rows := len(starts)-1, len(block.deltas)
 	masks := make([]uint64, 40)
 	masks[7] = 1
-	out, outm, ends := make([]int64, rows), make([]uint64, rows), make([]int32, users)
+	out, outm, ends, brows := make([]int64, rows), make([]uint64, rows), make([]int32, users), make([]int32, rows)
 	from, span := int64(math.MinInt64), uint64(math.MaxUint64)
 	b.Run("sparse", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			filterDeltasSparse(out, outm, ends, block.deltas, block.codes, starts, masks, 1e12, 1000, from, span)
+			filterDeltasSparse(out, outm, brows, ends, block.deltas, block.codes, starts, masks, 1e12, 1000, from, span)
 		}
 		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 	})

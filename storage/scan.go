@@ -281,8 +281,8 @@ type shardScanner struct {
 	blkEnds  []int32
 	blkCols  []analysis.Column // the query's columns of the passing rows
 	dcols    []analysis.Column // drain's visited trail's columns: views of blkCols
-	parts    []int   // trail part boundaries when a user spans segments
-	rows     []int32 // block row of each event appended by appendRows (with columns)
+	parts    []int             // trail part boundaries when a user spans segments
+	rows     []int32           // block row of each event appended by appendRows (with columns)
 	trail    analysis.Trail
 	ubest    []int64 // per user value: the time of the write it holds
 	// mergeParts scratch
@@ -316,8 +316,9 @@ type cursor struct {
 	// sparse: at most sparseNum/sparseDen of the segment's rows have an
 	// event code with a non-zero mask (and no row masks)
 	sparse bool
-	// deltas: blocks are read with ReadBlockDeltas (no property columns or
-	// row masks are needed), and appendRows sums the times itself
+	// deltas: blocks are read with ReadBlockDeltas (no row masks, and no
+	// property columns or a sparse segment), and the row filter sums the
+	// times itself
 	deltas bool
 }
 
@@ -499,9 +500,10 @@ func (sc *shardScanner) open(c *cursor, ref SegmentRef, r *segment.Reader) (bool
 		}
 	}
 	c.sparse = !c.rowWise && live*sparseDen <= meta.Rows*sparseNum
-	// Without property columns or row masks the rows need only times and
-	// event codes: the block's time deltas are summed in the row filter.
-	c.deltas = sc.spec.Cols == 0 && !c.rowWise
+	// Without row masks, and without property columns or with few
+	// matching rows, the block's time deltas are summed in the row filter
+	// (the sparse filter sums them only up to each match).
+	c.deltas = !c.rowWise && (sc.spec.Cols == 0 || c.sparse)
 	if c.rowWise && c.plan.Rows == nil {
 		return false, fmt.Errorf("storage: segment plan for %s has Cond bits but no Rows", ref.File)
 	}
@@ -556,10 +558,14 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 		times := slices.Grow(sc.blkTimes[:0], rows)[:rows]
 		masks := slices.Grow(sc.blkMask[:0], rows)[:rows]
 		ends := slices.Grow(sc.blkEnds[:0], users-c.user)[:users-c.user]
-		if !c.deltas {
+		switch {
+		case !c.deltas:
 			sc.filterColumns(c, times, masks, ends)
-		} else if c.sparse {
-			filterDeltasSparse(times, masks, ends, b.Deltas, b.Events, b.UserStarts[c.user:], c.masks, b.TimeBase, b.TimeGCD, from, span)
+		case c.sparse:
+			rows := slices.Grow(sc.rows[:0], len(times))[:len(times)]
+			k := filterDeltasSparse(times, masks, rows, ends, b.Deltas, b.Events, b.UserStarts[c.user:], c.masks, b.TimeBase, b.TimeGCD, from, span)
+			sc.rows = rows[:k]
+			sc.gatherCols(c)
 		}
 		for u, k := c.user, 0; u < users && c.deltas && !c.sparse; u++ {
 			s, e := b.UserStarts[u], b.UserStarts[u+1]
@@ -600,10 +606,10 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 	}
 }
 
-// filterColumns is drain's row filter for blocks read with property
-// columns or row masks (times summed by the reader): per user the
-// filterCodesAt variant the cursor calls for, recording block rows, then
-// the query's columns gathered for all passing rows into sc.blkCols.
+// filterColumns is drain's row filter for blocks read with times summed
+// by the reader (row masks, or property columns with many matching rows):
+// per user filterRowsAt or filterCodesAt, recording block rows, then the
+// query's columns gathered for all passing rows into sc.blkCols.
 func (sc *shardScanner) filterColumns(c *cursor, times []int64, masks []uint64, ends []int32) {
 	b := &c.blk
 	from, span := sc.spec.From, uint64(sc.spec.To)-uint64(sc.spec.From)
@@ -611,22 +617,24 @@ func (sc *shardScanner) filterColumns(c *cursor, times []int64, masks []uint64, 
 	k := 0
 	for u := c.user; u < len(ends)+c.user; u++ {
 		s, e := b.UserStarts[u], b.UserStarts[u+1]
-		bt, codes := b.Times[s:e], b.Events[s:e:e]
-		switch {
-		case c.rowWise:
+		if bt := b.Times[s:e]; c.rowWise {
 			k += filterRowsAt(times[k:], masks[k:], rows[k:], bt, c.rowMask[s:e:e], s, from, span)
-		case c.sparse:
-			k += filterCodesAtSparse(times[k:], masks[k:], rows[k:], bt, codes, c.masks, s, from, span)
-		default:
-			k += filterCodesAt(times[k:], masks[k:], rows[k:], bt, codes, c.masks, s, from, span)
+		} else {
+			k += filterCodesAt(times[k:], masks[k:], rows[k:], bt, b.Events[s:e:e], c.masks, s, from, span)
 		}
 		ends[u-c.user] = int32(k)
 	}
 	sc.rows = rows[:k]
+	sc.gatherCols(c)
+}
+
+// gatherCols gathers the query's columns of block rows sc.rows of c's
+// block into sc.blkCols.
+func (sc *shardScanner) gatherCols(c *cursor) {
 	for j := range sc.blkCols {
 		bc := &sc.blkCols[j]
 		bc.Set, bc.Bits = bc.Set[:0], bc.Bits[:0]
-		appendCol(bc, c.plan.Cols[j], b, sc.rows)
+		appendCol(bc, c.plan.Cols[j], &c.blk, sc.rows)
 	}
 }
 
@@ -733,28 +741,23 @@ func (sc *shardScanner) appendRows(c *cursor) {
 	outm := tm[n:]
 	k := 0
 	from, span := sc.spec.From, uint64(sc.spec.To)-uint64(sc.spec.From)
+	rows := slices.Grow(sc.rows[:0], len(codes))[:len(codes)]
 	switch {
-	case !c.deltas:
-		times := b.Times[s:e]
-		rows := slices.Grow(sc.rows[:0], len(times))[:len(times)]
-		if c.rowWise {
-			k = filterRowsAt(out, outm, rows, times, c.rowMask[s:e:e], s, from, span)
-		} else if c.sparse {
-			k = filterCodesAtSparse(out, outm, rows, times, codes, masks, s, from, span)
-		} else {
-			k = filterCodesAt(out, outm, rows, times, codes, masks, s, from, span)
-		}
-		sc.rows = rows[:k]
-		for j := range sc.trail.Cols {
-			appendCol(&sc.trail.Cols[j], c.plan.Cols[j], b, sc.rows)
-		}
 	case c.sparse:
 		var end [1]int32
-		k = filterDeltasSparse(out, outm, end[:], b.Deltas, b.Events, b.UserStarts[c.user:c.user+2], masks, b.TimeBase, b.TimeGCD, from, span)
+		k = filterDeltasSparse(out, outm, rows, end[:], b.Deltas, b.Events, b.UserStarts[c.user:c.user+2], masks, b.TimeBase, b.TimeGCD, from, span)
+	case !c.deltas && c.rowWise:
+		k = filterRowsAt(out, outm, rows, b.Times[s:e], c.rowMask[s:e:e], s, from, span)
+	case !c.deltas:
+		k = filterCodesAt(out, outm, rows, b.Times[s:e], codes, masks, s, from, span)
 	case c.inRange:
 		k = filterDeltas(out, outm, b.Deltas[s:e], codes, masks, b.TimeBase, b.TimeGCD)
 	default:
 		k = filterDeltasInRange(out, outm, b.Deltas[s:e], codes, masks, b.TimeBase, b.TimeGCD, from, span)
+	}
+	sc.rows = rows[:k]
+	for j := range sc.trail.Cols {
+		appendCol(&sc.trail.Cols[j], c.plan.Cols[j], b, sc.rows)
 	}
 	sc.trail.Times, sc.trail.Mask = tt[:n+k], tm[:n+k]
 	if n+k > sc.parts[len(sc.parts)-1] {
@@ -852,8 +855,9 @@ func filterDeltas(out []int64, outm []uint64, deltas []uint64, codes []uint32, m
 // (see cursor.sparse), also requiring from ≤ t < from+span, over the
 // users u = 0..len(ends)-1 of a block at once, user u holding rows
 // [starts[u], starts[u+1]) of deltas and codes. It writes the passing
-// rows back to back from out[0]/outm[0], the end of user u's rows in them
-// to ends[u], and returns the total. It looks for matching codes first,
+// rows' times, masks and block rows back to back from out[0], outm[0] and
+// rows[0], the end of user u's rows in them to ends[u], and returns the
+// total. It looks for matching codes first,
 // branching on the match (which the predictor gets right for almost every
 // row), and sums a user's deltas only up to each match (sumDeltas): the
 // deltas after a user's last match, and all of a user with none, are
@@ -861,7 +865,7 @@ func filterDeltas(out []int64, outm []uint64, deltas []uint64, codes []uint32, m
 // rows of a typical user.
 //
 //go:noinline
-func filterDeltasSparse(out []int64, outm []uint64, ends []int32, deltas []uint64, codes []uint32, starts []int32, masks []uint64, base int64, g uint64, from int64, span uint64) int {
+func filterDeltasSparse(out []int64, outm []uint64, rows []int32, ends []int32, deltas []uint64, codes []uint32, starts []int32, masks []uint64, base int64, g uint64, from int64, span uint64) int {
 	k, u := 0, 0
 	starts = starts[:len(ends)+1]
 	end := int(starts[len(ends)])
@@ -887,6 +891,7 @@ func filterDeltasSparse(out []int64, outm []uint64, ends []int32, deltas []uint6
 		if t := base + int64(sum*g); uint64(t)-uint64(from) < span {
 			out[k] = t
 			outm[k] = m
+			rows[k] = int32(i)
 			k++
 		}
 	}
@@ -966,24 +971,6 @@ func filterCodesAt(out []int64, outm []uint64, rows []int32, times []int64, code
 		rows[k] = s + int32(i)
 		_, in := bits.Sub64(uint64(t)-uint64(from), span, 0)
 		k += int(((m | -m) >> 63) & in)
-	}
-	return k
-}
-
-// filterCodesAtSparse is filterCodesAt for segments where few rows match
-// (see filterDeltasSparse).
-//
-//go:noinline
-func filterCodesAtSparse(out []int64, outm []uint64, rows []int32, times []int64, codes []uint32, masks []uint64, s int32, from int64, span uint64) int {
-	k := 0
-	out, outm, rows, codes = out[:len(times)], outm[:len(times)], rows[:len(times)], codes[:len(times)]
-	for i, t := range times {
-		if m := masks[codes[i]]; m != 0 && uint64(t)-uint64(from) < span {
-			out[k] = t
-			outm[k] = m
-			rows[k] = s + int32(i)
-			k++
-		}
 	}
 	return k
 }

@@ -71,9 +71,10 @@ func TestRunsPartition(t *testing.T) {
 }
 
 // TestScanFilterStrategies: every row-filter variant — branch-free or
-// branching (sparse), fused with the time deltas or over decoded times
-// with property columns, block inside or across the range — returns the
-// naive answer. A rare event (1 row in 50) makes the segments sparse for
+// branching (sparse), fused with the time deltas (sparse also with
+// property columns) or over decoded times with property columns, block
+// inside or across the range — returns the naive answer: each passing
+// row's time and, with columns, its property value. A rare event (1 row in 50) makes the segments sparse for
 // a query on it; a common one keeps them dense.
 func TestScanFilterStrategies(t *testing.T) {
 	for seed := range 8 {
@@ -119,11 +120,11 @@ func TestScanFilterStrategies(t *testing.T) {
 					mu.Lock()
 					defer mu.Unlock()
 					for i, ts := range tr.Times {
-						v := ts
+						got[string(u.ID)] = append(got[string(u.ID)], ts)
 						if cols {
-							v = int64(tr.Cols[0].Bits[i]) // the row's n: which event it is
+							// the row's n: which event it is
+							got[string(u.ID)] = append(got[string(u.ID)], int64(tr.Cols[0].Bits[i]))
 						}
-						got[string(u.ID)] = append(got[string(u.ID)], v)
 					}
 				})}
 				if _, err := snap.Scan(context.Background(), spec, vs); err != nil {
@@ -134,11 +135,10 @@ func TestScanFilterStrategies(t *testing.T) {
 				slices.SortStableFunc(byUser, func(x, y event.Event) int { return cmp.Compare(x.Time, y.Time) })
 				for _, e := range byUser {
 					if e.Name == target && e.Time >= from && e.Time < to {
-						v := e.Time
+						want[e.UserID] = append(want[e.UserID], e.Time)
 						if cols {
-							v = e.Props[0].Value.Int
+							want[e.UserID] = append(want[e.UserID], e.Props[0].Value.Int)
 						}
-						want[e.UserID] = append(want[e.UserID], v)
 					}
 				}
 				if len(got) != len(want) {
