@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 )
@@ -284,26 +285,24 @@ func (r *Retention) findEntries(times []int64, masks []uint64) bool {
 // for every cohort (it counts for on_or_after only).
 func (r *Retention) addCalendar(times []int64, masks []uint64) {
 	bb := r.bbuf[:0]
-	bounds := r.spec.Bounds
 	first := r.entries[0]
-	cur := int(first.c)
+	// next is the end of the last recorded bucket: a return event before
+	// it adds nothing. The loop reads every event once; the branch on
+	// next is taken for all but one event per bucket. (Galloping over a
+	// bucket's events with skipBelow cost more: BenchmarkRetention's
+	// any-return case took 28% longer. A branch-free loop that looked up
+	// every event's bucket took 80% longer.)
+	next := int64(math.MinInt64)
 	for j := int(first.i); j < len(times); j++ {
-		if masks[j]&2 == 0 {
+		if masks[j]&2 == 0 || times[j] < next {
 			continue
 		}
-		if t := times[j]; t >= bounds[cur+1] {
-			cur = r.bucketOf(t)
-		}
-		if len(bb) == 0 || bb[len(bb)-1] != int32(cur) {
-			bb = append(bb, int32(cur))
-		}
+		cur := r.bucketOf(times[j])
+		bb = append(bb, int32(cur))
 		if cur == r.nb {
 			break // every later event falls after the last boundary too
 		}
-		// The bucket's other return events add nothing: skip to the next
-		// bucket (with return = $any, this reads one event per user and
-		// period instead of every event).
-		j = skipBelow(times, j, bounds[cur+1]) - 1
+		next = r.spec.Bounds[cur+1]
 	}
 	r.bbuf = bb
 	n := r.n
