@@ -648,6 +648,33 @@ func (sc *shardScanner) joinUserValues(ctx context.Context, ucs []*cursor, h uin
 		sc.trail.User[j] = analysis.Value{}
 		sc.ubest[j] = math.MinInt64
 	}
+	if len(ucs) == 1 {
+		// One users cursor (a compacted shard): no ordering of the cursors
+		// at the user, no slices to build.
+		uc := ucs[0]
+		for {
+			c := cmp.Compare(uc.hash(), h)
+			if c == 0 {
+				c = bytes.Compare(uc.id(), id)
+			}
+			if c > 0 {
+				return ucs, nil
+			}
+			if c == 0 {
+				sc.userValues(uc)
+			}
+			ok, err := sc.advance(ctx, uc)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return ucs[:0], nil
+			}
+			if c == 0 {
+				return ucs, nil
+			}
+		}
+	}
 	at := sc.ucsAt[:0]
 	live := ucs[:0]
 	for _, uc := range ucs {
