@@ -566,15 +566,20 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 			k := filterDeltasSparse(times, masks, rows, ends, b.Deltas, b.Events, b.UserStarts[c.user:], c.masks, b.TimeBase, b.TimeGCD, from, span)
 			sc.rows = rows[:k]
 			sc.gatherCols(c)
-		}
-		for u, k := c.user, 0; u < users && c.deltas && !c.sparse; u++ {
-			s, e := b.UserStarts[u], b.UserStarts[u+1]
-			if c.inRange {
-				k += filterDeltas(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD)
-			} else {
-				k += filterDeltasInRange(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD, from, span)
+		default:
+			// Dense, no columns: one call per user. One call for the
+			// block's users, with the user boundary as a branch or as
+			// nested loops, spilled registers and was slower: 64 Ki rows
+			// of 24-row users in 180–330 µs against 140–170 µs.
+			for u, k := c.user, 0; u < users; u++ {
+				s, e := b.UserStarts[u], b.UserStarts[u+1]
+				if c.inRange {
+					k += filterDeltas(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD)
+				} else {
+					k += filterDeltasInRange(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD, from, span)
+				}
+				ends[u-c.user] = int32(k)
 			}
-			ends[u-c.user] = int32(k)
 		}
 		sc.blkTimes, sc.blkMask, sc.blkEnds = times, masks, ends
 		start := int32(0)
