@@ -179,8 +179,10 @@ func (e *Engine) scan(ctx context.Context, p *plan, from, to int64, vs []*visito
 		}
 		p.prepared = true
 	}
+	// Only user lists (a cohort's, a funnel step's, a retention cell's)
+	// read the users' ids.
 	spec := storage.ScanSpec{From: from, To: to, Compile: p.compileSegment, Cols: len(p.cols),
-		UserProps: len(p.ucols), AllUsers: allUsers}
+		UserProps: len(p.ucols), AllUsers: allUsers, NoIDs: p.q.List == nil && p.q.Kind != "cohort"}
 	if len(p.ucols) > 0 {
 		spec.CompileUsers = p.compileUsers
 	}

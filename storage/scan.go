@@ -56,6 +56,10 @@ type ScanSpec struct {
 	// without a passing row (with an empty trail). It turns off the
 	// skipping of segments and blocks by event index and of blocks by time.
 	AllUsers bool
+	// NoIDs says that no visitor reads the UserKey or Trail.ID (no user
+	// lists): the scan then leaves them zero where it can and skips
+	// decoding the users' hashes and ids (ReadBlockRows).
+	NoIDs bool
 	// Workers is the number of goroutines scanning shards in parallel;
 	// 0 means GOMAXPROCS.
 	Workers int
@@ -320,6 +324,9 @@ type cursor struct {
 	// property columns or a sparse segment), and the row filter sums the
 	// times itself
 	deltas bool
+	// keys: blocks are decoded with the users' hashes and ids (all but
+	// drain's cursors without a join under ScanSpec.NoIDs)
+	keys bool
 }
 
 func (c *cursor) hash() uint64 { return c.blk.UserHashes[c.user] }
@@ -377,7 +384,7 @@ func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error 
 			sc.free = append(sc.free, c)
 		}
 		used++
-		c.chain = run
+		c.chain, c.keys = run, true
 		ok, err := sc.nextSegment(ctx, c)
 		if err != nil {
 			return err
@@ -550,10 +557,13 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 	// With users cursors every visited user gets its values set (unset
 	// once they are exhausted); without, the values stay unset.
 	join := len(ucs) > 0
+	// Without a join or lists the users are visited by position: their
+	// keys are not decoded from the next block on.
+	c.keys = join || !sc.spec.NoIDs
 	from, span := sc.spec.From, uint64(sc.spec.To)-uint64(sc.spec.From)
 	for {
 		b := &c.blk
-		users := len(b.UserHashes)
+		users := len(b.UserStarts) - 1
 		rows := int(b.UserStarts[users] - b.UserStarts[c.user])
 		times := slices.Grow(sc.blkTimes[:0], rows)[:rows]
 		masks := slices.Grow(sc.blkMask[:0], rows)[:rows]
@@ -586,18 +596,23 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 		for i, end := range ends {
 			if end > start {
 				u := c.user + i
-				t.Times, t.Mask, t.ID = times[start:end:end], masks[start:end:end], b.UserID(u)
+				t.Times, t.Mask = times[start:end:end], masks[start:end:end]
+				var key UserKey
+				if len(b.UserHashes) > 0 {
+					key = UserKey{Hash: b.UserHashes[u], ID: b.UserID(u)}
+				}
+				t.ID = key.ID
 				for j := range t.Cols {
 					bc := &sc.blkCols[j]
 					t.Cols[j] = analysis.Column{Set: bc.Set[start:end:end], Bits: bc.Bits[start:end:end]}
 				}
 				if join {
 					var err error
-					if ucs, err = sc.joinUserValues(ctx, ucs, b.UserHashes[u], t.ID); err != nil {
+					if ucs, err = sc.joinUserValues(ctx, ucs, key.Hash, key.ID); err != nil {
 						return err
 					}
 				}
-				sc.v.Visit(UserKey{Hash: b.UserHashes[u], ID: t.ID}, t)
+				sc.v.Visit(key, t)
 			}
 			start = end
 		}
@@ -1089,7 +1104,7 @@ func gather(v []uint64, perm []int32, scratch []uint64) []uint64 {
 // current one is exhausted. It returns false when the segment is done.
 func (sc *shardScanner) advance(ctx context.Context, c *cursor) (bool, error) {
 	c.user++
-	if c.user < len(c.blk.UserHashes) {
+	if c.user < len(c.blk.UserStarts)-1 {
 		return true, nil
 	}
 	if ok, err := sc.nextBlock(ctx, c); ok || err != nil {
@@ -1203,8 +1218,10 @@ func (sc *shardScanner) nextBlock(ctx context.Context, c *cursor) (bool, error) 
 			props = c.plan.Props
 		}
 		read := c.r.ReadBlock
-		if c.deltas {
+		if c.deltas && c.keys {
 			read = c.r.ReadBlockDeltas
+		} else if c.deltas {
+			read = c.r.ReadBlockRows
 		}
 		if err := read(c.block, props, &c.blk); err != nil {
 			return false, err
@@ -1217,7 +1234,7 @@ func (sc *shardScanner) nextBlock(ctx context.Context, c *cursor) (bool, error) 
 		sc.st.BlocksRead++
 		sc.st.EventsScanned += int64(c.blk.Rows)
 		sc.st.BytesRead += c.blk.BytesRead
-		if len(c.blk.UserHashes) == 0 {
+		if len(c.blk.UserStarts) < 2 {
 			continue
 		}
 		c.user = 0

@@ -315,7 +315,8 @@ func TestDrainJoinsUserValues(t *testing.T) {
 			}
 		}
 		a, _ := st.App("app")
-		spec := ScanSpec{From: math.MinInt64, To: math.MaxInt64, UserProps: 1,
+		// NoIDs on some seeds: a join still needs (and decodes) the keys.
+		spec := ScanSpec{From: math.MinInt64, To: math.MaxInt64, UserProps: 1, NoIDs: seed%2 == 1,
 			Masks: func(m *segment.Meta) []uint64 { return slices.Repeat([]uint64{1}, len(m.EventNames)) },
 			CompileUsers: func(ref SegmentRef, meta *segment.Meta) (*UserSegmentPlan, error) {
 				up := &UserSegmentPlan{Cols: []ColumnSource{{Prop: -1, Kind: ColString}}}
@@ -354,6 +355,59 @@ func TestDrainJoinsUserValues(t *testing.T) {
 			if got[u] != want {
 				t.Fatalf("seed %d user %s: tier %+v, want %+v", seed, u, got[u], want)
 			}
+		}
+	}
+}
+
+// TestScanNoIDs scans segments of many small blocks (so drain reads most
+// of them itself) with and without NoIDs: without it every visited user
+// carries its id, and its trail is that user's events; with it the users
+// of the blocks drain reads have zero keys, and the trails are the same.
+func TestScanNoIDs(t *testing.T) {
+	for seed := range 10 {
+		r := rand.New(rand.NewPCG(uint64(seed), 31))
+		st := openTest(t, 1<<r.IntN(2))
+		t0 := int64(1_600_000_000_000_000)
+		evs := randomEvents(r, 400, 30, t0)
+		if _, err := st.Import(context.Background(), "app", []Source{&sliceSource{evs: evs}}, ImportOptions{BlockRows: 1 + r.IntN(40)}); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string][]int64{}
+		byTime := slices.Clone(evs)
+		slices.SortStableFunc(byTime, func(x, y event.Event) int { return cmp.Compare(x.Time, y.Time) })
+		for _, e := range byTime {
+			want[e.UserID] = append(want[e.UserID], e.Time)
+		}
+		a, _ := st.App("app")
+		var trails [2][]string
+		zero := 0
+		for i, noIDs := range []bool{false, true} {
+			spec := ScanSpec{From: math.MinInt64, To: math.MaxInt64, NoIDs: noIDs,
+				Masks: func(m *segment.Meta) []uint64 { return slices.Repeat([]uint64{1}, len(m.EventNames)) }}
+			var mu sync.Mutex
+			vs := []Visitor{visitFunc(func(u UserKey, tr *analysis.Trail) {
+				mu.Lock()
+				defer mu.Unlock()
+				if noIDs && u.ID == nil {
+					zero++
+				} else if !slices.Equal(want[string(u.ID)], tr.Times) || string(tr.ID) != string(u.ID) {
+					t.Errorf("seed %d: user %q: trail %v, want %v", seed, u.ID, tr.Times, want[string(u.ID)])
+				}
+				trails[i] = append(trails[i], fmt.Sprint(tr.Times))
+			})}
+			if _, err := a.Snapshot().Scan(context.Background(), spec, vs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		slices.Sort(trails[0])
+		slices.Sort(trails[1])
+		// A shard's first block is read before drain takes its cursor, so
+		// its users keep their keys; the later blocks' do not.
+		if zero == 0 || zero == len(want) {
+			t.Fatalf("seed %d: %d of %d users visited without a key", seed, zero, len(want))
+		}
+		if len(trails[0]) != len(want) || !slices.Equal(trails[0], trails[1]) {
+			t.Fatalf("seed %d: %d and %d trails for %d users", seed, len(trails[0]), len(trails[1]), len(want))
 		}
 	}
 }

@@ -447,31 +447,44 @@ func grow[T any](s []T, n int) []T {
 }
 
 // decodeUsers decodes a users chunk of a block with rows rows and users
-// users (first and last hash as declared by the footer) into b.
-func decodeUsers(raw []byte, rows, users int, firstHash, lastHash uint64, b *Block) error {
+// users (first and last hash as declared by the footer) into b. Without
+// keys it decodes only the row counts (b.UserStarts) and leaves
+// b.UserHashes and the ids empty.
+func decodeUsers(raw []byte, rows, users int, firstHash, lastHash uint64, b *Block, keys bool) error {
 	if len(raw) < 8 {
 		return errShort
 	}
 	h := binary.LittleEndian.Uint64(raw)
 	b.u64 = grow(b.u64, users)
-	deltas := b.u64[:users-1]
-	_, p, err := unpackWidth(deltas, raw, 8)
-	if err != nil {
-		return err
-	}
-	hashes := grow(b.UserHashes, users)
-	hashes[0] = h
-	for i, d := range deltas {
-		if h+d < h {
-			return fmt.Errorf("user %d hash overflows", i+1)
+	var p int
+	if !keys {
+		if len(raw) < 9 || raw[8] > 64 {
+			return errors.New("bad bit width")
 		}
-		h += d
-		hashes[i+1] = h
+		if p = 9 + packedLen(users-1, uint(raw[8])); p > len(raw) {
+			return errShort
+		}
+		b.UserHashes, b.UserIDOffsets, b.UserIDBytes = b.UserHashes[:0], b.UserIDOffsets[:0], b.UserIDBytes[:0]
+	} else {
+		deltas := b.u64[:users-1]
+		var err error
+		if _, p, err = unpackWidth(deltas, raw, 8); err != nil {
+			return err
+		}
+		hashes := grow(b.UserHashes, users)
+		hashes[0] = h
+		for i, d := range deltas {
+			if h+d < h {
+				return fmt.Errorf("user %d hash overflows", i+1)
+			}
+			h += d
+			hashes[i+1] = h
+		}
+		if hashes[0] != firstHash || h != lastHash {
+			return fmt.Errorf("user hashes %#x..%#x disagree with the footer's %#x..%#x", hashes[0], h, firstHash, lastHash)
+		}
+		b.UserHashes = hashes
 	}
-	if hashes[0] != firstHash || h != lastHash {
-		return fmt.Errorf("user hashes %#x..%#x disagree with the footer's %#x..%#x", hashes[0], h, firstHash, lastHash)
-	}
-	b.UserHashes = hashes
 
 	vals := b.u64[:users]
 	k := decodeUvarints(vals, raw[p:])
@@ -493,6 +506,9 @@ func decodeUsers(raw []byte, rows, users int, firstHash, lastHash uint64, b *Blo
 		return fmt.Errorf("users hold %d rows, block has %d", total, rows)
 	}
 	b.UserStarts = starts
+	if !keys {
+		return nil
+	}
 
 	k = decodeUvarints(vals, raw[p:])
 	if k < 0 {

@@ -234,11 +234,17 @@ func FuzzDecodeUsers(f *testing.F) {
 		if u > r {
 			return
 		}
-		var b1, b2 Block
-		err1 := decodeUsers(tight(raw), r, u, first, last, &b1)
-		err2 := decodeUsers(padded(raw), r, u, first, last, &b2)
+		var b1, b2, b3 Block
+		err1 := decodeUsers(tight(raw), r, u, first, last, &b1, true)
+		err2 := decodeUsers(padded(raw), r, u, first, last, &b2, true)
 		if (err1 == nil) != (err2 == nil) || err1 == nil && (!slices.Equal(b1.UserHashes, b2.UserHashes) || !slices.Equal(b1.UserStarts, b2.UserStarts)) {
 			t.Fatalf("padded and tight decodes differ: %v / %v", err1, err2)
+		}
+		// Without keys: the same row counts whenever the full decode
+		// succeeds (it checks more, so it may fail where this does not).
+		err3 := decodeUsers(tight(raw), r, u, first, last, &b3, false)
+		if err1 == nil && (err3 != nil || !slices.Equal(b1.UserStarts, b3.UserStarts) || len(b3.UserHashes) != 0) {
+			t.Fatalf("decode without keys: %v, starts %v, want %v", err3, b3.UserStarts, b1.UserStarts)
 		}
 	})
 }

@@ -201,7 +201,7 @@ func (b *Block) UserID(i int) []byte { return b.UserIDBytes[b.UserIDOffsets[i]:b
 // plain errors. In steady state (dst reused for blocks of similar size) it
 // does not allocate.
 func (r *Reader) ReadBlock(i int, props []int, dst *Block) error {
-	return r.readBlock(i, props, dst, false)
+	return r.readBlock(i, props, dst, false, true)
 }
 
 // ReadBlockDeltas is ReadBlock that leaves dst.Times empty and sets
@@ -210,10 +210,19 @@ func (r *Reader) ReadBlock(i int, props []int, dst *Block) error {
 // scan fuses that sum with its row filter and so never writes the
 // block's times to memory. Errors are those of ReadBlock.
 func (r *Reader) ReadBlockDeltas(i int, props []int, dst *Block) error {
-	return r.readBlock(i, props, dst, true)
+	return r.readBlock(i, props, dst, true, true)
 }
 
-func (r *Reader) readBlock(i int, props []int, dst *Block, deltas bool) error {
+// ReadBlockRows is ReadBlockDeltas without the user keys: it leaves
+// dst.UserHashes and the user ids empty (UserID must not be called) and
+// sets only dst.UserStarts, for a caller that visits the users by
+// position and needs neither their order nor their ids (skipping them was
+// 3-5% of a 100M-event funnel). Errors are those of ReadBlock.
+func (r *Reader) ReadBlockRows(i int, props []int, dst *Block) error {
+	return r.readBlock(i, props, dst, true, false)
+}
+
+func (r *Reader) readBlock(i int, props []int, dst *Block, deltas, keys bool) error {
 	if i < 0 || i >= len(r.meta.Blocks) {
 		return fmt.Errorf("segment %s: block %d out of range [0, %d)", r.path, i, len(r.meta.Blocks))
 	}
@@ -241,7 +250,7 @@ func (r *Reader) readBlock(i int, props []int, dst *Block, deltas bool) error {
 		if err == nil {
 			switch col {
 			case colUsers:
-				err = decodeUsers(raw, bm.Rows, bm.Users, bm.FirstHash, bm.LastHash, dst)
+				err = decodeUsers(raw, bm.Rows, bm.Users, bm.FirstHash, bm.LastHash, dst, keys)
 			case colTimes:
 				if deltas {
 					err = decodeDeltas(c.enc, raw, dst)

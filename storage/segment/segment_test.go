@@ -673,7 +673,8 @@ func TestReadBlockNoAllocs(t *testing.T) {
 
 // TestReadBlockDeltas checks that ReadBlockDeltas's deltas sum to the
 // times ReadBlock decodes, block by block, for both time encodings, and
-// that everything else it decodes is the same.
+// that everything else it decodes is the same; and that ReadBlockRows
+// decodes the same without the user keys.
 func TestReadBlockDeltas(t *testing.T) {
 	in := realisticInput(5, 40_000)
 	r := openSeg(t, mustWrite(t, in, WriterOptions{BlockRows: 3000}))
@@ -695,6 +696,18 @@ func TestReadBlockDeltas(t *testing.T) {
 		}
 		if !slices.Equal(a.Events, d.Events) || !slices.Equal(a.UserStarts, d.UserStarts) || !slices.Equal(a.Props[0].Strs, d.Props[0].Strs) {
 			t.Fatalf("block %d: events, users or properties differ", i)
+		}
+		// ReadBlockRows: the same rows, no user keys (into the block that
+		// held them, which must drop them).
+		if err := r.ReadBlockRows(i, []int{1}, &d); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(deltaTimes(&d), a.Times) || !slices.Equal(a.Events, d.Events) || !slices.Equal(a.UserStarts, d.UserStarts) ||
+			!slices.Equal(a.Props[0].Strs, d.Props[0].Strs) || len(d.UserHashes) != 0 || len(d.UserIDBytes) != 0 || len(d.UserIDOffsets) != 0 {
+			t.Fatalf("block %d: ReadBlockRows differs from ReadBlockDeltas or kept keys (%d hashes)", i, len(d.UserHashes))
+		}
+		if err := r.ReadBlockDeltas(i, []int{1}, &d); err != nil || !slices.Equal(a.UserHashes, d.UserHashes) {
+			t.Fatalf("block %d: keys after ReadBlockRows: %v", i, err)
 		}
 	}
 	if !encs[encTimesPFOR] {
