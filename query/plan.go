@@ -38,6 +38,7 @@ type plan struct {
 
 	cohort      *analysis.CohortCond // nil without a cohort filter
 	cohortFlags []*userFlag          // user_property leaves of the cohort, by flag bit
+	userPreds   bool                 // some matcher has a user property filter (set by prepare)
 	cohortFrom  int64                // events the cohort needs: [cohortFrom, cohortTo)
 	cohortTo    int64
 
@@ -282,11 +283,13 @@ func (p *plan) prepare(from, to int64) error {
 			return err
 		}
 	}
+	p.userPreds = false
 	for _, m := range p.matchers {
 		m.upreds = m.upreds[:0]
 		for _, f := range m.ufs {
 			m.upreds = append(m.upreds, p.userPred(f))
 		}
+		p.userPreds = p.userPreds || len(m.upreds) > 0
 	}
 	for _, uf := range p.cohortFlags {
 		uf.pr = p.userPred(uf.f)
@@ -466,6 +469,9 @@ func columnKind(t event.Type) storage.ColumnKind {
 // analysis sees it: matchers whose user filters fail lose their bit on
 // every event, and a user outside the cohort is rejected.
 func (p *plan) admit(t *analysis.Trail) bool {
+	if !p.userPreds && p.cohort == nil {
+		return true // the common case: nothing per user to apply
+	}
 	keep := ^uint64(0)
 	for bit, m := range p.matchers {
 		for i := range m.upreds {
