@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/spurdb/spur/gen"
-	"github.com/spurdb/spur/internal/testutil"
+	"github.com/spurdb/spur/internal/cputime"
 	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/storage/segment"
 )
@@ -68,14 +68,14 @@ func benchScan(b *testing.B, snap *Snapshot, spec ScanSpec, events int) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := testutil.CPUTime()
+	cpu0 := cputime.Process()
 	for range b.N {
 		if _, err := snap.Scan(context.Background(), spec, vs); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ReportMetric(float64(events)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mevents/s")
-	if cpu := testutil.CPUTime() - cpu0; cpu > 0 {
+	if cpu := cputime.Process() - cpu0; cpu > 0 {
 		// One visitor: one scanning goroutine, so this is the per-core
 		// speed even when other processes share the machine.
 		b.ReportMetric(float64(events)*float64(b.N)/cpu.Seconds()/1e6, "Mevents/cpu-s")

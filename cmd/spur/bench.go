@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spurdb/spur/gen"
 	"github.com/spurdb/spur/ingest"
+	"github.com/spurdb/spur/internal/cputime"
 	"github.com/spurdb/spur/query"
 	"github.com/spurdb/spur/storage"
 )
@@ -280,14 +281,14 @@ func newBenchQueryCmd(g *globals) *cobra.Command {
 			var br BenchResult
 			var res any
 			for i := 0; i <= runs; i++ {
-				t0, c0 := time.Now(), cpuTime()
+				t0, c0 := time.Now(), cputime.Process()
 				if res, err = eng.Run(context.WithoutCancel(cmd.Context()), q); err != nil {
 					return err
 				}
 				if i > 0 {
 					br.RunsMS = append(br.RunsMS, float64(time.Since(t0).Microseconds())/1000)
 					if c0 > 0 {
-						br.RunsCPUMS = append(br.RunsCPUMS, float64((cpuTime()-c0).Microseconds())/1000)
+						br.RunsCPUMS = append(br.RunsCPUMS, float64((cputime.Process()-c0).Microseconds())/1000)
 					}
 				}
 			}

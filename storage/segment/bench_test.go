@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/spurdb/spur/internal/testutil"
+	"github.com/spurdb/spur/internal/cputime"
 )
 
 // benchRows is the size of the realistic benchmark segment.
@@ -55,7 +55,7 @@ func benchReadBlock(b *testing.B, r *Reader, props []int) {
 	}
 	rows, read := 0, int64(0)
 	b.ReportAllocs()
-	cpu0 := testutil.CPUTime()
+	cpu0 := cputime.Process()
 	for i := 0; b.Loop(); i++ {
 		if err := r.ReadBlock(i%n, props, &blk); err != nil {
 			b.Fatal(err)
@@ -64,7 +64,7 @@ func benchReadBlock(b *testing.B, r *Reader, props []int) {
 		read += blk.BytesRead
 	}
 	b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
-	if cpu := testutil.CPUTime() - cpu0; cpu > 0 {
+	if cpu := cputime.Process() - cpu0; cpu > 0 {
 		b.ReportMetric(float64(rows)/cpu.Seconds(), "rows/cpu-s")
 	}
 	b.ReportMetric(float64(read)/float64(rows), "stored-bytes/row")

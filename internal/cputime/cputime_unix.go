@@ -1,15 +1,15 @@
 //go:build unix
 
-package main
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// cpuTime returns the process's user+system CPU time (0 when getrusage
-// fails).
-func cpuTime() time.Duration {
+// Process returns the process's user+system CPU time (getrusage
+// RUSAGE_SELF), or 0 when getrusage fails.
+func Process() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
