@@ -288,10 +288,10 @@ func (r *Retention) addCalendar(times []int64, masks []uint64) {
 	first := r.entries[0]
 	// next is the end of the last recorded bucket: a return event before
 	// it adds nothing. The loop reads every event once; the branch on
-	// next is taken for all but one event per bucket. (Galloping over a
-	// bucket's events with skipBelow cost more: BenchmarkRetention's
-	// any-return case took 28% longer. A branch-free loop that looked up
-	// every event's bucket took 80% longer.)
+	// next is taken for all but one event per bucket. (BenchmarkRetention's
+	// any-return case: galloping over each bucket's events with skipBelow
+	// took 6.8 ms, this loop 4.9 ms, a branch-free loop that looked up
+	// every event's bucket 11.6 ms.)
 	next := int64(math.MinInt64)
 	for j := int(first.i); j < len(times); j++ {
 		if masks[j]&2 == 0 || times[j] < next {
