@@ -158,9 +158,10 @@ type PropData struct {
 // Block and reused by the next ReadBlock into it, so they are borrowed:
 // valid until then, and callers that keep data copy it.
 //
-// Rows is the number of rows. User i (of len(UserHashes)) has hash
-// UserHashes[i], id UserID(i) and rows [UserStarts[i], UserStarts[i+1]);
-// UserStarts and UserIDOffsets have len(UserHashes)+1 entries. Times (UTC
+// Rows is the number of rows. User i (of len(UserStarts)-1) has rows
+// [UserStarts[i], UserStarts[i+1]), hash UserHashes[i] and id UserID(i);
+// UserHashes has one entry per user and UserIDOffsets one more, except
+// after ReadBlockRows, which leaves both (and UserIDBytes) empty. Times (UTC
 // microseconds) and Events (codes into Meta.EventNames) have Rows entries.
 // Props[j] is the property Meta.Props[props[j]] of the ReadBlock call.
 // BytesRead is the number of stored (on-disk) bytes the call read.
