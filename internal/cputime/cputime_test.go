@@ -22,10 +22,13 @@ func TestProcessGrows(t *testing.T) {
 	}
 	runtime.KeepAlive(x)
 	c1 := Process()
+	if c1 == 0 {
+		t.Skip("no CPU time on this platform")
+	}
 	if c1 < c0 {
 		t.Fatalf("CPU time went back: %v -> %v", c0, c1)
 	}
-	if runtime.GOOS != "windows" && runtime.GOOS != "plan9" && runtime.GOOS != "js" && runtime.GOOS != "wasip1" && c1-c0 < 10*time.Millisecond {
+	if c1-c0 < 10*time.Millisecond {
 		t.Fatalf("50 ms of busy work took %v of CPU time", c1-c0)
 	}
 }
