@@ -809,8 +809,8 @@ func codesOver(codes []uint32, l uint32) uint32 {
 }
 
 // decodeProp decodes a property chunk of a block of rows rows into pd: the
-// presence bitmap and the value slice of typ, one entry per row (0 for
-// absent rows). dictLen bounds string codes. scratch is reusable memory.
+// presence bitmap and the value slice of typ, one entry per row
+// (unspecified for absent rows). dictLen bounds string codes. scratch is reusable memory.
 func decodeProp(enc uint8, raw []byte, typ event.Type, dictLen, rows int, pd *PropData, scratch *[]uint64) error {
 	words := (rows + 63) / 64
 	pm := grow(pd.Present, words)
@@ -824,11 +824,10 @@ func decodeProp(enc uint8, raw []byte, typ event.Type, dictLen, rows int, pd *Pr
 	default:
 		pd.Ints = grow(pd.Ints, rows)
 	}
-	if enc&3 != presAll { // absent rows hold 0
-		clear(pd.Floats)
-		clear(pd.Strs)
-		clear(pd.Ints)
-	}
+	// Absent rows keep whatever the slice held: every reader tests
+	// Present first, and clearing a 64 Ki-row block's values for a
+	// sparse property (prices on 0.6% of rows) was 7% of a quantile
+	// trend's CPU time.
 	var m, p int
 	switch enc & 3 {
 	case presNone:

@@ -146,7 +146,8 @@ func (r *Reader) Meta() *Meta { return r.meta }
 // row r has a value; bits beyond Rows are 0). Exactly one value slice has
 // Rows entries, by the property's type (the others have length 0): Ints
 // (TypeInt, TypeBool as 0/1, TypeTime in UTC microseconds), Floats, or
-// Strs (codes into PropMeta.Dict). Absent rows hold 0.
+// Strs (codes into PropMeta.Dict). The values of absent rows are
+// unspecified (not zeroed): test Present before reading a value.
 type PropData struct {
 	Present []uint64
 	Ints    []int64

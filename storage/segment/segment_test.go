@@ -186,10 +186,7 @@ func comparePropBlock(t *testing.T, col *PropColumn, pm *PropMeta, pd *PropData,
 			t.Fatalf("prop %q row %d: present %v, want %v", col.Name, r, present(pd.Present, k), present(col.Present, r))
 		}
 		if !present(col.Present, r) {
-			if nInts > 0 && pd.Ints[k] != 0 || nFloats > 0 && math.Float64bits(pd.Floats[k]) != 0 || nStrs > 0 && pd.Strs[k] != 0 {
-				t.Fatalf("prop %q row %d: absent row holds a non-zero value", col.Name, r)
-			}
-			continue
+			continue // the value of an absent row is unspecified
 		}
 		switch col.Type {
 		case event.TypeFloat:
