@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"testing"
+
+	"github.com/spurdb/spur/storage/segment"
 )
 
 // filterInput is one user's rows for the row filters: deltas (the first
@@ -113,7 +115,7 @@ func TestFilterDeltasVariants(t *testing.T) {
 		}
 		out, outm, ends := make([]int64, n), make([]uint64, n), make([]int32, users)
 		rows := make([]int32, n)
-		k := filterDeltasSparse(out, outm, rows, ends, block.deltas, block.codes, starts, masks, base, g, from, span)
+		k := filterDeltasSparse(out, outm, rows, ends, &segment.Block{Deltas: block.deltas}, block.codes, starts, masks, base, g, from, span)
 		check("sparse", out, outm, ends)
 		// rows: the block rows of the passing rows, in order, whose
 		// naive times are the ones written.
@@ -137,7 +139,7 @@ func TestFilterDeltasVariants(t *testing.T) {
 				wantEnds[i] -= k0
 			}
 			ends = ends[:users-u0]
-			filterDeltasSparse(out, outm, rows, ends, block.deltas, block.codes, starts[u0:], masks, base, g, from, span)
+			filterDeltasSparse(out, outm, rows, ends, &segment.Block{Deltas: block.deltas}, block.codes, starts[u0:], masks, base, g, from, span)
 			check("sparse, later users", out, outm, ends)
 		}
 	}
@@ -164,8 +166,9 @@ func BenchmarkFilterDeltas(b *testing.B) {
 	from, span := int64(math.MinInt64), uint64(math.MaxUint64)
 	b.Run("sparse", func(b *testing.B) {
 		b.ReportAllocs()
+		blk := &segment.Block{Deltas: block.deltas}
 		for b.Loop() {
-			filterDeltasSparse(out, outm, brows, ends, block.deltas, block.codes, starts, masks, 1e12, 1000, from, span)
+			filterDeltasSparse(out, outm, brows, ends, blk, block.codes, starts, masks, 1e12, 1000, from, span)
 		}
 		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 	})

@@ -573,7 +573,7 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 			sc.filterColumns(c, times, masks, ends)
 		case c.sparse:
 			rows := slices.Grow(sc.rows[:0], len(times))[:len(times)]
-			k := filterDeltasSparse(times, masks, rows, ends, b.Deltas, b.Events, b.UserStarts[c.user:], c.masks, b.TimeBase, b.TimeGCD, from, span)
+			k := filterDeltasSparse(times, masks, rows, ends, b, b.Events, b.UserStarts[c.user:], c.masks, b.TimeBase, b.TimeGCD, from, span)
 			sc.rows = rows[:k]
 			sc.gatherCols(c)
 		default:
@@ -793,7 +793,7 @@ func (sc *shardScanner) appendRows(c *cursor) {
 	switch {
 	case c.sparse:
 		var end [1]int32
-		k = filterDeltasSparse(out, outm, rows, end[:], b.Deltas, b.Events, b.UserStarts[c.user:c.user+2], masks, b.TimeBase, b.TimeGCD, from, span)
+		k = filterDeltasSparse(out, outm, rows, end[:], b, b.Events, b.UserStarts[c.user:c.user+2], masks, b.TimeBase, b.TimeGCD, from, span)
 	case !c.deltas && c.rowWise:
 		k = filterRowsAt(out, outm, rows, b.Times[s:e], c.rowMask[s:e:e], s, from, span)
 	case !c.deltas:
@@ -907,17 +907,18 @@ func filterDeltas(out []int64, outm []uint64, deltas []uint64, codes []uint32, m
 // rows[0], the end of user u's rows in them to ends[u], and returns the
 // total. It looks for matching codes first,
 // branching on the match (which the predictor gets right for almost every
-// row), and sums a user's deltas only up to each match (sumDeltas): the
-// deltas after a user's last match, and all of a user with none, are
-// never read. One call per block: a call per user cost more than the
+// row), and sums a user's deltas only up to each match (b.SumDeltas,
+// which unpacks them from a block read with ReadBlockPacked): the deltas
+// after a user's last match, and all of a user with none, are never
+// decoded. One call per block: a call per user cost more than the
 // rows of a typical user.
 //
 //go:noinline
-func filterDeltasSparse(out []int64, outm []uint64, rows []int32, ends []int32, deltas []uint64, codes []uint32, starts []int32, masks []uint64, base int64, g uint64, from int64, span uint64) int {
+func filterDeltasSparse(out []int64, outm []uint64, rows []int32, ends []int32, b *segment.Block, codes []uint32, starts []int32, masks []uint64, base int64, g uint64, from int64, span uint64) int {
 	k, u := 0, 0
 	starts = starts[:len(ends)+1]
 	end := int(starts[len(ends)])
-	codes, deltas = codes[:end], deltas[:end]
+	codes = codes[:end]
 	p, next := int(starts[0]), int(starts[1]) // user u's deltas[starts[u]:p] are in sum
 	var sum uint64                            // wrapping, like the times
 	for i := p; ; i++ {
@@ -933,7 +934,7 @@ func filterDeltasSparse(out []int64, outm []uint64, rows []int32, ends []int32, 
 			}
 			p, sum = int(starts[u]), 0
 		}
-		sum += sumDeltas(deltas[p : i+1])
+		sum += b.SumDeltas(p, i+1)
 		p = i + 1
 		// base + g·Σd ≡ base + Σ(g·d) (mod 2^64): the times filterDeltas sums.
 		if t := base + int64(sum*g); uint64(t)-uint64(from) < span {
@@ -960,24 +961,6 @@ func nextMatch(codes []uint32, masks []uint64, i int) int {
 		}
 	}
 	return len(codes)
-}
-
-// sumDeltas returns the wrapping sum of d, with four independent
-// accumulators so that the additions do not wait for each other.
-func sumDeltas(d []uint64) uint64 {
-	var s0, s1, s2, s3 uint64
-	i := 0
-	for ; i+4 <= len(d); i += 4 {
-		v := d[i : i+4 : i+4]
-		s0 += v[0]
-		s1 += v[1]
-		s2 += v[2]
-		s3 += v[3]
-	}
-	for ; i < len(d); i++ {
-		s0 += d[i]
-	}
-	return s0 + s1 + s2 + s3
 }
 
 // filterDeltasInRange is filterDeltas that also requires from ≤ t <
@@ -1218,13 +1201,18 @@ func (sc *shardScanner) nextBlock(ctx context.Context, c *cursor) (bool, error) 
 		} else {
 			props = c.plan.Props
 		}
-		read := c.r.ReadBlock
-		if c.deltas && c.keys {
-			read = c.r.ReadBlockDeltas
-		} else if c.deltas {
-			read = c.r.ReadBlockRows
+		var err error
+		switch {
+		case c.sparse && c.deltas:
+			err = c.r.ReadBlockPacked(c.block, props, c.keys, &c.blk)
+		case c.deltas && c.keys:
+			err = c.r.ReadBlockDeltas(c.block, props, &c.blk)
+		case c.deltas:
+			err = c.r.ReadBlockRows(c.block, props, &c.blk)
+		default:
+			err = c.r.ReadBlock(c.block, props, &c.blk)
 		}
-		if err := read(c.block, props, &c.blk); err != nil {
+		if err != nil {
 			return false, err
 		}
 		if c.rowWise {

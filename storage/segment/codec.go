@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"unsafe"
 
 	"github.com/spurdb/spur/event"
@@ -551,25 +552,102 @@ func decodeDeltas(enc uint8, raw []byte, b *Block) error {
 	return decodeTimeChunk(enc, raw, b, true)
 }
 
-func decodeTimeChunk(enc uint8, raw []byte, b *Block, deltas bool) error {
+// decodePackedDeltas parses a PFOR times chunk into b.pf, b.TimeBase and
+// b.TimeGCD, leaving the deltas packed for SumDeltas.
+func decodePackedDeltas(raw []byte, b *Block) error {
+	base, g, raw, err := timeHeader(raw)
+	if err != nil {
+		return err
+	}
+	if err := b.pf.initAll(raw, b.Rows, &b.exc); err != nil {
+		return err
+	}
+	b.TimeBase, b.TimeGCD = base, g
+	b.Times, b.Deltas = b.Times[:0], b.Deltas[:0]
+	b.packed = true
+	return nil
+}
+
+// timeHeader parses a times chunk's divisor and base and returns the
+// rest.
+func timeHeader(raw []byte) (base int64, g uint64, rest []byte, err error) {
 	g, n1 := binary.Uvarint(raw)
 	if n1 <= 0 || g == 0 {
-		return errors.New("bad time divisor")
+		return 0, 0, nil, errors.New("bad time divisor")
 	}
 	base, n2 := binary.Varint(raw[n1:])
 	if n2 <= 0 {
-		return errors.New("bad time base")
+		return 0, 0, nil, errors.New("bad time base")
 	}
-	raw = raw[n1+n2:]
+	return base, g, raw[n1+n2:], nil
+}
+
+// SumDeltas returns the wrapping sum of the time deltas of rows [s, e)
+// (0 ≤ s ≤ e ≤ Rows) after ReadBlockDeltas, ReadBlockRows or
+// ReadBlockPacked, in units of TimeGCD: the time of row e-1 is that of row
+// s-1 (TimeBase when s is the user's first row) plus TimeGCD times the
+// sum, wrapping. Reading packed deltas, it unpacks rows [s&^7, e) in
+// pieces through a scratch buffer owned by b and adds the exceptions of
+// [s, e); calls in increasing s are cheapest (the exception cursor moves
+// forward). It does not allocate in steady state.
+func (b *Block) SumDeltas(s, e int) uint64 {
+	if !b.packed {
+		return sumUint64(b.Deltas[s:e])
+	}
+	pf := &b.pf
+	if len(b.sums) == 0 {
+		b.sums = make([]uint64, timeChunk)
+	}
+	var sum uint64
+	for a := s &^ 7; a < e; a += len(b.sums) {
+		vs := b.sums[:min(e-a, len(b.sums))]
+		off := a / 8 * int(pf.w)
+		unpack(vs, pf.packed[off:off+packedLen(len(vs), pf.w)], pf.w)
+		sum += sumUint64(vs[max(s-a, 0):])
+	}
+	idx, us, ue := pf.idx, uint64(s), uint64(e)
+	k := pf.next
+	if k > 0 && idx[k-1] >= us { // a call before the last one's rows
+		k, _ = slices.BinarySearch(idx, us)
+	}
+	for k < len(idx) && idx[k] < us {
+		k++
+	}
+	for ; k < len(idx) && idx[k] < ue; k++ {
+		sum += pf.highs[k] << pf.w
+	}
+	pf.next = k
+	return sum
+}
+
+// sumUint64 returns the wrapping sum of d, with four independent
+// accumulators so that the additions do not wait for each other.
+func sumUint64(d []uint64) uint64 {
+	var s0, s1, s2, s3 uint64
+	i := 0
+	for ; i+4 <= len(d); i += 4 {
+		v := d[i : i+4 : i+4]
+		s0 += v[0]
+		s1 += v[1]
+		s2 += v[2]
+		s3 += v[3]
+	}
+	for ; i < len(d); i++ {
+		s0 += d[i]
+	}
+	return s0 + s1 + s2 + s3
+}
+
+func decodeTimeChunk(enc uint8, raw []byte, b *Block, deltas bool) error {
+	base, g, raw, err := timeHeader(raw)
+	if err != nil {
+		return err
+	}
 	rows := b.Rows
 	var pf pforReader
 	if enc == encTimesPFOR {
-		k, err := pf.init(raw, rows, &b.exc)
-		if err != nil {
+		if err := pf.initAll(raw, rows, &b.exc); err != nil {
 			return err
-		}
-		if k != len(raw) {
-			return fmt.Errorf("%d trailing bytes", len(raw)-k)
 		}
 	}
 	if deltas {
@@ -698,6 +776,15 @@ func (pf *pforReader) init(src []byte, n int, scratch *[]uint64) (int, error) {
 		pf.idx[k] = uint64(i)
 	}
 	return p, nil
+}
+
+// initAll is init for a src that holds exactly the PFOR layout.
+func (pf *pforReader) initAll(src []byte, n int, scratch *[]uint64) error {
+	k, err := pf.init(src, n, scratch)
+	if err == nil && k != len(src) {
+		err = fmt.Errorf("%d trailing bytes", len(src)-k)
+	}
+	return err
 }
 
 // read decodes values [c0, c0+len(vs)) into vs; c0 is a multiple of 8 and

@@ -178,17 +178,25 @@ type Block struct {
 	// row r's time (UTC microseconds) is TimeBase + TimeGCD·Deltas[r] when
 	// r is its user's first row, else the previous row's time +
 	// TimeGCD·Deltas[r] (wrapping int64 arithmetic). Deltas has Rows
-	// entries; after ReadBlock it is empty.
+	// entries; after ReadBlock it is empty, and after ReadBlockPacked it
+	// may be empty too, the deltas then being read by SumDeltas.
 	Deltas    []uint64
 	TimeBase  int64
 	TimeGCD   uint64
 	Props     []PropData
 	BytesRead int64
 
-	buf []byte   // stored chunk bytes
-	raw []byte   // decompressed chunk bytes
-	u64 []uint64 // unpacking scratch
-	exc []uint64 // PFOR exceptions scratch
+	buf  []byte   // stored bytes of the users, times and events chunks
+	pbuf []byte   // stored bytes of a property chunk
+	raw  []byte   // decompressed chunk bytes
+	traw []byte   // decompressed times chunk bytes
+	u64  []uint64 // unpacking scratch
+	exc  []uint64 // PFOR exceptions scratch
+	// packed: after ReadBlockPacked left the deltas bit-packed, pf reads
+	// them from buf or traw, unpacking into sums.
+	packed bool
+	pf     pforReader
+	sums   []uint64
 }
 
 // UserID returns user i's id bytes, borrowed from b.
@@ -203,7 +211,7 @@ func (b *Block) UserID(i int) []byte { return b.UserIDBytes[b.UserIDOffsets[i]:b
 // plain errors. In steady state (dst reused for blocks of similar size) it
 // does not allocate.
 func (r *Reader) ReadBlock(i int, props []int, dst *Block) error {
-	return r.readBlock(i, props, dst, false, true)
+	return r.readBlock(i, props, dst, timesSummed, true)
 }
 
 // ReadBlockDeltas is ReadBlock that leaves dst.Times empty and sets
@@ -212,7 +220,7 @@ func (r *Reader) ReadBlock(i int, props []int, dst *Block) error {
 // scan fuses that sum with its row filter and so never writes the
 // block's times to memory. Errors are those of ReadBlock.
 func (r *Reader) ReadBlockDeltas(i int, props []int, dst *Block) error {
-	return r.readBlock(i, props, dst, true, true)
+	return r.readBlock(i, props, dst, timesDeltas, true)
 }
 
 // ReadBlockRows is ReadBlockDeltas without the user keys: it leaves
@@ -221,10 +229,28 @@ func (r *Reader) ReadBlockDeltas(i int, props []int, dst *Block) error {
 // position and needs neither their order nor their ids (skipping them was
 // 3-5% of a 100M-event funnel). Errors are those of ReadBlock.
 func (r *Reader) ReadBlockRows(i int, props []int, dst *Block) error {
-	return r.readBlock(i, props, dst, true, false)
+	return r.readBlock(i, props, dst, timesDeltas, false)
 }
 
-func (r *Reader) readBlock(i int, props []int, dst *Block, deltas, keys bool) error {
+// ReadBlockPacked is ReadBlockDeltas (with keys) or ReadBlockRows
+// (without) for a caller that needs the times of few rows: when the
+// block's deltas are bit-packed (PFOR) it leaves them so and dst.Deltas
+// empty, and dst.SumDeltas unpacks only the rows it is asked for. A scan
+// for a rare event then decodes the deltas of the users that have one,
+// up to their last match, instead of every row's. Errors are those of
+// ReadBlock.
+func (r *Reader) ReadBlockPacked(i int, props []int, keys bool, dst *Block) error {
+	return r.readBlock(i, props, dst, timesPacked, keys)
+}
+
+// How readBlock decodes the times chunk.
+const (
+	timesSummed = iota // into Block.Times
+	timesDeltas        // into Block.Deltas
+	timesPacked        // into Block.pf when PFOR, else Block.Deltas
+)
+
+func (r *Reader) readBlock(i int, props []int, dst *Block, times int, keys bool) error {
 	if i < 0 || i >= len(r.meta.Blocks) {
 		return fmt.Errorf("segment %s: block %d out of range [0, %d)", r.path, i, len(r.meta.Blocks))
 	}
@@ -245,19 +271,29 @@ func (r *Reader) readBlock(i int, props []int, dst *Block, deltas, keys bool) er
 		return err
 	}
 	dst.BytesRead += int64(span)
+	dst.packed = false
 	for col := colUsers; col <= colEvents; col++ {
 		c := &l.chunks[col]
 		start := int(c.off - first.off)
-		raw, err := r.chunkRaw(c, dst.buf[start:start+c.stored], dst)
+		rawBuf := &dst.raw
+		if col == colTimes {
+			// Packed deltas are read from here after the events chunk is
+			// decompressed into dst.raw.
+			rawBuf = &dst.traw
+		}
+		raw, err := r.chunkRaw(c, dst.buf[start:start+c.stored], rawBuf)
 		if err == nil {
 			switch col {
 			case colUsers:
 				err = decodeUsers(raw, bm.Rows, bm.Users, bm.FirstHash, bm.LastHash, dst, keys)
 			case colTimes:
-				if deltas {
-					err = decodeDeltas(c.enc, raw, dst)
-				} else {
+				switch {
+				case times == timesSummed:
 					err = decodeTimes(c.enc, raw, dst)
+				case times == timesPacked && c.enc == encTimesPFOR:
+					err = decodePackedDeltas(raw, dst)
+				default:
+					err = decodeDeltas(c.enc, raw, dst)
 				}
 			case colEvents:
 				err = decodeEvents(raw, len(r.meta.EventNames), dst)
@@ -271,13 +307,13 @@ func (r *Reader) readBlock(i int, props []int, dst *Block, deltas, keys bool) er
 	dst.Props = grow(dst.Props, len(props))
 	for j, p := range props {
 		c := &l.chunks[colProps+p]
-		dst.buf = growPadded(dst.buf, c.stored)
-		if err := r.readAt(dst.buf, c.off); err != nil {
+		dst.pbuf = growPadded(dst.pbuf, c.stored)
+		if err := r.readAt(dst.pbuf, c.off); err != nil {
 			return err
 		}
 		dst.BytesRead += int64(c.stored)
 		pm := &r.meta.Props[p]
-		raw, err := r.chunkRaw(c, dst.buf, dst)
+		raw, err := r.chunkRaw(c, dst.pbuf, &dst.raw)
 		if err == nil {
 			err = decodeProp(c.enc, raw, pm.Type, len(pm.Dict), bm.Rows, &dst.Props[j], &dst.u64)
 		}
@@ -289,18 +325,18 @@ func (r *Reader) readBlock(i int, props []int, dst *Block, deltas, keys bool) er
 }
 
 // chunkRaw checks the CRC of a chunk's stored bytes and returns its raw
-// bytes: stored itself, or decompressed into dst.raw.
-func (r *Reader) chunkRaw(c *chunkMeta, stored []byte, dst *Block) ([]byte, error) {
+// bytes: stored itself, or decompressed into *buf.
+func (r *Reader) chunkRaw(c *chunkMeta, stored []byte, buf *[]byte) ([]byte, error) {
 	if got := crc(stored); got != c.crc {
 		return nil, fmt.Errorf("checksum mismatch (stored %#08x, computed %#08x)", c.crc, got)
 	}
 	if c.comp == compNone {
 		return stored, nil
 	}
-	dst.raw = growPadded(dst.raw, c.raw)
+	*buf = growPadded(*buf, c.raw)
 	// The cap limit stops a corrupt frame from decoding much more than the
 	// declared size (the padding is for unpack, see growPadded).
-	out, err := zstdDecoder().DecodeAll(stored, dst.raw[:0:c.raw+unpackPadding])
+	out, err := zstdDecoder().DecodeAll(stored, (*buf)[:0:c.raw+unpackPadding])
 	if err != nil {
 		return nil, fmt.Errorf("zstd: %w", err)
 	}

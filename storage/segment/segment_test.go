@@ -712,6 +712,90 @@ func TestReadBlockDeltas(t *testing.T) {
 	}
 }
 
+// TestReadBlockPacked checks SumDeltas after ReadBlockPacked against the
+// deltas ReadBlockDeltas decodes, over ranges asked in increasing order
+// (as the sparse filter does) and at random, on stored and zstd-compressed
+// times chunks with PFOR exceptions, with a property column read after
+// them (it must not overwrite the packed bytes).
+func TestReadBlockPacked(t *testing.T) {
+	in := realisticInput(6, 40_000)
+	// Regular times that zstd compresses: steps of 7 s, every fifth 2^30 s
+	// longer (a PFOR exception).
+	reg := *in
+	reg.Times = slices.Clone(in.Times)
+	row := 0
+	for _, u := range in.Users {
+		t0 := in.Times[row]
+		for k := range u.Rows {
+			reg.Times[row+k] = t0 + int64(k)*7e6 + int64(k/5)*(1<<30)*1e6
+		}
+		row += u.Rows
+	}
+	rng := rand.New(rand.NewPCG(6, 6))
+	for _, ratio := range []float64{0, 1.001} {
+		in := in
+		if ratio > 0 {
+			in = &reg
+		}
+		r := openSeg(t, mustWrite(t, in, WriterOptions{BlockRows: 3000, MinZstdRatio: ratio}))
+		var d, p Block
+		all := make([]int, len(r.Meta().Props))
+		for j := range all {
+			all[j] = j
+		}
+		var packed, exceptions, compressed int
+		for i := range r.Meta().Blocks {
+			if err := r.ReadBlockDeltas(i, all, &d); err != nil {
+				t.Fatal(err)
+			}
+			keys := i%2 == 0
+			if err := r.ReadBlockPacked(i, all, keys, &p); err != nil {
+				t.Fatal(err)
+			}
+			c := r.layouts[i].chunks[colTimes]
+			if c.enc == encTimesPFOR {
+				if len(p.Deltas) != 0 || !p.packed {
+					t.Fatalf("block %d: PFOR deltas were unpacked", i)
+				}
+				packed++
+				exceptions += len(p.pf.idx)
+				compressed += int(c.comp)
+			}
+			if p.TimeBase != d.TimeBase || p.TimeGCD != d.TimeGCD || !slices.Equal(p.UserStarts, d.UserStarts) ||
+				!slices.Equal(p.Events, d.Events) || !slices.EqualFunc(p.Props, d.Props, func(a, b PropData) bool { return slices.Equal(a.Present, b.Present) }) || (len(p.UserHashes) > 0) != keys {
+				t.Fatalf("block %d: ReadBlockPacked differs from ReadBlockDeltas apart from the deltas", i)
+			}
+			sum := func(s, e int) uint64 {
+				var v uint64
+				for _, x := range d.Deltas[s:e] {
+					v += x
+				}
+				return v
+			}
+			check := func(s, e int) {
+				if got, want := p.SumDeltas(s, e), sum(s, e); got != want {
+					t.Fatalf("ratio %v block %d: SumDeltas(%d, %d) = %d, want %d", ratio, i, s, e, got, want)
+				}
+			}
+			for s := 0; s < d.Rows; {
+				e := min(d.Rows, s+rng.IntN(40))
+				if rng.IntN(50) == 0 {
+					e = min(d.Rows, s+rng.IntN(3000)) // longer than the scratch
+				}
+				check(s, e)
+				s = e + rng.IntN(10)
+			}
+			for range 50 {
+				s := rng.IntN(d.Rows + 1)
+				check(s, s+rng.IntN(d.Rows-s+1))
+			}
+		}
+		if packed == 0 || exceptions == 0 || (ratio > 0) != (compressed > 0) {
+			t.Fatalf("ratio %v: %d packed blocks, %d exceptions, %d compressed: the test misses a case", ratio, packed, exceptions, compressed)
+		}
+	}
+}
+
 func TestHeaderConstants(t *testing.T) {
 	if headerSize != 1+len(headerMagic) || trailerSize != 24+1+len(trailerMagic) {
 		t.Fatalf("header %d / trailer %d sizes disagree with the magics", headerSize, trailerSize)
