@@ -907,10 +907,9 @@ func filterDeltas(out []int64, outm []uint64, deltas []uint64, codes []uint32, m
 // rows[0], the end of user u's rows in them to ends[u], and returns the
 // total. It looks for matching codes first,
 // branching on the match (which the predictor gets right for almost every
-// row), and sums a user's deltas only up to each match (b.SumDeltas,
-// which unpacks them from a block read with ReadBlockPacked): the deltas
-// after a user's last match, and all of a user with none, are never
-// decoded. One call per block: a call per user cost more than the
+// row), and sums a user's deltas only up to each match (sumDeltas): the
+// deltas after a user's last match, and all of a user with none, are
+// never read. One call per block: a call per user cost more than the
 // rows of a typical user.
 //
 //go:noinline
@@ -955,6 +954,15 @@ func filterDeltasSparse(out []int64, outm []uint64, rows []int32, ends []int32, 
 //
 //go:noinline
 func nextMatch(codes []uint32, masks []uint64, i int) int {
+	// Four rows per test: one branch per four rows, and the four
+	// lookups issue together (BenchmarkFilterDeltas/sparse, 2.5% of rows
+	// live: 102 -> 83 µs; eight rows per test: 99 µs).
+	for ; i+4 <= len(codes); i += 4 {
+		c := codes[i : i+4 : i+4]
+		if masks[c[0]]|masks[c[1]]|masks[c[2]]|masks[c[3]] != 0 {
+			break
+		}
+	}
 	for ; i < len(codes); i++ {
 		if masks[codes[i]] != 0 {
 			return i
