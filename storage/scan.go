@@ -327,6 +327,11 @@ type cursor struct {
 	// keys: blocks are decoded with the users' hashes and ids (all but
 	// drain's cursors without a join under ScanSpec.NoIDs)
 	keys bool
+	// noTimes: users blocks are read without their times
+	// (ReadBlockNoTimes). Set by drain for a shard's only users cursor: no
+	// user has writes in two segments of a chain, and a user's writes in
+	// one segment are in time order, so the last one wins.
+	noTimes bool
 }
 
 func (c *cursor) hash() uint64 { return c.blk.UserHashes[c.user] }
@@ -384,7 +389,7 @@ func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error 
 			sc.free = append(sc.free, c)
 		}
 		used++
-		c.chain, c.keys = run, true
+		c.chain, c.keys, c.noTimes = run, true, false
 		ok, err := sc.nextSegment(ctx, c)
 		if err != nil {
 			return err
@@ -557,6 +562,9 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 	// With users cursors every visited user gets its values set (unset
 	// once they are exhausted); without, the values stay unset.
 	join := len(ucs) > 0
+	if len(ucs) == 1 {
+		ucs[0].noTimes = true // from its next block on
+	}
 	// Without a join or lists the users are visited by position: their
 	// keys are not decoded from the next block on.
 	c.keys = join || !sc.spec.NoIDs
@@ -853,20 +861,27 @@ func columnBits(pd *segment.PropData, src ColumnSource, r int) uint64 {
 // to the trail's user values: a write replaces the held value unless it
 // is older. Cursors come in Seq order and a user's rows in (time,
 // arrival) order, so the latest write wins and a tie goes to the later
-// arrival.
+// arrival. A block read without times (cursor.noTimes) is its user's only
+// source: its last write wins.
 func (sc *shardScanner) userValues(c *cursor) {
 	b := &c.blk
 	s, e := int(b.UserStarts[c.user]), int(b.UserStarts[c.user+1])
+	times := len(b.Times) > 0
 	for j, src := range c.uplan.Cols {
 		if src.Prop < 0 {
 			continue
 		}
 		pd := &b.Props[src.Prop]
 		for r := s; r < e; r++ {
-			if pd.Present[r>>6]>>(r&63)&1 == 0 || b.Times[r] < sc.ubest[j] {
+			if pd.Present[r>>6]>>(r&63)&1 == 0 {
 				continue
 			}
-			sc.ubest[j] = b.Times[r]
+			if times {
+				if b.Times[r] < sc.ubest[j] {
+					continue
+				}
+				sc.ubest[j] = b.Times[r]
+			}
 			sc.trail.User[j] = analysis.Value{Set: true, Bits: columnBits(pd, src, r)}
 		}
 	}
@@ -1211,6 +1226,8 @@ func (sc *shardScanner) nextBlock(ctx context.Context, c *cursor) (bool, error) 
 		}
 		var err error
 		switch {
+		case c.users && c.noTimes:
+			err = c.r.ReadBlockNoTimes(c.block, props, &c.blk)
 		case c.sparse && c.deltas:
 			err = c.r.ReadBlockPacked(c.block, props, c.keys, &c.blk)
 		case c.deltas && c.keys:

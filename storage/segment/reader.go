@@ -243,11 +243,21 @@ func (r *Reader) ReadBlockPacked(i int, props []int, keys bool, dst *Block) erro
 	return r.readBlock(i, props, dst, timesPacked, keys)
 }
 
+// ReadBlockNoTimes is ReadBlock without the times: it leaves dst.Times
+// and dst.Deltas empty and neither checks nor decodes the times chunk, for
+// a caller that reads only the order of each user's rows, which is their
+// time order (the last of a user's property writes in one segment is its
+// latest). Errors are those of ReadBlock.
+func (r *Reader) ReadBlockNoTimes(i int, props []int, dst *Block) error {
+	return r.readBlock(i, props, dst, timesNone, true)
+}
+
 // How readBlock decodes the times chunk.
 const (
 	timesSummed = iota // into Block.Times
 	timesDeltas        // into Block.Deltas
 	timesPacked        // into Block.pf when PFOR, else Block.Deltas
+	timesNone          // not at all
 )
 
 func (r *Reader) readBlock(i int, props []int, dst *Block, times int, keys bool) error {
@@ -274,6 +284,10 @@ func (r *Reader) readBlock(i int, props []int, dst *Block, times int, keys bool)
 	dst.packed = false
 	for col := colUsers; col <= colEvents; col++ {
 		c := &l.chunks[col]
+		if col == colTimes && times == timesNone {
+			dst.Times, dst.Deltas = dst.Times[:0], dst.Deltas[:0]
+			continue
+		}
 		start := int(c.off - first.off)
 		rawBuf := &dst.raw
 		if col == colTimes {

@@ -706,6 +706,14 @@ func TestReadBlockDeltas(t *testing.T) {
 		if err := r.ReadBlockDeltas(i, []int{1}, &d); err != nil || !slices.Equal(a.UserHashes, d.UserHashes) {
 			t.Fatalf("block %d: keys after ReadBlockRows: %v", i, err)
 		}
+		// ReadBlockNoTimes: everything but the times.
+		if err := r.ReadBlockNoTimes(i, []int{1}, &d); err != nil {
+			t.Fatal(err)
+		}
+		if len(d.Times) != 0 || len(d.Deltas) != 0 || !slices.Equal(a.Events, d.Events) || !slices.Equal(a.UserStarts, d.UserStarts) ||
+			!slices.Equal(a.UserHashes, d.UserHashes) || !slices.Equal(a.UserIDBytes, d.UserIDBytes) || !slices.Equal(a.Props[0].Strs, d.Props[0].Strs) {
+			t.Fatalf("block %d: ReadBlockNoTimes differs from ReadBlock or kept times", i)
+		}
 	}
 	if !encs[encTimesPFOR] {
 		t.Fatalf("no block used the PFOR time encoding: %v", encs)
