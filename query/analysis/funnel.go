@@ -460,42 +460,80 @@ func (f *Funnel) Bytes() int64 {
 // Result returns the per-step tables in newly allocated slices. group, if
 // not nil, maps each breakdown key to the group it is reported under
 // (funnel outcomes merge exactly: every user has one key). f stays
-// usable.
+// usable: a reported group made of one breakdown key (and, without a
+// list, the only one) is computed on f's own duration lists, which the
+// median selection reorders but does not change as multisets. Other
+// groups, and the all-users table of several, are gathered into lists
+// allocated at their exact size. (Gathering every group twice through
+// append was 3-5% of a 100M-event funnel's CPU time, all of it in the
+// single-threaded merge phase.)
 func (f *Funnel) Result(group func(Key) Key) FunnelResult {
-	var all funnelStats
-	all.list.Keep = f.keep()
-	byKey := map[Key]*funnelStats{}
-	var gs []*funnelStats
+	type reported struct {
+		key     Key
+		members []int32 // indexes into f.groups
+	}
+	var reps []reported
+	at := map[Key]int{}
 	for i := range f.groups {
-		g := &f.groups[i]
-		mergeFunnelStats(&all, g)
-		k := g.key
+		k := f.groups[i].key
 		if group != nil {
 			k = group(k)
 		}
-		dst := byKey[k]
-		if dst == nil {
-			dst = &funnelStats{key: k}
-			dst.list.Keep = f.keep()
-			byKey[k] = dst
-			gs = append(gs, dst)
+		r, ok := at[k]
+		if !ok {
+			r = len(reps)
+			at[k] = r
+			reps = append(reps, reported{key: k})
 		}
-		mergeFunnelStats(dst, g)
+		reps[r].members = append(reps[r].members, int32(i))
 	}
-	slices.SortFunc(gs, func(a, b *funnelStats) int { return compareKeys(a.key, b.key) })
-	res := FunnelResult{Steps: f.steps(&all)}
-	if f.key.From == KeyNone && len(gs) == 0 {
-		gs = append(gs, &funnelStats{})
+	slices.SortFunc(reps, func(a, b reported) int { return compareKeys(a.key, b.key) })
+	gather := func(key Key, members []int32) *funnelStats {
+		if len(members) == 1 && f.list == nil {
+			st := f.groups[members[0]] // shares the duration lists
+			st.key = key
+			return &st
+		}
+		st := &funnelStats{key: key}
+		st.list.Keep = f.keep()
+		for k := range st.durs {
+			n := 0
+			for _, m := range members {
+				n += len(f.groups[m].durs[k])
+			}
+			if n > 0 {
+				st.durs[k] = make([]int64, 0, n)
+			}
+		}
+		for _, m := range members {
+			mergeFunnelStats(st, &f.groups[m])
+		}
+		return st
 	}
-	for _, g := range gs {
+	var res FunnelResult
+	for _, r := range reps {
+		g := gather(r.key, r.members)
 		fg := FunnelGroup{Key: g.key, Steps: f.steps(g)}
 		if f.list != nil {
 			fg.List = &g.list
 		}
 		res.Groups = append(res.Groups, fg)
 	}
-	if f.list != nil {
-		res.List = &all.list
+	if len(reps) == 1 && f.list == nil {
+		res.Steps = slices.Clone(res.Groups[0].Steps)
+	} else {
+		every := make([]int32, len(f.groups))
+		for i := range every {
+			every[i] = int32(i)
+		}
+		all := gather(Key{}, every)
+		res.Steps = f.steps(all)
+		if f.list != nil {
+			res.List = &all.list
+		}
+	}
+	if f.key.From == KeyNone && len(res.Groups) == 0 {
+		res.Groups = append(res.Groups, FunnelGroup{Steps: f.steps(&funnelStats{})})
 	}
 	return res
 }
