@@ -845,6 +845,7 @@ func appendCol(col *analysis.Column, src ColumnSource, b *segment.Block, rows []
 
 // columnBits returns the value bits of present row r of pd.
 func columnBits(pd *segment.PropData, src ColumnSource, r int) uint64 {
+	r = pd.Index(r)
 	switch src.Kind {
 	case ColFloat:
 		if b := math.Float64bits(pd.Floats[r]); b != 1<<63 {

@@ -345,10 +345,34 @@ func FuzzDecodeProp(f *testing.F) {
 		}
 		var pd1, pd2 PropData
 		var s1, s2 []uint64
-		err1 := decodeProp(enc, tight(raw), ty, int(dictLen), r, &pd1, &s1)
-		err2 := decodeProp(enc, padded(raw), ty, int(dictLen), r, &pd2, &s2)
+		err1 := decodeProp(enc, tight(raw), ty, int(dictLen), r, &pd1, &s1, false)
+		err2 := decodeProp(enc, padded(raw), ty, int(dictLen), r, &pd2, &s2, false)
 		if (err1 == nil) != (err2 == nil) || err1 == nil && !reflect.DeepEqual(pd1, pd2) && !hasNaN(pd1.Floats) {
 			t.Fatalf("padded and tight decodes differ: %v / %v", err1, err2)
+		}
+		// Compact (ReadBlockPacked): the same outcome, and every present
+		// row's value at Index(r).
+		var pc PropData
+		var sc []uint64
+		errC := decodeProp(enc, padded(raw), ty, int(dictLen), r, &pc, &sc, true)
+		if (errC == nil) != (err1 == nil) {
+			t.Fatalf("compact decode: %v, full decode: %v", errC, err1)
+		}
+		if errC != nil {
+			return
+		}
+		if !slices.Equal(pc.Present, pd1.Present) {
+			t.Fatalf("compact presence differs")
+		}
+		for row := range r {
+			if pd1.Present[row>>6]>>(row&63)&1 == 0 {
+				continue
+			}
+			i := pc.Index(row)
+			if len(pd1.Ints) > 0 && pc.Ints[i] != pd1.Ints[row] || len(pd1.Strs) > 0 && pc.Strs[i] != pd1.Strs[row] ||
+				len(pd1.Floats) > 0 && math.Float64bits(pc.Floats[i]) != math.Float64bits(pd1.Floats[row]) {
+				t.Fatalf("row %d: compact value at %d differs", row, i)
+			}
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"os"
 
 	"github.com/spurdb/spur/event"
@@ -143,16 +144,30 @@ func (r *Reader) Meta() *Meta { return r.meta }
 // PropData is one decoded property column of a block.
 //
 // Present is a bitmap of (Rows+63)/64 words (bit r%64 of word r/64 set =
-// row r has a value; bits beyond Rows are 0). Exactly one value slice has
-// Rows entries, by the property's type (the others have length 0): Ints
-// (TypeInt, TypeBool as 0/1, TypeTime in UTC microseconds), Floats, or
-// Strs (codes into PropMeta.Dict). The values of absent rows are
-// unspecified (not zeroed): test Present before reading a value.
+// row r has a value; bits beyond Rows are 0). Exactly one value slice is
+// non-empty, by the property's type: Ints (TypeInt, TypeBool as 0/1,
+// TypeTime in UTC microseconds), Floats, or Strs (codes into
+// PropMeta.Dict). The value of present row r is at index Index(r) of it.
+// After ReadBlock the slice has Rows entries and Index(r) = r; the values
+// of absent rows are unspecified (not zeroed), so test Present before
+// reading one. After ReadBlockPacked a column with absent rows may be
+// compact instead: one entry per present row, in row order, and Ranks
+// (one entry per Present word: the present rows before it) non-empty.
 type PropData struct {
 	Present []uint64
 	Ints    []int64
 	Floats  []float64
 	Strs    []uint32
+	Ranks   []int32
+}
+
+// Index returns the index in pd's value slice of present row r.
+func (pd *PropData) Index(r int) int {
+	if len(pd.Ranks) == 0 {
+		return r
+	}
+	w := r >> 6
+	return int(pd.Ranks[w]) + bits.OnesCount64(pd.Present[w]&(1<<(uint(r)&63)-1))
 }
 
 // Block is a decoded block. ReadBlock fills it; all slices are owned by the
@@ -233,12 +248,13 @@ func (r *Reader) ReadBlockRows(i int, props []int, dst *Block) error {
 }
 
 // ReadBlockPacked is ReadBlockDeltas (with keys) or ReadBlockRows
-// (without) for a caller that needs the times of few rows: when the
-// block's deltas are bit-packed (PFOR) it leaves them so and dst.Deltas
-// empty, and dst.SumDeltas unpacks only the rows it is asked for. A scan
-// for a rare event then decodes the deltas of the users that have one,
-// up to their last match, instead of every row's. Errors are those of
-// ReadBlock.
+// (without) for a caller that needs the times and values of few rows:
+// when the block's deltas are bit-packed (PFOR) it leaves them so and
+// dst.Deltas empty, and dst.SumDeltas unpacks only the rows it is asked
+// for; a property column with absent rows is left compact (see PropData).
+// A scan for a rare event then decodes the deltas of the users that have
+// one, up to their last match, instead of every row's. Errors are those
+// of ReadBlock.
 func (r *Reader) ReadBlockPacked(i int, props []int, keys bool, dst *Block) error {
 	return r.readBlock(i, props, dst, timesPacked, keys)
 }
@@ -329,7 +345,7 @@ func (r *Reader) readBlock(i int, props []int, dst *Block, times int, keys bool)
 		pm := &r.meta.Props[p]
 		raw, err := r.chunkRaw(c, dst.pbuf, &dst.raw)
 		if err == nil {
-			err = decodeProp(c.enc, raw, pm.Type, len(pm.Dict), bm.Rows, &dst.Props[j], &dst.u64)
+			err = decodeProp(c.enc, raw, pm.Type, len(pm.Dict), bm.Rows, &dst.Props[j], &dst.u64, times == timesPacked)
 		}
 		if err != nil {
 			return r.chunkErr(i, colProps+p, c, err)

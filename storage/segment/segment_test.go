@@ -751,7 +751,7 @@ func TestReadBlockPacked(t *testing.T) {
 		for j := range all {
 			all[j] = j
 		}
-		var packed, exceptions, compressed int
+		var packed, exceptions, compressed, compact int
 		for i := range r.Meta().Blocks {
 			if err := r.ReadBlockDeltas(i, all, &d); err != nil {
 				t.Fatal(err)
@@ -772,6 +772,22 @@ func TestReadBlockPacked(t *testing.T) {
 			if p.TimeBase != d.TimeBase || p.TimeGCD != d.TimeGCD || !slices.Equal(p.UserStarts, d.UserStarts) ||
 				!slices.Equal(p.Events, d.Events) || !slices.EqualFunc(p.Props, d.Props, func(a, b PropData) bool { return slices.Equal(a.Present, b.Present) }) || (len(p.UserHashes) > 0) != keys {
 				t.Fatalf("block %d: ReadBlockPacked differs from ReadBlockDeltas apart from the deltas", i)
+			}
+			for j := range p.Props {
+				pp, dp := &p.Props[j], &d.Props[j]
+				for row := range d.Rows {
+					if dp.Present[row>>6]>>(row&63)&1 == 0 {
+						continue
+					}
+					k := pp.Index(row)
+					if len(dp.Ints) > 0 && pp.Ints[k] != dp.Ints[row] || len(dp.Strs) > 0 && pp.Strs[k] != dp.Strs[row] ||
+						len(dp.Floats) > 0 && pp.Floats[k] != dp.Floats[row] {
+						t.Fatalf("block %d prop %d row %d: packed value at %d differs", i, j, row, k)
+					}
+				}
+				if len(pp.Ranks) > 0 {
+					compact++
+				}
 			}
 			sum := func(s, e int) uint64 {
 				var v uint64
@@ -798,8 +814,8 @@ func TestReadBlockPacked(t *testing.T) {
 				check(s, s+rng.IntN(d.Rows-s+1))
 			}
 		}
-		if packed == 0 || exceptions == 0 || (ratio > 0) != (compressed > 0) {
-			t.Fatalf("ratio %v: %d packed blocks, %d exceptions, %d compressed: the test misses a case", ratio, packed, exceptions, compressed)
+		if packed == 0 || exceptions == 0 || (ratio > 0) != (compressed > 0) || compact == 0 {
+			t.Fatalf("ratio %v: %d packed blocks, %d exceptions, %d compressed, %d compact columns: the test misses a case", ratio, packed, exceptions, compressed, compact)
 		}
 	}
 }
