@@ -578,6 +578,11 @@ const cellSize = 8 + 8 + 8 + 40 + 24
 func (t *Trend) Result(group func(series int, k Key) Key) TrendResult {
 	res := TrendResult{Series: make([]TrendSeriesResult, t.ns)}
 	var scratch []float64
+	// The range total of a one-slot row is computed over the merged
+	// values of its buckets; a later series that shares the mask bit
+	// (quantiles of one property) finds the same values in scratch.
+	var lastSl *trendSlot
+	lastBit := -1
 	for si := range t.ns {
 		s := t.spec.Series[si]
 		bit := s.Bit
@@ -623,8 +628,17 @@ func (t *Trend) Result(group func(series int, k Key) Key) TrendResult {
 		for r, a := range rows {
 			row := TrendRow{Key: a.key, Buckets: make([]float64, t.nb), Events: a.events}
 			// all merges the buckets for the range total; its value list
-			// is one scratch buffer for every row and series.
+			// is one scratch buffer for every row and series, sized once.
 			all := trendCell{vals: scratch[:0]}
+			keepVals := s.Math.Quantile() // other maths total from stats or a.total
+			reuse := keepVals && a.sl != nil && a.sl == lastSl && bit == lastBit
+			if keepVals && !reuse {
+				n := 0
+				for b := range t.nb {
+					n += len(a.cell(t, b, bit).vals)
+				}
+				all.vals = slices.Grow(all.vals, n)
+			}
 			var sum int64
 			for b := range t.nb {
 				switch s.Math {
@@ -634,8 +648,15 @@ func (t *Trend) Result(group func(series int, k Key) Key) TrendResult {
 				default:
 					c := a.cell(t, b, bit)
 					row.Buckets[b] = s.Math.value(c)
-					mergeCellCopy(&all, c)
+					if keepVals && !reuse {
+						mergeCellCopy(&all, c)
+					} else {
+						mergeCellStats(&all, c)
+					}
 				}
+			}
+			if reuse {
+				all.vals = scratch // the same values, in another order
 			}
 			switch s.Math {
 			case MathCount:
@@ -645,7 +666,9 @@ func (t *Trend) Result(group func(series int, k Key) Key) TrendResult {
 			default:
 				row.Total = s.Math.value(&all)
 			}
-			scratch = all.vals
+			if keepVals {
+				scratch, lastSl, lastBit = all.vals, a.sl, bit
+			}
 			out[r] = row
 		}
 		res.Series[si] = TrendSeriesResult{Rows: out}
@@ -697,8 +720,16 @@ func (a *trendRowAcc) total(bit int) *trendCell {
 
 // mergeCellCopy merges o into c without sharing o's value list.
 func mergeCellCopy(c, o *trendCell) {
+	if mergeCellStats(c, o) {
+		c.vals = append(c.vals, o.vals...)
+	}
+}
+
+// mergeCellStats merges o's count, extremes and sum into c, not its
+// values, and reports whether o had any.
+func mergeCellStats(c, o *trendCell) bool {
 	if o.n == 0 {
-		return
+		return false
 	}
 	if c.n == 0 {
 		c.min, c.max = o.min, o.max
@@ -707,7 +738,7 @@ func mergeCellCopy(c, o *trendCell) {
 	}
 	c.n += o.n
 	c.sum.Merge(&o.sum)
-	c.vals = append(c.vals, o.vals...)
+	return true
 }
 
 // compareKeys orders keys: unset first, then by Bits.

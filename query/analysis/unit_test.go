@@ -417,6 +417,7 @@ func TestTrendSharedQuantileBit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	vals := map[uint64][]float64{} // by breakdown value: the values in range
 	for range 300 {
 		n := r.IntN(30)
 		tr := analysis.Trail{Times: make([]int64, n), Mask: make([]uint64, n), Cols: make([]analysis.Column, 2)}
@@ -433,6 +434,10 @@ func TestTrendSharedQuantileBit(t *testing.T) {
 		}
 		for i := range n {
 			tr.Mask[i] = uint64(r.IntN(2)) // bit 0: every series matches
+			if tr.Mask[i] != 0 && tr.Cols[0].Set[i] && tr.Times[i] < 3*day {
+				k := tr.Cols[1].Bits[i]
+				vals[k] = append(vals[k], math.Float64frombits(tr.Cols[0].Bits[i]))
+			}
 		}
 		a.Add(tr)
 		for i := range n {
@@ -448,6 +453,21 @@ func TestTrendSharedQuantileBit(t *testing.T) {
 		}
 		if len(ra.Series[0].Rows) == 0 {
 			t.Fatal("no rows")
+		}
+		// Each row's range total is the quantile of its values.
+		for si, m := range maths {
+			for _, row := range ra.Series[si].Rows {
+				var vs []float64
+				for k, v := range vals {
+					if g := (analysis.Key{Set: true, Bits: k}); group == nil && g == row.Key || group != nil && group(si, g) == row.Key {
+						vs = append(vs, v...)
+					}
+				}
+				slices.Sort(vs)
+				if want := analysis.QuantileFloat(vs, m.Level()); row.Total != want {
+					t.Fatalf("series %d (%v) row %+v: total %v, want %v", si, m, row.Key, row.Total, want)
+				}
+			}
 		}
 	}
 }
