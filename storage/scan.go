@@ -351,15 +351,7 @@ func less(a, b *cursor) bool {
 func (sc *shardScanner) bufferBytes() int64 {
 	var n int64
 	for _, c := range sc.free {
-		b := &c.blk
-		n += int64(cap(b.UserHashes))*8 + int64(cap(b.UserIDBytes)) + int64(cap(b.UserIDOffsets))*4 +
-			int64(cap(b.UserStarts))*4 + int64(cap(b.Times))*8 + int64(cap(b.Events))*4
-	}
-	for _, c := range sc.free {
-		n += int64(cap(c.rowMask)) * 8
-		for _, p := range c.blk.Props {
-			n += int64(cap(p.Present)+cap(p.Ints)+cap(p.Floats))*8 + int64(cap(p.Strs))*4
-		}
+		n += c.blk.Bytes() + int64(cap(c.rowMask))*8
 	}
 	n += int64(cap(sc.trail.Times)+cap(sc.sTimes))*8 + int64(cap(sc.trail.Mask)+cap(sc.sBits))*8
 	n += int64(cap(sc.blkTimes)+cap(sc.blkMask))*8 + int64(cap(sc.blkEnds))*4

@@ -177,9 +177,11 @@ func (pd *PropData) Index(r int) int {
 // Rows is the number of rows. User i (of len(UserStarts)-1) has rows
 // [UserStarts[i], UserStarts[i+1]), hash UserHashes[i] and id UserID(i);
 // UserHashes has one entry per user and UserIDOffsets one more, except
-// after ReadBlockRows, which leaves both (and UserIDBytes) empty. Times (UTC
-// microseconds) and Events (codes into Meta.EventNames) have Rows entries.
-// Props[j] is the property Meta.Props[props[j]] of the ReadBlock call.
+// after ReadBlockRows (and ReadBlockPacked without keys), which leaves
+// both (and UserIDBytes) empty. Events (codes into Meta.EventNames) has
+// Rows entries; so has Times (UTC microseconds) after ReadBlock, while the
+// other reads leave it empty (see Deltas). Props[j] is the property
+// Meta.Props[props[j]] of the ReadBlock call.
 // BytesRead is the number of stored (on-disk) bytes the call read.
 type Block struct {
 	Rows          int
@@ -212,6 +214,19 @@ type Block struct {
 	packed bool
 	pf     pforReader
 	sums   []uint64
+}
+
+// Bytes returns the memory b's buffers hold, in bytes (capacities, for a
+// query's memory budget): the exported slices, the property columns and
+// the read and decode scratch.
+func (b *Block) Bytes() int64 {
+	n := int64(cap(b.UserHashes)+cap(b.Times)+cap(b.Deltas)+cap(b.u64)+cap(b.exc)+cap(b.sums))*8 +
+		int64(cap(b.UserIDOffsets)+cap(b.UserStarts)+cap(b.Events))*4 +
+		int64(cap(b.UserIDBytes)+cap(b.buf)+cap(b.pbuf)+cap(b.raw)+cap(b.traw))
+	for _, p := range b.Props[:cap(b.Props)] {
+		n += int64(cap(p.Present)+cap(p.Ints)+cap(p.Floats))*8 + int64(cap(p.Strs)+cap(p.Ranks))*4
+	}
+	return n
 }
 
 // UserID returns user i's id bytes, borrowed from b.

@@ -933,3 +933,38 @@ func TestCodesOver(t *testing.T) {
 		}
 	}
 }
+
+// TestBlockBytes checks that Block.Bytes counts the buffers a read grows,
+// the private read buffers and compact columns' ranks among them.
+func TestBlockBytes(t *testing.T) {
+	r := openSeg(t, mustWrite(t, realisticInput(7, 20_000), WriterOptions{BlockRows: 4000}))
+	all := make([]int, len(r.Meta().Props))
+	for j := range all {
+		all[j] = j
+	}
+	var b Block
+	if b.Bytes() != 0 {
+		t.Fatalf("empty block holds %d bytes", b.Bytes())
+	}
+	if err := r.ReadBlock(0, all, &b); err != nil {
+		t.Fatal(err)
+	}
+	want := int64(cap(b.buf)+cap(b.pbuf)) + 8*int64(cap(b.Times)) + 4*int64(cap(b.Events))
+	for _, p := range b.Props {
+		want += 8*int64(cap(p.Present)+cap(p.Ints)+cap(p.Floats)) + 4*int64(cap(p.Strs))
+	}
+	if got := b.Bytes(); got < want || want == 0 {
+		t.Fatalf("Bytes() = %d after ReadBlock, want at least %d", got, want)
+	}
+	before := b.Bytes()
+	if err := r.ReadBlockPacked(0, all, true, &b); err != nil {
+		t.Fatal(err)
+	}
+	ranks := 0
+	for _, p := range b.Props {
+		ranks += cap(p.Ranks)
+	}
+	if ranks == 0 || b.Bytes() < before+4*int64(ranks) {
+		t.Fatalf("Bytes() = %d after ReadBlockPacked (%d before, %d ranks)", b.Bytes(), before, ranks)
+	}
+}
