@@ -460,12 +460,13 @@ func (f *Funnel) Bytes() int64 {
 // Result returns the per-step tables in newly allocated slices. group, if
 // not nil, maps each breakdown key to the group it is reported under
 // (funnel outcomes merge exactly: every user has one key). f stays
-// usable: a reported group made of one breakdown key (and, without a
-// list, the only one) is computed on f's own duration lists, which the
-// median selection reorders but does not change as multisets. Other
-// groups, and the all-users table of several, are gathered into lists
-// allocated at their exact size. (Gathering every group twice through
-// append was 3-5% of a 100M-event funnel's CPU time, all of it in the
+// usable. Without a list, a reported group made of a single breakdown
+// key is computed on f's own duration lists, which the median selection
+// reorders but does not change as multisets; other groups are gathered
+// into lists allocated at their exact size. The all-users table is that
+// of the only reported group when there is one (and no list), else
+// gathered the same way. (Gathering every group twice through append
+// was 3-5% of a 100M-event funnel's CPU time, all of it in the
 // single-threaded merge phase.)
 func (f *Funnel) Result(group func(Key) Key) FunnelResult {
 	type reported struct {
