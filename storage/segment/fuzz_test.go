@@ -177,6 +177,24 @@ func FuzzReadBlock(f *testing.F) {
 				continue
 			}
 			checkBlockShape(t, m, i, all, &b)
+			// The other reads of a block that decodes: the same outcome,
+			// and the same times.
+			var p, d Block
+			if err := r.ReadBlockPacked(i, all, i%2 == 0, &p); err != nil {
+				t.Fatalf("ReadBlockPacked %d: %v after ReadBlock succeeded", i, err)
+			}
+			if err := r.ReadBlockDeltas(i, all, &d); err != nil {
+				t.Fatalf("ReadBlockDeltas %d: %v after ReadBlock succeeded", i, err)
+			}
+			for u := range len(b.UserStarts) - 1 {
+				s, e := int(b.UserStarts[u]), int(b.UserStarts[u+1])
+				if got, want := p.SumDeltas(s, e), d.SumDeltas(s, e); got != want {
+					t.Fatalf("block %d user %d: packed deltas sum to %d, decoded to %d", i, u, got, want)
+				}
+			}
+			if err := r.ReadBlockNoTimes(i, all, &p); err != nil || !slices.Equal(p.Events, b.Events) {
+				t.Fatalf("ReadBlockNoTimes %d: %v after ReadBlock succeeded", i, err)
+			}
 		}
 		if err := r.Verify(); err != nil && !isCorruption(err) {
 			t.Fatalf("Verify: non-corruption error %v", err)
