@@ -41,6 +41,19 @@ func randomFilterInput(r *rand.Rand, rows int, live int) filterInput {
 	return in
 }
 
+// liveCodes is cursor.live and cursor.live8 for masks.
+func liveCodes(masks []uint64) ([]uint64, *[8]uint64) {
+	live := make([]uint64, (len(masks)+63)/64)
+	var live8 [8]uint64
+	for c, m := range masks {
+		if m != 0 {
+			live[c/64] |= 1 << (c % 64)
+		}
+	}
+	copy(live8[:], live)
+	return live, &live8
+}
+
 // naiveFilter is the row filter spelled out: the running time of every
 // row, kept when its mask is non-zero and from ≤ t < from+span.
 func naiveFilter(in filterInput, from int64, span uint64) (times []int64, masks []uint64) {
@@ -113,6 +126,41 @@ func TestFilterDeltasVariants(t *testing.T) {
 			})
 			check("dense", o, om, e)
 		}
+		// The block filter (with AVX-512) over 40, 200 or 512 names:
+		// each code c becomes one of c·scale … c·scale+scale-1, all with
+		// c's mask (codes ≥ 64 use the other live words).
+		scale := []int{1, 5, 12}[trial%3]
+		bcodes, bmasks := make([]uint32, n), make([]uint64, 40*scale+[]int{0, 0, 32}[trial%3])
+		for i, c := range block.codes {
+			bcodes[i] = c*uint32(scale) + uint32(r.IntN(scale))
+		}
+		for c := range 40 * scale {
+			bmasks[c] = masks[c/scale]
+		}
+		_, live8 := liveCodes(bmasks)
+		for u0 := range users {
+			if !useAVX512 {
+				break
+			}
+			// From user u0 on, as drain resumes within a block.
+			k0 := int32(0)
+			if u0 > 0 {
+				k0 = wantEnds[u0-1]
+			}
+			out, outm, ends := make([]int64, n+8), make([]uint64, n+8), make([]int32, users-u0)
+			deltas := slices.Clone(block.deltas)
+			k := filterDeltasBlock(out, outm, ends, deltas, bcodes, starts[u0:], bmasks, live8, base, g, trial%2 == 0, from, span, &filterScratch{})
+			we := slices.Clone(wantEnds[u0:])
+			for i := range we {
+				we[i] -= k0
+			}
+			if int32(k) != we[len(we)-1] || !slices.Equal(out[:k], want[k0:]) || !slices.Equal(outm[:k], wantM[k0:]) || !slices.Equal(ends, we) {
+				t.Fatalf("trial %d: block (%d names) from user %d: got ends %v, rows %v %v; want ends %v, rows %v %v", trial, len(bmasks), u0, ends, out[:k], outm[:k], we, want[k0:], wantM[k0:])
+			}
+			if !slices.Equal(block.deltas, deltas) {
+				t.Fatalf("trial %d: block from user %d changed the deltas", trial, u0)
+			}
+		}
 		out, outm, ends := make([]int64, n), make([]uint64, n), make([]int32, users)
 		rows := make([]int32, n)
 		k := filterDeltasSparse(out, outm, rows, ends, &segment.Block{Deltas: block.deltas}, block.codes, starts, masks, base, g, from, span)
@@ -169,6 +217,37 @@ func BenchmarkFilterDeltas(b *testing.B) {
 		blk := &segment.Block{Deltas: block.deltas}
 		for b.Loop() {
 			filterDeltasSparse(out, outm, brows, ends, blk, block.codes, starts, masks, 1e12, 1000, from, span)
+		}
+		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	})
+	// dense: 4 of 40 names live (10% of rows), about the funnel of
+	// bench/queries/funnel4.json (13%); per user as drain did, and per block.
+	dmasks := make([]uint64, 40)
+	for i, c := range []int{3, 11, 19, 27} {
+		dmasks[c] = 1 << i
+	}
+	b.Run("dense/per-user", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			k := 0
+			for u := range users {
+				s, e := starts[u], starts[u+1]
+				k += filterDeltas(out[k:], outm[k:], block.deltas[s:e], block.codes[s:e], dmasks, 1e12, 1000)
+				ends[u] = int32(k)
+			}
+		}
+		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	})
+	_, live8 := liveCodes(dmasks)
+	var fs filterScratch
+	bout, boutm := make([]int64, rows+8), make([]uint64, rows+8)
+	b.Run("dense/block", func(b *testing.B) {
+		if !useAVX512 {
+			b.Skip("no AVX-512")
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			filterDeltasBlock(bout, boutm, ends, block.deltas, block.codes, starts, dmasks, live8, 1e12, 1000, true, from, span, &fs)
 		}
 		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 	})

@@ -9,6 +9,7 @@ import (
 	"math/bits"
 	"runtime"
 	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -261,6 +262,12 @@ func (s *Snapshot) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) 
 // 368 -> 410 ms, so it stays branch-free.
 const sparseNum, sparseDen = 1, 16
 
+// vectorNum/vectorDen bounds the share of a segment's rows that can match
+// for drain to use filterDeltasBlock's vector kernel (cursor.vector).
+// Measured at 100M events: the funnel (13% of rows) ×0.85, distinct users
+// (every row) ×1.05 with the kernel; see the commit message.
+const vectorNum, vectorDen = 1, 2
+
 // DefaultWorkers returns the scan parallelism used when none is given:
 // GOMAXPROCS.
 func DefaultWorkers() int { return runtime.GOMAXPROCS(0) }
@@ -289,6 +296,7 @@ type shardScanner struct {
 	rows     []int32           // block row of each event appended by appendRows (with columns)
 	trail    analysis.Trail
 	ubest    []int64 // per user value: the time of the write it holds
+	fs       filterScratch
 	// mergeParts scratch
 	perm, perm2 []int32
 	sTimes      []int64
@@ -308,7 +316,8 @@ type cursor struct {
 	ownU  UserSegmentPlan // users plan without user values (AllUsers)
 	uplan *UserSegmentPlan
 	masks []uint64
-	live  []uint64 // bit set of event codes with a non-zero mask
+	live  []uint64  // bit set of event codes with a non-zero mask
+	live8 [8]uint64 // live's first 8 words (filterDeltasBlock)
 	// rowWise: row masks come from plan.Rows into rowMask (per block row)
 	rowWise bool
 	rowMask []uint64
@@ -324,6 +333,10 @@ type cursor struct {
 	// property columns or a sparse segment), and the row filter sums the
 	// times itself
 	deltas bool
+	// vector: a dense deltas cursor whose blocks drain filters with
+	// filterDeltasBlock: the CPU has AVX-512, codes are below 512 (live8),
+	// and at most vectorNum/vectorDen of the segment's rows can match
+	vector bool
 	// keys: blocks are decoded with the users' hashes and ids (all but
 	// drain's cursors without a join under ScanSpec.NoIDs)
 	keys bool
@@ -494,6 +507,8 @@ func (sc *shardScanner) open(c *cursor, ref SegmentRef, r *segment.Reader) (bool
 			anyLive = true
 		}
 	}
+	c.live8 = [8]uint64{}
+	copy(c.live8[:], c.live)
 	// The footer's per-event row counts say how many rows can match: with
 	// few, the row filter branches on the match (predicted right for most
 	// rows) instead of writing every row branch-free.
@@ -508,6 +523,9 @@ func (sc *shardScanner) open(c *cursor, ref SegmentRef, r *segment.Reader) (bool
 	// matching rows, the block's time deltas are summed in the row filter
 	// (the sparse filter sums them only up to each match).
 	c.deltas = !c.rowWise && (sc.spec.Cols == 0 || c.sparse)
+	// The vector filter pays off when it compacts: with most rows
+	// passing, the per-user loop writes them as fast (see vectorNum).
+	c.vector = useAVX512 && c.deltas && !c.sparse && len(c.live) <= len(c.live8) && live*vectorDen <= meta.Rows*vectorNum
 	if c.rowWise && c.plan.Rows == nil {
 		return false, fmt.Errorf("storage: segment plan for %s has Cond bits but no Rows", ref.File)
 	}
@@ -560,62 +578,24 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 	// Without a join or lists the users are visited by position: their
 	// keys are not decoded from the next block on.
 	c.keys = join || !sc.spec.NoIDs
-	from, span := sc.spec.From, uint64(sc.spec.To)-uint64(sc.spec.From)
 	for {
 		b := &c.blk
 		users := len(b.UserStarts) - 1
-		rows := int(b.UserStarts[users] - b.UserStarts[c.user])
-		times := slices.Grow(sc.blkTimes[:0], rows)[:rows]
-		masks := slices.Grow(sc.blkMask[:0], rows)[:rows]
-		ends := slices.Grow(sc.blkEnds[:0], users-c.user)[:users-c.user]
-		switch {
-		case !c.deltas:
-			sc.filterColumns(c, times, masks, ends)
-		case c.sparse:
-			rows := slices.Grow(sc.rows[:0], len(times))[:len(times)]
-			k := filterDeltasSparse(times, masks, rows, ends, b, b.Events, b.UserStarts[c.user:], c.masks, b.TimeBase, b.TimeGCD, from, span)
-			sc.rows = rows[:k]
-			sc.gatherCols(c)
-		default:
-			// Dense, no columns: one call per user. One call for all of
-			// the block's users spilled registers and was slower per
-			// 64 Ki rows: with nested loops 386–543 µs against 180–235 µs
-			// per user, with a branch at each user boundary 181–326 µs
-			// against 139–168 µs.
-			for u, k := c.user, 0; u < users; u++ {
-				s, e := b.UserStarts[u], b.UserStarts[u+1]
-				if c.inRange {
-					k += filterDeltas(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD)
-				} else {
-					k += filterDeltasInRange(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD, from, span)
-				}
-				ends[u-c.user] = int32(k)
+		for c.user < users {
+			// The block's users c.user..hi-1: all of them, or, for
+			// filterDeltasBlock, whole users of about denseRows rows, so
+			// that its buffers and the visitors' reads of them stay in
+			// cache.
+			hi := users
+			if c.vector {
+				hi = c.user + 1 + sort.Search(users-c.user-1, func(i int) bool {
+					return b.UserStarts[c.user+1+i]-b.UserStarts[c.user] >= denseRows
+				})
 			}
-		}
-		sc.blkTimes, sc.blkMask, sc.blkEnds = times, masks, ends
-		start := int32(0)
-		for i, end := range ends {
-			if end > start {
-				u := c.user + i
-				t.Times, t.Mask = times[start:end:end], masks[start:end:end]
-				var key UserKey
-				if len(b.UserHashes) > 0 {
-					key = UserKey{Hash: b.UserHashes[u], ID: b.UserID(u)}
-				}
-				t.ID = key.ID
-				for j := range t.Cols {
-					bc := &sc.blkCols[j]
-					t.Cols[j] = analysis.Column{Set: bc.Set[start:end:end], Bits: bc.Bits[start:end:end]}
-				}
-				if join {
-					var err error
-					if ucs, err = sc.joinUserValues(ctx, ucs, key.Hash, key.ID); err != nil {
-						return err
-					}
-				}
-				sc.v.Visit(key, t)
+			if err := sc.drainUsers(ctx, c, hi, t, &ucs, join); err != nil {
+				return err
 			}
-			start = end
+			c.user = hi
 		}
 		ok, err := sc.nextBlock(ctx, c)
 		if err == nil && !ok {
@@ -625,6 +605,76 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 			return err
 		}
 	}
+}
+
+// denseRows is the rows per call of filterDeltasBlock in drain (whole
+// users, so a little more). Measured on bench/queries/funnel4.json and
+// distinct_users.json at 100M events: see the commit message.
+const denseRows = 4096
+
+// drainUsers filters the rows of users c.user..hi-1 of c's block and
+// visits those with a passing row (see drain), joining their user values
+// from *ucs when join is set.
+func (sc *shardScanner) drainUsers(ctx context.Context, c *cursor, hi int, t *analysis.Trail, ucs *[]*cursor, join bool) error {
+	b := &c.blk
+	from, span := sc.spec.From, uint64(sc.spec.To)-uint64(sc.spec.From)
+	rows := int(b.UserStarts[hi] - b.UserStarts[c.user])
+	// 8 spare entries for filterDeltasBlock's whole-register stores
+	times := slices.Grow(sc.blkTimes[:0], rows+8)[:rows]
+	masks := slices.Grow(sc.blkMask[:0], rows+8)[:rows]
+	ends := slices.Grow(sc.blkEnds[:0], hi-c.user)[:hi-c.user]
+	switch {
+	case !c.deltas:
+		sc.filterColumns(c, times, masks, ends)
+	case c.sparse:
+		rows := slices.Grow(sc.rows[:0], len(times))[:len(times)]
+		k := filterDeltasSparse(times, masks, rows, ends, b, b.Events, b.UserStarts[c.user:], c.masks, b.TimeBase, b.TimeGCD, from, span)
+		sc.rows = rows[:k]
+		sc.gatherCols(c)
+	case c.vector:
+		filterDeltasBlock(times, masks, ends, b.Deltas, b.Events, b.UserStarts[c.user:], c.masks, &c.live8, b.TimeBase, b.TimeGCD, c.inRange, from, span, &sc.fs)
+	default:
+		// Dense, no columns: one call per user. One call for all of
+		// the block's users spilled registers and was slower per
+		// 64 Ki rows: with nested loops 386–543 µs against 180–235 µs
+		// per user, with a branch at each user boundary 181–326 µs
+		// against 139–168 µs.
+		for u, k := c.user, 0; u < hi; u++ {
+			s, e := b.UserStarts[u], b.UserStarts[u+1]
+			if c.inRange {
+				k += filterDeltas(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD)
+			} else {
+				k += filterDeltasInRange(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD, from, span)
+			}
+			ends[u-c.user] = int32(k)
+		}
+	}
+	sc.blkTimes, sc.blkMask, sc.blkEnds = times, masks, ends
+	start := int32(0)
+	for i, end := range ends {
+		if end > start {
+			u := c.user + i
+			t.Times, t.Mask = times[start:end:end], masks[start:end:end]
+			var key UserKey
+			if len(b.UserHashes) > 0 {
+				key = UserKey{Hash: b.UserHashes[u], ID: b.UserID(u)}
+			}
+			t.ID = key.ID
+			for j := range t.Cols {
+				bc := &sc.blkCols[j]
+				t.Cols[j] = analysis.Column{Set: bc.Set[start:end:end], Bits: bc.Bits[start:end:end]}
+			}
+			if join {
+				var err error
+				if *ucs, err = sc.joinUserValues(ctx, *ucs, key.Hash, key.ID); err != nil {
+					return err
+				}
+			}
+			sc.v.Visit(key, t)
+		}
+		start = end
+	}
+	return nil
 }
 
 // filterColumns is drain's row filter for blocks read with times summed

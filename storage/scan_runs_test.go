@@ -74,18 +74,24 @@ func TestRunsPartition(t *testing.T) {
 // branching (sparse), fused with the time deltas (sparse also with
 // property columns) or over decoded times with property columns, block
 // inside or across the range — returns the naive answer: each passing
-// row's time and, with columns, its property value. A rare event (1 row in 50) makes the segments sparse for
-// a query on it; a common one keeps them dense.
+// row's time and, with columns, its property value. A rare event (1 row
+// in 50) makes the segments sparse for a query on it; a middling one (3
+// in 10) takes the vector filter (cursor.vector), over blocks of up to
+// 12,000 rows on even seeds, so drain filters them in pieces of users
+// (denseRows); a common one keeps the per-user branch-free filter.
 func TestScanFilterStrategies(t *testing.T) {
 	for seed := range 8 {
 		r := rand.New(rand.NewPCG(uint64(seed), 77))
 		st := openTest(t, 1+r.IntN(2))
 		t0 := int64(1_600_000_000_000_000)
-		evs := make([]event.Event, 3000)
+		evs := make([]event.Event, 12000)
 		for i := range evs {
 			name := "common"
-			if r.IntN(50) == 0 {
+			switch x := r.IntN(50); {
+			case x == 0:
 				name = "rare"
+			case x < 16:
+				name = "mid"
 			}
 			evs[i] = event.Event{UserID: fmt.Sprintf("u%d", r.IntN(60)), Time: t0 + int64(r.IntN(1000))*1_000_000, Name: name,
 				Pos: event.Pos{File: "mem", Line: int64(i + 1)}}
@@ -95,12 +101,12 @@ func TestScanFilterStrategies(t *testing.T) {
 				evs[i].Props = []event.Prop{{Name: "n", Value: event.Int(int64(i))}}
 			}
 		}
-		if _, err := st.Import(context.Background(), "app", []Source{&sliceSource{evs: evs}}, ImportOptions{BlockRows: 1 + r.IntN(300)}); err != nil {
+		if _, err := st.Import(context.Background(), "app", []Source{&sliceSource{evs: evs}}, ImportOptions{BlockRows: 1 + r.IntN([]int{12000, 300}[seed%2])}); err != nil {
 			t.Fatal(err)
 		}
 		a, _ := st.App("app")
 		snap := a.Snapshot()
-		for _, target := range []string{"rare", "common"} {
+		for _, target := range []string{"rare", "mid", "common"} {
 			for _, cols := range []bool{false, true} {
 				from, to := t0+int64(r.IntN(500))*1_000_000, t0+int64(500+r.IntN(600))*1_000_000
 				masksOf := func(meta *segment.Meta) []uint64 {

@@ -1,0 +1,124 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// func filterBlockAVX512(a *filterArgs) int
+//
+// Per step of 8 rows, with L the running sum of the step's deltas x alone:
+// a row's sum since its user's first row is T = L + O, where O is -(L - x)
+// at the step's last user start s ≤ j (that is -L[s-1]), or, with no start
+// in the step up to j, the previous step's T in its last lane (segPerm
+// gives 15 then). One two-table permute per step, and no broadcast.
+//
+// Registers: AX the passing rows so far (k); CX the rows left; SI, BX, R8,
+// R12, R13 the step's deltas, codes, flags, kstep and kbits; R9 segPerm;
+// R10 the passing rows' codes; DI out; R11 all; DX scratch. Z16 the previous
+// step's T; Z9 zero; Z8 1s (dwords); Z10 the live words; Z12 31s (dwords);
+// Z20 base; Z21 g; Z22 from; Z23 span; K4 the step's rows.
+TEXT ·filterBlockAVX512(SB), NOSPLIT, $0-16
+	MOVQ a+0(FP), AX
+	MOVQ 0(AX), SI
+	MOVQ 8(AX), BX
+	MOVQ 16(AX), CX
+	MOVQ 24(AX), R8
+	MOVQ 32(AX), R9
+	MOVQ 40(AX), DX
+	VMOVDQU64 (DX), Z10
+	MOVQ 48(AX), R10
+	MOVQ 56(AX), DI
+	MOVQ 72(AX), R12
+	MOVQ 80(AX), R13
+	VPBROADCASTQ 88(AX), Z20
+	VPBROADCASTQ 96(AX), Z21
+	VPBROADCASTQ 104(AX), Z22
+	VPBROADCASTQ 112(AX), Z23
+	MOVQ 120(AX), R11
+	VPXORQ Z16, Z16, Z16
+	VPXORQ Z9, Z9, Z9
+	MOVL $1, DX
+	VPBROADCASTD DX, Z8
+	MOVL $31, DX
+	VPBROADCASTD DX, Z12
+	MOVQ $0xFF, DX
+	KMOVB DX, K4
+	XORQ AX, AX
+
+loop:
+	CMPQ CX, $8
+	JGE  full
+	TESTQ CX, CX
+	JLE   done
+	// The last step has CX < 8 rows.
+	MOVQ  $0xFF, DX
+	BZHIQ CX, DX, DX
+	KMOVB DX, K4
+
+full:
+	MOVL AX, (R12)
+
+	// L: lane j += lane j-1, then j-2, then j-4 (VALIGNQ with zero
+	// shifts lanes up). Z2 = x - L = -L[j-1].
+	VMOVDQU64.Z (SI), K4, Z1
+	VALIGNQ     $7, Z9, Z1, Z2
+	VPADDQ      Z2, Z1, Z2
+	VALIGNQ     $6, Z9, Z2, Z3
+	VPADDQ      Z3, Z2, Z2
+	VALIGNQ     $4, Z9, Z2, Z3
+	VPADDQ      Z3, Z2, Z3
+	VPSUBQ      Z3, Z1, Z2
+
+	// T = L + O (see above); Z16 = T for the next step.
+	MOVBQZX   (R8), DX
+	SHLQ      $6, DX
+	VMOVDQU64 (R9)(DX*1), Z4
+	VPERMI2Q  Z16, Z2, Z4
+	VPADDQ    Z4, Z3, Z16
+
+	// Times: base + g·T, and K2: from ≤ time < from+span; or, with
+	// every time in range, T, which filterDeltasBlock turns into times.
+	VMOVDQA64 Z16, Z1
+	KMOVB     K4, K2
+	TESTQ     R11, R11
+	JNZ       live
+	VPMULLQ   Z21, Z16, Z1
+	VPADDQ    Z20, Z1, Z1
+	VPSUBQ    Z22, Z1, Z4
+	VPCMPUQ   $1, Z23, Z4, K2
+
+live:
+
+	// K1: the step's rows with a live code (bit code&31 of live dword
+	// code>>5) and a time in range.
+	VMOVDQU32.Z (BX), K4, Z5
+	VPSRLD      $5, Z5, Z6
+	VPERMD      Z10, Z6, Z6
+	VPANDD      Z12, Z5, Z7
+	VPSRLVD     Z7, Z6, Z6
+	VPTESTMD    Z8, Z6, K4, K1
+	KANDB       K2, K1, K1
+
+	// The passing rows' times and codes, compressed to the front and
+	// stored whole at k.
+	VPCOMPRESSQ Z1, K1, Z1
+	VMOVDQU64   Z1, (DI)(AX*8)
+	VPCOMPRESSD Z5, K1, Z7
+	VMOVDQU32   Y7, (R10)(AX*4)
+	KMOVB       K1, DX
+	MOVB        DX, (R13)
+	POPCNTL     DX, DX
+	ADDQ        DX, AX
+
+	ADDQ $64, SI
+	ADDQ $32, BX
+	INCQ R8
+	ADDQ $4, R12
+	INCQ R13
+	SUBQ $8, CX
+	JMP  loop
+
+done:
+	MOVL AX, (R12)
+	MOVB $0, (R13)
+	MOVQ AX, ret+8(FP)
+	VZEROUPPER
+	RET
