@@ -3,12 +3,13 @@ package storage
 import (
 	"math/bits"
 	"slices"
+	"unsafe"
 )
 
 // filterDeltasBlock is drain's row filter for dense blocks read with
 // deltas and without property columns (cursor.vector), over the users
 // u = 0..len(ends)-1 of a block at once, user u holding block rows
-// [starts[u], starts[u+1]) of deltas and codes (see segment.Block.Deltas:
+// [starts[u], starts[u+1]) of d and codes (see segment.Block.Deltas:
 // each user's first delta is from base, in units of g). It writes the
 // passing rows' times (µs) and masks back to back from out[0] and
 // outm[0], the end of user u's rows in them to ends[u], and returns the
@@ -19,8 +20,11 @@ import (
 // stores whole registers). It needs AVX-512 (useAVX512): the kernel,
 // filterBlockAVX512, filters all the rows eight at a time, leaving
 // per-step counts in fs from which the ends follow, and the masks of
-// the passing rows (and, inRange, their times) are filled in after.
-func filterDeltasBlock(out []int64, outm []uint64, ends []int32, deltas []uint64, codes []uint32, starts []int32, masks []uint64, live8 *[8]uint64, base int64, g uint64, inRange bool, from int64, span uint64, fs *filterScratch) int {
+// the passing rows (and, inRange, their times) are filled in after. With
+// d's 16-bit low parts (segment.Block.PackedDeltas at width 16) the
+// kernel widens them and adds the exceptions itself, so the block's
+// deltas are never unpacked to memory.
+func filterDeltasBlock(out []int64, outm []uint64, ends []int32, d *blockDeltas, codes []uint32, starts []int32, masks []uint64, live8 *[8]uint64, base int64, g uint64, inRange bool, from int64, span uint64, fs *filterScratch) int {
 	starts = starts[:len(ends)+1]
 	s0, end := starts[0], starts[len(ends)]
 	if end == s0 {
@@ -29,27 +33,43 @@ func filterDeltasBlock(out []int64, outm []uint64, ends []int32, deltas []uint64
 	}
 	n := int(end - s0)
 	steps := (n + 7) / 8
-	if cap(out) < n+8 || len(outm) < n || len(deltas) < int(end) || len(codes) < int(end) {
+	if cap(out) < n+8 || len(outm) < n || len(codes) < int(end) || (d.lows == nil && len(d.deltas) < int(end)) || (d.lows != nil && len(d.lows) < 2*int(end)) {
 		panic("storage: filterDeltasBlock: short buffers")
 	}
-	// flags: a bit at each user's first row, one byte per step of 8 rows.
-	flags := slices.Grow(fs.flags[:0], steps+1)[:steps+1]
-	clear(flags)
-	for _, s := range starts[1:len(ends)] {
-		r := s - s0
-		flags[r>>3] |= 1 << (r & 7)
-	}
+	// flags: a bit at each user's first row but the first, read a byte
+	// per step of 8 rows.
+	words := (n + 63) / 64
+	flags := slices.Grow(fs.flags[:0], words)[:words]
+	setBits(flags, starts[1:len(ends)], s0)
 	kcodes := slices.Grow(fs.kcodes[:0], n+8)[:n+8]
 	kstep := slices.Grow(fs.kstep[:0], steps+1)[:steps+1]
 	kbits := slices.Grow(fs.kbits[:0], steps+1)[:steps+1]
 	fs.flags, fs.kcodes, fs.kstep, fs.kbits = flags, kcodes, kstep, kbits
 	a := filterArgs{
-		deltas: &deltas[s0], codes: &codes[s0], n: n, flags: &flags[0], perm: &segPerm,
+		codes: &codes[s0], n: n, flags: (*uint8)(unsafe.Pointer(&flags[0])), perm: &segPerm,
 		live: live8, kcodes: &kcodes[0], out: &out[:1][0],
 		kstep: &kstep[0], kbits: &kbits[0], base: base, g: g, from: from, span: span,
 	}
 	if inRange {
-		a.all = 1
+		a.mode |= modeAll
+	}
+	if d.lows == nil {
+		a.deltas = unsafe.Pointer(&d.deltas[s0])
+	} else {
+		// The exceptions of rows [s0, end): a bit per row, and their
+		// high parts in row order from a.highs.
+		a.mode |= modeLows16
+		a.deltas = unsafe.Pointer(&d.lows[2*s0])
+		exc := slices.Grow(fs.exc[:0], words)[:words]
+		k0, _ := slices.BinarySearch(d.excRows, uint64(s0))
+		k1, _ := slices.BinarySearch(d.excRows[k0:], uint64(end))
+		setBits(exc, d.excRows[k0:k0+k1], uint64(s0))
+		fs.exc = exc
+		a.exc = (*uint8)(unsafe.Pointer(&exc[0]))
+		a.highs = &fs.noHighs
+		if k1 > 0 {
+			a.highs = &d.excHighs[k0]
+		}
 	}
 	k := filterBlockAVX512(&a)
 	outm = outm[:k]
@@ -72,10 +92,39 @@ func filterDeltasBlock(out []int64, outm []uint64, ends []int32, deltas []uint64
 	return k
 }
 
+// setBits clears bm and sets bit r-base for every r of rows, which
+// ascend within [base, base+64·len(bm)). Each row's word is stored whole
+// and never loaded, so a word's bits are complete at its last store: a
+// byte-wise |= waited on the previous store (5 ns per row for the
+// exceptions of bench/queries/funnel4.json, against 1.4 ns).
+func setBits[T int32 | uint64](bm []uint64, rows []T, base T) {
+	clear(bm)
+	var word uint64
+	prev := ^uint64(0)
+	for _, row := range rows {
+		r := uint64(row - base)
+		w := r >> 6
+		diff := w ^ prev
+		word = word&(((diff|-diff)>>63)-1) | 1<<(r&63)
+		bm[w] = word
+		prev = w
+	}
+}
+
+// blockDeltas is where filterDeltasBlock reads a block's time deltas:
+// deltas, one per row, or, when lows is set, the 16-bit low parts of
+// segment.Block.PackedDeltas (2 bytes per row, little-endian) and its
+// exceptions.
+type blockDeltas struct {
+	deltas            []uint64
+	lows              []byte
+	excRows, excHighs []uint64
+}
+
 // filterArgs are filterBlockAVX512's arguments; filter_amd64.s reads
 // them at fixed offsets (8 bytes each, in this order).
 type filterArgs struct {
-	deltas *uint64         // the rows' deltas
+	deltas unsafe.Pointer  // the rows' deltas: []uint64, or 16-bit low parts (modeLows16)
 	codes  *uint32         // the rows' event codes
 	n      int             // rows, ≥ 1
 	flags  *uint8          // (n+7)/8 bytes: bit j of byte s, row 8s+j starts a user
@@ -83,21 +132,38 @@ type filterArgs struct {
 	live   *[8]uint64      // bit set of live codes
 	kcodes *uint32         // passing rows' codes, room for n+8
 	out    *int64          // passing rows' times, room for n+8
-	_      uintptr
-	kstep  *int32 // (n+7)/8+1 entries: passing rows before step s, and the total
-	kbits  *uint8 // (n+7)/8+1 bytes: bit j of byte s, row 8s+j passes
-	base   int64  // time base (µs)
-	g      uint64 // delta unit (µs)
-	from   int64  // range start (µs), unless all
-	span   uint64 // range width (µs), unless all
-	all    uint64 // 1: every time passes the range; out gets the sums, not times
+	exc    *uint8          // modeLows16: (n+7)/8 bytes, bit j of byte s: row 8s+j is an exception
+	kstep  *int32          // (n+7)/8+1 entries: passing rows before step s, and the total
+	kbits  *uint8          // (n+7)/8+1 bytes: bit j of byte s, row 8s+j passes
+	base   int64           // time base (µs)
+	g      uint64          // delta unit (µs)
+	from   int64           // range start (µs), unless modeAll
+	span   uint64          // range width (µs), unless modeAll
+	mode   uint64          // modeAll | modeLows16
+	highs  *uint64         // modeLows16: the exceptions' high parts, in row order
 }
+
+// filterArgs.mode bits.
+const (
+	// modeAll: every time passes the range; out gets the sums since each
+	// user's first row, not times.
+	modeAll = 1
+	// modeLows16: deltas are 16-bit low parts plus exceptions.
+	modeLows16 = 2
+)
 
 // filterScratch is filterDeltasBlock's reusable memory.
 type filterScratch struct {
-	flags, kbits []uint8
-	kstep        []int32
-	kcodes       []uint32
+	kbits      []uint8
+	flags, exc []uint64 // user start and exception bits, read bytewise (little-endian)
+	noHighs    uint64   // a.highs when a piece has no exception
+	kstep      []int32
+	kcodes     []uint32
+}
+
+// bytes returns the memory fs holds, in bytes.
+func (fs *filterScratch) bytes() int64 {
+	return int64(cap(fs.kbits)) + int64(cap(fs.flags)+cap(fs.exc))*8 + int64(cap(fs.kstep)+cap(fs.kcodes))*4
 }
 
 // segPerm[f][j], for a step of 8 rows whose user starts are the bits of

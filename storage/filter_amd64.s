@@ -11,10 +11,12 @@
 // gives 15 then). One two-table permute per step, and no broadcast.
 //
 // Registers: AX the passing rows so far (k); CX the rows left; SI, BX, R8,
-// R12, R13 the step's deltas, codes, flags, kstep and kbits; R9 segPerm;
-// R10 the passing rows' codes; DI out; R11 all; DX scratch. Z16 the previous
+// R12, R13, R14 the step's deltas, codes, flags, kstep, kbits and
+// exception bits; R15 the next exception's high part; R9 segPerm; R10 the
+// passing rows' codes; DI out; R11 mode; DX scratch. Z16 the previous
 // step's T; Z9 zero; Z8 1s (dwords); Z10 the live words; Z12 31s (dwords);
-// Z20 base; Z21 g; Z22 from; Z23 span; K4 the step's rows.
+// Z20 base; Z21 g; Z22 from; Z23 span; K4 the step's rows; K6 its
+// exceptions.
 TEXT ·filterBlockAVX512(SB), NOSPLIT, $0-16
 	MOVQ a+0(FP), AX
 	MOVQ 0(AX), SI
@@ -33,6 +35,8 @@ TEXT ·filterBlockAVX512(SB), NOSPLIT, $0-16
 	VPBROADCASTQ 104(AX), Z22
 	VPBROADCASTQ 112(AX), Z23
 	MOVQ 120(AX), R11
+	MOVQ 64(AX), R14
+	MOVQ 128(AX), R15
 	VPXORQ Z16, Z16, Z16
 	VPXORQ Z9, Z9, Z9
 	MOVL $1, DX
@@ -56,9 +60,30 @@ loop:
 full:
 	MOVL AX, (R12)
 
+	// x: the step's deltas, or (modeLows16) their 16-bit low parts
+	// plus the exceptions' high parts, expanded into the lanes of the
+	// step's exception bits.
+	TESTQ $2, R11
+	JNZ   lows16
+	VMOVDQU64.Z (SI), K4, Z1
+	ADDQ        $64, SI
+	JMP         sum
+
+lows16:
+	VPMOVZXWQ.Z (SI), K4, Z1
+	MOVBQZX     (R14), DX
+	KMOVB       DX, K6
+	VPEXPANDQ.Z (R15), K6, Z17
+	VPSLLQ      $16, Z17, Z17
+	VPADDQ      Z17, Z1, Z1
+	POPCNTL     DX, DX
+	LEAQ        (R15)(DX*8), R15
+	INCQ        R14
+	ADDQ        $16, SI
+
+sum:
 	// L: lane j += lane j-1, then j-2, then j-4 (VALIGNQ with zero
 	// shifts lanes up). Z2 = x - L = -L[j-1].
-	VMOVDQU64.Z (SI), K4, Z1
 	VALIGNQ     $7, Z9, Z1, Z2
 	VPADDQ      Z2, Z1, Z2
 	VALIGNQ     $6, Z9, Z2, Z3
@@ -78,7 +103,7 @@ full:
 	// every time in range, T, which filterDeltasBlock turns into times.
 	VMOVDQA64 Z16, Z1
 	KMOVB     K4, K2
-	TESTQ     R11, R11
+	TESTQ     $1, R11
 	JNZ       live
 	VPMULLQ   Z21, Z16, Z1
 	VPADDQ    Z20, Z1, Z1
@@ -108,7 +133,6 @@ live:
 	POPCNTL     DX, DX
 	ADDQ        DX, AX
 
-	ADDQ $64, SI
 	ADDQ $32, BX
 	INCQ R8
 	ADDQ $4, R12

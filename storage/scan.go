@@ -297,6 +297,7 @@ type shardScanner struct {
 	trail    analysis.Trail
 	ubest    []int64 // per user value: the time of the write it holds
 	fs       filterScratch
+	bd       blockDeltas // drainUsers' deltas for filterDeltasBlock
 	// mergeParts scratch
 	perm, perm2 []int32
 	sTimes      []int64
@@ -372,7 +373,7 @@ func (sc *shardScanner) bufferBytes() int64 {
 	for _, c := range sc.trail.Cols {
 		n += int64(cap(c.Bits))*8 + int64(cap(c.Set))
 	}
-	return n
+	return n + sc.fs.bytes()
 }
 
 func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error {
@@ -632,7 +633,17 @@ func (sc *shardScanner) drainUsers(ctx context.Context, c *cursor, hi int, t *an
 		sc.rows = rows[:k]
 		sc.gatherCols(c)
 	case c.vector:
-		filterDeltasBlock(times, masks, ends, b.Deltas, b.Events, b.UserStarts[c.user:], c.masks, &c.live8, b.TimeBase, b.TimeGCD, c.inRange, from, span, &sc.fs)
+		// Deltas at 16 bits stay packed (the kernel widens them);
+		// other widths are unpacked whole.
+		bd := &sc.bd
+		*bd = blockDeltas{deltas: b.Deltas}
+		if w, lows, rows, highs, ok := b.PackedDeltas(); ok && w == 16 {
+			*bd = blockDeltas{lows: lows, excRows: rows, excHighs: highs}
+		} else if ok {
+			b.UnpackDeltas()
+			bd.deltas = b.Deltas
+		}
+		filterDeltasBlock(times, masks, ends, bd, b.Events, b.UserStarts[c.user:], c.masks, &c.live8, b.TimeBase, b.TimeGCD, c.inRange, from, span, &sc.fs)
 	default:
 		// Dense, no columns: one call per user. One call for all of
 		// the block's users spilled registers and was slower per
@@ -840,6 +851,9 @@ func (sc *shardScanner) appendRows(c *cursor) {
 	k := 0
 	from, span := sc.spec.From, uint64(sc.spec.To)-uint64(sc.spec.From)
 	rows := slices.Grow(sc.rows[:0], len(codes))[:len(codes)]
+	if c.vector {
+		b.UnpackDeltas() // read packed for drain
+	}
 	switch {
 	case c.sparse:
 		var end [1]int32
@@ -1271,7 +1285,7 @@ func (sc *shardScanner) nextBlock(ctx context.Context, c *cursor) (bool, error) 
 		switch {
 		case c.users && c.noTimes:
 			err = c.r.ReadBlockNoTimes(c.block, props, &c.blk)
-		case c.sparse && c.deltas:
+		case (c.sparse || c.vector) && c.deltas:
 			err = c.r.ReadBlockPacked(c.block, props, c.keys, &c.blk)
 		case c.deltas && c.keys:
 			err = c.r.ReadBlockDeltas(c.block, props, &c.blk)

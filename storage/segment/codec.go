@@ -620,6 +620,36 @@ func (b *Block) SumDeltas(s, e int) uint64 {
 	return sum
 }
 
+// PackedDeltas returns the layout of the time deltas that ReadBlockPacked
+// left bit-packed (PFOR), with ok, or ok false when they are in Deltas
+// (after any other read, or a times chunk not stored as PFOR). Row r's
+// delta (see Deltas) is its low part, the w bits at bits [r·w, (r+1)·w)
+// of lows (little-endian, LSB first, the layout of parquet-go/bitpack),
+// plus highs[k]<<w when r = rows[k]: the exceptions, rows ascending. lows
+// holds packedLen(Rows, w) bytes; nothing may be read past it. The slices
+// are borrowed from b and valid until its next read.
+func (b *Block) PackedDeltas() (w uint, lows []byte, rows, highs []uint64, ok bool) {
+	if !b.packed {
+		return 0, nil, nil, nil, false
+	}
+	pf := &b.pf
+	return pf.w, pf.packed[:len(pf.packed):len(pf.packed)], pf.idx, pf.highs[:len(pf.idx)], true
+}
+
+// UnpackDeltas decodes the deltas that ReadBlockPacked left packed into
+// Deltas (see PackedDeltas); after it the block reads as after
+// ReadBlockDeltas. It does nothing when they are in Deltas already. It
+// does not allocate in steady state.
+func (b *Block) UnpackDeltas() {
+	if !b.packed {
+		return
+	}
+	b.Deltas = grow(b.Deltas, b.Rows)
+	b.pf.next = 0
+	b.pf.read(b.Deltas, 0)
+	b.packed = false
+}
+
 // sumUint64 returns the wrapping sum of d, with four independent
 // accumulators so that the additions do not wait for each other.
 func sumUint64(d []uint64) uint64 {

@@ -192,6 +192,9 @@ func FuzzReadBlock(f *testing.F) {
 					t.Fatalf("block %d user %d: packed deltas sum to %d, decoded to %d", i, u, got, want)
 				}
 			}
+			if p.UnpackDeltas(); !slices.Equal(p.Deltas, d.Deltas) {
+				t.Fatalf("block %d: UnpackDeltas differs from ReadBlockDeltas", i)
+			}
 			if err := r.ReadBlockNoTimes(i, all, &p); err != nil || !slices.Equal(p.Events, b.Events) {
 				t.Fatalf("ReadBlockNoTimes %d: %v after ReadBlock succeeded", i, err)
 			}

@@ -813,6 +813,28 @@ func TestReadBlockPacked(t *testing.T) {
 				s := rng.IntN(d.Rows + 1)
 				check(s, s+rng.IntN(d.Rows-s+1))
 			}
+			// PackedDeltas' layout gives every delta, and UnpackDeltas
+			// writes them all.
+			if w, lows, rows, highs, ok := p.PackedDeltas(); ok != p.packed {
+				t.Fatalf("block %d: PackedDeltas ok = %v on a block packed %v", i, ok, p.packed)
+			} else if ok {
+				if len(lows) != packedLen(d.Rows, w) || len(rows) != len(highs) {
+					t.Fatalf("block %d: %d low bytes for %d rows at %d bits, %d exception rows with %d highs", i, len(lows), d.Rows, w, len(rows), len(highs))
+				}
+				got := make([]uint64, d.Rows)
+				unpack(got, lows, w)
+				for k, r := range rows {
+					got[r] |= highs[k] << w
+				}
+				if !slices.Equal(got, d.Deltas) {
+					t.Fatalf("block %d: PackedDeltas' layout differs from the deltas", i)
+				}
+			}
+			p.UnpackDeltas()
+			if _, _, _, _, ok := p.PackedDeltas(); ok || !slices.Equal(p.Deltas, d.Deltas) {
+				t.Fatalf("block %d: UnpackDeltas left packed %v or other deltas", i, ok)
+			}
+			check(0, d.Rows)
 		}
 		if packed == 0 || exceptions == 0 || (ratio > 0) != (compressed > 0) || compact == 0 {
 			t.Fatalf("ratio %v: %d packed blocks, %d exceptions, %d compressed, %d compact columns: the test misses a case", ratio, packed, exceptions, compressed, compact)
