@@ -78,13 +78,17 @@ func TestRunsPartition(t *testing.T) {
 // in 50) makes the segments sparse for a query on it; a middling one (3
 // in 10) takes the vector filter (cursor.vector), over blocks of up to
 // 12,000 rows on even seeds, so drain filters them in pieces of users
-// (denseRows); a common one keeps the per-user branch-free filter.
+// (denseRows); a common one keeps the per-user branch-free filter. On
+// seeds 4-7 the time deltas pack at 16 bits with exceptions, which the
+// vector filter reads packed.
 func TestScanFilterStrategies(t *testing.T) {
 	for seed := range 8 {
 		r := rand.New(rand.NewPCG(uint64(seed), 77))
 		st := openTest(t, 1+r.IntN(2))
 		t0 := int64(1_600_000_000_000_000)
 		evs := make([]event.Event, 12000)
+		var clock [60]int64
+		span := int64(0) // seconds from t0 holding every event
 		for i := range evs {
 			name := "common"
 			switch x := r.IntN(50); {
@@ -93,8 +97,22 @@ func TestScanFilterStrategies(t *testing.T) {
 			case x < 16:
 				name = "mid"
 			}
-			evs[i] = event.Event{UserID: fmt.Sprintf("u%d", r.IntN(60)), Time: t0 + int64(r.IntN(1000))*1_000_000, Name: name,
+			u := r.IntN(60)
+			sec := int64(r.IntN(1000))
+			if seed >= 4 {
+				// Each user's gaps mostly 40,000-59,999 s, every 7th
+				// 2^20 s: the time deltas pack at 16 bits with
+				// exceptions (the vector filter's packed path).
+				gap := 40_000 + int64(r.IntN(20_000))
+				if clock[u]%7 == 3 {
+					gap = 1 << 20
+				}
+				clock[u] += gap
+				sec = clock[u]
+			}
+			evs[i] = event.Event{UserID: fmt.Sprintf("u%d", u), Time: t0 + sec*1_000_000, Name: name,
 				Pos: event.Pos{File: "mem", Line: int64(i + 1)}}
+			span = max(span, sec+1)
 			// n on most rows: blocks store a presence bitmap, which
 			// sparse segments read compact (segment.PropData.Ranks).
 			if i%7 != 3 {
@@ -108,7 +126,8 @@ func TestScanFilterStrategies(t *testing.T) {
 		snap := a.Snapshot()
 		for _, target := range []string{"rare", "mid", "common"} {
 			for _, cols := range []bool{false, true} {
-				from, to := t0+int64(r.IntN(500))*1_000_000, t0+int64(500+r.IntN(600))*1_000_000
+				from := t0 + r.Int64N(span/2)*1_000_000
+				to := from + r.Int64N(span*6/10)*1_000_000
 				masksOf := func(meta *segment.Meta) []uint64 {
 					out := make([]uint64, len(meta.EventNames))
 					for c, n := range meta.EventNames {
