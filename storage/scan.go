@@ -557,9 +557,12 @@ func (sc *shardScanner) drainable() int {
 // buffer (no per-user merge bookkeeping or heap operations), then one Visit
 // per user with a passing row, whose user values are merge-joined from the
 // users cursors ucs (users with no passing row are skipped past, as the
-// general path never visits them). Blocks read with deltas are filtered
-// by filterDeltas and its variants, blocks with property columns or row
-// masks by filterColumns. It returns read errors and ctx.Err().
+// general path never visits them). A vector cursor's blocks are filtered
+// and visited in pieces of whole users of about denseRows rows
+// (drainUsers). Blocks read with deltas are filtered by filterDeltasBlock
+// (vector cursors), filterDeltas and its variants, blocks with property
+// columns or row masks by filterColumns. It returns read errors and
+// ctx.Err().
 func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) error {
 	sc.startUser()
 	// The visited trail lives in sc: a local would escape through Visit
