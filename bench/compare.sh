@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/compare.sh BASE HEAD — the benchmark regression alarm.
 #
-# Runs the hot-path Go benchmarks (segment decode, trail scan, funnel,
+# Runs the hot-path Go benchmarks (segment decode, trail scan, row filters, funnel,
 # retention and trend kernels) on two commits, 6 runs each, interleaved so
 # that machine noise hits both alike, and compares them with benchstat. It
 # exits 1 when any benchmark is ≥ 10 % slower (sec/op, statistically
@@ -13,7 +13,7 @@ set -euo pipefail
 base=${1:?usage: bench/compare.sh BASE HEAD}
 head=${2:-HEAD}
 count=${COUNT:-6}
-bench=${BENCH:-'BenchmarkReadBlock|BenchmarkScan|BenchmarkFunnel|BenchmarkRetention|BenchmarkTrend'}
+bench=${BENCH:-'BenchmarkReadBlock|BenchmarkScan|BenchmarkFilterDeltas|BenchmarkFunnel|BenchmarkRetention|BenchmarkTrend'}
 pkgs=${PKGS:-./storage/... ./query/analysis/}
 threshold=${THRESHOLD:-10}
 
