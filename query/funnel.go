@@ -69,7 +69,7 @@ func (e *Engine) runFunnel(ctx context.Context, p *plan) (*FunnelResult, error) 
 	}
 	vs := newVisitors(p, len(accs), func(i int) (func(*analysis.Trail), func() int64) {
 		a := accs[i]
-		return func(t *analysis.Trail) { a.Add(*t) }, a.Bytes
+		return func(t *analysis.Trail) { a.Add(t) }, a.Bytes
 	})
 	// Later steps may fall up to W after the range (window inclusive).
 	if err := e.scan(ctx, p, p.from, p.to+w+1, vs, false); err != nil {

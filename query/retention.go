@@ -107,7 +107,7 @@ func (e *Engine) runRetention(ctx context.Context, p *plan) (*RetentionResult, e
 	}
 	vs := newVisitors(p, len(accs), func(i int) (func(*analysis.Trail), func() int64) {
 		a := accs[i]
-		return func(t *analysis.Trail) { a.Add(*t) }, a.Bytes
+		return func(t *analysis.Trail) { a.Add(t) }, a.Bytes
 	})
 	// first_time needs each user's earliest start in all stored data;
 	// returns count up to the end of the last period.

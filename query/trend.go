@@ -103,7 +103,7 @@ func (e *Engine) runTrend(ctx context.Context, p *plan) (*TrendResult, error) {
 	}
 	vs := newVisitors(p, len(accs), func(i int) (func(*analysis.Trail), func() int64) {
 		a := accs[i]
-		return func(t *analysis.Trail) { a.Add(*t) }, a.Bytes
+		return func(t *analysis.Trail) { a.Add(t) }, a.Bytes
 	})
 	if err := e.scan(ctx, p, p.from-look, p.to, vs, false); err != nil {
 		return nil, err
@@ -197,7 +197,7 @@ func (e *Engine) recomputeOther(ctx context.Context, p *plan, spec analysis.Tren
 		as := accs[w]
 		return func(t *analysis.Trail) {
 				for _, a := range as {
-					a.Add(*t)
+					a.Add(t)
 				}
 			}, func() int64 {
 				var n int64

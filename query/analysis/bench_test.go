@@ -76,7 +76,7 @@ func benchFunnel(b *testing.B, d *benchData) {
 			b.Fatal(err)
 		}
 		for _, tr := range d.trails {
-			f.Add(tr)
+			f.Add(&tr)
 		}
 	}
 	reportEvents(b, d.events)
@@ -108,7 +108,7 @@ func BenchmarkTrend(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		for _, t := range d.trails {
-			tr.Add(t)
+			tr.Add(&t)
 		}
 	}
 	reportEvents(b, d.events)
@@ -155,7 +155,7 @@ func BenchmarkRetention(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				for _, t := range d.trails {
-					r.Add(t)
+					r.Add(&t)
 				}
 			}
 			reportEvents(b, d.events)
@@ -230,7 +230,7 @@ func BenchmarkTrendResultPercentiles(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, t := range d.trails {
-		tr.Add(t)
+		tr.Add(&t)
 	}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -222,7 +222,7 @@ func TestDiffTrend(t *testing.T) {
 				}
 			}
 			for i, ut := range trails {
-				accs[assign[i]].Add(ut.Trail)
+				accs[assign[i]].Add(&ut.Trail)
 			}
 			for _, s := range order[1:] {
 				accs[order[0]].Merge(accs[s])
@@ -369,7 +369,7 @@ func diffFunnelBreakdown(t *testing.T, d *diffCase, q testutil.FunnelQuery, seed
 		}
 	}
 	for i, ut := range trails {
-		accs[assign[i]].Add(ut.Trail)
+		accs[assign[i]].Add(&ut.Trail)
 	}
 	for _, s := range order[1:] {
 		accs[order[0]].Merge(accs[s])
@@ -518,7 +518,7 @@ func diffRetentionBreakdown(t *testing.T, d *diffCase, q testutil.RetentionQuery
 		}
 	}
 	for i, ut := range trails {
-		accs[assign[i]].Add(ut.Trail)
+		accs[assign[i]].Add(&ut.Trail)
 	}
 	for _, s := range order[1:] {
 		accs[order[0]].Merge(accs[s])

@@ -16,7 +16,7 @@
 // Every kernel is an accumulator with the same life cycle:
 //
 //	acc, err := NewX(spec, …)  // validates spec, preallocates state
-//	acc.Add(trail)              // once per user, with the user's whole trail
+//	acc.Add(&trail)             // once per user, with the user's whole trail
 //	acc.Merge(other)            // combine accumulators of other shards
 //	res := acc.Result(group)    // final, freshly allocated tables
 //

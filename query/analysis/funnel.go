@@ -92,7 +92,7 @@ type FunnelScratch struct {
 // timestamp; for step k ≥ 2 the attempt at level k-1 advances if
 // t - t1 ≤ Window and level k does not already hold an attempt with the
 // same entry time. Processing stops once step n is reached.
-func FunnelUser(tr Trail, spec *FunnelSpec, st *FunnelScratch) *FunnelPath {
+func FunnelUser(tr *Trail, spec *FunnelSpec, st *FunnelScratch) *FunnelPath {
 	n := spec.Steps
 	stepMask := uint64(1)<<uint(n) - 1
 	from := spec.From
@@ -375,8 +375,8 @@ func NewFunnel(spec FunnelSpec, key KeySource, list *FunnelList) (*Funnel, error
 
 // Add runs FunnelUser on one user's whole trail and accumulates the
 // outcome. The trail is borrowed only for the call.
-func (f *Funnel) Add(tr Trail) {
-	f.AddPath(FunnelUser(tr, &f.spec, &f.st), &tr)
+func (f *Funnel) Add(tr *Trail) {
+	f.AddPath(FunnelUser(tr, &f.spec, &f.st), tr)
 }
 
 // AddPath accumulates an outcome computed by FunnelUser with the same

@@ -64,7 +64,7 @@ func runTrend(t testing.TB, evs []testutil.Ev, q testutil.TrendQuery, plan *shar
 		accs[i] = acc
 	}
 	for i, ut := range trails {
-		accs[assign[i]].Add(ut.Trail)
+		accs[assign[i]].Add(&ut.Trail)
 	}
 	for _, s := range order[1:] {
 		accs[order[0]].Merge(accs[s])
@@ -88,12 +88,12 @@ func runFunnel(t testing.TB, evs []testutil.Ev, q testutil.FunnelQuery, plan *sh
 	paths := map[string]testutil.NaivePath{}
 	var st analysis.FunnelScratch
 	for i, ut := range trails {
-		p := analysis.FunnelUser(ut.Trail, &spec, &st)
+		p := analysis.FunnelUser(&ut.Trail, &spec, &st)
 		if p.Step > 0 {
 			paths[ut.User] = testutil.NaivePath{Step: p.Step, Times: slices.Clone(p.Times[:p.Step]), First: ut.Index[p.Events[0]]}
 		}
 		if i%2 == 0 {
-			accs[assign[i]].Add(ut.Trail)
+			accs[assign[i]].Add(&ut.Trail)
 		} else {
 			accs[assign[i]].AddPath(p, &ut.Trail)
 		}
@@ -133,7 +133,7 @@ func runRetention(t testing.TB, evs []testutil.Ev, q testutil.RetentionQuery, ex
 		accs[i] = acc
 	}
 	for i, ut := range trails {
-		accs[assign[i]].Add(ut.Trail)
+		accs[assign[i]].Add(&ut.Trail)
 	}
 	for _, s := range order[1:] {
 		accs[order[0]].Merge(accs[s])

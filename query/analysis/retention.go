@@ -164,25 +164,25 @@ func (r *Retention) bucketOf(t int64) int { return r.idx.of(t) }
 // period. The trail is borrowed only for the call. Cost: O(events +
 // entries × Periods); no allocation once the scratch has grown to the
 // user's number of entries.
-func (r *Retention) Add(tr Trail) {
+func (r *Retention) Add(tr *Trail) {
 	times := tr.Times
 	masks := tr.Mask[:len(times)]
 	if !r.findEntries(times, masks) {
 		return
 	}
 	bd := r.spec.Breakdown
-	if !bd.check(&tr) {
+	if !bd.check(tr) {
 		panic("analysis: Retention.Add: trail lacks the breakdown column")
 	}
 	ug := int32(0)
 	if bd.From != KeyEvent {
-		ug = r.group(bd.user(&tr))
+		ug = r.group(bd.user(tr))
 	}
 	for i := range r.entries {
 		e := &r.entries[i]
 		e.g = ug
 		if bd.From == KeyEvent {
-			e.g = r.group(bd.event(&tr, int(e.i)))
+			e.g = r.group(bd.event(tr, int(e.i)))
 		}
 	}
 	if r.spec.Windows == WindowsCalendar {
@@ -191,7 +191,7 @@ func (r *Retention) Add(tr Trail) {
 		r.addRolling(times, masks)
 	}
 	if l := r.spec.List; l != nil {
-		r.listUser(&tr, times, masks, l)
+		r.listUser(tr, times, masks, l)
 	}
 }
 

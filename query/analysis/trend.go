@@ -263,10 +263,10 @@ func (t *Trend) slotOf(k Key) int32 {
 // the call. Cost: O(log n) to find the first event, then O(events ×
 // matching series) plus the buckets crossed; no allocation except the
 // amortised growth of value lists and of the breakdown slots.
-func (t *Trend) Add(tr Trail) {
+func (t *Trend) Add(tr *Trail) {
 	times := tr.Times
 	masks := tr.Mask[:len(times)]
-	if !t.spec.Breakdown.check(&tr) {
+	if !t.spec.Breakdown.check(tr) {
 		panic("analysis: Trend.Add: trail lacks the breakdown column")
 	}
 	start := t.spec.From - t.look
@@ -284,7 +284,7 @@ func (t *Trend) Add(tr Trail) {
 	userSlot := int32(0)
 	switch {
 	case t.spec.Breakdown.From == KeyUser:
-		userSlot = t.slotOf(t.spec.Breakdown.user(&tr))
+		userSlot = t.slotOf(t.spec.Breakdown.user(tr))
 	case t.spec.Breakdown.From == KeyNone && t.spec.Group != nil:
 		userSlot = t.slotOf(Key{})
 	}
@@ -326,7 +326,7 @@ func (t *Trend) Add(tr Trail) {
 			}
 		}
 		if perEvent {
-			if slot = t.slotOf(t.spec.Breakdown.event(&tr, i)); slot < 0 {
+			if slot = t.slotOf(t.spec.Breakdown.event(tr, i)); slot < 0 {
 				continue
 			}
 			sl = &t.slots[slot]
@@ -350,7 +350,7 @@ func (t *Trend) Add(tr Trail) {
 			}
 		}
 		for om := m & otherMask; om != 0; om &= om - 1 {
-			t.event(sl, slot, bits.TrailingZeros64(om), &tr, i, b)
+			t.event(sl, slot, bits.TrailingZeros64(om), tr, i, b)
 		}
 	}
 	for _, ix := range t.touched {

@@ -115,9 +115,9 @@ func TestEmptyTrails(t *testing.T) {
 	re, _ := analysis.NewRetention(analysis.RetentionSpec{Bounds: b, Periods: 2, From: 0, To: day})
 	onlyLater := analysis.Trail{Times: []int64{5, 6}, Mask: []uint64{2, 2}}
 	for _, trail := range []analysis.Trail{{}, onlyLater} {
-		tr.Add(trail)
-		fu.Add(trail)
-		re.Add(trail)
+		tr.Add(&trail)
+		fu.Add(&trail)
+		re.Add(&trail)
 	}
 	if got := tr.Result(nil).Series[0].Rows[0]; got.Total != 0 || got.Buckets[0] != 0 {
 		t.Errorf("trend of empty trails: %+v", got)
@@ -260,9 +260,9 @@ func TestAddDoesNotAllocate(t *testing.T) {
 	re, _ := analysis.NewRetention(retentionSpec(q, q.Periods))
 	run := func() {
 		for _, ut := range trails {
-			tr.Add(ut.Trail)
-			analysis.FunnelUser(ut.Trail, &spec, &st)
-			re.Add(ut.Trail)
+			tr.Add(&ut.Trail)
+			analysis.FunnelUser(&ut.Trail, &spec, &st)
+			re.Add(&ut.Trail)
 		}
 	}
 	run() // grow scratch
@@ -439,11 +439,11 @@ func TestTrendSharedQuantileBit(t *testing.T) {
 				vals[k] = append(vals[k], math.Float64frombits(tr.Cols[0].Bits[i]))
 			}
 		}
-		a.Add(tr)
+		a.Add(&tr)
 		for i := range n {
 			tr.Mask[i] *= 0xf // bits 0..3, one per series
 		}
-		b.Add(tr)
+		b.Add(&tr)
 	}
 	odd := func(_ int, k analysis.Key) analysis.Key { return analysis.Key{Set: true, Bits: k.Bits % 2} }
 	for _, group := range []func(int, analysis.Key) analysis.Key{nil, odd} {
