@@ -182,7 +182,7 @@ func (e *Engine) scan(ctx context.Context, p *plan, from, to int64, vs []*visito
 	// Only user lists (a cohort's, a funnel step's, a retention cell's)
 	// read the users' ids.
 	spec := storage.ScanSpec{From: from, To: to, Compile: p.compileSegment, Cols: len(p.cols),
-		UserProps: len(p.ucols), AllUsers: allUsers, NoIDs: p.q.List == nil && p.q.Kind != "cohort"}
+		UserProps: len(p.ucols), AllUsers: allUsers, NoIDs: p.q.List == nil && p.q.Kind != "cohort", Thin: p.thin}
 	if len(p.ucols) > 0 {
 		spec.CompileUsers = p.compileUsers
 	}

@@ -42,6 +42,10 @@ type plan struct {
 	cohortFrom  int64                // events the cohort needs: [cohortFrom, cohortTo)
 	cohortTo    int64
 
+	// thin is the row thinning the analysis allows its scans (zero:
+	// none; see thinning)
+	thin storage.Thin
+
 	budget   *budget
 	prepared bool // prepare has run
 	stats    Stats

@@ -57,7 +57,8 @@ func (e *Engine) runRetention(ctx context.Context, p *plan) (*RetentionResult, e
 	if _, err := p.addMatcher(*q.Start, "start", true); err != nil {
 		return nil, err
 	}
-	if _, err := p.addMatcher(ret, "return", true); err != nil {
+	retBit, err := p.addMatcher(ret, "return", true)
+	if err != nil {
 		return nil, err
 	}
 	cohortBounds := timebucket.Bounds(p.from, p.to, iv, p.loc, ws)
@@ -120,6 +121,13 @@ func (e *Engine) runRetention(ctx context.Context, p *plan) (*RetentionResult, e
 	}
 	if spec.Type == analysis.TypeFirstTime {
 		scanFrom = minTime
+	}
+	// Calendar periods only ask in which buckets a return event falls
+	// (Retention.addCalendar), and a start event is never thinned (its
+	// mask has the start bit): the returns alone may be thinned per
+	// bucket. A list's retainedAt asks the same.
+	if spec.Windows == analysis.WindowsCalendar {
+		p.thin = thinning(retBit, spec.Bounds)
 	}
 	if err := e.scan(ctx, p, scanFrom, scanTo, vs, false); err != nil {
 		return nil, err

@@ -95,6 +95,18 @@ func (e *Engine) runTrend(ctx context.Context, p *plan) (*TrendResult, error) {
 	if len(spec.Bounds) > maxBuckets+1 {
 		return nil, invalid("interval", "%d %s buckets in the range; at most %d", len(spec.Bounds)-1, iv, maxBuckets)
 	}
+	// A users series only asks in which buckets, and whether in
+	// [From, To), a user has a row of it (Trend.Add): the rows of its
+	// matcher alone may be thinned — unless the breakdown reads each
+	// row's own value.
+	if bd == nil || bd.src.From != analysis.KeyEvent {
+		for _, s := range spec.Series {
+			if s.Math == analysis.MathUsers {
+				p.thin = thinning(s.Bit, spec.Bounds, p.from, p.to)
+				break
+			}
+		}
+	}
 	accs := make([]*analysis.Trend, e.cfg.Workers)
 	for i := range accs {
 		if accs[i], err = analysis.NewTrend(spec); err != nil {

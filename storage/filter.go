@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"math"
 	"math/bits"
 	"slices"
 	"unsafe"
@@ -23,8 +24,11 @@ import (
 // the passing rows (and, inRange, their times) are filled in after. With
 // d's 16-bit low parts (segment.Block.PackedDeltas at width 16) the
 // kernel widens them and adds the exceptions itself, so the block's
-// deltas are never unpacked to memory.
-func filterDeltasBlock(out []int64, outm []uint64, ends []int32, d *blockDeltas, codes []uint32, starts []int32, masks []uint64, live8 *[8]uint64, base int64, g uint64, inRange bool, from int64, span uint64, fs *filterScratch) int {
+// deltas are never unpacked to memory. With thin (not nil) the rows
+// ScanSpec.Thin allows are dropped: of each run of consecutive rows of a
+// user that pass with a code of thin.codes and lie in one slot, all but
+// the first.
+func filterDeltasBlock(out []int64, outm []uint64, ends []int32, d *blockDeltas, codes []uint32, starts []int32, masks []uint64, live8 *[8]uint64, base int64, g uint64, inRange bool, from int64, span uint64, thin *thinning, fs *filterScratch) int {
 	starts = starts[:len(ends)+1]
 	s0, end := starts[0], starts[len(ends)]
 	if end == s0 {
@@ -53,6 +57,19 @@ func filterDeltasBlock(out []int64, outm []uint64, ends []int32, d *blockDeltas,
 	if inRange {
 		a.mode |= modeAll
 	}
+	if thin != nil {
+		// Slots from the times, or, with every row in range and a slot
+		// that is a multiple of g, from the sums: with time − origin =
+		// g·(T + c) + r, 0 ≤ r < g, the slot ⌊(time − origin)/slot⌋ is
+		// ⌊(T + c)/(slot/g)⌋.
+		a.mode |= modeThin
+		a.thin, a.add, a.slot = &thin.codes, -thin.origin, float64(thin.slot)
+		if d, ok := sub64(base, thin.origin); ok && inRange && g <= math.MaxInt64 && thin.slot%int64(g) == 0 {
+			a.mode |= modeThinT
+			a.add, a.slot = floorDiv(d, int64(g)), float64(thin.slot/int64(g))
+		}
+		a.inv = 1 / a.slot
+	}
 	if d.lows == nil {
 		a.deltas = unsafe.Pointer(&d.deltas[s0])
 	} else {
@@ -73,7 +90,7 @@ func filterDeltasBlock(out []int64, outm []uint64, ends []int32, d *blockDeltas,
 	}
 	k := filterBlockAVX512(&a)
 	outm = outm[:k]
-	if inRange {
+	if inRange && (thin == nil || a.mode&modeThinT != 0) {
 		// The kernel left the sums since each user's first row.
 		out = out[:k]
 		for i, c := range kcodes[:k] {
@@ -90,6 +107,21 @@ func filterDeltasBlock(out []int64, outm []uint64, ends []int32, d *blockDeltas,
 		ends[u] = kstep[r>>3] + int32(bits.OnesCount8(kbits[r>>3]&(1<<(r&7)-1)))
 	}
 	return k
+}
+
+// sub64 returns a − b and whether it did not overflow.
+func sub64(a, b int64) (int64, bool) {
+	d := a - b
+	return d, (d < a) == (b > 0)
+}
+
+// floorDiv returns ⌊a/b⌋ for b > 0.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b < 0 {
+		q--
+	}
+	return q
 }
 
 // setBits clears bm and sets bit r-base for every r of rows, which
@@ -140,8 +172,12 @@ type filterArgs struct {
 	g      uint64          // delta unit (µs)
 	from   int64           // range start (µs), unless modeAll
 	span   uint64          // range width (µs), unless modeAll
-	mode   uint64          // modeAll | modeLows16
+	mode   uint64          // modeAll | modeLows16 | modeThin
 	highs  *uint64         // modeLows16: the exceptions' high parts, in row order
+	thin   *[8]uint64      // modeThin: thinning.codes
+	add    int64           // modeThin: a row's slot is ⌊(time + add)/slot⌋, or with modeThinT ⌊(T + add)/slot⌋
+	slot   float64         // modeThin: the slot, in µs or (modeThinT) in units of g
+	inv    float64         // modeThin: 1/slot
 }
 
 // filterArgs.mode bits.
@@ -151,7 +187,22 @@ const (
 	modeAll = 1
 	// modeLows16: deltas are 16-bit low parts plus exceptions.
 	modeLows16 = 2
+	// modeThin: rows are thinned (thinning); with modeAll out gets
+	// times, unless modeThinT.
+	modeThin = 4
+	// modeThinT (with modeAll and modeThin): slots are found from the
+	// sums T, without the times.
+	modeThinT = 8
 )
+
+// thinning is filterDeltasBlock's share of ScanSpec.Thin for one
+// segment: codes is the bit set of the event codes whose mask is
+// Thin.Mask (every code below 512), and a row's slot is
+// ⌊(time − origin)/slot⌋ (µs, slot > 0).
+type thinning struct {
+	codes        [8]uint64
+	origin, slot int64
+}
 
 // filterScratch is filterDeltasBlock's reusable memory.
 type filterScratch struct {

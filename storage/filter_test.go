@@ -167,7 +167,7 @@ func TestFilterDeltasVariants(t *testing.T) {
 			}
 			for _, bd := range []*blockDeltas{{deltas: slices.Clone(block.deltas)}, packLows16(block.deltas)} {
 				out, outm, ends := make([]int64, n+8), make([]uint64, n+8), make([]int32, users-u0)
-				k := filterDeltasBlock(out, outm, ends, bd, bcodes, starts[u0:], bmasks, live8, base, g, trial%2 == 0, from, span, &filterScratch{})
+				k := filterDeltasBlock(out, outm, ends, bd, bcodes, starts[u0:], bmasks, live8, base, g, trial%2 == 0, from, span, nil, &filterScratch{})
 				if int32(k) != we[len(we)-1] || !slices.Equal(out[:k], want[k0:]) || !slices.Equal(outm[:k], wantM[k0:]) || !slices.Equal(ends, we) {
 					t.Fatalf("trial %d: block (%d names, 16-bit lows %v) from user %d: got ends %v, rows %v %v; want ends %v, rows %v %v", trial, len(bmasks), bd.lows != nil, u0, ends, out[:k], outm[:k], we, want[k0:], wantM[k0:])
 				}
@@ -273,11 +273,33 @@ func BenchmarkFilterDeltas(b *testing.B) {
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				filterDeltasBlock(bout, boutm, ends, bd, block.codes, starts, dmasks, live8, 1e12, 1000, true, from, span, &fs)
+				filterDeltasBlock(bout, boutm, ends, bd, block.codes, starts, dmasks, live8, 1e12, 1000, true, from, span, nil, &fs)
 			}
 			b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 		})
 	}
+	// Thinned to one row per user and day, every row live ($any, as in
+	// bench/queries/retention_install_daily.json's returns and
+	// distinct_users.json): the deltas above, ms apart.
+	amasks := make([]uint64, 40)
+	var th thinning
+	for c := range amasks {
+		amasks[c] = 1
+		th.codes[c/64] |= 1 << (c % 64)
+	}
+	th.slot = 86400e6
+	alive8 := liveCodes(amasks)
+	b.Run("thin/block-lows16", func(b *testing.B) {
+		if !useAVX512 {
+			b.Skip("no AVX-512")
+		}
+		b.ReportAllocs()
+		bd := packLows16(lows.deltas)
+		for b.Loop() {
+			filterDeltasBlock(bout, boutm, ends, bd, block.codes, starts, amasks, alive8, 1e12, 1000, true, from, span, &th, &fs)
+		}
+		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	})
 	b.Run("in-range", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -294,12 +316,15 @@ func BenchmarkFilterDeltas(b *testing.B) {
 // blocks the fuzzer shapes: data gives, per row, a delta (2 bytes, a
 // third one above 16 bits when its top bit is set), a code (over names
 // event names) and whether the row starts a user; the range, the masks'
-// live codes and the first user filtered come from the seed values. Each
-// block is filtered over 64-bit deltas and over 16-bit low parts.
+// live codes, the first user filtered and the thinning (against
+// naiveThin) come from the seed values. Each block is filtered over
+// 64-bit deltas and over 16-bit low parts.
 func FuzzFilterDeltasBlock(f *testing.F) {
-	f.Add([]byte("\x01\x00\x05\x80\x10\x00\x00\x01\x00\x00\xff\xff\x07\x02\x00\x03\x01\x01"), uint16(40), uint64(0x0f0f), int64(100), uint64(1<<20), uint8(0), true)
-	f.Add(bytes.Repeat([]byte{0x34, 0x92, 0x27, 0x05}, 300), uint16(512), uint64(1<<63|5), int64(-1), uint64(1<<40), uint8(3), false)
-	f.Fuzz(func(t *testing.T, data []byte, names uint16, liveSeed uint64, from int64, span uint64, first uint8, inRange bool) {
+	f.Add([]byte("\x01\x00\x05\x80\x10\x00\x00\x01\x00\x00\xff\xff\x07\x02\x00\x03\x01\x01"), uint16(40), uint64(0x0f0f), int64(100), uint64(1<<20), uint8(0), true, int64(0))
+	f.Add(bytes.Repeat([]byte{0x34, 0x92, 0x27, 0x05}, 300), uint16(512), uint64(1<<63|5), int64(-1), uint64(1<<40), uint8(3), false, int64(0))
+	f.Add(bytes.Repeat([]byte{0x34, 0x02, 0x07, 0x04, 0x00, 0x01, 0x07, 0x00}, 200), uint16(9), uint64(77), int64(-1), uint64(1<<40), uint8(0), true, int64(86400e6))
+	f.Add(bytes.Repeat([]byte{0x10, 0x00, 0x03, 0x00, 0xff, 0xff, 0x03, 0x80, 0x05}, 100), uint16(4), uint64(3), int64(1<<45), uint64(1<<44), uint8(1), false, int64(-3600e6))
+	f.Fuzz(func(t *testing.T, data []byte, names uint16, liveSeed uint64, from int64, span uint64, first uint8, inRange bool, thinSlot int64) {
 		if !useAVX512 {
 			t.Skip("no AVX-512")
 		}
@@ -335,10 +360,24 @@ func FuzzFilterDeltasBlock(f *testing.F) {
 		}
 		live8 := liveCodes(masks)
 		base, g := int64(liveSeed>>1)-1<<40, []uint64{1, 1000, 1e6}[liveSeed%3]
+		origin := from
 		if inRange {
 			from, span = math.MinInt64, math.MaxUint64
 		}
 		u0 := int(first) % users
+		// With thinSlot ≠ 0, the rows with the mask of the first row's
+		// code are thinned over slots of |thinSlot| from the seed from.
+		var th *thinning
+		var thinMask uint64
+		if thinSlot != 0 && thinSlot != math.MinInt64 && masks[codes[0]] != 0 {
+			th = &thinning{origin: origin, slot: max(thinSlot, -thinSlot)}
+			thinMask = masks[codes[0]]
+			for c, m := range masks {
+				if m == thinMask {
+					th.codes[c/64] |= 1 << (c % 64)
+				}
+			}
+		}
 		var want []int64
 		var wantM []uint64
 		var wantEnds []int32
@@ -346,7 +385,9 @@ func FuzzFilterDeltasBlock(f *testing.F) {
 			s, e := starts[u], starts[u+1]
 			in := filterInput{deltas: deltas[s:e], codes: codes[s:e], masks: masks, base: base, g: g}
 			tw, mw := naiveFilter(in, from, span)
-			if inRange {
+			if th != nil {
+				tw, mw = naiveThin(in, from, span, inRange, thinMask, th.origin, th.slot)
+			} else if inRange {
 				// With inRange every time passes, but the full range
 				// [-2^63, 2^63-1) naiveFilter gets excludes 2^63-1.
 				t := base
@@ -362,10 +403,171 @@ func FuzzFilterDeltasBlock(f *testing.F) {
 		n := len(deltas)
 		for _, bd := range []*blockDeltas{{deltas: deltas}, packLows16(deltas)} {
 			out, outm, ends := make([]int64, n+8), make([]uint64, n+8), make([]int32, users-u0)
-			k := filterDeltasBlock(out, outm, ends, bd, codes, starts[u0:], masks, live8, base, g, inRange, from, span, &filterScratch{})
+			k := filterDeltasBlock(out, outm, ends, bd, codes, starts[u0:], masks, live8, base, g, inRange, from, span, th, &filterScratch{})
 			if k != len(want) || !slices.Equal(out[:k], want) || !slices.Equal(outm[:k], wantM) || !slices.Equal(ends, wantEnds) {
 				t.Fatalf("16-bit lows %v, %d rows, %d users from %d: got %d rows, ends %v; want %d, ends %v", bd.lows != nil, n, users, u0, k, ends, len(want), wantEnds)
 			}
 		}
 	})
+}
+
+// naiveThin is naiveFilter with ScanSpec.Thin applied: a passing row with
+// mask thinMask, not the user's first, is dropped when the row before it
+// passed with mask thinMask in the same slot ⌊x/slot⌋, x = t − origin.
+// all means every time passes the range (filterDeltas). As in the
+// kernel, when all and g divides slot, x is ⌊(t − origin)/g⌋ and the
+// slot ⌊x/(slot/g)⌋, computed from the sum of the deltas (the same slot
+// while times do not wrap); and a row is thinnable only while
+// |x| < 2^51.
+func naiveThin(in filterInput, from int64, span uint64, all bool, thinMask uint64, origin, slot int64) (times []int64, masks []uint64) {
+	t := in.base
+	var sum uint64
+	u, c := int64(1), int64(0)
+	d, ok := sub64(in.base, origin)
+	fromSum := ok && all && slot%int64(in.g) == 0
+	if fromSum {
+		u, c = int64(in.g), floorDiv(d, int64(in.g))
+	}
+	prevThin, prevSlot := false, int64(0)
+	for i, d := range in.deltas {
+		t += int64(d * in.g)
+		sum += d
+		m := in.masks[in.codes[i]]
+		pass := m != 0 && (all || uint64(t)-uint64(from) < span)
+		x := t - origin
+		if fromSum {
+			x = int64(sum) + c
+		}
+		s := floorDiv(x, slot/u)
+		thin := pass && m == thinMask && x > -1<<51 && x < 1<<51
+		if pass && !(thin && i > 0 && prevThin && s == prevSlot) {
+			times, masks = append(times, t), append(masks, m)
+		}
+		prevThin, prevSlot = thin, s
+	}
+	return times, masks
+}
+
+// TestFilterDeltasBlockThin checks filterDeltasBlock's thinning against
+// naiveThin on random blocks whose users have runs of rows a few seconds
+// to hours apart, over slots from 1 µs to a week, with and without a
+// range, over 64-bit deltas and 16-bit low parts, from every user on.
+func TestFilterDeltasBlockThin(t *testing.T) {
+	if !useAVX512 {
+		t.Skip("no AVX-512")
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	const thinMask = 2
+	thinned := 0 // rows the naive filter thinned, over all trials
+	defer func() {
+		if thinned < 10000 {
+			t.Errorf("only %d rows thinned: the test data lacks runs", thinned)
+		}
+	}()
+	for trial := range 3000 {
+		names := []int{40, 200, 512}[trial%3]
+		masks := make([]uint64, names)
+		for c := range masks {
+			masks[c] = []uint64{0, thinMask, thinMask, thinMask | 1, 1, 4}[r.IntN(6)]
+		}
+		var th thinning
+		for c, m := range masks {
+			if m == thinMask {
+				th.codes[c/64] |= 1 << (c % 64)
+			}
+		}
+		g := []uint64{1, 1000, 1e6}[r.IntN(3)]
+		all := trial%2 == 0
+		// Slots of an hour, a day or a week, any length, or a multiple
+		// of g (with every row in range, slots from the sums, in units
+		// of g): short ones give slot numbers near 2^50, where the
+		// quotient rounds.
+		th.slot = []int64{1 + r.Int64N(1000), 3600e6, 86400e6, 7 * 86400e6, 1 + r.Int64N(1<<40), int64(g) * (1 + r.Int64N(4096))}[r.IntN(6)]
+		// u: the unit of the slot arithmetic (see naiveThin)
+		u := int64(1)
+		if all && th.slot%int64(g) == 0 {
+			u = int64(g)
+		}
+		base := r.Int64N(1<<50) - 1<<49
+		th.origin = base + r.Int64N(1<<38) - 1<<37
+		switch trial % 6 {
+		case 1:
+			// x near 2^51 (in µs, ms or s), where the float64
+			// quotient is inexact, or the row not thinned.
+			th.origin = base - (1<<50+r.Int64N(1<<51))*int64(1-2*r.IntN(2))*int64([]int{1, 1000, 1e6}[r.IntN(3)])
+		case 3:
+			th.origin = base - (1<<61+r.Int64N(1<<61))*int64(1-2*r.IntN(2))
+		}
+		from, span := int64(math.MinInt64), uint64(math.MaxUint64)
+		if !all {
+			from, span = base+r.Int64N(1<<38), uint64(r.Int64N(1<<39))
+		}
+		users := 1 + r.IntN(8)
+		var deltas []uint64
+		var codes []uint32
+		starts := []int32{0}
+		var want []int64
+		var wantM []uint64
+		wantEnds := []int32{}
+		for range users {
+			rows := 1 + r.IntN(80)
+			in := filterInput{deltas: make([]uint64, rows), codes: make([]uint32, rows), masks: masks, base: base, g: g}
+			t := base
+			for i := range rows {
+				// Mostly seconds apart in g's units, sometimes hours,
+				// rarely wrapping.
+				in.deltas[i] = uint64(r.Int64N(int64(60e6/g) + 1))
+				switch r.IntN(20) {
+				case 0:
+					in.deltas[i] = uint64(r.Int64N(int64(1e11/g) + 1))
+				case 1:
+					in.deltas[i] = r.Uint64()
+				case 2, 3:
+					// One unit before a slot boundary, then on it,
+					// where the unit is g.
+					if x := floorDiv(t-th.origin, u); u == int64(g) && x > 0 {
+						su := th.slot / u
+						in.deltas[i] = uint64((x/su+1)*su - 1 - x)
+						if r.IntN(2) == 0 && i > 0 {
+							in.deltas[i] = 1
+						}
+					}
+				}
+				if i == 0 {
+					in.deltas[i] = uint64(r.Int64N(1<<38) / int64(g))
+				}
+				t += int64(in.deltas[i] * g)
+				in.codes[i] = uint32(r.IntN(names))
+				if i > 0 && r.IntN(3) == 0 {
+					in.codes[i] = in.codes[i-1]
+				}
+			}
+			tw, mw := naiveThin(in, from, span, all, thinMask, th.origin, th.slot)
+			unthinned, _ := naiveThin(in, from, span, all, 0, th.origin, th.slot)
+			thinned += len(unthinned) - len(tw)
+			want, wantM = append(want, tw...), append(wantM, mw...)
+			wantEnds = append(wantEnds, int32(len(want)))
+			deltas, codes = append(deltas, in.deltas...), append(codes, in.codes...)
+			starts = append(starts, int32(len(deltas)))
+		}
+		n := len(deltas)
+		live8 := liveCodes(masks)
+		for u0 := range users {
+			k0 := int32(0)
+			if u0 > 0 {
+				k0 = wantEnds[u0-1]
+			}
+			we := slices.Clone(wantEnds[u0:])
+			for i := range we {
+				we[i] -= k0
+			}
+			for _, bd := range []*blockDeltas{{deltas: deltas}, packLows16(deltas)} {
+				out, outm, ends := make([]int64, n+8), make([]uint64, n+8), make([]int32, users-u0)
+				k := filterDeltasBlock(out, outm, ends, bd, codes, starts[u0:], masks, live8, base, g, all, from, span, &th, &filterScratch{})
+				if int32(k) != we[len(we)-1] || !slices.Equal(out[:k], want[k0:]) || !slices.Equal(outm[:k], wantM[k0:]) || !slices.Equal(ends, we) {
+					t.Fatalf("trial %d: %d names, slot %d, range %v, 16-bit lows %v, from user %d: got ends %v, rows %v %v; want ends %v, rows %v %v", trial, names, th.slot, !all, bd.lows != nil, u0, ends, out[:k], outm[:k], we, want[k0:], wantM[k0:])
+				}
+			}
+		}
+	}
 }

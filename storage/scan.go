@@ -64,6 +64,30 @@ type ScanSpec struct {
 	// Workers is the number of goroutines scanning shards in parallel;
 	// 0 means GOMAXPROCS.
 	Workers int
+	// Thin, when its Mask is not 0, lets the scan omit rows no visitor
+	// needs (see Thin).
+	Thin Thin
+}
+
+// Thin says which rows a scan may omit: of each run of consecutive rows
+// of a user — consecutive as stored, whatever the filter drops between
+// them — that all have mask exactly Mask, lie in [From, To) and in one
+// slot [Origin + k·Slot, Origin + (k+1)·Slot) (µs), all but the first.
+// The visitors must answer alike whichever of these rows they are given:
+// an analysis that only asks in which of its time buckets a user has a
+// row of those matchers, with every bucket boundary and range end on a
+// slot boundary (a calendar retention's return events; a distinct-users
+// trend). A row with other mask bits is never omitted and ends a run.
+//
+// It is a hint: only the AVX-512 row filter thins (filterDeltasBlock;
+// blocks without property columns or row masks), and only rows less than
+// 2^51 µs (71 years) from Origin, or, in blocks wholly in [From, To)
+// whose time unit (segment.Block.TimeGCD) divides Slot, 2^51 of those
+// units. Where it thins, a run of returns on one day costs one passing
+// row instead of one per event.
+type Thin struct {
+	Mask         uint64
+	Origin, Slot int64
 }
 
 // SegmentPlan is a query compiled for one events segment (ScanSpec.Compile).
@@ -339,6 +363,10 @@ type cursor struct {
 	// filterDeltasBlock: the CPU has AVX-512, codes are below 512 (live8),
 	// and at most vectorNum/vectorDen of the segment's rows can match
 	vector bool
+	// thin: the vector filter's thinning (ScanSpec.Thin; nil: none),
+	// pointing to thinBuf
+	thin    *thinning
+	thinBuf thinning
 	// keys: blocks are decoded with the users' hashes and ids (all but
 	// drain's cursors without a join under ScanSpec.NoIDs)
 	keys bool
@@ -527,7 +555,22 @@ func (sc *shardScanner) open(c *cursor, ref SegmentRef, r *segment.Reader) (bool
 	c.deltas = !c.rowWise && (sc.spec.Cols == 0 || c.sparse)
 	// The vector filter pays off when it compacts: with most rows
 	// passing, the per-user loop writes them as fast (see vectorNum).
-	c.vector = useAVX512 && c.deltas && !c.sparse && len(c.live) <= len(c.live8) && live*vectorDen <= meta.Rows*vectorNum
+	// Rows it may thin count as compacted.
+	c.thin = nil
+	var thinRows int64
+	if th := sc.spec.Thin; th.Mask != 0 && th.Slot > 0 {
+		c.thinBuf = thinning{origin: th.Origin, slot: th.Slot}
+		for code, m := range c.masks {
+			if m == th.Mask && code < 64*len(c.thinBuf.codes) {
+				c.thinBuf.codes[code>>6] |= 1 << (code & 63)
+				thinRows += meta.EventRows[code]
+			}
+		}
+	}
+	c.vector = useAVX512 && c.deltas && !c.sparse && len(c.live) <= len(c.live8) && (live-thinRows)*vectorDen <= meta.Rows*vectorNum
+	if c.vector && thinRows > 0 {
+		c.thin = &c.thinBuf
+	}
 	if c.rowWise && c.plan.Rows == nil {
 		return false, fmt.Errorf("storage: segment plan for %s has Cond bits but no Rows", ref.File)
 	}
@@ -647,7 +690,7 @@ func (sc *shardScanner) drainUsers(ctx context.Context, c *cursor, hi int, t *an
 			b.UnpackDeltas()
 			bd.deltas = b.Deltas
 		}
-		filterDeltasBlock(times, masks, ends, bd, b.Events, b.UserStarts[c.user:], c.masks, &c.live8, b.TimeBase, b.TimeGCD, c.inRange, from, span, &sc.fs)
+		filterDeltasBlock(times, masks, ends, bd, b.Events, b.UserStarts[c.user:], c.masks, &c.live8, b.TimeBase, b.TimeGCD, c.inRange, from, span, c.thin, &sc.fs)
 	default:
 		// Dense, no columns: one call per user. One call for all of
 		// the block's users spilled registers and was slower per
