@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"encoding/binary"
 	"math"
 	"math/bits"
 	"slices"
@@ -78,9 +79,18 @@ func filterDeltasBlock(out []int64, outm []uint64, ends []int32, d *blockDeltas,
 		a.mode |= modeLows16
 		a.deltas = unsafe.Pointer(&d.lows[2*s0])
 		exc := slices.Grow(fs.exc[:0], words)[:words]
-		k0, _ := slices.BinarySearch(d.excRows, uint64(s0))
-		k1, _ := slices.BinarySearch(d.excRows[k0:], uint64(end))
-		setBits(exc, d.excRows[k0:k0+k1], uint64(s0))
+		var k0, k1 int
+		if d.excBits != nil {
+			rc := d.excRank
+			if rc == nil {
+				rc = &rankCache{}
+			}
+			k0, k1 = rankBits(d.excBits, int(s0), rc), copyBits(exc, d.excBits, int(s0), n)
+		} else {
+			k0, _ = slices.BinarySearch(d.excRows, uint64(s0))
+			k1, _ = slices.BinarySearch(d.excRows[k0:], uint64(end))
+			setBits(exc, d.excRows[k0:k0+k1], uint64(s0))
+		}
 		fs.exc = exc
 		a.exc = (*uint8)(unsafe.Pointer(&exc[0]))
 		a.highs = &fs.noHighs
@@ -107,6 +117,51 @@ func filterDeltasBlock(out []int64, outm []uint64, ends []int32, d *blockDeltas,
 		ends[u] = kstep[r>>3] + int32(bits.OnesCount8(kbits[r>>3]&(1<<(r&7)-1)))
 	}
 	return k
+}
+
+// copyBits sets dst to the n bits of the bitmap src (little-endian u64
+// words, as segment.PackedDeltas.ExcBits) from bit s on, clearing dst's
+// bits past n, and returns how many are set. dst has ⌈n/64⌉ words; src
+// must hold bit s+n-1.
+func copyBits(dst []uint64, src []byte, s, n int) int {
+	words := len(src) / 8
+	sh := uint(s % 64)
+	w := s / 64
+	c := 0
+	for j := range dst {
+		v := binary.LittleEndian.Uint64(src[8*(w+j):]) >> sh
+		if sh != 0 && w+j+1 < words {
+			v |= binary.LittleEndian.Uint64(src[8*(w+j+1):]) << (64 - sh)
+		}
+		if rest := n - 64*j; rest < 64 {
+			v &= 1<<rest - 1
+		}
+		dst[j] = v
+		c += bits.OnesCount64(v)
+	}
+	return c
+}
+
+// rankCache resumes rankBits over one bitmap: rank bits are set before
+// bit at (a multiple of 64).
+type rankCache struct{ at, rank int }
+
+// rankBits returns the number of bits set before bit s in the bitmap src
+// (little-endian u64 words), counting on from rc when s ≥ rc.at (rc must
+// then be of src; a zero rankCache is of every bitmap) and leaving rc at
+// the last word boundary before s.
+func rankBits(src []byte, s int, rc *rankCache) int {
+	if s < rc.at {
+		*rc = rankCache{}
+	}
+	for ; rc.at+64 <= s; rc.at += 64 {
+		rc.rank += bits.OnesCount64(binary.LittleEndian.Uint64(src[rc.at/8:]))
+	}
+	r := rc.rank
+	if s > rc.at {
+		r += bits.OnesCount64(binary.LittleEndian.Uint64(src[rc.at/8:]) & (1<<(s-rc.at) - 1))
+	}
+	return r
 }
 
 // sub64 returns a − b and whether it did not overflow.
@@ -146,12 +201,17 @@ func setBits[T int32 | uint64](bm []uint64, rows []T, base T) {
 
 // blockDeltas is where filterDeltasBlock reads a block's time deltas:
 // deltas, one per row, or, when lows is set, the 16-bit low parts of
-// segment.Block.PackedDeltas (2 bytes per row, little-endian) and its
-// exceptions.
+// segment.PackedDeltas (2 bytes per row, little-endian) and its
+// exceptions: their rows (excRows), or their bitmap (excBits, when not
+// nil), and their high parts.
 type blockDeltas struct {
 	deltas            []uint64
 	lows              []byte
 	excRows, excHighs []uint64
+	excBits           []byte
+	// excRank, if not nil, carries the bitmap's rank from one call to
+	// the next over a block (zero at the block's first)
+	excRank *rankCache
 }
 
 // filterArgs are filterBlockAVX512's arguments; filter_amd64.s reads

@@ -68,6 +68,25 @@ func packLows16(deltas []uint64) *blockDeltas {
 	return bd
 }
 
+// packLows16Bits is packLows16 with the exceptions' rows as a bitmap
+// (segment.PackedDeltas.ExcBits), and a rank cache shared by the calls
+// that use it.
+func packLows16Bits(deltas []uint64) *blockDeltas {
+	bd := packLows16(deltas)
+	bd.excBits = make([]byte, 8*((len(deltas)+63)/64))
+	for _, r := range bd.excRows {
+		bd.excBits[r/8] |= 1 << (r % 8)
+	}
+	bd.excRows, bd.excRank = nil, &rankCache{}
+	return bd
+}
+
+// layouts returns the ways filterDeltasBlock reads deltas: 64-bit, and
+// 16-bit low parts with exceptions by rows and by bitmap.
+func layouts(deltas []uint64) []*blockDeltas {
+	return []*blockDeltas{{deltas: slices.Clone(deltas)}, packLows16(deltas), packLows16Bits(deltas)}
+}
+
 // naiveFilter is the row filter spelled out: the running time of every
 // row, kept when its mask is non-zero and from ≤ t < from+span.
 func naiveFilter(in filterInput, from int64, span uint64) (times []int64, masks []uint64) {
@@ -152,6 +171,7 @@ func TestFilterDeltasVariants(t *testing.T) {
 			bmasks[c] = masks[c/scale]
 		}
 		live8 := liveCodes(bmasks)
+		lays := layouts(block.deltas) // the bitmap's rank cache carries over users
 		for u0 := range users {
 			if !useAVX512 {
 				break
@@ -165,7 +185,7 @@ func TestFilterDeltasVariants(t *testing.T) {
 			for i := range we {
 				we[i] -= k0
 			}
-			for _, bd := range []*blockDeltas{{deltas: slices.Clone(block.deltas)}, packLows16(block.deltas)} {
+			for _, bd := range lays {
 				out, outm, ends := make([]int64, n+8), make([]uint64, n+8), make([]int32, users-u0)
 				k := filterDeltasBlock(out, outm, ends, bd, bcodes, starts[u0:], bmasks, live8, base, g, trial%2 == 0, from, span, nil, &filterScratch{})
 				if int32(k) != we[len(we)-1] || !slices.Equal(out[:k], want[k0:]) || !slices.Equal(outm[:k], wantM[k0:]) || !slices.Equal(ends, we) {
@@ -266,7 +286,7 @@ func BenchmarkFilterDeltas(b *testing.B) {
 			lows.deltas[i] = 1<<16 + uint64(r.IntN(1<<30))
 		}
 	}
-	for name, bd := range map[string]*blockDeltas{"dense/block": lows, "dense/block-lows16": packLows16(lows.deltas)} {
+	for name, bd := range map[string]*blockDeltas{"dense/block": lows, "dense/block-lows16": packLows16(lows.deltas), "dense/block-lows16-bits": packLows16Bits(lows.deltas)} {
 		b.Run(name, func(b *testing.B) {
 			if !useAVX512 {
 				b.Skip("no AVX-512")
@@ -401,7 +421,7 @@ func FuzzFilterDeltasBlock(f *testing.F) {
 			wantEnds = append(wantEnds, int32(len(want)))
 		}
 		n := len(deltas)
-		for _, bd := range []*blockDeltas{{deltas: deltas}, packLows16(deltas)} {
+		for _, bd := range layouts(deltas) {
 			out, outm, ends := make([]int64, n+8), make([]uint64, n+8), make([]int32, users-u0)
 			k := filterDeltasBlock(out, outm, ends, bd, codes, starts[u0:], masks, live8, base, g, inRange, from, span, th, &filterScratch{})
 			if k != len(want) || !slices.Equal(out[:k], want) || !slices.Equal(outm[:k], wantM) || !slices.Equal(ends, wantEnds) {
@@ -552,6 +572,7 @@ func TestFilterDeltasBlockThin(t *testing.T) {
 		}
 		n := len(deltas)
 		live8 := liveCodes(masks)
+		lays := layouts(deltas) // the bitmap's rank cache carries over users
 		for u0 := range users {
 			k0 := int32(0)
 			if u0 > 0 {
@@ -561,7 +582,7 @@ func TestFilterDeltasBlockThin(t *testing.T) {
 			for i := range we {
 				we[i] -= k0
 			}
-			for _, bd := range []*blockDeltas{{deltas: deltas}, packLows16(deltas)} {
+			for _, bd := range lays {
 				out, outm, ends := make([]int64, n+8), make([]uint64, n+8), make([]int32, users-u0)
 				k := filterDeltasBlock(out, outm, ends, bd, codes, starts[u0:], masks, live8, base, g, all, from, span, &th, &filterScratch{})
 				if int32(k) != we[len(we)-1] || !slices.Equal(out[:k], want[k0:]) || !slices.Equal(outm[:k], wantM[k0:]) || !slices.Equal(ends, we) {

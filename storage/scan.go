@@ -323,6 +323,7 @@ type shardScanner struct {
 	ubest    []int64 // per user value: the time of the write it holds
 	fs       filterScratch
 	bd       blockDeltas // drainUsers' deltas for filterDeltasBlock
+	excRank  rankCache   // bd's exception rank, reset by drain at each block
 	// mergeParts scratch
 	perm, perm2 []int32
 	sTimes      []int64
@@ -629,6 +630,7 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 	for {
 		b := &c.blk
 		users := len(b.UserStarts) - 1
+		sc.excRank = rankCache{}
 		for c.user < users {
 			// The block's users c.user..hi-1: all of them, or, for
 			// filterDeltasBlock, whole users of about denseRows rows, so
@@ -684,8 +686,8 @@ func (sc *shardScanner) drainUsers(ctx context.Context, c *cursor, hi int, t *an
 		// other widths are unpacked whole.
 		bd := &sc.bd
 		*bd = blockDeltas{deltas: b.Deltas}
-		if w, lows, rows, highs, ok := b.PackedDeltas(); ok && w == 16 {
-			*bd = blockDeltas{lows: lows, excRows: rows, excHighs: highs}
+		if pd, ok := b.PackedDeltas(); ok && pd.W == 16 {
+			*bd = blockDeltas{lows: pd.Lows, excRows: pd.ExcRows, excBits: pd.ExcBits, excHighs: pd.Highs, excRank: &sc.excRank}
 		} else if ok {
 			b.UnpackDeltas()
 			bd.deltas = b.Deltas

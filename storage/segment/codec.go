@@ -32,8 +32,9 @@ const (
 const (
 	encUsers = 1 // users chunk (the only encoding)
 
-	encTimesPFOR    = 1 // times: gcd-scaled deltas, patched bit-packing
-	encTimesUvarint = 2 // times: gcd-scaled deltas as uvarints
+	encTimesPFOR     = 1 // times: gcd-scaled deltas, patched bit-packing (exceptions by index gaps)
+	encTimesUvarint  = 2 // times: gcd-scaled deltas as uvarints
+	encTimesPFORBits = 3 // times: as encTimesPFOR, exceptions by a row bitmap
 
 	encEvents = 1 // events: bit-packed codes
 )
@@ -70,8 +71,11 @@ func describeChunk(col int, enc, comp uint8) string {
 		s = "hash-delta-bitpack,uvarint-rows,ids"
 	case colTimes:
 		s = "gcd-delta-uvarint"
-		if enc == encTimesPFOR {
+		switch enc {
+		case encTimesPFOR:
 			s = "gcd-delta-pfor"
+		case encTimesPFORBits:
+			s = "gcd-delta-pfor-bitmap"
 		}
 	case colEvents:
 		s = "bitpack"
@@ -94,7 +98,7 @@ func validEnc(col int, typ event.Type, enc uint8) bool {
 	case colUsers:
 		return enc == encUsers
 	case colTimes:
-		return enc == encTimesPFOR || enc == encTimesUvarint
+		return enc == encTimesPFOR || enc == encTimesUvarint || enc == encTimesPFORBits
 	case colEvents:
 		return enc == encEvents
 	}
@@ -173,13 +177,14 @@ func encodeUsers(dst []byte, users []User, scratch []uint64) []byte {
 
 // encodeTimes encodes the times chunk of times (rows of one block, user u
 // spanning times[starts[u]:starts[u+1]]) in both time encodings: into
-// pfor (encTimesPFOR) and into uv (encTimesUvarint).
+// pfor (encTimesPFOR or encTimesPFORBits, returned as enc; see
+// appendPFOR) and into uv (encTimesUvarint).
 //
 // Values: the first time of each user as the offset from the block's
 // minimum (base), every other time as the delta from the previous row
 // (non-negative: times do not decrease within a user), all divided by
 // their greatest common divisor g (10^6 for second-resolution data).
-func (e *encoder) encodeTimes(pfor, uv []byte, times []int64, starts []int) ([]byte, []byte) {
+func (e *encoder) encodeTimes(pfor, uv []byte, times []int64, starts []int) (_, _ []byte, enc uint8) {
 	vals := grow(e.u64, len(times))
 	e.u64 = vals
 	base := times[0]
@@ -205,11 +210,11 @@ func (e *encoder) encodeTimes(pfor, uv []byte, times []int64, starts []int) ([]b
 	pfor = binary.AppendUvarint(pfor, g)
 	pfor = binary.AppendVarint(pfor, base)
 	uv = append(uv, pfor...)
-	pfor = e.appendPFOR(pfor, vals)
+	pfor, enc = e.appendPFOR(pfor, vals)
 	for _, v := range vals {
 		uv = binary.AppendUvarint(uv, v)
 	}
-	return pfor, uv
+	return pfor, uv, enc
 }
 
 // pforWidth returns the bit width that minimises the estimated size of
@@ -242,10 +247,16 @@ func pforWidth(vals []uint64) uint {
 // PFOR, Zukowski et al., "Super-Scalar RAM-CPU Cache Compression", ICDE
 // 2006): a width byte w, the low w bits of every value bit-packed, the
 // uvarint count of exceptions (values of more than w bits), and if there
-// are any: a width byte and the bit-packed index gaps of the exceptions
-// (index - previous index - 1, the first from -1), then a width byte and
-// their bit-packed high bits v>>w.
-func (e *encoder) appendPFOR(dst []byte, vals []uint64) []byte {
+// are any: where they are, then a width byte and their bit-packed high
+// bits v>>w. Where they are is, in encTimesPFOR, a width byte and the
+// bit-packed index gaps (index - previous index - 1, the first from -1),
+// and in encTimesPFORBits a bitmap of ⌈n/64⌉ little-endian u64 words (bit
+// i%64 of word i/64: value i is an exception), which a reader tests,
+// ranks and copies without decoding. It returns the layout's encoding:
+// the bitmap when it takes at most pforBitmapRatio times the gaps' bytes
+// (the time deltas of generated app data, with 21 % exceptions: a
+// bitmap of 1 bit per row against gaps of about 4 bits per exception).
+func (e *encoder) appendPFOR(dst []byte, vals []uint64) ([]byte, uint8) {
 	w := pforWidth(vals)
 	dst = append(dst, byte(w))
 	dst = appendPacked(dst, vals, w)
@@ -262,15 +273,37 @@ func (e *encoder) appendPFOR(dst []byte, vals []uint64) []byte {
 	}
 	e.exc, e.exc2 = gaps, highs
 	dst = binary.AppendUvarint(dst, uint64(len(gaps)))
-	if len(gaps) > 0 {
-		gw, hw := bitWidth(maxGap), bitWidth(maxHigh)
+	if len(gaps) == 0 {
+		return dst, encTimesPFOR
+	}
+	gw, hw := bitWidth(maxGap), bitWidth(maxHigh)
+	enc := uint8(encTimesPFOR)
+	words := (len(vals) + 63) / 64
+	if float64(8*words) <= pforBitmapRatio*float64(1+packedLen(len(gaps), gw)) {
+		enc = encTimesPFORBits
+		i := -1
+		for w := range words {
+			var word uint64
+			for len(gaps) > 0 && i+int(gaps[0])+1 < 64*(w+1) {
+				i += int(gaps[0]) + 1
+				word |= 1 << (i % 64)
+				gaps = gaps[1:]
+			}
+			dst = binary.LittleEndian.AppendUint64(dst, word)
+		}
+	} else {
 		dst = append(dst, byte(gw))
 		dst = appendPacked(dst, gaps, gw)
-		dst = append(dst, byte(hw))
-		dst = appendPacked(dst, highs, hw)
 	}
-	return dst
+	dst = append(dst, byte(hw))
+	dst = appendPacked(dst, highs, hw)
+	return dst, enc
 }
+
+// pforBitmapRatio is how many times the bytes of the index gaps appendPFOR
+// spends on an exception bitmap instead (tests set it to 0 and to +Inf to
+// write each layout).
+var pforBitmapRatio = 1.5
 
 // encodeEvents encodes the events chunk of codes, re-mapped by remap to
 // the written dictionary, as bit-packed codes (encEvents): into min at the
@@ -554,12 +587,12 @@ func decodeDeltas(enc uint8, raw []byte, b *Block) error {
 
 // decodePackedDeltas parses a PFOR times chunk into b.pf, b.TimeBase and
 // b.TimeGCD, leaving the deltas packed for SumDeltas.
-func decodePackedDeltas(raw []byte, b *Block) error {
+func decodePackedDeltas(enc uint8, raw []byte, b *Block) error {
 	base, g, raw, err := timeHeader(raw)
 	if err != nil {
 		return err
 	}
-	if err := b.pf.initAll(raw, b.Rows, &b.exc); err != nil {
+	if err := b.pf.initAll(raw, b.Rows, enc, &b.exc); err != nil {
 		return err
 	}
 	b.TimeBase, b.TimeGCD = base, g
@@ -605,6 +638,19 @@ func (b *Block) SumDeltas(s, e int) uint64 {
 		unpack(vs, pf.packed[off:off+packedLen(len(vs), pf.w)], pf.w)
 		sum += sumUint64(vs[max(s-a, 0):])
 	}
+	if pf.bits != nil {
+		// The exceptions in [s, e) are those ranked from rank(s) on.
+		if s < pf.nextRow {
+			pf.next, pf.nextRow = 0, 0
+		}
+		k := pf.next + popRange(pf.bits, pf.nextRow, s)
+		c := popRange(pf.bits, s, e)
+		for _, h := range pf.highs[k : k+c] {
+			sum += h << pf.w
+		}
+		pf.next, pf.nextRow = k+c, e
+		return sum
+	}
 	idx, us, ue := pf.idx, uint64(s), uint64(e)
 	k := pf.next
 	if k > 0 && idx[k-1] >= us { // a call before the last one's rows
@@ -620,20 +666,34 @@ func (b *Block) SumDeltas(s, e int) uint64 {
 	return sum
 }
 
+// PackedDeltas is the layout of a block's time deltas that
+// ReadBlockPacked left bit-packed (PFOR; see Block.PackedDeltas). Row r's
+// delta (see Block.Deltas) is its low part, the W bits at bits
+// [r·W, (r+1)·W) of Lows (little-endian, LSB first, the layout of
+// parquet-go/bitpack), plus Highs[k]<<W when r is the k-th exception.
+// The exceptions are the rows of ExcRows (ascending), or, when ExcBits is
+// not nil, the set bits of ExcBits: ⌈rows/64⌉ little-endian u64 words,
+// bit r%64 of word r/64 for row r, none at or past the block's rows.
+// Lows holds packedLen(rows, W) bytes; nothing may be read past it or
+// past ExcBits.
+type PackedDeltas struct {
+	W       uint
+	Lows    []byte
+	ExcRows []uint64
+	ExcBits []byte
+	Highs   []uint64
+}
+
 // PackedDeltas returns the layout of the time deltas that ReadBlockPacked
-// left bit-packed (PFOR), with ok, or ok false when they are in Deltas
-// (after any other read, or a times chunk not stored as PFOR). Row r's
-// delta (see Deltas) is its low part, the w bits at bits [r·w, (r+1)·w)
-// of lows (little-endian, LSB first, the layout of parquet-go/bitpack),
-// plus highs[k]<<w when r = rows[k]: the exceptions, rows ascending. lows
-// holds packedLen(Rows, w) bytes; nothing may be read past it. The slices
-// are borrowed from b and valid until its next read.
-func (b *Block) PackedDeltas() (w uint, lows []byte, rows, highs []uint64, ok bool) {
+// left bit-packed, with ok, or ok false when they are in Deltas (after any
+// other read, or a times chunk not stored as PFOR). The slices are
+// borrowed from b and valid until its next read.
+func (b *Block) PackedDeltas() (PackedDeltas, bool) {
 	if !b.packed {
-		return 0, nil, nil, nil, false
+		return PackedDeltas{}, false
 	}
 	pf := &b.pf
-	return pf.w, pf.packed[:len(pf.packed):len(pf.packed)], pf.idx, pf.highs[:len(pf.idx)], true
+	return PackedDeltas{W: pf.w, Lows: pf.packed[:len(pf.packed):len(pf.packed)], ExcRows: pf.idx, ExcBits: pf.bits, Highs: pf.highs[:len(pf.highs):len(pf.highs)]}, true
 }
 
 // UnpackDeltas decodes the deltas that ReadBlockPacked left packed into
@@ -645,7 +705,7 @@ func (b *Block) UnpackDeltas() {
 		return
 	}
 	b.Deltas = grow(b.Deltas, b.Rows)
-	b.pf.next = 0
+	b.pf.next, b.pf.nextRow = 0, 0
 	b.pf.read(b.Deltas, 0)
 	b.packed = false
 }
@@ -675,8 +735,9 @@ func decodeTimeChunk(enc uint8, raw []byte, b *Block, deltas bool) error {
 	}
 	rows := b.Rows
 	var pf pforReader
-	if enc == encTimesPFOR {
-		if err := pf.initAll(raw, rows, &b.exc); err != nil {
+	pfor := enc != encTimesUvarint
+	if pfor {
+		if err := pf.initAll(raw, rows, enc, &b.exc); err != nil {
 			return err
 		}
 	}
@@ -684,7 +745,7 @@ func decodeTimeChunk(enc uint8, raw []byte, b *Block, deltas bool) error {
 		b.TimeBase, b.TimeGCD = base, g
 		b.Times = b.Times[:0]
 		b.Deltas = grow(b.Deltas, rows)
-		if enc == encTimesPFOR {
+		if pfor {
 			pf.read(b.Deltas, 0)
 		} else if k := decodeUvarints(b.Deltas, raw); k != len(raw) {
 			if k < 0 {
@@ -702,7 +763,7 @@ func decodeTimeChunk(enc uint8, raw []byte, b *Block, deltas bool) error {
 	u, t := 0, base
 	for c0 := 0; c0 < rows; c0 += timeChunk {
 		vs := b.u64[:min(timeChunk, rows-c0)]
-		if enc == encTimesPFOR {
+		if pfor {
 			pf.read(vs, c0)
 		} else {
 			k := decodeUvarints(vs, raw)
@@ -755,14 +816,18 @@ type pforReader struct {
 	w      uint
 	n      int
 	packed []byte   // the n bit-packed low parts
-	idx    []uint64 // exception indexes, ascending
+	idx    []uint64 // encTimesPFOR: exception indexes, ascending
+	bits   []byte   // encTimesPFORBits: the exception bitmap, ⌈n/64⌉ words
 	highs  []uint64 // exception high parts
-	next   int      // first exception not yet applied
+	next   int      // first exception not yet applied (read), or the rank of nextRow (SumDeltas)
+	// nextRow (with bits): the row next is the rank of
+	nextRow int
 }
 
-// init parses the appendPFOR layout of n values at the start of src,
-// unpacking the exceptions into scratch, and returns its length.
-func (pf *pforReader) init(src []byte, n int, scratch *[]uint64) (int, error) {
+// init parses the appendPFOR layout (encoding enc) of n values at the
+// start of src, unpacking the exceptions into scratch, and returns its
+// length.
+func (pf *pforReader) init(src []byte, n int, enc uint8, scratch *[]uint64) (int, error) {
 	if len(src) == 0 || src[0] > 64 {
 		return 0, errors.New("bad PFOR width")
 	}
@@ -777,18 +842,35 @@ func (pf *pforReader) init(src []byte, n int, scratch *[]uint64) (int, error) {
 		return 0, errors.New("bad PFOR exception count")
 	}
 	p += k
-	pf.idx, pf.highs, pf.next = nil, nil, 0
+	pf.idx, pf.bits, pf.highs, pf.next, pf.nextRow = nil, nil, nil, 0, 0
 	if exc == 0 {
 		return p, nil
 	}
 	if pf.w == 64 {
 		return 0, errors.New("PFOR exceptions at width 64")
 	}
-	*scratch = grow(*scratch, 2*int(exc))
-	pf.idx, pf.highs = (*scratch)[:exc], (*scratch)[exc:2*exc]
-	_, p, err := unpackWidth(pf.idx, src, p)
-	if err != nil {
-		return 0, err
+	if enc == encTimesPFORBits {
+		nb := 8 * ((n + 63) / 64)
+		if len(src)-p < nb {
+			return 0, errShort
+		}
+		pf.bits = src[p : p+nb : p+nb]
+		p += nb
+		if c := popRange(pf.bits, 0, n); uint64(c) != exc {
+			return 0, fmt.Errorf("PFOR exception bitmap has %d rows, want %d", c, exc)
+		}
+		if n%64 != 0 && binary.LittleEndian.Uint64(pf.bits[nb-8:])>>(n%64) != 0 {
+			return 0, errors.New("PFOR exception bitmap past the last row")
+		}
+		*scratch = grow(*scratch, int(exc))
+		pf.highs = (*scratch)[:exc]
+	} else {
+		*scratch = grow(*scratch, 2*int(exc))
+		pf.idx, pf.highs = (*scratch)[:exc], (*scratch)[exc:2*exc]
+		var err error
+		if _, p, err = unpackWidth(pf.idx, src, p); err != nil {
+			return 0, err
+		}
 	}
 	hw, p, err := unpackWidth(pf.highs, src, p)
 	if err != nil {
@@ -809,8 +891,8 @@ func (pf *pforReader) init(src []byte, n int, scratch *[]uint64) (int, error) {
 }
 
 // initAll is init for a src that holds exactly the PFOR layout.
-func (pf *pforReader) initAll(src []byte, n int, scratch *[]uint64) error {
-	k, err := pf.init(src, n, scratch)
+func (pf *pforReader) initAll(src []byte, n int, enc uint8, scratch *[]uint64) error {
+	k, err := pf.init(src, n, enc, scratch)
 	if err == nil && k != len(src) {
 		err = fmt.Errorf("%d trailing bytes", len(src)-k)
 	}
@@ -818,16 +900,51 @@ func (pf *pforReader) initAll(src []byte, n int, scratch *[]uint64) error {
 }
 
 // read decodes values [c0, c0+len(vs)) into vs; c0 is a multiple of 8 and
-// calls come in increasing c0 order.
+// calls come in increasing c0 order, from 0 after init or a reset of next.
 func (pf *pforReader) read(vs []uint64, c0 int) {
 	off := c0 / 8 * int(pf.w)
 	unpack(vs, pf.packed[off:off+packedLen(len(vs), pf.w)], pf.w)
 	k, end := pf.next, uint64(c0+len(vs))
+	if pf.bits != nil {
+		for w := c0 / 64; w < (int(end)+63)/64; w++ {
+			word := binary.LittleEndian.Uint64(pf.bits[8*w:])
+			if lo := 64 * w; lo < c0 {
+				word &= ^uint64(0) << (c0 - lo)
+			}
+			if hi := 64 * (w + 1); hi > int(end) {
+				word &= 1<<(int(end)-64*w) - 1
+			}
+			for ; word != 0; word &= word - 1 {
+				vs[64*w+bits.TrailingZeros64(word)-c0] |= pf.highs[k] << pf.w
+				k++
+			}
+		}
+		pf.next = k
+		return
+	}
 	idx, highs := pf.idx, pf.highs[:len(pf.idx)]
 	for ; k < len(idx) && idx[k] < end; k++ {
 		vs[idx[k]-uint64(c0)] |= highs[k] << pf.w
 	}
 	pf.next = k
+}
+
+// popRange returns the number of bits set in rows [a, b) of the bitmap
+// bm (little-endian u64 words; 0 ≤ a ≤ b ≤ 64·len(bm)/8).
+func popRange(bm []byte, a, b int) int {
+	if a >= b {
+		return 0
+	}
+	wa, wb := a/64, (b-1)/64
+	first := binary.LittleEndian.Uint64(bm[8*wa:]) &^ (1<<(a%64) - 1)
+	if wa == wb {
+		return bits.OnesCount64(first & (^uint64(0) >> (63 - (b-1)%64)))
+	}
+	c := bits.OnesCount64(first)
+	for w := wa + 1; w < wb; w++ {
+		c += bits.OnesCount64(binary.LittleEndian.Uint64(bm[8*w:]))
+	}
+	return c + bits.OnesCount64(binary.LittleEndian.Uint64(bm[8*wb:])&(^uint64(0)>>(63-(b-1)%64)))
 }
 
 // unpackWidth reads a width byte at src[p] and len(vals) values packed at

@@ -75,7 +75,8 @@
 //	    users uvarints: rows per user (≥ 1), users uvarints: id lengths
 //	    (≤ event.MaxUserIDBytes), the ids' bytes back to back
 //	times: uvarint g ≥ 1, varint base, then rows values v in encoding
-//	    1 (PFOR) or 2 (rows uvarints); a user's first time is
+//	    1 (PFOR), 2 (rows uvarints) or 3 (PFOR with an exception
+//	    bitmap); a user's first time is
 //	    base + g·v, each later time the previous plus g·v (wrapping
 //	    int64 arithmetic). The writer sets base to the block's minimum
 //	    and g to the gcd of all offsets and deltas (10^6 for
@@ -83,7 +84,11 @@
 //	PFOR(n): byte w, packed(n, w) low bits, uvarint X exceptions; if
 //	    X > 0: byte wg, packed(X, wg) index gaps (index - previous - 1,
 //	    the first from -1), byte wh, packed(X, wh) high bits: value =
-//	    low | high<<w.
+//	    low | high<<w. Encoding 3 stores, instead of wg and the gaps,
+//	    ceil(n/64) u64 bitmap words (bit i%64 of word i/64 set: value
+//	    i is an exception; X bits set, none at or past n), so readers
+//	    test, rank and copy exceptions without decoding them; writers
+//	    choose it when it takes at most 1.5 times the gaps' bytes.
 //	events (encoding 1): byte w ≤ 16, packed(rows, w) event codes.
 //	property: encoding byte = presence | value<<2 with presence
 //	    0 none (raw chunk empty), 1 all rows, 2 bitmap; the raw chunk is

@@ -272,13 +272,20 @@ func FuzzDecodeUsers(f *testing.F) {
 
 func FuzzDecodeTimes(f *testing.F) {
 	var e encoder
-	pfor, uv := e.encodeTimes(nil, nil, []int64{5e6, 9e6, 9e6, 1e6, math.MaxInt64}, []int{0, 3, 5})
-	f.Add(pfor, uint8(encTimesPFOR), uint32(5), uint32(2))
+	times := []int64{5e6, 9e6, 9e6, 1e6, math.MaxInt64}
+	pfor, uv, enc := e.encodeTimes(nil, nil, times, []int{0, 3, 5})
+	f.Add(pfor, enc, uint32(5), uint32(2))
 	f.Add(uv, uint8(encTimesUvarint), uint32(5), uint32(2))
 	f.Add([]byte{1, 0, 0, 1, 0xff, 0xff}, uint8(encTimesPFOR), uint32(3000), uint32(7))
+	defer func(r float64) { pforBitmapRatio = r }(pforBitmapRatio)
+	for _, ratio := range []float64{0, math.Inf(1)} {
+		pforBitmapRatio = ratio
+		pfor, _, enc := e.encodeTimes(nil, nil, times, []int{0, 3, 5})
+		f.Add(pfor, enc, uint32(5), uint32(2))
+	}
 	f.Fuzz(func(t *testing.T, raw []byte, enc uint8, rows, users uint32) {
 		r, u := 1+int(rows%100000), 1+int(users%1000)
-		if u > r || enc != encTimesPFOR && enc != encTimesUvarint {
+		if u > r || enc != encTimesPFOR && enc != encTimesUvarint && enc != encTimesPFORBits {
 			return
 		}
 		b1, b2 := fuzzBlock(r, u), fuzzBlock(r, u)

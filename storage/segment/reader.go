@@ -335,8 +335,8 @@ func (r *Reader) readBlock(i int, props []int, dst *Block, times int, keys bool)
 				switch {
 				case times == timesSummed:
 					err = decodeTimes(c.enc, raw, dst)
-				case times == timesPacked && c.enc == encTimesPFOR:
-					err = decodePackedDeltas(raw, dst)
+				case times == timesPacked && c.enc != encTimesUvarint:
+					err = decodePackedDeltas(c.enc, raw, dst)
 				default:
 					err = decodeDeltas(c.enc, raw, dst)
 				}

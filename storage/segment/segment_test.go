@@ -715,8 +715,8 @@ func TestReadBlockDeltas(t *testing.T) {
 			t.Fatalf("block %d: ReadBlockNoTimes differs from ReadBlock or kept times", i)
 		}
 	}
-	if !encs[encTimesPFOR] {
-		t.Fatalf("no block used the PFOR time encoding: %v", encs)
+	if !encs[encTimesPFOR] && !encs[encTimesPFORBits] {
+		t.Fatalf("no block used a PFOR time encoding: %v", encs)
 	}
 }
 
@@ -740,7 +740,14 @@ func TestReadBlockPacked(t *testing.T) {
 		row += u.Rows
 	}
 	rng := rand.New(rand.NewPCG(6, 6))
-	for _, ratio := range []float64{0, 1.001} {
+	defer func(r float64) { pforBitmapRatio = r }(pforBitmapRatio)
+	// Each zstd ratio with the exceptions by index gaps and by bitmap.
+	for k, ratio := range []float64{0, 1.001, 0, 1.001} {
+		layout := uint8(encTimesPFOR)
+		pforBitmapRatio = 0
+		if k >= 2 {
+			layout, pforBitmapRatio = encTimesPFORBits, math.Inf(1)
+		}
 		in := in
 		if ratio > 0 {
 			in = &reg
@@ -761,12 +768,17 @@ func TestReadBlockPacked(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := r.layouts[i].chunks[colTimes]
-			if c.enc == encTimesPFOR {
+			if c.enc != encTimesUvarint {
 				if len(p.Deltas) != 0 || !p.packed {
 					t.Fatalf("block %d: PFOR deltas were unpacked", i)
 				}
 				packed++
-				exceptions += len(p.pf.idx)
+				if len(p.pf.highs) > 0 {
+					if c.enc != layout {
+						t.Fatalf("block %d: times encoding %d, want %d", i, c.enc, layout)
+					}
+					exceptions += len(p.pf.highs)
+				}
 				compressed += int(c.comp)
 			}
 			if p.TimeBase != d.TimeBase || p.TimeGCD != d.TimeGCD || !slices.Equal(p.UserStarts, d.UserStarts) ||
@@ -815,23 +827,34 @@ func TestReadBlockPacked(t *testing.T) {
 			}
 			// PackedDeltas' layout gives every delta, and UnpackDeltas
 			// writes them all.
-			if w, lows, rows, highs, ok := p.PackedDeltas(); ok != p.packed {
+			if pd, ok := p.PackedDeltas(); ok != p.packed {
 				t.Fatalf("block %d: PackedDeltas ok = %v on a block packed %v", i, ok, p.packed)
 			} else if ok {
-				if len(lows) != packedLen(d.Rows, w) || len(rows) != len(highs) {
-					t.Fatalf("block %d: %d low bytes for %d rows at %d bits, %d exception rows with %d highs", i, len(lows), d.Rows, w, len(rows), len(highs))
+				rows := pd.ExcRows
+				if pd.ExcBits != nil {
+					if rows != nil || len(pd.ExcBits) != 8*((d.Rows+63)/64) {
+						t.Fatalf("block %d: %d exception rows and %d bitmap bytes", i, len(rows), len(pd.ExcBits))
+					}
+					for r := range 8 * len(pd.ExcBits) {
+						if pd.ExcBits[r/8]>>(r%8)&1 == 1 {
+							rows = append(rows, uint64(r))
+						}
+					}
+				}
+				if len(pd.Lows) != packedLen(d.Rows, pd.W) || len(rows) != len(pd.Highs) {
+					t.Fatalf("block %d: %d low bytes for %d rows at %d bits, %d exception rows with %d highs", i, len(pd.Lows), d.Rows, pd.W, len(rows), len(pd.Highs))
 				}
 				got := make([]uint64, d.Rows)
-				unpack(got, lows, w)
+				unpack(got, pd.Lows, pd.W)
 				for k, r := range rows {
-					got[r] |= highs[k] << w
+					got[r] |= pd.Highs[k] << pd.W
 				}
 				if !slices.Equal(got, d.Deltas) {
 					t.Fatalf("block %d: PackedDeltas' layout differs from the deltas", i)
 				}
 			}
 			p.UnpackDeltas()
-			if _, _, _, _, ok := p.PackedDeltas(); ok || !slices.Equal(p.Deltas, d.Deltas) {
+			if _, ok := p.PackedDeltas(); ok || !slices.Equal(p.Deltas, d.Deltas) {
 				t.Fatalf("block %d: UnpackDeltas left packed %v or other deltas", i, ok)
 			}
 			check(0, d.Rows)
@@ -869,7 +892,7 @@ func TestMaxRawLen(t *testing.T) {
 			times[r] = t0
 		}
 		starts := []int{0, rows}
-		pfor, uv := e.encodeTimes(nil, nil, times, starts)
+		pfor, uv, _ := e.encodeTimes(nil, nil, times, starts)
 		if limit := maxRawLen(colTimes, rows, 1); len(pfor) > limit || len(uv) > limit {
 			t.Fatalf("times chunks of %d and %d bytes exceed the %d-byte bound for %d rows", len(pfor), len(uv), limit, rows)
 		}

@@ -182,7 +182,8 @@ func (w *writer) writeBlock(u0, u1 int) {
 	e.u64 = grow(e.u64, len(users))
 	e.raw = encodeUsers(e.raw[:0], users, e.u64)
 	l.chunks[colUsers] = w.emit(encUsers, e.raw, 0, nil)
-	e.raw, e.raw2 = e.encodeTimes(e.raw[:0], e.raw2[:0], in.Times[lo:hi], starts)
+	var enc uint8
+	e.raw, e.raw2, enc = e.encodeTimes(e.raw[:0], e.raw2[:0], in.Times[lo:hi], starts)
 	if len(e.raw2) > len(e.raw)-len(e.raw)/8 {
 		// PFOR decodes several times faster than uvarints (the scan
 		// profile at 100M events: 8 % of the rows in uvarint blocks took
@@ -190,7 +191,7 @@ func (w *writer) writeBlock(u0, u1 int) {
 		// competes only when it is at least 1/8 smaller.
 		e.raw2 = e.raw2[:0]
 	}
-	l.chunks[colTimes] = w.emit(encTimesPFOR, e.raw, encTimesUvarint, e.raw2)
+	l.chunks[colTimes] = w.emit(enc, e.raw, encTimesUvarint, e.raw2)
 	e.raw, e.raw2 = e.encodeEvents(e.raw[:0], e.raw2[:0], in.Events[lo:hi], p.events.code)
 	l.chunks[colEvents] = w.emit(encEvents, e.raw, encEvents, e.raw2)
 	for j := range in.Props {
