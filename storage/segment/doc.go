@@ -22,13 +22,14 @@
 // together cover every byte of the file: any change to a byte makes Open
 // or Verify fail with a *CorruptionError.
 //
-// # File layout (version 1)
+// # File layout (version 2)
 //
 // All fixed-width integers are little-endian. uvarint and varint are
 // encoding/binary's (LEB128; varint zigzag-encoded). A string is a uvarint
 // byte length followed by the bytes. CRC is CRC-32C (Castagnoli).
 //
-//	offset 0        version byte (1)
+//	offset 0        version byte (2; version 1 files, the same layout
+//	                without times encoding 3, are read too)
 //	offset 1..7     magic "SPURSEG"
 //	offset 8..F-1   blocks: for each block in order, its chunks' stored
 //	                bytes back to back (users, times, events, property

@@ -13,8 +13,9 @@ import (
 )
 
 // Version is the segment format version this package writes, and the
-// newest it reads.
-const Version = 1
+// newest it reads. Version 2 adds the times encoding 3 (PFOR with an
+// exception bitmap); version 1 files are read as before.
+const Version = 2
 
 // File framing (see doc.go).
 const (
@@ -105,6 +106,14 @@ func (r *Reader) load() (*Meta, []blockLayout, int64, error) {
 	m, layouts, cerr := decodeFooter(footer, int64(footOff))
 	if cerr != nil {
 		return nil, nil, 0, r.corrupt(cerr)
+	}
+	m.Version = hdr[0]
+	if m.Version < 2 {
+		for i, l := range layouts {
+			if c := l.chunks[colTimes]; c.enc == encTimesPFORBits {
+				return nil, nil, 0, r.corrupt(corruptf(c.off, "block %d: times encoding %d in a version %d file", i, c.enc, m.Version))
+			}
+		}
 	}
 	return m, layouts, int64(footOff), nil
 }

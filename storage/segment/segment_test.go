@@ -544,8 +544,46 @@ func TestNewerVersionRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = Open(newer)
-	if !errors.Is(err, ErrNewerVersion) || errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), newer) || !strings.Contains(err.Error(), "version 2") {
+	if !errors.Is(err, ErrNewerVersion) || errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), newer) || !strings.Contains(err.Error(), fmt.Sprintf("version %d", Version+1)) {
 		t.Fatalf("Open of a version %d file: %v, want ErrNewerVersion naming the file", Version+1, err)
+	}
+}
+
+// TestVersion1Read checks that a version 1 file (written with the
+// exception gaps, the only PFOR layout of version 1) reads as it did, and
+// that a version 1 file with the version 2 times encoding is corrupt.
+func TestVersion1Read(t *testing.T) {
+	defer func(r float64) { pforBitmapRatio = r }(pforBitmapRatio)
+	in := realisticInput(4, 5000)
+	for _, ratio := range []float64{0, math.Inf(1)} {
+		pforBitmapRatio = ratio
+		path, _ := writeSeg(t, in, WriterOptions{BlockRows: 1000})
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data[0], data[len(data)-9] = 1, 1
+		v1 := filepath.Join(t.TempDir(), "v1")
+		if err := os.WriteFile(v1, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Open(v1)
+		if ratio > 0 {
+			if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "times encoding 3 in a version 1 file") {
+				t.Fatalf("Open of a version 1 file with bitmap exceptions: %v, want corruption", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Meta().Version != 1 {
+			t.Errorf("Meta().Version = %d, want 1", r.Meta().Version)
+		}
+		if err := r.Verify(); err != nil {
+			t.Fatalf("version 1 file: %v", err)
+		}
+		r.Close()
 	}
 }
 
