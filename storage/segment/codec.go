@@ -981,8 +981,8 @@ func decodeEvents(raw []byte, nNames int, b *Block) error {
 	// some c ≥ limit (c < 2^16 and limit ≤ 2^16, so no false positive).
 	// Codes unpack with parquet-go/bitpack's vectorised kernels straight
 	// into the 32-bit Events (a uint16 Events needed a narrowing pass that
-	// cost 0.8 ns per row at 1B events); the check is then one sub and
-	// one or per row, skipped when w bits cannot exceed the names.
+	// cost 0.8 ns per row at 1B events); the check is then codesAbove,
+	// skipped when w bits cannot exceed the names.
 	limit := uint32(min(nNames, 1<<16))
 	var over uint32
 	switch {
@@ -997,8 +997,8 @@ func decodeEvents(raw []byte, nNames int, b *Block) error {
 		}
 	default:
 		unpack(ev, raw, w)
-		if uint32(1)<<w > limit {
-			over = codesOver(ev, limit-1)
+		if uint32(1)<<w > limit && codesAbove(ev, limit-1) {
+			over = 1 << 31
 		}
 	}
 	if over>>31 != 0 {

@@ -997,22 +997,26 @@ func TestMinZstdRatio(t *testing.T) {
 }
 
 // TestCodesOver: the top bit of codesOver is set exactly when some code
-// exceeds the limit, at every position and length.
+// exceeds the limit, and codesAbove (AVX2 where the CPU has it) says so,
+// at every position and length up to 130 (four 32-code loops and a tail),
+// for limits of 4 and 65,534.
 func TestCodesOver(t *testing.T) {
-	for n := range 40 {
-		codes := make([]uint32, n)
-		for i := range codes {
-			codes[i] = uint32(i % 5)
-		}
-		if codesOver(codes, 4)>>31 != 0 {
-			t.Fatalf("n=%d: codes ≤ 4 reported over", n)
-		}
-		for bad := range n {
-			codes[bad] = 5
-			if codesOver(codes, 4)>>31 == 0 {
-				t.Fatalf("n=%d: code 5 at %d not reported", n, bad)
+	for _, l := range []uint32{4, 1<<16 - 2} {
+		for n := range 131 {
+			codes := make([]uint32, n)
+			for i := range codes {
+				codes[i] = l - uint32(i%5)
 			}
-			codes[bad] = uint32(bad % 5)
+			if codesOver(codes, l)>>31 != 0 || codesAbove(codes, l) {
+				t.Fatalf("n=%d: codes ≤ %d reported over", n, l)
+			}
+			for bad := range n {
+				codes[bad] = l + 1
+				if codesOver(codes, l)>>31 == 0 || !codesAbove(codes, l) {
+					t.Fatalf("n=%d: code %d at %d not reported", n, l+1, bad)
+				}
+				codes[bad] = l - uint32(bad%5)
+			}
 		}
 	}
 }
