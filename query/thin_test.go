@@ -2,7 +2,6 @@ package query
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -18,15 +17,7 @@ import (
 // with daylight saving time, user property breakdowns and lists, and
 // requires equal answers. On a CPU without AVX-512 both runs take the
 // same path.
-func TestThinnedScansAnswerAlike(t *testing.T) {
-	seeds := 24
-	if testing.Short() {
-		seeds = 6
-	}
-	for seed := range seeds {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { thinSeed(t, int64(seed)) })
-	}
-}
+func TestThinnedScansAnswerAlike(t *testing.T) { runSeeds(t, 24, 6, thinSeed) }
 
 func thinSeed(t *testing.T, seed int64) {
 	r := rand.New(rand.NewPCG(uint64(seed), 7))

@@ -87,6 +87,21 @@ func layouts(deltas []uint64) []*blockDeltas {
 	return []*blockDeltas{{deltas: slices.Clone(deltas)}, packLows16(deltas), packLows16Bits(deltas)}
 }
 
+// endsFrom returns, for users' row ends over a whole block, the rows
+// before user u0 and the ends of users u0… counted from there: what
+// filterDeltasBlock gives when drain resumes at user u0.
+func endsFrom(ends []int32, u0 int) (int32, []int32) {
+	k0 := int32(0)
+	if u0 > 0 {
+		k0 = ends[u0-1]
+	}
+	we := slices.Clone(ends[u0:])
+	for i := range we {
+		we[i] -= k0
+	}
+	return k0, we
+}
+
 // naiveFilter is the row filter spelled out: the running time of every
 // row, kept when its mask is non-zero and from ≤ t < from+span.
 func naiveFilter(in filterInput, from int64, span uint64) (times []int64, masks []uint64) {
@@ -177,14 +192,7 @@ func TestFilterDeltasVariants(t *testing.T) {
 				break
 			}
 			// From user u0 on, as drain resumes within a block.
-			k0 := int32(0)
-			if u0 > 0 {
-				k0 = wantEnds[u0-1]
-			}
-			we := slices.Clone(wantEnds[u0:])
-			for i := range we {
-				we[i] -= k0
-			}
+			k0, we := endsFrom(wantEnds, u0)
 			for _, bd := range lays {
 				out, outm, ends := make([]int64, n+8), make([]uint64, n+8), make([]int32, users-u0)
 				k := filterDeltasBlock(out, outm, ends, bd, bcodes, starts[u0:], bmasks, live8, base, g, trial%2 == 0, from, span, nil, &filterScratch{})
@@ -574,14 +582,7 @@ func TestFilterDeltasBlockThin(t *testing.T) {
 		live8 := liveCodes(masks)
 		lays := layouts(deltas) // the bitmap's rank cache carries over users
 		for u0 := range users {
-			k0 := int32(0)
-			if u0 > 0 {
-				k0 = wantEnds[u0-1]
-			}
-			we := slices.Clone(wantEnds[u0:])
-			for i := range we {
-				we[i] -= k0
-			}
+			k0, we := endsFrom(wantEnds, u0)
 			for _, bd := range lays {
 				out, outm, ends := make([]int64, n+8), make([]uint64, n+8), make([]int32, users-u0)
 				k := filterDeltasBlock(out, outm, ends, bd, codes, starts[u0:], masks, live8, base, g, all, from, span, &th, &filterScratch{})
