@@ -3,14 +3,14 @@ package query
 import "github.com/spurdb/spur/storage"
 
 // thinning returns the storage.Thin of an analysis that only asks, per
-// user, in which of the time buckets bounds (UTC µs, increasing) a row
-// of matcher bit has a row, and that also tells apart the times before
-// and after each of edges (range ends inside the buckets): the rows of
-// that matcher alone may be thinned to one per run in a slot, the
-// slot being the longest length from bounds[0] on whose multiples every
-// bound and edge lies (the gcd of their offsets). A day bucket in UTC
-// gives a slot of a day; months give a day; days in a zone with daylight
-// saving time, an hour.
+// user, in which of the time buckets bounds (UTC µs, increasing) the user
+// has a row of matcher bit, and whether before or after each of edges
+// (range ends inside the buckets): the rows with that matcher's bit alone
+// may be thinned to the first of each run in a slot. The slot is the
+// longest length from bounds[0] on whose multiples every bound and edge
+// lies (the gcd of their offsets): a day for day buckets in UTC and for
+// months, an hour for days in a zone with daylight saving time. It
+// returns the zero Thin (no thinning) when tests turn thinScans off.
 func thinning(bit int, bounds []int64, edges ...int64) storage.Thin {
 	if !thinScans {
 		return storage.Thin{}
@@ -33,6 +33,7 @@ func thinning(bit int, bounds []int64, edges ...int64) storage.Thin {
 // thinScans turns thinning on; tests turn it off to compare.
 var thinScans = true
 
+// gcd returns the greatest common divisor of a and b (gcd(0, b) = b).
 func gcd(a, b uint64) uint64 {
 	for b != 0 {
 		a, b = b, a%b
