@@ -70,9 +70,10 @@ type ScanSpec struct {
 }
 
 // Thin says which rows a scan may omit: of each run of consecutive rows
-// of a user — consecutive as stored, whatever the filter drops between
-// them — that all have mask exactly Mask, lie in [From, To) and in one
-// slot [Origin + k·Slot, Origin + (k+1)·Slot) (µs), all but the first.
+// of a user — consecutive as stored: any row between them, passing or
+// not, ends the run — that all have mask exactly Mask, lie in [From, To)
+// and in one slot [Origin + k·Slot, Origin + (k+1)·Slot) (µs), all but
+// the first.
 // The visitors must answer alike whichever of these rows they are given:
 // an analysis that only asks in which of its time buckets a user has a
 // row of those matchers, with every bucket boundary and range end on a
@@ -86,8 +87,9 @@ type ScanSpec struct {
 // units. Where it thins, a run of returns on one day costs one passing
 // row instead of one per event.
 type Thin struct {
-	Mask         uint64
-	Origin, Slot int64
+	Mask   uint64 // the thinned rows' mask; 0: no thinning
+	Origin int64  // a slot boundary, UTC µs
+	Slot   int64  // slot length, µs (> 0)
 }
 
 // SegmentPlan is a query compiled for one events segment (ScanSpec.Compile).
