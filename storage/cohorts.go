@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 )
 
 const (
@@ -106,7 +105,7 @@ func (a *App) DeleteCohort(name string) error {
 }
 
 // updateCohorts applies change to the cohorts file under an exclusive
-// flock(2) of COHORTS.LOCK — taken on a descriptor of its own, so it
+// lock (lockFile) of COHORTS.LOCK — taken on a descriptor of its own, so it
 // excludes other goroutines of this process as well as other processes —
 // and publishes the result atomically.
 func (a *App) updateCohorts(change func(*cohortsFile) error) error {
@@ -118,10 +117,10 @@ func (a *App) updateCohorts(change func(*cohortsFile) error) error {
 		return fmt.Errorf("open cohorts lock: %w", err)
 	}
 	defer lf.Close()
-	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
+	if err := lockFile(lf, true); err != nil {
 		return fmt.Errorf("lock %s: %w", lf.Name(), err)
 	}
-	defer syscall.Flock(int(lf.Fd()), syscall.LOCK_UN)
+	defer unlockFile(lf)
 	f, err := a.readCohorts()
 	if err != nil {
 		return err

@@ -4,10 +4,10 @@
 // On disk, a store directory holds one folder per app:
 //
 //	DIR/apps/APP/manifest.json   the published state (segments, schema, shard count)
-//	DIR/apps/APP/LOCK            flock(2) guard held by the one writer (import) at a time
+//	DIR/apps/APP/LOCK            flock(2) (Windows: LockFileEx) guard held by the one writer (import) at a time
 //	DIR/apps/APP/seg/*.seg       immutable segment files (package storage/segment)
 //	DIR/apps/APP/cohorts.json    saved cohort definitions (App.SaveCohort), replaced atomically
-//	DIR/apps/APP/COHORTS.LOCK    flock(2) guard of cohorts.json updates
+//	DIR/apps/APP/COHORTS.LOCK    flock(2) (Windows: LockFileEx) guard of cohorts.json updates
 //
 // Every user lives in one shard, shard = xxhash64(user_id) mod Shards
 // (Shards a power of two, fixed when the app is created). A segment holds

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -175,7 +174,8 @@ func (s *Store) Import(ctx context.Context, appName string, srcs []Source, opt I
 	return rep, nil
 }
 
-// lockDir takes the app's cross-process write lock (flock on DIR/apps/APP/LOCK).
+// lockDir takes the app's cross-process write lock (lockFile on
+// DIR/apps/APP/LOCK, without waiting).
 func (a *App) lockDir() (func(), error) {
 	if err := os.MkdirAll(filepath.Join(a.dir, segDir), 0o755); err != nil {
 		return nil, fmt.Errorf("create app directory: %w", err)
@@ -184,12 +184,12 @@ func (a *App) lockDir() (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("open app lock: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := lockFile(f, false); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("app %q is being written by another process (lock %s): %w", a.name, f.Name(), err)
 	}
 	return func() {
-		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		unlockFile(f)
 		f.Close()
 	}, nil
 }

@@ -413,3 +413,34 @@ func TestImportSeesOtherProcessPublication(t *testing.T) {
 		t.Fatalf("b's snapshot has %d rows, want 180", rows)
 	}
 }
+
+// TestAppWriteLock checks the app's write lock (lockFile on LOCK) across
+// two stores on one directory, as two processes would hold it: the second
+// writer is refused while the first holds it, and gets it once released.
+func TestAppWriteLock(t *testing.T) {
+	dir := t.TempDir()
+	var apps [2]*App
+	for i := range apps {
+		st, err := Open(Config{Dir: dir, Shards: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		if apps[i], err = st.app("locked", true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unlock, err := apps[0].lockDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := apps[1].lockDir(); err == nil || !strings.Contains(err.Error(), "being written by another process") {
+		t.Fatalf("second writer while the first holds the lock: %v", err)
+	}
+	unlock()
+	unlock2, err := apps[1].lockDir()
+	if err != nil {
+		t.Fatalf("second writer after the first released the lock: %v", err)
+	}
+	unlock2()
+}

@@ -1,0 +1,18 @@
+//go:build !unix && !windows
+
+package storage
+
+import (
+	"errors"
+	"os"
+)
+
+// errNoLock is lockFile's error where Spur knows no file lock (plan9,
+// js/wasm): writes refuse to run unguarded.
+var errNoLock = errors.New("storage: no file locking on this platform")
+
+// lockFile fails: there is no lock to take here.
+func lockFile(f *os.File, wait bool) error { return errNoLock }
+
+// unlockFile has nothing to release.
+func unlockFile(f *os.File) error { return nil }
