@@ -6,6 +6,8 @@ import (
 	"math/bits"
 	"slices"
 	"unsafe"
+
+	"github.com/spurdb/spur/storage/segment"
 )
 
 // filterDeltasBlock is drain's row filter for dense blocks read with
@@ -143,25 +145,20 @@ func copyBits(dst []uint64, src []byte, s, n int) int {
 }
 
 // rankCache resumes rankBits over one bitmap: rank bits are set before
-// bit at (a multiple of 64).
+// bit at.
 type rankCache struct{ at, rank int }
 
 // rankBits returns the number of bits set before bit s in the bitmap src
-// (little-endian u64 words), counting on from rc when s ≥ rc.at (rc must
-// then be of src; a zero rankCache is of every bitmap) and leaving rc at
-// the last word boundary before s.
+// (segment.PackedDeltas.ExcBits), counting on from rc when s ≥ rc.at (rc
+// must then be of src; a zero rankCache is of every bitmap) and leaving
+// rc at s.
 func rankBits(src []byte, s int, rc *rankCache) int {
 	if s < rc.at {
 		*rc = rankCache{}
 	}
-	for ; rc.at+64 <= s; rc.at += 64 {
-		rc.rank += bits.OnesCount64(binary.LittleEndian.Uint64(src[rc.at/8:]))
-	}
-	r := rc.rank
-	if s > rc.at {
-		r += bits.OnesCount64(binary.LittleEndian.Uint64(src[rc.at/8:]) & (1<<(s-rc.at) - 1))
-	}
-	return r
+	rc.rank += segment.BitsSet(src, rc.at, s)
+	rc.at = s
+	return rc.rank
 }
 
 // sub64 returns a − b and whether it did not overflow.

@@ -643,8 +643,8 @@ func (b *Block) SumDeltas(s, e int) uint64 {
 		if s < pf.nextRow {
 			pf.next, pf.nextRow = 0, 0
 		}
-		k := pf.next + popRange(pf.bits, pf.nextRow, s)
-		c := popRange(pf.bits, s, e)
+		k := pf.next + BitsSet(pf.bits, pf.nextRow, s)
+		c := BitsSet(pf.bits, s, e)
 		for _, h := range pf.highs[k : k+c] {
 			sum += h << pf.w
 		}
@@ -813,14 +813,13 @@ func prefixSum(ts []int64, vs []uint64, t int64, g uint64) int64 {
 
 // pforReader decodes values in the appendPFOR layout piecewise.
 type pforReader struct {
-	w      uint
-	n      int
-	packed []byte   // the n bit-packed low parts
-	idx    []uint64 // encTimesPFOR: exception indexes, ascending
-	bits   []byte   // encTimesPFORBits: the exception bitmap, ⌈n/64⌉ words
-	highs  []uint64 // exception high parts
-	next   int      // first exception not yet applied (read), or the rank of nextRow (SumDeltas)
-	// nextRow (with bits): the row next is the rank of
+	w       uint
+	n       int
+	packed  []byte   // the n bit-packed low parts
+	idx     []uint64 // encTimesPFOR: exception indexes, ascending
+	bits    []byte   // encTimesPFORBits: the exception bitmap, ⌈n/64⌉ words
+	highs   []uint64 // exception high parts
+	next    int      // first exception not yet applied (read), or, with bits, SumDeltas' rank of row nextRow
 	nextRow int
 }
 
@@ -856,7 +855,7 @@ func (pf *pforReader) init(src []byte, n int, enc uint8, scratch *[]uint64) (int
 		}
 		pf.bits = src[p : p+nb : p+nb]
 		p += nb
-		if c := popRange(pf.bits, 0, n); uint64(c) != exc {
+		if c := BitsSet(pf.bits, 0, n); uint64(c) != exc {
 			return 0, fmt.Errorf("PFOR exception bitmap has %d rows, want %d", c, exc)
 		}
 		if n%64 != 0 && binary.LittleEndian.Uint64(pf.bits[nb-8:])>>(n%64) != 0 {
@@ -929,9 +928,11 @@ func (pf *pforReader) read(vs []uint64, c0 int) {
 	pf.next = k
 }
 
-// popRange returns the number of bits set in rows [a, b) of the bitmap
-// bm (little-endian u64 words; 0 ≤ a ≤ b ≤ 64·len(bm)/8).
-func popRange(bm []byte, a, b int) int {
+// BitsSet returns the number of bits set in rows [a, b) of the bitmap bm
+// in the layout of PackedDeltas.ExcBits (little-endian u64 words, bit
+// r%64 of word r/64 for row r; 0 ≤ a ≤ b ≤ 8·len(bm), len(bm) a multiple
+// of 8): with a = 0, the rank of row b among the exceptions.
+func BitsSet(bm []byte, a, b int) int {
 	if a >= b {
 		return 0
 	}

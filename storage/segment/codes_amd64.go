@@ -15,9 +15,9 @@ var useAVX2 = cpu.X86.HasAVX2
 func maxUint32AVX2(p *uint32, n int) uint32
 
 // codesAbove reports whether some code exceeds l: with AVX2, from the
-// codes' maximum, 32 codes per loop of four VPMAXUD (about 0.1 cycle per
-// code from L2 against 1 cycle for codesOver's eight SWAR subtractions and
-// ORs); codesOver without it.
+// codes' maximum, 32 codes per loop of four VPMAXUD; codesOver without it.
+// In the 100M funnel's profile (bench-query funnel4.json, 11 runs) the
+// check took 0.03 s against codesOver's 0.28 s (about 1 cycle per code).
 func codesAbove(codes []uint32, l uint32) bool {
 	n := len(codes) &^ 31
 	if !useAVX2 || n == 0 {
