@@ -374,9 +374,11 @@ type cursor struct {
 	// drain's cursors without a join under ScanSpec.NoIDs)
 	keys bool
 	// noTimes: users blocks are read without their times
-	// (ReadBlockNoTimes). Set by drain for a shard's only users cursor: no
-	// user has writes in two segments of a chain, and a user's writes in
-	// one segment are in time order, so the last one wins.
+	// (ReadBlockNoTimes). Set by scanShard when one chain holds all the
+	// shard's users segments, and by drain for a shard's only users
+	// cursor left: no user has writes in two segments of a chain, and a
+	// user's writes in one segment are in time order, so the last one
+	// wins.
 	noTimes bool
 }
 
@@ -417,8 +419,18 @@ func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error 
 		sc.trail.User = make([]analysis.Value, sc.spec.UserProps)
 		sc.ubest = make([]int64, sc.spec.UserProps)
 	}
+	chains := chainSegments(refs, &sc.chains)
+	// One chain with users segments: no user has writes in two of them,
+	// so its blocks are read without times from the first on (drain's
+	// rule, known here before any block is read).
+	usersChains := 0
+	for _, run := range chains {
+		if slices.ContainsFunc(run, func(r SegmentRef) bool { return r.Kind == KindUsers }) {
+			usersChains++
+		}
+	}
 	used := 0
-	for _, run := range chainSegments(refs, &sc.chains) {
+	for _, run := range chains {
 		var c *cursor
 		if used < len(sc.free) {
 			c = sc.free[used]
@@ -427,7 +439,7 @@ func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error 
 			sc.free = append(sc.free, c)
 		}
 		used++
-		c.chain, c.keys, c.noTimes = run, true, false
+		c.chain, c.keys, c.noTimes = run, true, usersChains == 1
 		ok, err := sc.nextSegment(ctx, c)
 		if err != nil {
 			return err
