@@ -402,3 +402,23 @@ func TestImportGeneratorColumnsMatchRows(t *testing.T) {
 		t.Fatalf("stored content differs (%d vs %d lines)", len(rowApp), len(colApp))
 	}
 }
+
+// TestImportRecomputedUserHashes: import hashes user ids as segment.UserHash
+// does, so its segments store no hashes (the users encoding
+// "uvarint-rows,ids"). Were the two hashes to differ, every block would
+// silently fall back to stored hashes, half a byte per event at 100M.
+func TestImportRecomputedUserHashes(t *testing.T) {
+	st := openTest(t, 4)
+	r := rand.New(rand.NewPCG(3, 4))
+	if _, err := st.Import(context.Background(), "app", []Source{&sliceSource{evs: randomEvents(r, 500, 40, 1_600_000_000_000_000)}}, ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := st.App("app")
+	in, err := a.Snapshot().Inspect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Columns[0].Name != "$user" || slices.Contains(in.Columns[0].Encodings, "hash-delta-bitpack") {
+		t.Fatalf("users column %q encodings %q, want no stored hashes (hash-delta-bitpack)", in.Columns[0].Name, in.Columns[0].Encodings)
+	}
+}

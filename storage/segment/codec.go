@@ -9,6 +9,8 @@ import (
 	"slices"
 	"unsafe"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/spurdb/spur/event"
 )
 
@@ -30,7 +32,8 @@ const (
 // Chunk encodings (the enc byte of a chunk record). See doc.go for the raw
 // layout of each.
 const (
-	encUsers = 1 // users chunk (the only encoding)
+	encUsers    = 1 // users: hash deltas, row counts, ids
+	encUsersIDs = 2 // users: row counts and ids; hashes are xxhash64 of the ids (version 3)
 
 	encTimesPFOR     = 1 // times: gcd-scaled deltas, patched bit-packing (exceptions by index gaps)
 	encTimesUvarint  = 2 // times: gcd-scaled deltas as uvarints
@@ -69,6 +72,9 @@ func describeChunk(col int, enc, comp uint8) string {
 	switch col {
 	case colUsers:
 		s = "hash-delta-bitpack,uvarint-rows,ids"
+		if enc == encUsersIDs {
+			s = "uvarint-rows,ids"
+		}
 	case colTimes:
 		s = "gcd-delta-uvarint"
 		switch enc {
@@ -96,7 +102,7 @@ func describeChunk(col int, enc, comp uint8) string {
 func validEnc(col int, typ event.Type, enc uint8) bool {
 	switch col {
 	case colUsers:
-		return enc == encUsers
+		return enc == encUsers || enc == encUsersIDs
 	case colTimes:
 		return enc == encTimesPFOR || enc == encTimesUvarint || enc == encTimesPFORBits
 	case colEvents:
@@ -150,30 +156,70 @@ type encoder struct {
 	comp2 []byte
 }
 
-// encodeUsers appends the users chunk of users (rows of each user) to dst.
-func encodeUsers(dst []byte, users []User, scratch []uint64) []byte {
-	deltas := scratch[:0]
-	var maxd uint64
-	for i := 1; i < len(users); i++ {
-		d := users[i].Hash - users[i-1].Hash
-		deltas = append(deltas, d)
-		maxd = max(maxd, d)
+// encodeUsers appends the users chunk of users (rows of each user) to dst
+// and returns it with its encoding: encUsersIDs when every user's Hash is
+// xxhash64 of its ID (UserHash), so that readers recompute the hashes
+// (stored, they took 46-50 bits a user as deltas, about 0.5 bytes/event
+// at 100M), else encUsers with the hashes stored (inputs that simulate
+// hash collisions). encUsersIDs's keys section (id lengths and ids) is
+// zstd-compressed when that makes it minRatio times smaller; the chunk
+// itself must then be stored uncompressed, so that the row counts read
+// without decompressing anything. scratch holds len(users) values.
+func (e *encoder) encodeUsers(dst []byte, users []User, minRatio float64) ([]byte, uint8) {
+	enc := uint8(encUsersIDs)
+	for i := range users {
+		if users[i].Hash != xxhash.Sum64String(users[i].ID) {
+			enc = encUsers
+			break
+		}
 	}
-	w := bitWidth(maxd)
-	dst = binary.LittleEndian.AppendUint64(dst, users[0].Hash)
-	dst = append(dst, byte(w))
-	dst = appendPacked(dst, deltas, w)
+	if enc == encUsers {
+		deltas := grow(e.u64, len(users))[:0]
+		var maxd uint64
+		for i := 1; i < len(users); i++ {
+			d := users[i].Hash - users[i-1].Hash
+			deltas = append(deltas, d)
+			maxd = max(maxd, d)
+		}
+		e.u64 = deltas
+		w := bitWidth(maxd)
+		dst = binary.LittleEndian.AppendUint64(dst, users[0].Hash)
+		dst = append(dst, byte(w))
+		dst = appendPacked(dst, deltas, w)
+	}
 	for i := range users {
 		dst = binary.AppendUvarint(dst, uint64(users[i].Rows))
 	}
+	keys := e.raw2[:0]
 	for i := range users {
-		dst = binary.AppendUvarint(dst, uint64(len(users[i].ID)))
+		keys = binary.AppendUvarint(keys, uint64(len(users[i].ID)))
 	}
 	for i := range users {
-		dst = append(dst, users[i].ID...)
+		keys = append(keys, users[i].ID...)
 	}
-	return dst
+	e.raw2 = keys
+	if enc == encUsers {
+		return append(dst, keys...), enc
+	}
+	comp := byte(compNone)
+	if len(keys) >= minCompress {
+		e.comp2 = zstdEncoder().EncodeAll(keys, e.comp2[:0])
+		if float64(len(e.comp2)) <= float64(len(keys))/minRatio {
+			comp = compZstd
+		}
+	}
+	dst = append(dst, comp)
+	dst = binary.AppendUvarint(dst, uint64(len(keys)))
+	if comp == compZstd {
+		return append(dst, e.comp2...), enc
+	}
+	return append(dst, keys...), enc
 }
+
+// UserHash returns the 64-bit key hash of a user id: xxhash64 (seed 0) of
+// its bytes, the hash users are sorted and sharded by. Segments of format
+// version 3 do not store it; readers recompute it from the ids.
+func UserHash(id []byte) uint64 { return xxhash.Sum64(id) }
 
 // encodeTimes encodes the times chunk of times (rows of one block, user u
 // spanning times[starts[u]:starts[u+1]]) in both time encodings: into
@@ -480,26 +526,30 @@ func grow[T any](s []T, n int) []T {
 	return s[:n]
 }
 
-// decodeUsers decodes a users chunk of a block with rows rows and users
-// users (first and last hash as declared by the footer) into b. Without
-// keys it decodes only the row counts (b.UserStarts) and leaves
-// b.UserHashes and the ids empty.
-func decodeUsers(raw []byte, rows, users int, firstHash, lastHash uint64, b *Block, keys bool) error {
-	if len(raw) < 8 {
-		return errShort
-	}
-	h := binary.LittleEndian.Uint64(raw)
+// decodeUsers decodes a users chunk of encoding enc of a block with rows
+// rows and users users (first and last hash as declared by the footer)
+// into b. Without keys it decodes only the row counts (b.UserStarts) and
+// leaves b.UserHashes and the ids empty. Encoding encUsersIDs's hashes are
+// recomputed from the ids (UserHash) and checked to ascend by (hash, id)
+// from firstHash to lastHash; encUsers's are checked to ascend. A
+// compressed keys section is decompressed into b.raw.
+func decodeUsers(enc uint8, raw []byte, rows, users int, firstHash, lastHash uint64, b *Block, keys bool) error {
 	b.u64 = grow(b.u64, users)
 	var p int
-	if !keys {
+	switch {
+	case enc != encUsers:
+	case !keys:
 		if len(raw) < 9 || raw[8] > 64 {
 			return errors.New("bad bit width")
 		}
 		if p = 9 + packedLen(users-1, uint(raw[8])); p > len(raw) {
 			return errShort
 		}
-		b.UserHashes, b.UserIDOffsets, b.UserIDBytes = b.UserHashes[:0], b.UserIDOffsets[:0], b.UserIDBytes[:0]
-	} else {
+	default:
+		if len(raw) < 8 {
+			return errShort
+		}
+		h := binary.LittleEndian.Uint64(raw)
 		deltas := b.u64[:users-1]
 		var err error
 		if _, p, err = unpackWidth(deltas, raw, 8); err != nil {
@@ -541,14 +591,35 @@ func decodeUsers(raw []byte, rows, users int, firstHash, lastHash uint64, b *Blo
 	}
 	b.UserStarts = starts
 	if !keys {
+		b.UserHashes, b.UserIDOffsets, b.UserIDBytes = b.UserHashes[:0], b.UserIDOffsets[:0], b.UserIDBytes[:0]
 		return nil
 	}
 
-	k = decodeUvarints(vals, raw[p:])
+	kb := raw[p:]
+	if enc == encUsersIDs {
+		if len(kb) < 1 || kb[0] > compZstd {
+			return errors.New("bad keys compression")
+		}
+		n, k := binary.Uvarint(kb[1:])
+		if k <= 0 || n > uint64(users)*(binary.MaxVarintLen64+event.MaxUserIDBytes) {
+			return errors.New("bad keys length")
+		}
+		if kb = kb[1+k:]; raw[p] == compNone {
+			if uint64(len(kb)) != n {
+				return fmt.Errorf("keys take %d bytes, chunk has %d left", n, len(kb))
+			}
+		} else {
+			var err error
+			if kb, err = decompress(kb, int(n), &b.raw); err != nil {
+				return fmt.Errorf("keys: %w", err)
+			}
+		}
+	}
+	k = decodeUvarints(vals, kb)
 	if k < 0 {
 		return errors.New("bad user id lengths")
 	}
-	p += k
+	p = k
 	offs := grow(b.UserIDOffsets, users+1)
 	offs[0] = 0
 	idBytes := 0
@@ -559,11 +630,26 @@ func decodeUsers(raw []byte, rows, users int, firstHash, lastHash uint64, b *Blo
 		idBytes += int(v)
 		offs[i+1] = uint32(idBytes)
 	}
-	if idBytes != len(raw)-p {
-		return fmt.Errorf("user ids take %d bytes, chunk has %d left", idBytes, len(raw)-p)
+	if idBytes != len(kb)-p {
+		return fmt.Errorf("user ids take %d bytes, chunk has %d left", idBytes, len(kb)-p)
 	}
 	b.UserIDOffsets = offs
-	b.UserIDBytes = append(b.UserIDBytes[:0], raw[p:]...)
+	b.UserIDBytes = append(b.UserIDBytes[:0], kb[p:]...)
+	if enc == encUsers {
+		return nil
+	}
+	hashes := grow(b.UserHashes, users)
+	ids := b.UserIDBytes
+	for i := range hashes {
+		hashes[i] = UserHash(ids[offs[i]:offs[i+1]])
+		if i > 0 && (hashes[i] < hashes[i-1] || hashes[i] == hashes[i-1] && string(ids[offs[i]:offs[i+1]]) <= string(ids[offs[i-1]:offs[i]])) {
+			return fmt.Errorf("user %d (%#x) is not after user %d (%#x) by (hash, id)", i, hashes[i], i-1, hashes[i-1])
+		}
+	}
+	if hashes[0] != firstHash || hashes[users-1] != lastHash {
+		return fmt.Errorf("user hashes %#x..%#x disagree with the footer's %#x..%#x", hashes[0], hashes[users-1], firstHash, lastHash)
+	}
+	b.UserHashes = hashes
 	return nil
 }
 

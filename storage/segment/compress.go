@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"fmt"
 	"hash/crc32"
 	"sync"
 
@@ -39,3 +40,19 @@ var (
 		return d
 	})
 )
+
+// decompress decodes stored, one zstd frame that must decode to exactly n
+// bytes, into *buf (grown with growPadded) and returns the n bytes.
+func decompress(stored []byte, n int, buf *[]byte) ([]byte, error) {
+	*buf = growPadded(*buf, n)
+	// The cap limit stops a corrupt frame from decoding much more than the
+	// declared size (the padding is for unpack, see growPadded).
+	out, err := zstdDecoder().DecodeAll(stored, (*buf)[:0:n+unpackPadding])
+	if err != nil {
+		return nil, fmt.Errorf("zstd: %w", err)
+	}
+	if len(out) != n {
+		return nil, fmt.Errorf("decompressed to %d bytes, %d declared", len(out), n)
+	}
+	return out, nil
+}

@@ -22,14 +22,15 @@
 // together cover every byte of the file: any change to a byte makes Open
 // or Verify fail with a *CorruptionError.
 //
-// # File layout (version 2)
+// # File layout (version 3)
 //
 // All fixed-width integers are little-endian. uvarint and varint are
 // encoding/binary's (LEB128; varint zigzag-encoded). A string is a uvarint
 // byte length followed by the bytes. CRC is CRC-32C (Castagnoli).
 //
-//	offset 0        version byte (2; version 1 files, the same layout
-//	                without times encoding 3, are read too)
+//	offset 0        version byte (3; version 2 files, the same layout
+//	                without users encoding 2, and version 1 files,
+//	                also without times encoding 3, are read too)
 //	offset 1..7     magic "SPURSEG"
 //	offset 8..F-1   blocks: for each block in order, its chunks' stored
 //	                bytes back to back (users, times, events, property
@@ -75,6 +76,16 @@
 //	    u64 first hash, byte w, packed(users-1, w) hash deltas,
 //	    users uvarints: rows per user (≥ 1), users uvarints: id lengths
 //	    (≤ event.MaxUserIDBytes), the ids' bytes back to back
+//	users (encoding 2, version 3; the chunk is never compressed):
+//	    users uvarints: rows per user, then the keys: byte c (0 none,
+//	    1 zstd), uvarint K, and the keys' K bytes (c = 0) or one zstd
+//	    frame of them (c = 1): users uvarints id lengths, the ids' bytes.
+//	    No hashes: a user's hash is xxhash64 of its id (UserHash), and
+//	    readers check that the users ascend by (hash, id) from the
+//	    footer's first to last hash. Writers use it when every user's
+//	    hash is UserHash, and compress the keys when zstd makes them 4
+//	    times smaller (minKeysZstdRatio), so that scans reading only the
+//	    row counts decompress nothing.
 //	times: uvarint g ≥ 1, varint base, then rows values v in encoding
 //	    1 (PFOR), 2 (rows uvarints) or 3 (PFOR with an exception
 //	    bitmap); a user's first time is

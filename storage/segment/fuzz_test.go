@@ -1,6 +1,8 @@
 package segment
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"math"
@@ -248,22 +250,41 @@ func fuzzBlock(rows, users int) *Block {
 
 func FuzzDecodeUsers(f *testing.F) {
 	users := []User{{Hash: 3, ID: "a", Rows: 2}, {Hash: 9, ID: "bb", Rows: 1}, {Hash: math.MaxUint64, ID: "", Rows: 300}}
-	f.Add(encodeUsers(nil, users, make([]uint64, 3)), uint32(303), uint32(3), uint64(3), uint64(math.MaxUint64))
-	f.Add([]byte{}, uint32(1), uint32(1), uint64(0), uint64(0))
-	f.Fuzz(func(t *testing.T, raw []byte, rows, users uint32, first, last uint64) {
+	var e encoder
+	raw, enc := e.encodeUsers(nil, users, DefaultMinZstdRatio)
+	f.Add(raw, enc, uint32(303), uint32(3), uint64(3), uint64(math.MaxUint64))
+	users = []User{{ID: "u1", Rows: 2}, {ID: "u0", Rows: 1}, {ID: "u2", Rows: 300}}
+	for i := range users {
+		users[i].Hash = UserHash([]byte(users[i].ID))
+	}
+	slices.SortFunc(users, func(a, b User) int { return cmp.Compare(a.Hash, b.Hash) })
+	raw, enc = e.encodeUsers(nil, users, DefaultMinZstdRatio)
+	f.Add(raw, enc, uint32(303), uint32(3), users[0].Hash, users[2].Hash)
+	f.Add([]byte{}, uint8(encUsers), uint32(1), uint32(1), uint64(0), uint64(0))
+	f.Fuzz(func(t *testing.T, raw []byte, enc uint8, rows, users uint32, first, last uint64) {
 		r, u := 1+int(rows%100000), 1+int(users%1000)
-		if u > r {
+		if u > r || enc != encUsers && enc != encUsersIDs {
 			return
 		}
 		var b1, b2, b3 Block
-		err1 := decodeUsers(tight(raw), r, u, first, last, &b1, true)
-		err2 := decodeUsers(padded(raw), r, u, first, last, &b2, true)
+		err1 := decodeUsers(enc, tight(raw), r, u, first, last, &b1, true)
+		err2 := decodeUsers(enc, padded(raw), r, u, first, last, &b2, true)
 		if (err1 == nil) != (err2 == nil) || err1 == nil && (!slices.Equal(b1.UserHashes, b2.UserHashes) || !slices.Equal(b1.UserStarts, b2.UserStarts)) {
 			t.Fatalf("padded and tight decodes differ: %v / %v", err1, err2)
 		}
+		if err1 == nil {
+			for i := 1; i < u; i++ {
+				if c := cmp.Or(cmp.Compare(b1.UserHashes[i-1], b1.UserHashes[i]), bytes.Compare(b1.UserID(i-1), b1.UserID(i))); c > 0 || c == 0 && enc == encUsersIDs {
+					t.Fatalf("users %d and %d out of (hash, id) order", i-1, i)
+				}
+			}
+			if enc == encUsersIDs && b1.UserHashes[u-1] != UserHash(b1.UserID(u-1)) {
+				t.Fatalf("user %d hash %#x, want the id's", u-1, b1.UserHashes[u-1])
+			}
+		}
 		// Without keys: the same row counts whenever the full decode
 		// succeeds (it checks more, so it may fail where this does not).
-		err3 := decodeUsers(tight(raw), r, u, first, last, &b3, false)
+		err3 := decodeUsers(enc, tight(raw), r, u, first, last, &b3, false)
 		if err1 == nil && (err3 != nil || !slices.Equal(b1.UserStarts, b3.UserStarts) || len(b3.UserHashes) != 0) {
 			t.Fatalf("decode without keys: %v, starts %v, want %v", err3, b3.UserStarts, b1.UserStarts)
 		}

@@ -24,17 +24,9 @@ type testEvent struct {
 	props map[string]event.Value
 }
 
-// hashID is the tests' user hash: SplitMix64 of the id bytes' FNV-1a hash.
-func hashID(id string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(id); i++ {
-		h = (h ^ uint64(id[i])) * 1099511628211
-	}
-	h += 0x9e3779b97f4a7c15
-	h = (h ^ h>>30) * 0xbf58476d1ce4e5b9
-	h = (h ^ h>>27) * 0x94d049bb133111eb
-	return h ^ h>>31
-}
+// hashID is the tests' user hash, UserHash: inputs hashed with it get the
+// users encoding without stored hashes (encUsersIDs), others encUsers.
+func hashID(id string) uint64 { return UserHash([]byte(id)) }
 
 // buildInput sorts evs by (hash(user), user, time, arrival) and builds an
 // Input with the property schema types (dictionaries in first-use order, plus an
@@ -215,7 +207,8 @@ func randomInput(rng *rand.Rand) *Input {
 			evs = append(evs, testEvent{user: id, time: t, name: fmt.Sprintf("ev%d", rng.IntN(nNames)), props: props})
 		}
 	}
-	// A coarse hash makes some users share a hash, ordered by id.
+	// A coarse hash makes some users share a hash, ordered by id (and
+	// stores the hashes: encUsers).
 	coarse := func(id string) uint64 { return hashID(id) >> 61 }
 	if rng.IntN(2) == 0 {
 		coarse = hashID

@@ -14,8 +14,9 @@ import (
 
 // Version is the segment format version this package writes, and the
 // newest it reads. Version 2 adds the times encoding 3 (PFOR with an
-// exception bitmap); version 1 files are read as before.
-const Version = 2
+// exception bitmap), version 3 the users encoding 2 (hashes recomputed
+// from the ids, not stored); older files are read as before.
+const Version = 3
 
 // File framing (see doc.go).
 const (
@@ -108,11 +109,13 @@ func (r *Reader) load() (*Meta, []blockLayout, int64, error) {
 		return nil, nil, 0, r.corrupt(cerr)
 	}
 	m.Version = hdr[0]
-	if m.Version < 2 {
-		for i, l := range layouts {
-			if c := l.chunks[colTimes]; c.enc == encTimesPFORBits {
-				return nil, nil, 0, r.corrupt(corruptf(c.off, "block %d: times encoding %d in a version %d file", i, c.enc, m.Version))
-			}
+	for i, l := range layouts {
+		if c := l.chunks[colTimes]; m.Version < 2 && c.enc == encTimesPFORBits {
+			return nil, nil, 0, r.corrupt(corruptf(c.off, "block %d: times encoding %d in a version %d file", i, c.enc, m.Version))
+		}
+		if c := l.chunks[colUsers]; c.enc == encUsersIDs && (m.Version < 3 || c.comp != compNone) {
+			// Its keys section is compressed inside, never the chunk.
+			return nil, nil, 0, r.corrupt(corruptf(c.off, "block %d: users encoding %d in a version %d file or compressed (%d)", i, c.enc, m.Version, c.comp))
 		}
 	}
 	return m, layouts, int64(footOff), nil
@@ -339,7 +342,7 @@ func (r *Reader) readBlock(i int, props []int, dst *Block, times int, keys bool)
 		if err == nil {
 			switch col {
 			case colUsers:
-				err = decodeUsers(raw, bm.Rows, bm.Users, bm.FirstHash, bm.LastHash, dst, keys)
+				err = decodeUsers(c.enc, raw, bm.Rows, bm.Users, bm.FirstHash, bm.LastHash, dst, keys)
 			case colTimes:
 				switch {
 				case times == timesSummed:
@@ -387,17 +390,7 @@ func (r *Reader) chunkRaw(c *chunkMeta, stored []byte, buf *[]byte) ([]byte, err
 	if c.comp == compNone {
 		return stored, nil
 	}
-	*buf = growPadded(*buf, c.raw)
-	// The cap limit stops a corrupt frame from decoding much more than the
-	// declared size (the padding is for unpack, see growPadded).
-	out, err := zstdDecoder().DecodeAll(stored, (*buf)[:0:c.raw+unpackPadding])
-	if err != nil {
-		return nil, fmt.Errorf("zstd: %w", err)
-	}
-	if len(out) != c.raw {
-		return nil, fmt.Errorf("decompressed to %d bytes, footer says %d", len(out), c.raw)
-	}
-	return out, nil
+	return decompress(stored, c.raw, buf)
 }
 
 // growPadded returns b resliced to n bytes with at least unpackPadding

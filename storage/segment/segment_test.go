@@ -552,38 +552,64 @@ func TestNewerVersionRefused(t *testing.T) {
 // TestVersion1Read checks that a version 1 file (written with the
 // exception gaps, the only PFOR layout of version 1) reads as it did, and
 // that a version 1 file with the version 2 times encoding is corrupt.
-func TestVersion1Read(t *testing.T) {
+// TestOlderVersionsRead relabels files as versions 1 and 2: they read as
+// before unless they hold an encoding their version lacks (times encoding
+// 3 before version 2, users encoding 2 before version 3), which is
+// corruption.
+func TestOlderVersionsRead(t *testing.T) {
 	defer func(r float64) { pforBitmapRatio = r }(pforBitmapRatio)
-	in := realisticInput(4, 5000)
-	for _, ratio := range []float64{0, math.Inf(1)} {
-		pforBitmapRatio = ratio
-		path, _ := writeSeg(t, in, WriterOptions{BlockRows: 1000})
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data[0], data[len(data)-9] = 1, 1
-		v1 := filepath.Join(t.TempDir(), "v1")
-		if err := os.WriteFile(v1, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		r, err := Open(v1)
-		if ratio > 0 {
-			if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "times encoding 3 in a version 1 file") {
-				t.Fatalf("Open of a version 1 file with bitmap exceptions: %v, want corruption", err)
+	for _, storedHashes := range []bool{false, true} {
+		in := realisticInput(4, 5000)
+		if storedHashes {
+			// Hashes other than UserHash (in the same order) are stored.
+			in.Users = slices.Clone(in.Users)
+			for i := range in.Users {
+				in.Users[i].Hash++
 			}
-			continue
 		}
-		if err != nil {
-			t.Fatal(err)
+		for _, ratio := range []float64{0, math.Inf(1)} {
+			pforBitmapRatio = ratio
+			path, _ := writeSeg(t, in, WriterOptions{BlockRows: 1000})
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range []byte{1, 2} {
+				data[0], data[len(data)-9] = v, v
+				old := filepath.Join(t.TempDir(), fmt.Sprintf("v%d", v))
+				if err := os.WriteFile(old, data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				r, err := Open(old)
+				var want string
+				switch {
+				case v < 2 && ratio > 0:
+					want = fmt.Sprintf("times encoding 3 in a version %d file", v)
+				case v < 3 && !storedHashes:
+					want = fmt.Sprintf("users encoding 2 in a version %d file or compressed", v)
+				}
+				if want != "" {
+					if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), want) {
+						t.Fatalf("Open of a version %d file (stored hashes %v, bitmap ratio %v): %v, want corruption %q", v, storedHashes, ratio, err, want)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Meta().Version != v {
+					t.Errorf("Meta().Version = %d, want %d", r.Meta().Version, v)
+				}
+				if err := r.Verify(); err != nil {
+					t.Fatalf("version %d file: %v", v, err)
+				}
+				var b Block
+				if err := r.ReadBlock(0, nil, &b); err != nil || b.UserHashes[0] != in.Users[0].Hash {
+					t.Fatalf("version %d file: first hash %#x (%v), want %#x", v, b.UserHashes[0], err, in.Users[0].Hash)
+				}
+				r.Close()
+			}
 		}
-		if r.Meta().Version != 1 {
-			t.Errorf("Meta().Version = %d, want 1", r.Meta().Version)
-		}
-		if err := r.Verify(); err != nil {
-			t.Fatalf("version 1 file: %v", err)
-		}
-		r.Close()
 	}
 }
 
@@ -962,8 +988,8 @@ func TestMaxRawLen(t *testing.T) {
 			}
 		}
 		users := []User{{Hash: rng.Uint64(), ID: strings.Repeat("x", event.MaxUserIDBytes), Rows: 1 << 30}}
-		if limit := maxRawLen(colUsers, rows, 1); len(encodeUsers(nil, users, nil)) > limit {
-			t.Fatalf("users chunk exceeds the %d-byte bound", limit)
+		if raw, _ := e.encodeUsers(nil, users, 1); len(raw) > maxRawLen(colUsers, rows, 1) {
+			t.Fatalf("users chunk exceeds the %d-byte bound", maxRawLen(colUsers, rows, 1))
 		}
 	}
 }
@@ -1053,5 +1079,60 @@ func TestBlockBytes(t *testing.T) {
 	}
 	if ranks == 0 || b.Bytes() < before+4*int64(ranks) {
 		t.Fatalf("Bytes() = %d after ReadBlockPacked (%d before, %d ranks)", b.Bytes(), before, ranks)
+	}
+}
+
+// TestUserKeysRoundTrip writes users whose hashes are UserHash, with ids
+// that zstd shrinks far more than minKeysZstdRatio (a long shared prefix)
+// or not at all, and reads back every key: the hashes recomputed from the
+// ids, in blocks read with and without keys.
+func TestUserKeysRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for _, prefix := range []string{"", strings.Repeat("customer-account-", 6)} {
+		var in Input
+		in.EventNames = []string{"e"}
+		for i := range 3000 {
+			id := fmt.Sprintf("%s%d", prefix, rng.Uint64())
+			in.Users = append(in.Users, User{Hash: UserHash([]byte(id)), ID: id, Rows: 1 + i%3})
+		}
+		slices.SortFunc(in.Users, func(a, b User) int { return cmp.Compare(a.Hash, b.Hash) })
+		for _, u := range in.Users {
+			for range u.Rows {
+				in.Times = append(in.Times, int64(len(in.Times)))
+				in.Events = append(in.Events, 0)
+			}
+		}
+		path, _ := writeSeg(t, &in, WriterOptions{BlockRows: 1000})
+		r, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "uvarint-rows,ids"
+		if got := r.Meta().Columns[colUsers].Encoding; got != want {
+			t.Errorf("prefix %q: users encoding %q, want %q", prefix, got, want)
+		}
+		var b, nk Block
+		u := 0
+		for i := range r.Meta().Blocks {
+			if err := r.ReadBlock(i, nil, &b); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.ReadBlockRows(i, nil, &nk); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(nk.UserStarts, b.UserStarts) || len(nk.UserHashes) != 0 {
+				t.Fatalf("block %d read without keys: starts %v, want %v", i, nk.UserStarts, b.UserStarts)
+			}
+			for j := range b.UserHashes {
+				if b.UserHashes[j] != in.Users[u].Hash || string(b.UserID(j)) != in.Users[u].ID {
+					t.Fatalf("user %d: %#x %q, want %#x %q", u, b.UserHashes[j], b.UserID(j), in.Users[u].Hash, in.Users[u].ID)
+				}
+				u++
+			}
+		}
+		if u != len(in.Users) {
+			t.Fatalf("read %d users, want %d", u, len(in.Users))
+		}
+		r.Close()
 	}
 }
