@@ -528,17 +528,17 @@ func grow[T any](s []T, n int) []T {
 
 // decodeUsers decodes a users chunk of encoding enc of a block with rows
 // rows and users users (first and last hash as declared by the footer)
-// into b. Without keys it decodes only the row counts (b.UserStarts) and
-// leaves b.UserHashes and the ids empty. Encoding encUsersIDs's hashes are
-// recomputed from the ids (UserHash) and checked to ascend by (hash, id)
-// from firstHash to lastHash; encUsers's are checked to ascend. A
-// compressed keys section is decompressed into b.raw.
-func decodeUsers(enc uint8, raw []byte, rows, users int, firstHash, lastHash uint64, b *Block, keys bool) error {
+// into b, with the keys keys (see Keys). Encoding encUsersIDs's hashes
+// are recomputed from the ids (UserHash; with KeysAll only) and checked
+// to ascend by (hash, id) from firstHash to lastHash; encUsers's are
+// checked to ascend. A compressed keys section is decompressed into
+// b.raw.
+func decodeUsers(enc uint8, raw []byte, rows, users int, firstHash, lastHash uint64, b *Block, keys Keys) error {
 	b.u64 = grow(b.u64, users)
 	var p int
 	switch {
 	case enc != encUsers:
-	case !keys:
+	case keys == KeysNone:
 		if len(raw) < 9 || raw[8] > 64 {
 			return errors.New("bad bit width")
 		}
@@ -590,7 +590,7 @@ func decodeUsers(enc uint8, raw []byte, rows, users int, firstHash, lastHash uin
 		return fmt.Errorf("users hold %d rows, block has %d", total, rows)
 	}
 	b.UserStarts = starts
-	if !keys {
+	if keys == KeysNone {
 		b.UserHashes, b.UserIDOffsets, b.UserIDBytes = b.UserHashes[:0], b.UserIDOffsets[:0], b.UserIDBytes[:0]
 		return nil
 	}
@@ -636,6 +636,10 @@ func decodeUsers(enc uint8, raw []byte, rows, users int, firstHash, lastHash uin
 	b.UserIDOffsets = offs
 	b.UserIDBytes = append(b.UserIDBytes[:0], kb[p:]...)
 	if enc == encUsers {
+		return nil
+	}
+	if keys == KeysIDs {
+		b.UserHashes = b.UserHashes[:0]
 		return nil
 	}
 	hashes := grow(b.UserHashes, users)

@@ -182,9 +182,11 @@ func FuzzReadBlock(f *testing.F) {
 			// The other reads of a block that decodes: the same outcome,
 			// and the same times.
 			var p, d Block
-			if err := r.ReadBlockPacked(i, all, i%2 == 0, &p); err != nil {
+			keys := Keys(i % 3)
+			if err := r.ReadBlockPacked(i, all, keys, &p); err != nil {
 				t.Fatalf("ReadBlockPacked %d: %v after ReadBlock succeeded", i, err)
 			}
+			checkKeys(t, i, keys, &p, &b)
 			if err := r.ReadBlockDeltas(i, all, &d); err != nil {
 				t.Fatalf("ReadBlockDeltas %d: %v after ReadBlock succeeded", i, err)
 			}
@@ -197,7 +199,7 @@ func FuzzReadBlock(f *testing.F) {
 			if p.UnpackDeltas(); !slices.Equal(p.Deltas, d.Deltas) {
 				t.Fatalf("block %d: UnpackDeltas differs from ReadBlockDeltas", i)
 			}
-			if err := r.ReadBlockNoTimes(i, all, &p); err != nil || !slices.Equal(p.Events, b.Events) {
+			if err := r.ReadBlockNoTimes(i, all, KeysAll, &p); err != nil || !slices.Equal(p.Events, b.Events) {
 				t.Fatalf("ReadBlockNoTimes %d: %v after ReadBlock succeeded", i, err)
 			}
 		}
@@ -267,8 +269,8 @@ func FuzzDecodeUsers(f *testing.F) {
 			return
 		}
 		var b1, b2, b3 Block
-		err1 := decodeUsers(enc, tight(raw), r, u, first, last, &b1, true)
-		err2 := decodeUsers(enc, padded(raw), r, u, first, last, &b2, true)
+		err1 := decodeUsers(enc, tight(raw), r, u, first, last, &b1, KeysAll)
+		err2 := decodeUsers(enc, padded(raw), r, u, first, last, &b2, KeysAll)
 		if (err1 == nil) != (err2 == nil) || err1 == nil && (!slices.Equal(b1.UserHashes, b2.UserHashes) || !slices.Equal(b1.UserStarts, b2.UserStarts)) {
 			t.Fatalf("padded and tight decodes differ: %v / %v", err1, err2)
 		}
@@ -284,9 +286,17 @@ func FuzzDecodeUsers(f *testing.F) {
 		}
 		// Without keys: the same row counts whenever the full decode
 		// succeeds (it checks more, so it may fail where this does not).
-		err3 := decodeUsers(enc, tight(raw), r, u, first, last, &b3, false)
+		err3 := decodeUsers(enc, tight(raw), r, u, first, last, &b3, KeysNone)
 		if err1 == nil && (err3 != nil || !slices.Equal(b1.UserStarts, b3.UserStarts) || len(b3.UserHashes) != 0) {
 			t.Fatalf("decode without keys: %v, starts %v, want %v", err3, b3.UserStarts, b1.UserStarts)
+		}
+		// With the ids only: the same ids and starts (it checks less).
+		var b4 Block
+		if err4 := decodeUsers(enc, tight(raw), r, u, first, last, &b4, KeysIDs); err1 == nil {
+			if err4 != nil {
+				t.Fatalf("decode with ids: %v", err4)
+			}
+			checkKeys(t, 0, KeysIDs, &b4, &b1)
 		}
 	})
 }
@@ -502,4 +512,34 @@ func bytesInput(data []byte) *Input {
 		evs = append(evs, testEvent{user: string(rune('a' + user%26)), time: t, name: string(rune('A' + d[3]%40)), props: props})
 	}
 	return buildInput(evs, map[string]event.Type{"i": event.TypeInt, "f": event.TypeFloat, "s": event.TypeString}, hashID)
+}
+
+// checkKeys checks block i's keys as read with keys into got against
+// want, read with KeysAll: none, or the same ids and starts with the same
+// hashes or (KeysIDs) none but UserHash of each id.
+func checkKeys(t *testing.T, i int, keys Keys, got, want *Block) {
+	t.Helper()
+	if !slices.Equal(got.UserStarts, want.UserStarts) {
+		t.Fatalf("block %d keys %d: starts %v, want %v", i, keys, got.UserStarts, want.UserStarts)
+	}
+	if keys == KeysNone {
+		if len(got.UserHashes)+len(got.UserIDOffsets)+len(got.UserIDBytes) != 0 {
+			t.Fatalf("block %d: keys decoded without KeysNone's leave", i)
+		}
+		return
+	}
+	if !slices.Equal(got.UserIDOffsets, want.UserIDOffsets) || !bytes.Equal(got.UserIDBytes, want.UserIDBytes) {
+		t.Fatalf("block %d keys %d: ids differ from KeysAll's", i, keys)
+	}
+	if len(got.UserHashes) > 0 || keys == KeysAll {
+		if !slices.Equal(got.UserHashes, want.UserHashes) {
+			t.Fatalf("block %d keys %d: hashes differ from KeysAll's", i, keys)
+		}
+		return
+	}
+	for u := range want.UserHashes {
+		if UserHash(got.UserID(u)) != want.UserHashes[u] {
+			t.Fatalf("block %d: user %d's hash %#x is not UserHash of its id", i, u, want.UserHashes[u])
+		}
+	}
 }

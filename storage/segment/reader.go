@@ -189,8 +189,9 @@ func (pd *PropData) Index(r int) int {
 // Rows is the number of rows. User i (of len(UserStarts)-1) has rows
 // [UserStarts[i], UserStarts[i+1]), hash UserHashes[i] and id UserID(i);
 // UserHashes has one entry per user and UserIDOffsets one more, except
-// after ReadBlockRows (and ReadBlockPacked without keys), which leaves
-// both (and UserIDBytes) empty. Events (codes into Meta.EventNames) has
+// after ReadBlockRows (and reads with KeysNone), which leaves both (and
+// UserIDBytes) empty, and after reads with KeysIDs, which may leave
+// UserHashes empty (see KeysIDs). Events (codes into Meta.EventNames) has
 // Rows entries; so has Times (UTC microseconds) after ReadBlock, while the
 // other reads leave it empty (see Deltas). Props[j] is the property
 // Meta.Props[props[j]] of the ReadBlock call.
@@ -253,7 +254,7 @@ func (b *Block) UserID(i int) []byte { return b.UserIDBytes[b.UserIDOffsets[i]:b
 // plain errors. In steady state (dst reused for blocks of similar size) it
 // does not allocate.
 func (r *Reader) ReadBlock(i int, props []int, dst *Block) error {
-	return r.readBlock(i, props, dst, timesSummed, true)
+	return r.readBlock(i, props, dst, timesSummed, KeysAll)
 }
 
 // ReadBlockDeltas is ReadBlock that leaves dst.Times empty and sets
@@ -262,7 +263,7 @@ func (r *Reader) ReadBlock(i int, props []int, dst *Block) error {
 // scan fuses that sum with its row filter and so never writes the
 // block's times to memory. Errors are those of ReadBlock.
 func (r *Reader) ReadBlockDeltas(i int, props []int, dst *Block) error {
-	return r.readBlock(i, props, dst, timesDeltas, true)
+	return r.readBlock(i, props, dst, timesDeltas, KeysAll)
 }
 
 // ReadBlockRows is ReadBlockDeltas without the user keys: it leaves
@@ -271,18 +272,19 @@ func (r *Reader) ReadBlockDeltas(i int, props []int, dst *Block) error {
 // position and needs neither their order nor their ids (skipping them was
 // 3-5% of a 100M-event funnel). Errors are those of ReadBlock.
 func (r *Reader) ReadBlockRows(i int, props []int, dst *Block) error {
-	return r.readBlock(i, props, dst, timesDeltas, false)
+	return r.readBlock(i, props, dst, timesDeltas, KeysNone)
 }
 
-// ReadBlockPacked is ReadBlockDeltas (with keys) or ReadBlockRows
-// (without) for a caller that needs the times and values of few rows:
+// ReadBlockPacked is ReadBlockDeltas (keys KeysAll), ReadBlockRows
+// (KeysNone) or in between (KeysIDs) for a caller that needs the times
+// and values of few rows:
 // when the block's deltas are bit-packed (PFOR) it leaves them so and
 // dst.Deltas empty, and dst.SumDeltas unpacks only the rows it is asked
 // for; a property column with absent rows is left compact (see PropData).
 // A scan for a rare event then decodes the deltas of the users that have
 // one, up to their last match, instead of every row's. Errors are those
 // of ReadBlock.
-func (r *Reader) ReadBlockPacked(i int, props []int, keys bool, dst *Block) error {
+func (r *Reader) ReadBlockPacked(i int, props []int, keys Keys, dst *Block) error {
 	return r.readBlock(i, props, dst, timesPacked, keys)
 }
 
@@ -290,10 +292,28 @@ func (r *Reader) ReadBlockPacked(i int, props []int, keys bool, dst *Block) erro
 // and dst.Deltas empty and neither checks nor decodes the times chunk, for
 // a caller that reads only the order of each user's rows, which is their
 // time order (the last of a user's property writes in one segment is its
-// latest). Errors are those of ReadBlock.
-func (r *Reader) ReadBlockNoTimes(i int, props []int, dst *Block) error {
-	return r.readBlock(i, props, dst, timesNone, true)
+// latest), with the user keys keys. Errors are those of ReadBlock.
+func (r *Reader) ReadBlockNoTimes(i int, props []int, keys Keys, dst *Block) error {
+	return r.readBlock(i, props, dst, timesNone, keys)
 }
+
+// Keys says which user keys a block read decodes.
+type Keys uint8
+
+const (
+	// KeysNone decodes the row counts (Block.UserStarts) only: the
+	// hashes and ids stay empty and UserID must not be called.
+	KeysNone Keys = iota
+	// KeysIDs decodes the ids, and Block.UserHashes only where the file
+	// stores them (users encoding 1: format versions 1 and 2, or inputs
+	// hashed otherwise); else UserHashes stays empty and user i's hash
+	// is UserHash(UserID(i)). It is for a caller that matches users by
+	// id and needs a hash only now and then: a merge join stepping
+	// through two sides that mostly hold the same users.
+	KeysIDs
+	// KeysAll decodes the ids and UserHashes.
+	KeysAll
+)
 
 // How readBlock decodes the times chunk.
 const (
@@ -303,7 +323,7 @@ const (
 	timesNone          // not at all
 )
 
-func (r *Reader) readBlock(i int, props []int, dst *Block, times int, keys bool) error {
+func (r *Reader) readBlock(i int, props []int, dst *Block, times int, keys Keys) error {
 	if i < 0 || i >= len(r.meta.Blocks) {
 		return fmt.Errorf("segment %s: block %d out of range [0, %d)", r.path, i, len(r.meta.Blocks))
 	}

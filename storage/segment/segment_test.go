@@ -771,7 +771,7 @@ func TestReadBlockDeltas(t *testing.T) {
 			t.Fatalf("block %d: keys after ReadBlockRows: %v", i, err)
 		}
 		// ReadBlockNoTimes: everything but the times.
-		if err := r.ReadBlockNoTimes(i, []int{1}, &d); err != nil {
+		if err := r.ReadBlockNoTimes(i, []int{1}, KeysAll, &d); err != nil {
 			t.Fatal(err)
 		}
 		if len(d.Times) != 0 || len(d.Deltas) != 0 || !slices.Equal(a.Events, d.Events) || !slices.Equal(a.UserStarts, d.UserStarts) ||
@@ -827,10 +827,11 @@ func TestReadBlockPacked(t *testing.T) {
 			if err := r.ReadBlockDeltas(i, all, &d); err != nil {
 				t.Fatal(err)
 			}
-			keys := i%2 == 0
+			keys := Keys(i % 3)
 			if err := r.ReadBlockPacked(i, all, keys, &p); err != nil {
 				t.Fatal(err)
 			}
+			checkKeys(t, i, keys, &p, &d)
 			c := r.layouts[i].chunks[colTimes]
 			if c.enc != encTimesUvarint {
 				if len(p.Deltas) != 0 || !p.packed {
@@ -846,7 +847,7 @@ func TestReadBlockPacked(t *testing.T) {
 				compressed += int(c.comp)
 			}
 			if p.TimeBase != d.TimeBase || p.TimeGCD != d.TimeGCD || !slices.Equal(p.UserStarts, d.UserStarts) ||
-				!slices.Equal(p.Events, d.Events) || !slices.EqualFunc(p.Props, d.Props, func(a, b PropData) bool { return slices.Equal(a.Present, b.Present) }) || (len(p.UserHashes) > 0) != keys {
+				!slices.Equal(p.Events, d.Events) || !slices.EqualFunc(p.Props, d.Props, func(a, b PropData) bool { return slices.Equal(a.Present, b.Present) }) {
 				t.Fatalf("block %d: ReadBlockPacked differs from ReadBlockDeltas apart from the deltas", i)
 			}
 			for j := range p.Props {
@@ -1070,7 +1071,7 @@ func TestBlockBytes(t *testing.T) {
 		t.Fatalf("Bytes() = %d after ReadBlock, want at least %d", got, want)
 	}
 	before := b.Bytes()
-	if err := r.ReadBlockPacked(0, all, true, &b); err != nil {
+	if err := r.ReadBlockPacked(0, all, KeysAll, &b); err != nil {
 		t.Fatal(err)
 	}
 	ranks := 0
