@@ -107,10 +107,21 @@ func uvarintLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
 // of bytes consumed, or -1 if src ends early or holds an overlong varint.
 func decodeUvarints(dst []uint64, src []byte) int {
 	p := 0
-	for i := range dst {
+	for i := 0; i < len(dst); {
+		// Eight one-byte values at a time (row counts and id lengths
+		// mostly are one byte).
+		if i+8 <= len(dst) && p+8 <= len(src) {
+			if w := binary.LittleEndian.Uint64(src[p:]); w&0x8080808080808080 == 0 {
+				d := dst[i : i+8 : i+8]
+				d[0], d[1], d[2], d[3] = w&0xff, w>>8&0xff, w>>16&0xff, w>>24&0xff
+				d[4], d[5], d[6], d[7] = w>>32&0xff, w>>40&0xff, w>>48&0xff, w>>56
+				i, p = i+8, p+8
+				continue
+			}
+		}
 		if p < len(src) && src[p] < 0x80 {
 			dst[i] = uint64(src[p])
-			p++
+			i, p = i+1, p+1
 			continue
 		}
 		v, n := binary.Uvarint(src[p:])
@@ -118,7 +129,7 @@ func decodeUvarints(dst []uint64, src []byte) int {
 			return -1
 		}
 		dst[i] = v
-		p += n
+		i, p = i+1, p+n
 	}
 	return p
 }

@@ -578,15 +578,19 @@ func decodeUsers(enc uint8, raw []byte, rows, users int, firstHash, lastHash uin
 	p += k
 	starts := grow(b.UserStarts, users+1)
 	starts[0] = 0
-	total := 0
+	// Checked after the loop, without a branch per user: every count in
+	// [1, rows] (so the sum cannot wrap) and their sum rows.
+	var total, lo, hi uint64 = 0, math.MaxUint64, 0
 	for i, v := range vals {
-		if v == 0 || v > uint64(rows-total) {
-			return fmt.Errorf("user %d row count %d does not fit the block's %d rows", i, v, rows)
-		}
-		total += int(v)
+		lo, hi = min(lo, v), max(hi, v)
+		total += v
 		starts[i+1] = int32(total)
 	}
-	if total != rows {
+	if lo == 0 || hi > uint64(rows) {
+		i := slices.IndexFunc(vals, func(v uint64) bool { return v == 0 || v > uint64(rows) })
+		return fmt.Errorf("user %d row count %d does not fit the block's %d rows", i, vals[i], rows)
+	}
+	if total != uint64(rows) {
 		return fmt.Errorf("users hold %d rows, block has %d", total, rows)
 	}
 	b.UserStarts = starts
@@ -622,15 +626,17 @@ func decodeUsers(enc uint8, raw []byte, rows, users int, firstHash, lastHash uin
 	p = k
 	offs := grow(b.UserIDOffsets, users+1)
 	offs[0] = 0
-	idBytes := 0
+	var idBytes, longest uint64
 	for i, v := range vals {
-		if v > event.MaxUserIDBytes {
-			return fmt.Errorf("user %d id length %d > %d", i, v, event.MaxUserIDBytes)
-		}
-		idBytes += int(v)
+		longest = max(longest, v)
+		idBytes += v
 		offs[i+1] = uint32(idBytes)
 	}
-	if idBytes != len(kb)-p {
+	if longest > event.MaxUserIDBytes {
+		i := slices.IndexFunc(vals, func(v uint64) bool { return v > event.MaxUserIDBytes })
+		return fmt.Errorf("user %d id length %d > %d", i, vals[i], event.MaxUserIDBytes)
+	}
+	if idBytes != uint64(len(kb)-p) {
 		return fmt.Errorf("user ids take %d bytes, chunk has %d left", idBytes, len(kb)-p)
 	}
 	b.UserIDOffsets = offs

@@ -1,7 +1,9 @@
 package segment
 
 import (
+	"bytes"
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -1135,5 +1137,41 @@ func TestUserKeysRoundTrip(t *testing.T) {
 			t.Fatalf("read %d users, want %d", u, len(in.Users))
 		}
 		r.Close()
+	}
+}
+
+// TestDecodeUvarints checks decodeUvarints, whose fast path takes eight
+// one-byte values at a time, against binary.Uvarint on runs of one-byte
+// values broken by longer ones, and on inputs cut short or overlong.
+func TestDecodeUvarints(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	for range 2000 {
+		n := rng.IntN(40)
+		var src []byte
+		want := make([]uint64, n)
+		for i := range want {
+			switch rng.IntN(10) {
+			case 0:
+				want[i] = rng.Uint64() >> rng.IntN(64)
+			default:
+				want[i] = uint64(rng.IntN(128))
+			}
+			src = binary.AppendUvarint(src, want[i])
+		}
+		got := make([]uint64, n)
+		if k := decodeUvarints(got, src); k != len(src) || !slices.Equal(got, want) {
+			t.Fatalf("decodeUvarints(%x) = %v, %d; want %v, %d", src, got, k, want, len(src))
+		}
+		if n > 0 {
+			// Cut short: the last value is missing or incomplete.
+			if k := decodeUvarints(got, src[:len(src)-1]); k != -1 {
+				t.Fatalf("decodeUvarints of %x cut short = %d, want -1", src, k)
+			}
+			// Overlong: eleven continuation bytes where the last value was.
+			bad := append(slices.Clone(src[:len(src)-uvarintLen(want[n-1])]), bytes.Repeat([]byte{0x80}, 11)...)
+			if k := decodeUvarints(got, append(bad, 1)); k != -1 {
+				t.Fatalf("decodeUvarints of overlong %x = %d, want -1", bad, k)
+			}
+		}
 	}
 }
