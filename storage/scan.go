@@ -864,38 +864,12 @@ func (sc *shardScanner) gatherCols(c *cursor) {
 // advances every users cursor of ucs past the users before it and applies
 // the writes of those positioned at it in Seq order (a chain's Seq is that
 // of its current segment), as take does in the k-way merge. It returns ucs
-// without the exhausted cursors.
+// without the exhausted cursors. drain uses it with no or several users
+// cursors; its single one steps with joinInStep.
 func (sc *shardScanner) joinUserValues(ctx context.Context, ucs []*cursor, h uint64, id []byte) ([]*cursor, error) {
 	for j := range sc.trail.User {
 		sc.trail.User[j] = analysis.Value{}
 		sc.ubest[j] = math.MinInt64
-	}
-	if len(ucs) == 1 {
-		// One users cursor (a compacted shard): no ordering of the cursors
-		// at the user, no slices to build.
-		uc := ucs[0]
-		for {
-			c := cmp.Compare(uc.hash(), h)
-			if c == 0 {
-				c = bytes.Compare(uc.id(), id)
-			}
-			if c > 0 {
-				return ucs, nil
-			}
-			if c == 0 {
-				sc.userValues(uc)
-			}
-			ok, err := sc.advance(ctx, uc)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				return ucs[:0], nil
-			}
-			if c == 0 {
-				return ucs, nil
-			}
-		}
 	}
 	at := sc.ucsAt[:0]
 	live := ucs[:0]
