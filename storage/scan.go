@@ -790,10 +790,7 @@ func blockHash(b *segment.Block, u int) uint64 {
 // user property.
 func (sc *shardScanner) joinInStep(ctx context.Context, ucs []*cursor, b *segment.Block, u int, visited bool) ([]*cursor, error) {
 	if visited {
-		for j := range sc.trail.User {
-			sc.trail.User[j] = analysis.Value{}
-			sc.ubest[j] = math.MinInt64
-		}
+		sc.unsetUserValues()
 	}
 	uc, id := ucs[0], b.UserID(u)
 	var h uint64
@@ -860,6 +857,15 @@ func (sc *shardScanner) gatherCols(c *cursor) {
 	}
 }
 
+// unsetUserValues unsets the trail's user values (and the write times
+// they came from) before a user's are joined.
+func (sc *shardScanner) unsetUserValues() {
+	for j := range sc.trail.User {
+		sc.trail.User[j] = analysis.Value{}
+		sc.ubest[j] = math.MinInt64
+	}
+}
+
 // joinUserValues sets the trail's user values for the user (h, id): it
 // advances every users cursor of ucs past the users before it and applies
 // the writes of those positioned at it in Seq order (a chain's Seq is that
@@ -867,10 +873,7 @@ func (sc *shardScanner) gatherCols(c *cursor) {
 // without the exhausted cursors. drain uses it with no or several users
 // cursors; its single one steps with joinInStep.
 func (sc *shardScanner) joinUserValues(ctx context.Context, ucs []*cursor, h uint64, id []byte) ([]*cursor, error) {
-	for j := range sc.trail.User {
-		sc.trail.User[j] = analysis.Value{}
-		sc.ubest[j] = math.MinInt64
-	}
+	sc.unsetUserValues()
 	at := sc.ucsAt[:0]
 	live := ucs[:0]
 	for _, uc := range ucs {
@@ -927,10 +930,7 @@ func (sc *shardScanner) startUser() {
 		c := &sc.trail.Cols[j]
 		c.Set, c.Bits = c.Set[:0], c.Bits[:0]
 	}
-	for j := range sc.trail.User {
-		sc.trail.User[j] = analysis.Value{}
-		sc.ubest[j] = math.MinInt64
-	}
+	sc.unsetUserValues()
 	sc.parts = append(sc.parts[:0], 0)
 }
 

@@ -164,7 +164,8 @@ type encoder struct {
 // hash collisions). encUsersIDs's keys section (id lengths and ids) is
 // zstd-compressed when that makes it minRatio times smaller; the chunk
 // itself must then be stored uncompressed, so that the row counts read
-// without decompressing anything. scratch holds len(users) values.
+// without decompressing anything. The hash deltas use e.u64 as
+// scratch, the keys e.raw2 and e.comp2.
 func (e *encoder) encodeUsers(dst []byte, users []User, minRatio float64) ([]byte, uint8) {
 	enc := uint8(encUsersIDs)
 	for i := range users {

@@ -524,7 +524,7 @@ func checkKeys(t *testing.T, i int, keys Keys, got, want *Block) {
 	}
 	if keys == KeysNone {
 		if len(got.UserHashes)+len(got.UserIDOffsets)+len(got.UserIDBytes) != 0 {
-			t.Fatalf("block %d: keys decoded without KeysNone's leave", i)
+			t.Fatalf("block %d: KeysNone read decoded hashes or ids", i)
 		}
 		return
 	}
