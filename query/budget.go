@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/storage"
+	"github.com/spurdb/spur/trail"
 )
 
 // DefaultMemoryBudget is the per-query memory budget when
@@ -69,13 +69,13 @@ func (b *budget) exceeded() *Error {
 // their growth to the budget.
 type visitor struct {
 	p        *plan
-	add      func(t *analysis.Trail)
+	add      func(t *trail.Trail)
 	bytes    func() int64
 	reported int64
 }
 
 // Visit implements storage.Visitor.
-func (v *visitor) Visit(_ storage.UserKey, t *analysis.Trail) {
+func (v *visitor) Visit(_ storage.UserKey, t *trail.Trail) {
 	if !v.p.admit(t) {
 		return
 	}

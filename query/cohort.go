@@ -11,6 +11,7 @@ import (
 
 	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/storage"
+	"github.com/spurdb/spur/trail"
 )
 
 // condJSON is one node of a cohort condition tree (spec §7, §9): exactly
@@ -250,10 +251,10 @@ func (e *Engine) runCohort(ctx context.Context, p *plan) (*CohortResult, error) 
 		return nil, err
 	}
 	lists := make([]*analysis.UserList, e.cfg.Workers)
-	vs := newVisitors(p, len(lists), func(i int) (func(*analysis.Trail), func() int64) {
+	vs := newVisitors(p, len(lists), func(i int) (func(*trail.Trail), func() int64) {
 		ul := &analysis.UserList{Keep: keep}
 		lists[i] = ul
-		return func(t *analysis.Trail) { ul.Add(t.ID) }, ul.Bytes
+		return func(t *trail.Trail) { ul.Add(t.ID) }, ul.Bytes
 	})
 	if err := e.scan(ctx, p, minTime, maxTime, vs, true); err != nil {
 		return nil, err

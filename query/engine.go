@@ -9,9 +9,9 @@ import (
 	"runtime/trace"
 	"time"
 
-	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/storage"
 	"github.com/spurdb/spur/storage/segment"
+	"github.com/spurdb/spur/trail"
 )
 
 // Config configures an Engine.
@@ -222,7 +222,7 @@ func (e *Engine) scan(ctx context.Context, p *plan, from, to int64, vs []*visito
 
 // newVisitors returns n visitors over accumulators made by mk, which
 // returns the accumulator's add and bytes functions.
-func newVisitors(p *plan, n int, mk func(i int) (add func(*analysis.Trail), bytes func() int64)) []*visitor {
+func newVisitors(p *plan, n int, mk func(i int) (add func(*trail.Trail), bytes func() int64)) []*visitor {
 	vs := make([]*visitor, n)
 	for i := range vs {
 		add, bytes := mk(i)

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/spurdb/spur/event"
-	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/storage/segment"
+	"github.com/spurdb/spur/trail"
 )
 
 // filter is a validated property filter (spec §3): the property, its
@@ -291,7 +291,7 @@ func (pr *pred) test(pd *segment.PropData, r int) bool {
 
 // testValue evaluates the predicate on a user value (strings as ids into
 // the dictionary the predicate was compiled against; floats as bits).
-func (pr *pred) testValue(v analysis.Value) bool {
+func (pr *pred) testValue(v trail.Value) bool {
 	if !v.Set {
 		return pr.absent
 	}
@@ -318,7 +318,7 @@ func (pr *pred) testValue(v analysis.Value) bool {
 // renderValue renders a property value of type t for results: strings
 // from dict, bools as true/false, times as RFC 3339 in loc, numbers in
 // their shortest form; unset is "(none)".
-func renderValue(v analysis.Value, t event.Type, dict []string, loc *time.Location) string {
+func renderValue(v trail.Value, t event.Type, dict []string, loc *time.Location) string {
 	if !v.Set {
 		return noneLabel
 	}

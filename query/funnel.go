@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/spurdb/spur/query/analysis"
+	"github.com/spurdb/spur/trail"
 )
 
 // defaultWindow is the funnel conversion window when none is given (14 days).
@@ -67,9 +68,9 @@ func (e *Engine) runFunnel(ctx context.Context, p *plan) (*FunnelResult, error) 
 			return nil, &Error{Code: CodeInternal, Message: err.Error(), Err: err}
 		}
 	}
-	vs := newVisitors(p, len(accs), func(i int) (func(*analysis.Trail), func() int64) {
+	vs := newVisitors(p, len(accs), func(i int) (func(*trail.Trail), func() int64) {
 		a := accs[i]
-		return func(t *analysis.Trail) { a.Add(t) }, a.Bytes
+		return func(t *trail.Trail) { a.Add(t) }, a.Bytes
 	})
 	// Later steps may fall up to W after the range (window inclusive).
 	if err := e.scan(ctx, p, p.from, p.to+w+1, vs, false); err != nil {

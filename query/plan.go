@@ -11,6 +11,7 @@ import (
 	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/storage"
 	"github.com/spurdb/spur/storage/segment"
+	"github.com/spurdb/spur/trail"
 )
 
 // AnyEvent is the matcher event name that matches every event.
@@ -472,7 +473,7 @@ func columnKind(t event.Type) storage.ColumnKind {
 // admit applies the per-user parts of the plan to a trail before an
 // analysis sees it: matchers whose user filters fail lose their bit on
 // every event, and a user outside the cohort is rejected.
-func (p *plan) admit(t *analysis.Trail) bool {
+func (p *plan) admit(t *trail.Trail) bool {
 	if !p.userPreds && p.cohort == nil {
 		return true // the common case: nothing per user to apply
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/query/timebucket"
+	"github.com/spurdb/spur/trail"
 )
 
 // defaultPeriods is N per period when the query gives none (spec §6; 24 for
@@ -106,9 +107,9 @@ func (e *Engine) runRetention(ctx context.Context, p *plan) (*RetentionResult, e
 			return nil, &Error{Code: CodeInternal, Message: err.Error(), Err: err}
 		}
 	}
-	vs := newVisitors(p, len(accs), func(i int) (func(*analysis.Trail), func() int64) {
+	vs := newVisitors(p, len(accs), func(i int) (func(*trail.Trail), func() int64) {
 		a := accs[i]
-		return func(t *analysis.Trail) { a.Add(t) }, a.Bytes
+		return func(t *trail.Trail) { a.Add(t) }, a.Bytes
 	})
 	// first_time needs each user's earliest start in all stored data;
 	// returns count up to the end of the last period.

@@ -8,6 +8,7 @@ import (
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/query/timebucket"
+	"github.com/spurdb/spur/trail"
 )
 
 // runTrend plans and runs a trend (spec §4): per series, breakdown value
@@ -113,9 +114,9 @@ func (e *Engine) runTrend(ctx context.Context, p *plan) (*TrendResult, error) {
 			return nil, &Error{Code: CodeInternal, Message: err.Error(), Err: err}
 		}
 	}
-	vs := newVisitors(p, len(accs), func(i int) (func(*analysis.Trail), func() int64) {
+	vs := newVisitors(p, len(accs), func(i int) (func(*trail.Trail), func() int64) {
 		a := accs[i]
-		return func(t *analysis.Trail) { a.Add(t) }, a.Bytes
+		return func(t *trail.Trail) { a.Add(t) }, a.Bytes
 	})
 	if err := e.scan(ctx, p, p.from-look, p.to, vs, false); err != nil {
 		return nil, err
@@ -205,9 +206,9 @@ func (e *Engine) recomputeOther(ctx context.Context, p *plan, spec analysis.Tren
 			accs[w] = append(accs[w], a)
 		}
 	}
-	vs := newVisitors(p, len(accs), func(w int) (func(*analysis.Trail), func() int64) {
+	vs := newVisitors(p, len(accs), func(w int) (func(*trail.Trail), func() int64) {
 		as := accs[w]
-		return func(t *analysis.Trail) {
+		return func(t *trail.Trail) {
 				for _, a := range as {
 					a.Add(t)
 				}

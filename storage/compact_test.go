@@ -16,8 +16,8 @@ import (
 	"testing"
 
 	"github.com/spurdb/spur/event"
-	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/storage/segment"
+	"github.com/spurdb/spur/trail"
 )
 
 // propCol is one property the differential tests generate and read back.
@@ -225,7 +225,7 @@ func recordTrails(t *testing.T, snap *Snapshot) map[string]string {
 	got := map[string]string{}
 	vs := make([]Visitor, 2)
 	for w := range vs {
-		vs[w] = visitFunc(func(u UserKey, tr *analysis.Trail) {
+		vs[w] = visitFunc(func(u UserKey, tr *trail.Trail) {
 			var b strings.Builder
 			for i, ts := range tr.Times {
 				fmt.Fprintf(&b, "%d %s", ts, names[bitIndex(tr.Mask[i])])

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/storage/segment"
+	"github.com/spurdb/spur/trail"
 )
 
 // Inspection summarises an app's storage for `spur inspect`.
@@ -38,7 +38,7 @@ type ColumnInspection struct {
 
 type countUsers struct{ n *atomic.Int64 }
 
-func (c countUsers) Visit(UserKey, *analysis.Trail) { c.n.Add(1) }
+func (c countUsers) Visit(UserKey, *trail.Trail) { c.n.Add(1) }
 
 // Inspect opens (and verifies) every segment of the snapshot and sums its
 // storage per column. It counts distinct users with one scan. Errors are

@@ -4,9 +4,10 @@ import (
 	"encoding/json"
 
 	"fmt"
-	"github.com/spurdb/spur/event"
 	"os"
 	"path/filepath"
+
+	"github.com/spurdb/spur/event"
 )
 
 const (

@@ -13,8 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/storage/segment"
+	"github.com/spurdb/spur/trail"
 )
 
 // ScanSpec says what a scan reads.
@@ -40,10 +40,10 @@ type ScanSpec struct {
 	// goroutine and must not retain meta; an error fails the scan.
 	Compile func(ref SegmentRef, meta *segment.Meta) (*SegmentPlan, error)
 	// Cols is the number of event property columns every trail carries
-	// (analysis.Trail.Cols); SegmentPlan.Cols says how to fill them.
+	// (trail.Trail.Cols); SegmentPlan.Cols says how to fill them.
 	Cols int
 	// UserProps is the number of user property values every trail carries
-	// (analysis.Trail.User). When > 0 the scan merges each shard's users
+	// (trail.Trail.User). When > 0 the scan merges each shard's users
 	// segments (all of them, whatever the time range) into its k-way merge
 	// and sets Trail.User[j] to the user's current value (spec §1: the
 	// latest write by timestamp wins; equal timestamps: the later
@@ -124,7 +124,7 @@ type UserSegmentPlan struct {
 	Cols  []ColumnSource
 }
 
-// ColumnKind says how a ColumnSource's values become analysis.Value bits.
+// ColumnKind says how a ColumnSource's values become trail.Value bits.
 type ColumnKind uint8
 
 // Column kinds.
@@ -158,7 +158,7 @@ type UserKey struct {
 // set to u.ID; u.ID, t and its slices are borrowed until Visit returns.
 // Each Visitor is used by one goroutine only.
 type Visitor interface {
-	Visit(u UserKey, t *analysis.Trail)
+	Visit(u UserKey, t *trail.Trail)
 }
 
 // ScanStats counts the work of one scan.
@@ -309,19 +309,19 @@ type shardScanner struct {
 	free   []*cursor // cursors (with their decode buffers) for reuse
 	heap   []*cursor
 	chains chainScratch
-	ucs    []*cursor      // drain's users cursors
-	dtrail analysis.Trail // drain's visited trail
-	ucsAt  []*cursor      // joinUserValues: the users cursors at the current user
+	ucs    []*cursor   // drain's users cursors
+	dtrail trail.Trail // drain's visited trail
+	ucsAt  []*cursor   // joinUserValues: the users cursors at the current user
 	// drain's block-wide buffers: passing rows' times and masks, and the
 	// end of each user's rows in them
 	blkTimes []int64
 	blkMask  []uint64
 	blkEnds  []int32
-	blkCols  []analysis.Column // the query's columns of the passing rows
-	dcols    []analysis.Column // drain's visited trail's columns: views of blkCols
-	parts    []int             // trail part boundaries when a user spans segments
-	rows     []int32           // block row of each event appended by appendRows (with columns)
-	trail    analysis.Trail
+	blkCols  []trail.Column // the query's columns of the passing rows
+	dcols    []trail.Column // drain's visited trail's columns: views of blkCols
+	parts    []int          // trail part boundaries when a user spans segments
+	rows     []int32        // block row of each event appended by appendRows (with columns)
+	trail    trail.Trail
 	ubest    []int64 // per user value: the time of the write it holds
 	fs       filterScratch
 	bd       blockDeltas // drainUsers' deltas for filterDeltasBlock
@@ -416,10 +416,10 @@ func (sc *shardScanner) bufferBytes() int64 {
 func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error {
 	sc.heap = sc.heap[:0]
 	if len(sc.trail.Cols) != sc.spec.Cols {
-		sc.trail.Cols = make([]analysis.Column, sc.spec.Cols)
+		sc.trail.Cols = make([]trail.Column, sc.spec.Cols)
 	}
 	if len(sc.trail.User) != sc.spec.UserProps {
-		sc.trail.User = make([]analysis.Value, sc.spec.UserProps)
+		sc.trail.User = make([]trail.Value, sc.spec.UserProps)
 		sc.ubest = make([]int64, sc.spec.UserProps)
 	}
 	chains := chainSegments(refs, &sc.chains)
@@ -631,10 +631,10 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 	// and cost an allocation per drain.
 	t := &sc.dtrail
 	if len(sc.blkCols) != sc.spec.Cols {
-		sc.blkCols = make([]analysis.Column, sc.spec.Cols)
-		sc.dcols = make([]analysis.Column, sc.spec.Cols)
+		sc.blkCols = make([]trail.Column, sc.spec.Cols)
+		sc.dcols = make([]trail.Column, sc.spec.Cols)
 	}
-	*t = analysis.Trail{Cols: sc.dcols, User: sc.trail.User}
+	*t = trail.Trail{Cols: sc.dcols, User: sc.trail.User}
 	// With users cursors every visited user gets its values set (unset
 	// once they are exhausted); without, the values stay unset.
 	join := len(ucs) > 0
@@ -692,7 +692,7 @@ const denseRows = 4096
 // drainUsers filters the rows of users c.user..hi-1 of c's block and
 // visits those with a passing row (see drain), joining their user values
 // from *ucs when join is set.
-func (sc *shardScanner) drainUsers(ctx context.Context, c *cursor, hi int, t *analysis.Trail, ucs *[]*cursor, join bool) error {
+func (sc *shardScanner) drainUsers(ctx context.Context, c *cursor, hi int, t *trail.Trail, ucs *[]*cursor, join bool) error {
 	b := &c.blk
 	from, span := sc.spec.From, uint64(sc.spec.To)-uint64(sc.spec.From)
 	rows := int(b.UserStarts[hi] - b.UserStarts[c.user])
@@ -762,7 +762,7 @@ func (sc *shardScanner) drainUsers(ctx context.Context, c *cursor, hi int, t *an
 			t.ID = key.ID
 			for j := range t.Cols {
 				bc := &sc.blkCols[j]
-				t.Cols[j] = analysis.Column{Set: bc.Set[start:end:end], Bits: bc.Bits[start:end:end]}
+				t.Cols[j] = trail.Column{Set: bc.Set[start:end:end], Bits: bc.Bits[start:end:end]}
 			}
 			sc.v.Visit(key, t)
 		}
@@ -861,7 +861,7 @@ func (sc *shardScanner) gatherCols(c *cursor) {
 // they came from) before a user's are joined.
 func (sc *shardScanner) unsetUserValues() {
 	for j := range sc.trail.User {
-		sc.trail.User[j] = analysis.Value{}
+		sc.trail.User[j] = trail.Value{}
 		sc.ubest[j] = math.MinInt64
 	}
 }
@@ -993,7 +993,7 @@ func (sc *shardScanner) appendRows(c *cursor) {
 
 // appendCol appends the values of the given block rows to trail column
 // col.
-func appendCol(col *analysis.Column, src ColumnSource, b *segment.Block, rows []int32) {
+func appendCol(col *trail.Column, src ColumnSource, b *segment.Block, rows []int32) {
 	if src.Prop < 0 {
 		for range rows {
 			col.Set = append(col.Set, false)
@@ -1053,7 +1053,7 @@ func (sc *shardScanner) userValues(c *cursor) {
 				}
 				sc.ubest[j] = b.Times[r]
 			}
-			sc.trail.User[j] = analysis.Value{Set: true, Bits: columnBits(pd, src, r)}
+			sc.trail.User[j] = trail.Value{Set: true, Bits: columnBits(pd, src, r)}
 		}
 	}
 }

@@ -7,13 +7,13 @@ import (
 
 	"github.com/spurdb/spur/gen"
 	"github.com/spurdb/spur/internal/cputime"
-	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/storage/segment"
+	"github.com/spurdb/spur/trail"
 )
 
 type countVisitor struct{ events, users int64 }
 
-func (c *countVisitor) Visit(_ UserKey, t *analysis.Trail) {
+func (c *countVisitor) Visit(_ UserKey, t *trail.Trail) {
 	c.users++
 	c.events += int64(len(t.Times))
 }

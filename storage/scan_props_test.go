@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/spurdb/spur/event"
-	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/storage/segment"
+	"github.com/spurdb/spur/trail"
 )
 
 // propEv is one event of the naive expectation: time, mask and column
@@ -20,7 +20,7 @@ import (
 type propEv struct {
 	t    int64
 	mask uint64
-	cols [3]analysis.Value
+	cols [3]trail.Value
 }
 
 // TestScanColumnsRowMasksAndUserValues checks the Compile form of the
@@ -142,19 +142,19 @@ func TestScanColumnsRowMasksAndUserValues(t *testing.T) {
 		for _, evs := range imports {
 			for _, e := range evs {
 				var m uint64
-				var cols [3]analysis.Value
+				var cols [3]trail.Value
 				for _, p := range e.Props {
 					switch p.Name {
 					case "price":
-						cols[0] = analysis.Value{Set: true, Bits: math.Float64bits(p.Value.Float + 0)}
+						cols[0] = trail.Value{Set: true, Bits: math.Float64bits(p.Value.Float + 0)}
 					case "tag":
 						i, _ := slices.BinarySearch(tags, p.Value.Str)
-						cols[1] = analysis.Value{Set: true, Bits: uint64(i)}
+						cols[1] = trail.Value{Set: true, Bits: uint64(i)}
 						if e.Name == "b" && p.Value.Str == "x" {
 							m |= 2
 						}
 					case "n":
-						cols[2] = analysis.Value{Set: true, Bits: uint64(p.Value.Int)}
+						cols[2] = trail.Value{Set: true, Bits: uint64(p.Value.Int)}
 					}
 				}
 				if e.Name == "a" {
@@ -168,14 +168,14 @@ func TestScanColumnsRowMasksAndUserValues(t *testing.T) {
 		for u := range want {
 			slices.SortStableFunc(want[u], func(a, b propEv) int { return cmp.Compare(a.t, b.t) })
 		}
-		tier := map[string]analysis.Value{}
+		tier := map[string]trail.Value{}
 		best := map[string]int64{}
 		allUsers := map[string]bool{}
 		for _, w := range writes {
 			allUsers[w.UserID] = true
 			if bt, ok := best[w.UserID]; !ok || w.Time >= bt {
 				i, _ := slices.BinarySearch(tiers, w.Props[0].Value.Str)
-				best[w.UserID], tier[w.UserID] = w.Time, analysis.Value{Set: true, Bits: uint64(i)}
+				best[w.UserID], tier[w.UserID] = w.Time, trail.Value{Set: true, Bits: uint64(i)}
 			}
 		}
 		for _, evs := range imports {
@@ -187,10 +187,10 @@ func TestScanColumnsRowMasksAndUserValues(t *testing.T) {
 			workers := 1 + r.IntN(3)
 			var mu sync.Mutex
 			got := map[string][]propEv{}
-			gotTier := map[string]analysis.Value{}
+			gotTier := map[string]trail.Value{}
 			vs := make([]Visitor, workers)
 			for i := range vs {
-				vs[i] = visitFunc(func(u UserKey, tr *analysis.Trail) {
+				vs[i] = visitFunc(func(u UserKey, tr *trail.Trail) {
 					mu.Lock()
 					defer mu.Unlock()
 					id := string(u.ID)
@@ -199,9 +199,9 @@ func TestScanColumnsRowMasksAndUserValues(t *testing.T) {
 					}
 					got[id] = []propEv{}
 					for i, ts := range tr.Times {
-						var cols [3]analysis.Value
+						var cols [3]trail.Value
 						for j := range cols {
-							cols[j] = analysis.Value{Set: tr.Cols[j].Set[i], Bits: tr.Cols[j].Bits[i]}
+							cols[j] = trail.Value{Set: tr.Cols[j].Set[i], Bits: tr.Cols[j].Bits[i]}
 						}
 						got[id] = append(got[id], propEv{ts, tr.Mask[i], cols})
 					}
@@ -335,8 +335,8 @@ func TestDrainJoinsUserValues(t *testing.T) {
 				return up, nil
 			}}
 		var mu sync.Mutex
-		got := map[string]analysis.Value{}
-		vs := []Visitor{visitFunc(func(u UserKey, tr *analysis.Trail) {
+		got := map[string]trail.Value{}
+		vs := []Visitor{visitFunc(func(u UserKey, tr *trail.Trail) {
 			mu.Lock()
 			defer mu.Unlock()
 			got[string(u.ID)] = tr.User[0]
@@ -352,9 +352,9 @@ func TestDrainJoinsUserValues(t *testing.T) {
 			t.Fatalf("seed %d: visited %d users, want %d", seed, len(got), len(users))
 		}
 		for u := range users {
-			want := analysis.Value{}
+			want := trail.Value{}
 			if v, ok := tier[u]; ok {
-				want = analysis.Value{Set: true, Bits: v}
+				want = trail.Value{Set: true, Bits: v}
 			}
 			if got[u] != want {
 				t.Fatalf("seed %d user %s: tier %+v, want %+v", seed, u, got[u], want)
@@ -389,7 +389,7 @@ func TestScanNoIDs(t *testing.T) {
 			spec := ScanSpec{From: math.MinInt64, To: math.MaxInt64, NoIDs: noIDs,
 				Masks: func(m *segment.Meta) []uint64 { return slices.Repeat([]uint64{1}, len(m.EventNames)) }}
 			var mu sync.Mutex
-			vs := []Visitor{visitFunc(func(u UserKey, tr *analysis.Trail) {
+			vs := []Visitor{visitFunc(func(u UserKey, tr *trail.Trail) {
 				mu.Lock()
 				defer mu.Unlock()
 				if noIDs && u.ID == nil {

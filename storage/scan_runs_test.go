@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/spurdb/spur/event"
-	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/storage/segment"
+	"github.com/spurdb/spur/trail"
 )
 
 // TestRunsPartition checks the chains the scan builds from a shard's
@@ -146,7 +146,7 @@ func TestScanFilterStrategies(t *testing.T) {
 				}
 				var mu sync.Mutex
 				got := map[string][]int64{}
-				vs := []Visitor{visitFunc(func(u UserKey, tr *analysis.Trail) {
+				vs := []Visitor{visitFunc(func(u UserKey, tr *trail.Trail) {
 					mu.Lock()
 					defer mu.Unlock()
 					for i, ts := range tr.Times {

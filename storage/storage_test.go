@@ -17,8 +17,8 @@ import (
 	"testing"
 
 	"github.com/spurdb/spur/event"
-	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/storage/segment"
+	"github.com/spurdb/spur/trail"
 	"go.uber.org/goleak"
 )
 
@@ -89,7 +89,7 @@ func collect(t *testing.T, snap *Snapshot, from, to int64, want []string, worker
 	got := map[string][]ev{}
 	vs := make([]Visitor, workers)
 	for i := range vs {
-		vs[i] = visitFunc(func(u UserKey, tr *analysis.Trail) {
+		vs[i] = visitFunc(func(u UserKey, tr *trail.Trail) {
 			mu.Lock()
 			defer mu.Unlock()
 			id := string(u.ID)
@@ -110,9 +110,9 @@ func collect(t *testing.T, snap *Snapshot, from, to int64, want []string, worker
 	return got, st
 }
 
-type visitFunc func(UserKey, *analysis.Trail)
+type visitFunc func(UserKey, *trail.Trail)
 
-func (f visitFunc) Visit(u UserKey, t *analysis.Trail) { f(u, t) }
+func (f visitFunc) Visit(u UserKey, t *trail.Trail) { f(u, t) }
 
 func bitIndex(m uint64) int {
 	for i := 0; i < 64; i++ {
@@ -337,7 +337,7 @@ func TestCorruptSegmentFailsScan(t *testing.T) {
 		var sb strings.Builder
 		_, err = a.Snapshot().Scan(context.Background(), ScanSpec{From: math.MinInt64, To: math.MaxInt64,
 			Masks: func(m *segment.Meta) []uint64 { return slices.Repeat([]uint64{1}, len(m.EventNames)) }},
-			[]Visitor{visitFunc(func(u UserKey, tr *analysis.Trail) { fmt.Fprintln(&sb, string(u.ID), tr.Times) })})
+			[]Visitor{visitFunc(func(u UserKey, tr *trail.Trail) { fmt.Fprintln(&sb, string(u.ID), tr.Times) })})
 		return sb.String(), a, err
 	}
 	want, _, err := scan()

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/spurdb/spur/event"
-	"github.com/spurdb/spur/query/analysis"
+	"github.com/spurdb/spur/trail"
 )
 
 // Ev is one event of a test data set. A slice of Ev is in arrival order:
@@ -238,7 +238,7 @@ func RandomEvents(seed int64, opts RandomOptions) []Ev {
 // UserTrail is one user's trail as the kernels see it.
 type UserTrail struct {
 	User  string
-	Trail analysis.Trail
+	Trail trail.Trail
 	// Index[i] is the position in the input slice (the arrival index) of
 	// the event behind Trail.Times[i].
 	Index []int
@@ -273,18 +273,18 @@ type TrailSpec struct {
 // indexes into it, as the query layer encodes them.
 type Dicts map[string][]string
 
-// Encode returns the kernels' form of v (spec: analysis.Value).
-func (d Dicts) Encode(name string, v event.Value) analysis.Value {
+// Encode returns the kernels' form of v (spec: trail.Value).
+func (d Dicts) Encode(name string, v event.Value) trail.Value {
 	switch v.Type {
 	case event.TypeNone:
-		return analysis.Value{}
+		return trail.Value{}
 	case event.TypeString:
 		i, _ := slices.BinarySearch(d[name], v.Str)
-		return analysis.Value{Set: true, Bits: uint64(i)}
+		return trail.Value{Set: true, Bits: uint64(i)}
 	case event.TypeFloat:
-		return analysis.Value{Set: true, Bits: math.Float64bits(v.Float + 0)}
+		return trail.Value{Set: true, Bits: math.Float64bits(v.Float + 0)}
 	}
-	return analysis.Value{Set: true, Bits: uint64(v.Int)}
+	return trail.Value{Set: true, Bits: uint64(v.Int)}
 }
 
 // BuildTrailsWith is BuildTrails with filters, property columns and user
@@ -318,7 +318,7 @@ func BuildTrailsWith(d Data, spec TrailSpec) ([]UserTrail, Dicts) {
 		props := current[id]
 		ut := UserTrail{User: id}
 		ut.Trail.ID = []byte(id)
-		ut.Trail.Cols = make([]analysis.Column, len(spec.Cols))
+		ut.Trail.Cols = make([]trail.Column, len(spec.Cols))
 		for _, c := range spec.UserCols {
 			ut.Trail.User = append(ut.Trail.User, dicts.Encode("user:"+c, props[c]))
 		}

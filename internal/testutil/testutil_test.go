@@ -11,6 +11,7 @@ import (
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/query/timebucket"
+	"github.com/spurdb/spur/trail"
 )
 
 func TestMain(m *testing.M) {
@@ -78,9 +79,9 @@ func TestBuildTrails(t *testing.T) {
 	}
 	got := BuildTrails(evs, []string{"a", "a|b", Any})
 	want := []UserTrail{
-		{User: "u1", Trail: analysis.Trail{Times: []int64{10, 20, 20}, Mask: []uint64{4, 6, 7}, Cols: []analysis.Column{}, ID: []byte("u1")}, Index: []int{2, 1, 3}},
-		{User: "u2", Trail: analysis.Trail{Times: []int64{30}, Mask: []uint64{7}, Cols: []analysis.Column{}, ID: []byte("u2")}, Index: []int{0}},
-		{User: "u3", Trail: analysis.Trail{Times: []int64{5}, Mask: []uint64{4}, Cols: []analysis.Column{}, ID: []byte("u3")}, Index: []int{4}},
+		{User: "u1", Trail: trail.Trail{Times: []int64{10, 20, 20}, Mask: []uint64{4, 6, 7}, Cols: []trail.Column{}, ID: []byte("u1")}, Index: []int{2, 1, 3}},
+		{User: "u2", Trail: trail.Trail{Times: []int64{30}, Mask: []uint64{7}, Cols: []trail.Column{}, ID: []byte("u2")}, Index: []int{0}},
+		{User: "u3", Trail: trail.Trail{Times: []int64{5}, Mask: []uint64{4}, Cols: []trail.Column{}, ID: []byte("u3")}, Index: []int{4}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("BuildTrails =\n%+v\nwant\n%+v", got, want)
@@ -109,9 +110,9 @@ func TestBuildTrailsWithColumnsAndFilters(t *testing.T) {
 	}
 	u1 := trails[0].Trail
 	if len(trails) != 1 || !reflect.DeepEqual(u1.Mask, []uint64{2, 3}) ||
-		!reflect.DeepEqual(u1.Cols[0], analysis.Column{Set: []bool{true, true}, Bits: []uint64{1, 0}}) ||
-		!reflect.DeepEqual(u1.Cols[1], analysis.Column{Set: []bool{true, false}, Bits: []uint64{0, 0}}) ||
-		u1.User[0] != (analysis.Value{Set: true, Bits: 0}) {
+		!reflect.DeepEqual(u1.Cols[0], trail.Column{Set: []bool{true, true}, Bits: []uint64{1, 0}}) ||
+		!reflect.DeepEqual(u1.Cols[1], trail.Column{Set: []bool{true, false}, Bits: []uint64{0, 0}}) ||
+		u1.User[0] != (trail.Value{Set: true, Bits: 0}) {
 		t.Errorf("trails %+v", trails)
 	}
 }

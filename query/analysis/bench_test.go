@@ -8,13 +8,14 @@ import (
 
 	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/query/timebucket"
+	"github.com/spurdb/spur/trail"
 )
 
 // benchData is an in-memory input: shop-like sessions of users over 30
 // days, about 100 events per user, each matching one of the bits 0..3
 // (view, cart, checkout, purchase), with 5% timestamp ties.
 type benchData struct {
-	trails   []analysis.Trail
+	trails   []trail.Trail
 	events   int
 	from, to int64
 }
@@ -36,7 +37,7 @@ func makeBenchData(users int, mix [4]float64) *benchData {
 	d := &benchData{from: benchStart, to: benchStart + 30*day}
 	for range users {
 		n := 20 + r.IntN(160)
-		tr := analysis.Trail{Times: make([]int64, n), Mask: make([]uint64, n)}
+		tr := trail.Trail{Times: make([]int64, n), Mask: make([]uint64, n)}
 		t := d.from + r.Int64N(30*day)
 		for i := range n {
 			switch x := r.Float64(); {
@@ -126,7 +127,7 @@ func BenchmarkRetention(b *testing.B) {
 		for i, x := range tr.Mask {
 			m[i] = x | 2
 		}
-		anyReturn.trails = append(anyReturn.trails, analysis.Trail{Times: tr.Times, Mask: m})
+		anyReturn.trails = append(anyReturn.trails, trail.Trail{Times: tr.Times, Mask: m})
 	}
 	for _, c := range []struct {
 		name string
@@ -181,7 +182,7 @@ func BenchmarkFunnelResult(b *testing.B) {
 		b.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(42, 8))
-	var tr analysis.Trail
+	var tr trail.Trail
 	for range users {
 		p := analysis.FunnelPath{Step: 4}
 		p.Times[0] = benchStart + r.Int64N(20*day)
@@ -208,13 +209,13 @@ func BenchmarkTrendResultPercentiles(b *testing.B) {
 	r := rand.New(rand.NewPCG(42, 9))
 	for i := range d.trails {
 		tr := &d.trails[i]
-		c := analysis.Column{Set: make([]bool, len(tr.Times)), Bits: make([]uint64, len(tr.Times))}
+		c := trail.Column{Set: make([]bool, len(tr.Times)), Bits: make([]uint64, len(tr.Times))}
 		for j := range c.Set {
 			c.Set[j] = true
 			c.Bits[j] = math.Float64bits(math.Round(100*math.Exp(4*r.Float64())) / 100) // price 1 … 54.60
 			tr.Mask[j] |= 1<<4 | 1<<5                                                   // every event: p99 and count-per-user series
 		}
-		tr.Cols = []analysis.Column{c}
+		tr.Cols = []trail.Column{c}
 	}
 	spec := analysis.TrendSpec{
 		Bounds: timebucket.Bounds(d.from, d.to, timebucket.Day, nil, timebucket.Monday),

@@ -1,6 +1,10 @@
 package analysis
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/spurdb/spur/trail"
+)
 
 // CohortOp is the kind of a cohort condition node (spec §7).
 type CohortOp uint8
@@ -74,7 +78,7 @@ func (c *CohortCond) Validate() error {
 // user's events for every performed window (from all stored data for
 // first_performed), with the nodes' bits set; flags carries the
 // user_property results. No allocation.
-func (c *CohortCond) Eval(tr *Trail, flags uint64) bool {
+func (c *CohortCond) Eval(tr *trail.Trail, flags uint64) bool {
 	switch c.Op {
 	case CohortAnd:
 		for i := range c.Kids {

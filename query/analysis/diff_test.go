@@ -15,6 +15,7 @@ import (
 	"github.com/spurdb/spur/internal/testutil"
 	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/query/timebucket"
+	"github.com/spurdb/spur/trail"
 )
 
 // Differential tests: kernels against the naive reference implementations
@@ -614,7 +615,7 @@ func TestDiffCohort(t *testing.T) {
 		}
 		want := testutil.CohortMembers(d.data, nc)
 		trails, _ := testutil.BuildTrailsWith(d.data, testutil.TrailSpec{Matchers: toMatchers(matchers)})
-		byUser := map[string]analysis.Trail{}
+		byUser := map[string]trail.Trail{}
 		for _, ut := range trails {
 			byUser[ut.User] = ut.Trail
 		}

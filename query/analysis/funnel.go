@@ -6,6 +6,8 @@ import (
 	"math/bits"
 	"slices"
 	"unsafe"
+
+	"github.com/spurdb/spur/trail"
 )
 
 // MaxFunnelSteps is the largest number of funnel steps (spec §5).
@@ -92,7 +94,7 @@ type FunnelScratch struct {
 // timestamp; for step k ≥ 2 the attempt at level k-1 advances if
 // t - t1 ≤ Window and level k does not already hold an attempt with the
 // same entry time. Processing stops once step n is reached.
-func FunnelUser(tr *Trail, spec *FunnelSpec, st *FunnelScratch) *FunnelPath {
+func FunnelUser(tr *trail.Trail, spec *FunnelSpec, st *FunnelScratch) *FunnelPath {
 	n := spec.Steps
 	stepMask := uint64(1)<<uint(n) - 1
 	from := spec.From
@@ -375,14 +377,14 @@ func NewFunnel(spec FunnelSpec, key KeySource, list *FunnelList) (*Funnel, error
 
 // Add runs FunnelUser on one user's whole trail and accumulates the
 // outcome. The trail is borrowed only for the call.
-func (f *Funnel) Add(tr *Trail) {
+func (f *Funnel) Add(tr *trail.Trail) {
 	f.AddPath(FunnelUser(tr, &f.spec, &f.st), tr)
 }
 
 // AddPath accumulates an outcome computed by FunnelUser with the same
 // spec over tr (the trail supplies the breakdown key and the user id).
 // Step 0 paths contribute nothing.
-func (f *Funnel) AddPath(p *FunnelPath, tr *Trail) {
+func (f *Funnel) AddPath(p *FunnelPath, tr *trail.Trail) {
 	if p.Step == 0 {
 		return
 	}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"sort"
+
+	"github.com/spurdb/spur/trail"
 )
 
 // MaxRetentionPeriods bounds RetentionSpec.Periods (a sanity limit: ten
@@ -164,7 +166,7 @@ func (r *Retention) bucketOf(t int64) int { return r.idx.of(t) }
 // period. The trail is borrowed only for the call. Cost: O(events +
 // entries × Periods); no allocation once the scratch has grown to the
 // user's number of entries.
-func (r *Retention) Add(tr *Trail) {
+func (r *Retention) Add(tr *trail.Trail) {
 	times := tr.Times
 	masks := tr.Mask[:len(times)]
 	if !r.findEntries(times, masks) {
@@ -197,7 +199,7 @@ func (r *Retention) Add(tr *Trail) {
 
 // listUser adds the user to the list of their group if their entry in
 // the listed cohort is retained at the listed period.
-func (r *Retention) listUser(tr *Trail, times []int64, masks []uint64, l *RetentionList) {
+func (r *Retention) listUser(tr *trail.Trail, times []int64, masks []uint64, l *RetentionList) {
 	for _, e := range r.entries {
 		if int(e.c) != l.Cohort {
 			continue

@@ -7,6 +7,8 @@ import (
 	"math/bits"
 	"slices"
 	"sort"
+
+	"github.com/spurdb/spur/trail"
 )
 
 // MaxTrendSeries is the largest number of series of one Trend (one mask
@@ -263,7 +265,7 @@ func (t *Trend) slotOf(k Key) int32 {
 // the call. Cost: O(log n) to find the first event, then O(events ×
 // matching series) plus the buckets crossed; no allocation except the
 // amortised growth of value lists and of the breakdown slots.
-func (t *Trend) Add(tr *Trail) {
+func (t *Trend) Add(tr *trail.Trail) {
 	times := tr.Times
 	masks := tr.Mask[:len(times)]
 	if !t.spec.Breakdown.check(tr) {
@@ -418,7 +420,7 @@ func (t *Trend) addCounts(times []int64, masks []uint64, sl *trendSlot) {
 // event accumulates event i for the series of mask bit bit in slot sl
 // when its math is neither count nor users: in bucket b, or, for wau and
 // mau, also an event before From (look-back; b is then meaningless).
-func (t *Trend) event(sl *trendSlot, slot int32, bit int, tr *Trail, i, b int) {
+func (t *Trend) event(sl *trendSlot, slot int32, bit int, tr *trail.Trail, i, b int) {
 	s := &t.spec.Series[t.bitSeries[bit]]
 	mk := &sl.marks[bit]
 	sl.events[bit]++

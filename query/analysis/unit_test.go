@@ -12,6 +12,7 @@ import (
 	"github.com/spurdb/spur/internal/testutil"
 	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/query/timebucket"
+	"github.com/spurdb/spur/trail"
 )
 
 const day = int64(86400e6)
@@ -113,8 +114,8 @@ func TestEmptyTrails(t *testing.T) {
 	tr, _ := analysis.NewTrend(analysis.TrendSpec{Bounds: b, From: 0, To: day, Series: []analysis.TrendSeries{{Math: analysis.MathUsers}}})
 	fu, _ := analysis.NewFunnel(analysis.FunnelSpec{Steps: 2, Window: day, From: 0, To: day}, analysis.KeySource{}, nil)
 	re, _ := analysis.NewRetention(analysis.RetentionSpec{Bounds: b, Periods: 2, From: 0, To: day})
-	onlyLater := analysis.Trail{Times: []int64{5, 6}, Mask: []uint64{2, 2}}
-	for _, trail := range []analysis.Trail{{}, onlyLater} {
+	onlyLater := trail.Trail{Times: []int64{5, 6}, Mask: []uint64{2, 2}}
+	for _, trail := range []trail.Trail{{}, onlyLater} {
 		tr.Add(&trail)
 		fu.Add(&trail)
 		re.Add(&trail)
@@ -181,7 +182,7 @@ func TestMeanLargeDurations(t *testing.T) {
 	const users = 400_000 // 400k × 366 days > 2^63 µs
 	p := analysis.FunnelPath{Step: 2}
 	p.Times[1] = analysis.MaxFunnelWindow
-	var tr analysis.Trail
+	var tr trail.Trail
 	for range users {
 		f.AddPath(&p, &tr)
 	}
@@ -387,7 +388,7 @@ func TestCohortCondValidate(t *testing.T) {
 		}
 	}
 	// Eval: the empty trail performed nothing; "count = 0" holds.
-	var empty analysis.Trail
+	var empty trail.Trail
 	zero := analysis.CohortCond{Op: analysis.CohortPerformed, Count: analysis.CountEQ, N: 0, To: day}
 	if !zero.Eval(&empty, 0) || ok.Eval(&empty, 0) {
 		t.Error("Eval on an empty trail")
@@ -420,7 +421,7 @@ func TestTrendSharedQuantileBit(t *testing.T) {
 	vals := map[uint64][]float64{} // by breakdown value: the values in range
 	for range 300 {
 		n := r.IntN(30)
-		tr := analysis.Trail{Times: make([]int64, n), Mask: make([]uint64, n), Cols: make([]analysis.Column, 2)}
+		tr := trail.Trail{Times: make([]int64, n), Mask: make([]uint64, n), Cols: make([]trail.Column, 2)}
 		ts := r.Int64N(3 * day)
 		for i := range n {
 			tr.Times[i] = ts

@@ -3,54 +3,12 @@ package analysis
 import (
 	"math"
 	"math/bits"
+
+	"github.com/spurdb/spur/trail"
 )
 
-// Trail is the part of one user's trail that an analysis sees: the events
-// that matched at least one of the query's matchers, in trail order
-// (timestamp, then arrival; spec §1), with the event property columns and
-// user property values the query asked for. Slices are borrowed until the
-// next Add; kernels never retain them (they copy ID when they list a user).
-//
-// Matcher bits are assigned by the query layer: trend series carry their
-// bit in TrendSeries.Bit; funnel step k (1-based) ↔ bit k-1; retention
-// start matcher A ↔ bit 0 and return matcher B ↔ bit 1. Bits a kernel does
-// not use are ignored, and an event whose kernel bits are all 0 changes
-// nothing. len(Mask) must be ≥ len(Times); Mask[i] belongs to Times[i].
-type Trail struct {
-	Times []int64  // UTC microseconds, non-decreasing
-	Mask  []uint64 // Mask[i] bit j set: event i matches matcher j
-	// Cols[j] is the j-th event property column of the query, one entry
-	// per event (len(Set) = len(Bits) = len(Times)).
-	Cols []Column
-	// User[j] is the user's current value of the j-th user property of
-	// the query (spec §1: the latest write wins).
-	User []Value
-	// ID is the user id, used only to list users.
-	ID []byte
-}
-
-// Column holds one event property for the events of a trail. Set[i]
-// reports whether event i has the property; Bits[i] is its value (0 when
-// not set), encoded as described on Value.
-type Column struct {
-	Set  []bool
-	Bits []uint64
-}
-
-// Value is one property value in the kernels' type-erased form: Set false
-// means "not set" (rendered "(none)"); otherwise Bits holds the int64 of
-// an int, bool (0/1) or time (UTC µs) property, math.Float64bits of a
-// float property (with -0 stored as +0), or the query-wide value id of a
-// string property (an index into the query's dictionary of that property).
-// The query layer knows which; kernels only compare Values for equality,
-// except the property maths of TrendSeries, which are told the type.
-type Value struct {
-	Bits uint64
-	Set  bool
-}
-
 // Key is a breakdown value: a Value used to group users or events.
-type Key = Value
+type Key = trail.Value
 
 // KeyFrom says where a breakdown key comes from.
 type KeyFrom uint8
@@ -71,7 +29,7 @@ type KeySource struct {
 }
 
 // event returns the key of event i of tr. s.From must not be KeyUser.
-func (s KeySource) event(tr *Trail, i int) Key {
+func (s KeySource) event(tr *trail.Trail, i int) Key {
 	if s.From != KeyEvent {
 		return Key{}
 	}
@@ -80,7 +38,7 @@ func (s KeySource) event(tr *Trail, i int) Key {
 }
 
 // user returns the per-user key of tr (KeyUser), or the zero Key.
-func (s KeySource) user(tr *Trail) Key {
+func (s KeySource) user(tr *trail.Trail) Key {
 	if s.From != KeyUser {
 		return Key{}
 	}
@@ -88,7 +46,7 @@ func (s KeySource) user(tr *Trail) Key {
 }
 
 // check reports whether tr carries the column or user value s reads.
-func (s KeySource) check(tr *Trail) bool {
+func (s KeySource) check(tr *trail.Trail) bool {
 	switch s.From {
 	case KeyEvent:
 		return s.Index < len(tr.Cols)
