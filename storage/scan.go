@@ -161,6 +161,18 @@ type Visitor interface {
 	Visit(u UserKey, t *trail.Trail)
 }
 
+// PrepassVisitor is a Visitor that must see a user's whole trail before it
+// is visited with it (a cohort filter decided before an analysis adds the
+// user). For a user whose trail comes in several chunks (package trail),
+// the scan first calls Prepass with each chunk in order, then Visit with
+// the same chunks again, in order; a user whose trail is one chunk gets
+// Visit only (the visitor does both at once). Slices are borrowed until
+// the call returns, as for Visit.
+type PrepassVisitor interface {
+	Visitor
+	Prepass(u UserKey, t *trail.Trail)
+}
+
 // ScanStats counts the work of one scan.
 type ScanStats struct {
 	EventsScanned   int64 // rows decoded

@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -281,4 +282,37 @@ func FuzzParseCases(f *testing.F) {
 			t.Fatalf("Format not stable:\n%q\n%q", out, out2)
 		}
 	})
+}
+
+func TestChunks(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for seed := range 200 {
+		n := r.IntN(40)
+		tr := trail.Trail{Times: make([]int64, n), Mask: make([]uint64, n), ID: []byte("u"),
+			Cols: []trail.Column{{Set: make([]bool, n), Bits: make([]uint64, n)}}}
+		var tm int64
+		for i := range n {
+			tm += int64(r.IntN(3)) // many ties
+			tr.Times[i], tr.Mask[i], tr.Cols[0].Bits[i] = tm, uint64(i), uint64(i)
+		}
+		cs := Chunks(&tr, r, 1+r.IntN(6))
+		off := 0
+		for k, c := range cs {
+			if c.Offset != off || c.More != (k < len(cs)-1) || (len(c.Times) == 0 && n > 0) {
+				t.Fatalf("seed %d chunk %d: offset %d more %v len %d, want offset %d", seed, k, c.Offset, c.More, len(c.Times), off)
+			}
+			for i := range c.Times {
+				if c.Mask[i] != uint64(off+i) || c.Cols[0].Bits[i] != uint64(off+i) {
+					t.Fatalf("seed %d chunk %d: event %d is not event %d", seed, k, i, off+i)
+				}
+			}
+			if k > 0 && len(c.Times) > 0 && c.Times[0] == tr.Times[off-1] {
+				t.Fatalf("seed %d: chunk %d splits the tie group at %d", seed, k, c.Times[0])
+			}
+			off += len(c.Times)
+		}
+		if off != n {
+			t.Fatalf("seed %d: chunks hold %d events, want %d", seed, off, n)
+		}
+	}
 }
