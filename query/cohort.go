@@ -281,7 +281,12 @@ func (e *Engine) CheckCohort(app string, def []byte) error {
 	if err != nil {
 		return classify(err, context.Background())
 	}
-	p, err := e.newPlan(q, a.Snapshot())
+	snap, err := a.Acquire()
+	if err != nil {
+		return classify(err, context.Background())
+	}
+	defer snap.Release()
+	p, err := e.newPlan(q, snap)
 	if err == nil {
 		err = p.parseCohortFilter()
 	}

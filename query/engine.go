@@ -115,7 +115,11 @@ func (e *Engine) run(ctx context.Context, q *Query, start time.Time) (any, error
 	if err != nil {
 		return nil, err
 	}
-	snap := app.Snapshot()
+	snap, err := app.Acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer snap.Release()
 	var p *plan
 	_, stage := storage.StartStage(ctx, "plan", -1)
 	p, err = e.newPlan(q, snap)

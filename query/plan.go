@@ -23,7 +23,7 @@ const AnyEvent = "$any"
 // query's memory budget.
 type plan struct {
 	q    *Query
-	snap *storage.Snapshot
+	snap *storage.Version
 	loc  *time.Location
 	now  int64 // UTC µs
 
@@ -79,7 +79,7 @@ type userFlag struct {
 	pr pred
 }
 
-func (e *Engine) newPlan(q *Query, snap *storage.Snapshot) (*plan, error) {
+func (e *Engine) newPlan(q *Query, snap *storage.Version) (*plan, error) {
 	switch q.Kind {
 	case "trend", "funnel", "retention", "cohort":
 	case "":
@@ -90,7 +90,7 @@ func (e *Engine) newPlan(q *Query, snap *storage.Snapshot) (*plan, error) {
 	p := &plan{q: q, snap: snap, budget: newBudget(e.cfg.MemoryBudget)}
 	tz := q.TZ
 	if tz == "" {
-		tz = snap.Manifest.TZ
+		tz = snap.TZ
 	}
 	if tz == "" {
 		tz = "UTC"
@@ -109,7 +109,7 @@ func (e *Engine) newPlan(q *Query, snap *storage.Snapshot) (*plan, error) {
 	} else {
 		p.now = e.cfg.Now().UnixMicro()
 	}
-	if lo, hi, ok := snap.Manifest.TimeRange(storage.KindEvents); ok {
+	if lo, hi, ok := snap.TimeRange(storage.KindEvents); ok {
 		p.dataStart, p.dataEnd, p.hasData = lo, hi+1, true
 	}
 	if q.Range == nil {
@@ -149,9 +149,9 @@ func startOfDay(us int64, loc *time.Location) int64 {
 
 // propType returns the type of an event (user false) or user property.
 func (p *plan) propType(name string, user bool) (event.Type, bool) {
-	props := p.snap.Manifest.EventProps
+	props := p.snap.EventProps
 	if user {
-		props = p.snap.Manifest.UserProps
+		props = p.snap.UserProps
 	}
 	for _, pt := range props {
 		if pt.Name == name {
@@ -164,9 +164,9 @@ func (p *plan) propType(name string, user bool) (event.Type, bool) {
 // unknownProp is the invalid_query error for a property the app does not
 // have, listing the ones it has.
 func (p *plan) unknownProp(field, name string, user bool) *Error {
-	kind, props := "event", p.snap.Manifest.EventProps
+	kind, props := "event", p.snap.EventProps
 	if user {
-		kind, props = "user", p.snap.Manifest.UserProps
+		kind, props = "user", p.snap.UserProps
 	}
 	var names []string
 	for _, pt := range props {
@@ -242,7 +242,7 @@ func (p *plan) addCol(name string, user bool) int {
 // filters against them. Its memory is charged to the budget.
 func (p *plan) prepare(from, to int64) error {
 	var refs []storage.SegmentRef
-	for _, ref := range p.snap.Manifest.Segments {
+	for _, ref := range p.snap.Segments {
 		if ref.Kind == storage.KindUsers || (ref.Rows > 0 && ref.MaxTime >= from && ref.MinTime < to) {
 			refs = append(refs, ref)
 		}

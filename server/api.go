@@ -121,7 +121,7 @@ func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {
 			s.internal(w, r, err)
 			return
 		}
-		m := app.Snapshot().Manifest
+		m := app.Current()
 		as := appSummary{Name: n, TZ: m.TZ, Events: m.Rows(storage.KindEvents), UserRows: m.Rows(storage.KindUsers),
 			Segments: len(m.Segments)}
 		for _, ref := range m.Segments {
@@ -162,8 +162,13 @@ func (s *Server) handleSchema(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
-	snap := app.Snapshot()
-	gen := snap.Manifest.Generation
+	snap, err := app.Acquire()
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	defer snap.Release()
+	gen := snap.Generation
 	s.schemaMu.Lock()
 	c, ok := s.schemas[name]
 	s.schemaMu.Unlock()

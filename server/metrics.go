@@ -122,16 +122,16 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for _, kind := range []storage.SegmentKind{storage.KindEvents, storage.KindUsers} {
 			var segs, rows, bytes float64
-			for _, ref := range app.Snapshot().Manifest.Segments {
+			for _, ref := range app.Current().Segments {
 				if ref.Kind == kind {
 					segs++
 					rows += float64(ref.Rows)
 					bytes += float64(ref.Bytes)
 				}
 			}
-			ch <- prometheus.MustNewConstMetric(segmentsDesc, prometheus.GaugeValue, segs, name, string(kind))
-			ch <- prometheus.MustNewConstMetric(rowsDesc, prometheus.GaugeValue, rows, name, string(kind))
-			ch <- prometheus.MustNewConstMetric(bytesDesc, prometheus.GaugeValue, bytes, name, string(kind))
+			ch <- prometheus.MustNewConstMetric(segmentsDesc, prometheus.GaugeValue, segs, name, kind.String())
+			ch <- prometheus.MustNewConstMetric(rowsDesc, prometheus.GaugeValue, rows, name, kind.String())
+			ch <- prometheus.MustNewConstMetric(bytesDesc, prometheus.GaugeValue, bytes, name, kind.String())
 		}
 	}
 }

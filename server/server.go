@@ -122,7 +122,7 @@ type Server struct {
 }
 
 type cachedSchema struct {
-	generation int64
+	generation uint64
 	topN       int
 	schema     *storage.Schema
 }

@@ -24,7 +24,7 @@ func TestScanAllocationsDoNotGrowWithEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 		a, _ := st.App("g")
-		snap := a.Snapshot()
+		snap := snapOf(t, a)
 		masks := func(m *segment.Meta) []uint64 {
 			out := make([]uint64, len(m.EventNames))
 			for i := range out {

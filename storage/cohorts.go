@@ -9,11 +9,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/spurdb/spur/storage/vfs"
 )
 
 const (
 	cohortsName    = "cohorts.json"
-	cohortsLock    = "COHORTS.LOCK"
 	cohortsVersion = 1
 )
 
@@ -104,23 +105,18 @@ func (a *App) DeleteCohort(name string) error {
 	})
 }
 
-// updateCohorts applies change to the cohorts file under an exclusive
-// lock (lockFile) of COHORTS.LOCK — taken on a descriptor of its own, so it
-// excludes other goroutines of this process as well as other processes —
-// and publishes the result atomically.
+// updateCohorts applies change to the cohorts file under the app's
+// writer role (a write, like an import: refused while another process
+// writes the app) and publishes the result atomically.
 func (a *App) updateCohorts(change func(*cohortsFile) error) error {
-	if _, err := os.Stat(filepath.Join(a.dir, manifestName)); err != nil {
+	if a.Current().Generation == 0 {
 		return fmt.Errorf("app %q: %w", a.name, ErrNotFound)
 	}
-	lf, err := os.OpenFile(filepath.Join(a.dir, cohortsLock), os.O_CREATE|os.O_RDWR, 0o644)
+	t, err := a.beginWrite()
 	if err != nil {
-		return fmt.Errorf("open cohorts lock: %w", err)
+		return err
 	}
-	defer lf.Close()
-	if err := lockFile(lf, true); err != nil {
-		return fmt.Errorf("lock %s: %w", lf.Name(), err)
-	}
-	defer unlockFile(lf)
+	defer t.end()
 	f, err := a.readCohorts()
 	if err != nil {
 		return err
@@ -133,13 +129,16 @@ func (a *App) updateCohorts(change func(*cohortsFile) error) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(a.dir, cohortsName, b)
+	if err := vfs.WriteFileAtomic(a.store.fs, a.dir, cohortsName, b); err != nil {
+		return fmt.Errorf("write saved cohorts: %w", err)
+	}
+	return nil
 }
 
 // readCohorts reads the cohorts file (an empty set when it does not exist).
 func (a *App) readCohorts() (*cohortsFile, error) {
 	path := filepath.Join(a.dir, cohortsName)
-	b, err := os.ReadFile(path)
+	b, err := vfs.ReadFile(a.store.fs, path)
 	if errors.Is(err, os.ErrNotExist) {
 		return &cohortsFile{FormatVersion: cohortsVersion, Cohorts: []SavedCohort{}}, nil
 	}
@@ -165,29 +164,4 @@ func (a *App) readCohorts() (*cohortsFile, error) {
 		f.Cohorts[i].Definition = b.Bytes()
 	}
 	return &f, nil
-}
-
-// writeFileAtomic replaces dir/name with b: temporary file, fsync, rename,
-// directory fsync.
-func writeFileAtomic(dir, name string, b []byte) error {
-	tmp := filepath.Join(dir, name+".tmp")
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("fsync %s: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return fmt.Errorf("publish %s: %w", name, err)
-	}
-	return syncDir(dir)
 }

@@ -11,8 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -77,7 +75,7 @@ type CompactReport struct {
 	BytesBefore    int64         `json:"bytes_before"`      // bytes of the segments published before
 	BytesAfter     int64         `json:"bytes_after"`       // bytes of the segments published after
 	ReplacedBytes  int64         `json:"bytes_replaced"`    // bytes of the replaced segments, left on disk until the next write (see App.Compact)
-	Generation     int64         `json:"generation"`        // manifest generation after (unchanged when nothing was compacted)
+	Generation     uint64        `json:"generation"`        // manifest generation after (unchanged when nothing was compacted)
 	Elapsed        time.Duration `json:"elapsed_ns"`        // wall time
 }
 
@@ -125,53 +123,43 @@ func (a *App) Compact(ctx context.Context, opt CompactOptions) (*CompactReport, 
 	}
 	rep := &CompactReport{App: a.name}
 	defer func() { rep.Elapsed = time.Since(start) }()
-	noop := func(m *Manifest) (*CompactReport, error) {
-		rep.SegmentsBefore, rep.SegmentsAfter = len(m.Segments), len(m.Segments)
-		rep.BytesBefore, rep.BytesAfter = segmentBytes(m.Segments), segmentBytes(m.Segments)
-		rep.Generation = m.Generation
+	noop := func(c *Catalog) (*CompactReport, error) {
+		rep.SegmentsBefore, rep.SegmentsAfter = len(c.Segments), len(c.Segments)
+		rep.BytesBefore, rep.BytesAfter = c.Bytes(), c.Bytes()
+		rep.Generation = c.Generation
 		return rep, nil
 	}
-	// Nothing to do in the current snapshot: no lock taken, so a no-op
+	// Nothing to do in the current version: no lock taken, so a no-op
 	// after every import costs nothing and cannot fail on a busy lock.
-	if cur := a.Snapshot().Manifest; len(planCompaction(cur, opt)) == 0 {
+	if cur := a.Current(); len(planCompaction(cur, opt)) == 0 {
 		return noop(cur)
 	}
 	if err := ctx.Err(); err != nil {
 		return rep, fmt.Errorf("compact app %q cancelled: %w", a.name, err)
 	}
-	a.writeMu.Lock()
-	defer a.writeMu.Unlock()
-	unlock, err := a.lockDir()
+	t, err := a.beginWrite()
 	if err != nil {
 		return rep, err
 	}
-	defer unlock()
-	base, err := a.publishedManifest()
-	if err != nil {
-		return rep, err
-	}
-	if err := a.removeOrphans(base); err != nil {
-		return rep, err
-	}
-	a.dropStaleReaders(base)
+	defer t.end()
+	base := t.base
 	groups := planCompaction(base, opt)
 	if len(groups) == 0 {
 		return noop(base)
 	}
-
-	written, err := a.compactGroups(ctx, base, groups, opt)
-	cleanup := func() {
-		for _, ref := range written {
-			os.Remove(filepath.Join(a.dir, segDir, ref.File))
-		}
+	v, err := a.Acquire() // the inputs' readers
+	if err != nil {
+		return rep, err
 	}
+	defer v.Release()
+
+	written, err := a.compactGroups(ctx, t, v, groups, opt)
 	if err == nil {
 		if cerr := ctx.Err(); cerr != nil {
 			err = fmt.Errorf("compact app %q cancelled: %w", a.name, cerr)
 		}
 	}
 	if err != nil {
-		cleanup()
 		return rep, err
 	}
 	replaced := map[string]bool{}
@@ -182,79 +170,28 @@ func (a *App) Compact(ctx context.Context, opt CompactOptions) (*CompactReport, 
 			rep.ReplacedBytes += ref.Bytes
 		}
 	}
-	next := *base
+	next := base.clone()
 	next.Generation++
-	next.Segments = make([]SegmentRef, 0, len(base.Segments)-len(replaced)+len(written))
+	next.Segments = next.Segments[:0]
 	for _, ref := range base.Segments {
 		if !replaced[ref.File] {
 			next.Segments = append(next.Segments, ref)
 		}
 	}
 	next.Segments = append(next.Segments, written...)
-	// Keep the manifest in arrival order; a group's outputs stay in hash
-	// order among themselves.
-	slices.SortStableFunc(next.Segments, func(x, y SegmentRef) int { return cmp.Compare(x.Seq, y.Seq) })
-	if err := a.publish(&next, cleanup); err != nil {
+	sortSegments(next.Segments)
+	if err := t.publish(next); err != nil {
 		return rep, fmt.Errorf("compact app %q: %w", a.name, err)
 	}
 
 	rep.Groups, rep.Replaced, rep.Written = len(groups), len(replaced), len(written)
 	rep.SegmentsBefore, rep.SegmentsAfter = len(base.Segments), len(next.Segments)
-	rep.BytesBefore, rep.BytesAfter = segmentBytes(base.Segments), segmentBytes(next.Segments)
+	rep.BytesBefore, rep.BytesAfter = base.Bytes(), next.Bytes()
 	rep.Generation = next.Generation
 	a.store.log.Debug("compaction published", "app", a.name, "groups", rep.Groups, "replaced", rep.Replaced,
 		"written", rep.Written, "rows", rep.Rows, "bytes_before", rep.BytesBefore, "bytes_after", rep.BytesAfter,
 		"generation", next.Generation, "elapsed", time.Since(start))
 	return rep, nil
-}
-
-// publishedManifest returns the manifest on disk, adopting it as the app's
-// snapshot when another process published since this one last looked
-// (the caller holds the app's write locks). An app never published keeps
-// its in-memory (empty) manifest.
-func (a *App) publishedManifest() (*Manifest, error) {
-	cur := a.Snapshot().Manifest
-	m, err := readManifest(a.dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return cur, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if m.Generation == cur.Generation {
-		return cur, nil
-	}
-	a.snap.Store(&Snapshot{app: a, Manifest: m})
-	return m, nil
-}
-
-// dropStaleReaders drops the cached readers of files that m does not
-// reference: segments replaced by an earlier compaction, whose files the
-// writes since then have deleted. Until this call their cached readers
-// kept older snapshots readable; it bounds the descriptors (and disk
-// space of deleted files) held to one compaction's inputs. The readers are
-// not closed, since a scan of an older snapshot may still hold one: the
-// os.File finalizer closes the descriptor once nothing does.
-func (a *App) dropStaleReaders(m *Manifest) {
-	live := make(map[string]bool, len(m.Segments))
-	for _, ref := range m.Segments {
-		live[ref.File] = true
-	}
-	a.rmu.Lock()
-	defer a.rmu.Unlock()
-	for f := range a.readers {
-		if !live[f] {
-			delete(a.readers, f)
-		}
-	}
-}
-
-func segmentBytes(refs []SegmentRef) int64 {
-	var n int64
-	for _, r := range refs {
-		n += r.Bytes
-	}
-	return n
 }
 
 // ShardRuns returns, per shard (Shards entries), the number of runs formed
@@ -265,7 +202,7 @@ func segmentBytes(refs []SegmentRef) int64 {
 // of its own. Runs are counted as the scan forms them: segments in
 // FirstHash order, each appended to the first run whose last segment ends
 // below its FirstHash (greedy interval partitioning, which is optimal).
-func (m *Manifest) ShardRuns(kind SegmentKind) []int {
+func (m *Catalog) ShardRuns(kind SegmentKind) []int {
 	byShard := make([][]SegmentRef, m.Shards)
 	for _, ref := range m.Segments {
 		if ref.Kind == kind && ref.Shard >= 0 && ref.Shard < m.Shards {
@@ -288,14 +225,15 @@ func countRuns(refs []SegmentRef) int { return len(chainSegments(refs, &chainScr
 type compactGroup struct {
 	shard  int
 	kind   SegmentKind
-	inputs []SegmentRef // sorted by (Seq, FirstHash); segments sharing a Seq hold disjoint users
-	seq    int64        // the outputs' Seq: the largest input Seq
+	inputs []SegmentRef // sorted by (SeqMax, FirstHash); segments sharing a range hold disjoint users
+	seqMin int64        // the outputs' arrival range: the inputs'
+	seqMax int64
 	rows   int64
 }
 
 // planCompaction returns the groups that m and opt call for, the largest
 // first (so parallel workers finish together).
-func planCompaction(m *Manifest, opt CompactOptions) []compactGroup {
+func planCompaction(m *Catalog, opt CompactOptions) []compactGroup {
 	var groups []compactGroup
 	for _, kind := range []SegmentKind{KindEvents, KindUsers} {
 		byShard := make([][]SegmentRef, m.Shards)
@@ -309,12 +247,11 @@ func planCompaction(m *Manifest, opt CompactOptions) []compactGroup {
 				continue
 			}
 			refs = slices.Clone(refs)
-			slices.SortStableFunc(refs, func(x, y SegmentRef) int {
-				return cmp.Or(cmp.Compare(x.Seq, y.Seq), cmp.Compare(x.FirstHash, y.FirstHash))
-			})
-			g := compactGroup{shard: sh, kind: kind, inputs: refs, seq: refs[len(refs)-1].Seq}
+			sortSegments(refs)
+			g := compactGroup{shard: sh, kind: kind, inputs: refs, seqMin: refs[0].SeqMin, seqMax: refs[len(refs)-1].SeqMax}
 			for _, r := range refs {
 				g.rows += r.Rows
+				g.seqMin = min(g.seqMin, r.SeqMin)
 			}
 			groups = append(groups, g)
 		}
@@ -326,7 +263,7 @@ func planCompaction(m *Manifest, opt CompactOptions) []compactGroup {
 // compactGroups runs the groups on opt.Workers goroutines and returns every
 // output written (also on error, for the caller to remove), in group
 // order. The first error cancels the other workers.
-func (a *App) compactGroups(ctx context.Context, base *Manifest, groups []compactGroup, opt CompactOptions) ([]SegmentRef, error) {
+func (a *App) compactGroups(ctx context.Context, t *writeTxn, v *Version, groups []compactGroup, opt CompactOptions) ([]SegmentRef, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	outs := make([][]SegmentRef, len(groups))
@@ -354,7 +291,7 @@ func (a *App) compactGroups(ctx context.Context, base *Manifest, groups []compac
 					continue
 				}
 				sctx, stage := StartStage(ctx, "compact shard", groups[gi].shard)
-				c := &compactor{app: a, opt: opt, gen: base.Generation + 1, g: &groups[gi], progress: progress, bufs: &bufs}
+				c := &compactor{app: a, txn: t, v: v, opt: opt, gen: t.base.Generation + 1, g: &groups[gi], progress: progress, bufs: &bufs}
 				outs[gi], errs[gi] = c.run(sctx)
 				stage.End()
 				if errs[gi] != nil {
@@ -390,8 +327,10 @@ func (a *App) compactGroups(ctx context.Context, base *Manifest, groups []compac
 // output buffer.
 type compactor struct {
 	app      *App
+	txn      *writeTxn
+	v        *Version // pins the inputs
 	opt      CompactOptions
-	gen      int64 // generation the outputs are published in (file names)
+	gen      uint64 // generation the outputs are published in
 	g        *compactGroup
 	progress func(rows int64)
 	bufs     *outBufs // the worker's reusable output arrays
@@ -458,7 +397,6 @@ func compactLess(a, b *compactCursor) bool {
 func (cp *compactor) run(ctx context.Context) ([]SegmentRef, error) {
 	defer func() {
 		for _, c := range cp.cursors {
-			c.r.Close()
 			cp.bufs.blocks = append(cp.bufs.blocks, c.blk)
 		}
 	}()
@@ -522,12 +460,12 @@ func (cp *compactor) run(ctx context.Context) ([]SegmentRef, error) {
 func (cp *compactor) open() error {
 	types := map[string]event.Type{}
 	for i, ref := range cp.g.inputs {
-		r, err := segment.Open(filepath.Join(cp.app.dir, segDir, ref.File))
+		r, err := cp.v.Reader(ref)
 		if err != nil {
 			return fmt.Errorf("compact app %q: %w", cp.app.name, err)
 		}
 		meta := r.Meta()
-		c := &compactCursor{r: r, meta: meta, seq: ref.Seq, ord: i, block: -1, blk: cp.block(),
+		c := &compactCursor{r: r, meta: meta, seq: ref.SeqMax, ord: i, block: -1, blk: cp.block(),
 			evMap: make([]uint32, len(meta.EventNames)), strMap: make([][]uint32, len(meta.Props))}
 		cp.cursors = append(cp.cursors, c)
 		for j, p := range meta.Props {
@@ -803,20 +741,24 @@ func (cp *compactor) flush(ctx context.Context) error {
 			out.Props = append(out.Props, cp.cols[j].col)
 		}
 	}
-	prefix := "e"
-	if cp.g.kind == KindUsers {
-		prefix = "u"
+	name := segmentName(cp.g.kind, cp.g.shard, cp.g.seqMin, cp.g.seqMax, cp.gen, len(cp.written))
+	f, err := cp.txn.create(name)
+	if err != nil {
+		return err
 	}
-	// Unique among live and orphan files: the generation is new, and the
-	// part number orders a group's outputs.
-	file := fmt.Sprintf("%s-%04d-%08d-c%08d-%04d.seg", prefix, cp.g.shard, cp.g.seq, cp.gen, len(cp.written))
-	info, err := segment.Write(filepath.Join(cp.app.dir, segDir, file), out, segment.WriterOptions{BlockRows: cp.opt.BlockRows})
+	info, err := segment.WriteTo(f, name, out, segment.WriterOptions{BlockRows: cp.opt.BlockRows})
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return fmt.Errorf("compact app %q shard %d: %w", cp.app.name, cp.g.shard, err)
 	}
-	cp.written = append(cp.written, SegmentRef{File: file, Kind: cp.g.kind, Shard: cp.g.shard, Seq: cp.g.seq,
-		Rows: info.Rows, Users: info.Users, MinTime: info.MinTime, MaxTime: info.MaxTime, Bytes: info.Bytes,
-		FirstHash: out.Users[0].Hash, LastHash: out.Users[len(out.Users)-1].Hash})
+	cp.written = append(cp.written, SegmentRef{File: name, Kind: cp.g.kind, Shard: cp.g.shard, SeqMin: cp.g.seqMin, SeqMax: cp.g.seqMax,
+		Generation: cp.gen, Rows: info.Rows, Users: info.Users, MinTime: info.MinTime, MaxTime: info.MaxTime, Bytes: info.Bytes,
+		FirstHash: info.FirstHash, LastHash: info.LastHash})
 	cp.progress(info.Rows)
 
 	clear(out.Users) // drop the id string

@@ -146,7 +146,7 @@ func renderValue(v event.Value) string {
 // recordTrails scans snap with every event and user property column, all
 // users (also those with only user property writes) and two workers, and
 // renders each user's trail and user values as trailModel.trails does.
-func recordTrails(t *testing.T, snap *Snapshot) map[string]string {
+func recordTrails(t *testing.T, snap *Version) map[string]string {
 	t.Helper()
 	var mu sync.Mutex
 	var strs []string
@@ -345,9 +345,9 @@ func segFiles(t *testing.T, a *App) []string {
 // disjoint hash ranges that match the segments' first and last users, and
 // at most maxRows rows unless one hash group; and that the segments' user
 // counts add up to the distinct users of each kind.
-func checkCompacted(t *testing.T, snap *Snapshot, seqs map[SegmentKind][]int64, maxRows int64, users map[SegmentKind]int64) {
+func checkCompacted(t *testing.T, snap *Version, seqs map[SegmentKind][]int64, maxRows int64, users map[SegmentKind]int64) {
 	t.Helper()
-	m := snap.Manifest
+	m := snap.Catalog
 	for _, kind := range []SegmentKind{KindEvents, KindUsers} {
 		for sh, runs := range m.ShardRuns(kind) {
 			if runs > 1 {
@@ -356,7 +356,7 @@ func checkCompacted(t *testing.T, snap *Snapshot, seqs map[SegmentKind][]int64, 
 		}
 		byShard := make([][]SegmentRef, m.Shards)
 		var userSum int64
-		for _, ref := range snap.Segments(kind) {
+		for _, ref := range snap.SegmentsOf(kind) {
 			byShard[ref.Shard] = append(byShard[ref.Shard], ref)
 			userSum += ref.Users
 		}
@@ -369,8 +369,8 @@ func checkCompacted(t *testing.T, snap *Snapshot, seqs map[SegmentKind][]int64, 
 			}
 			slices.SortFunc(refs, func(x, y SegmentRef) int { return cmp.Compare(x.FirstHash, y.FirstHash) })
 			for i, ref := range refs {
-				if ref.Seq != seqs[kind][sh] {
-					t.Fatalf("%s: Seq %d, want the largest input Seq %d", ref.File, ref.Seq, seqs[kind][sh])
+				if ref.SeqMax != seqs[kind][sh] {
+					t.Fatalf("%s: Seq %d, want the largest input Seq %d", ref.File, ref.SeqMax, seqs[kind][sh])
 				}
 				if i > 0 && refs[i-1].LastHash >= ref.FirstHash {
 					t.Fatalf("%s and %s: hash ranges [%#x, %#x] and [%#x, %#x] overlap", refs[i-1].File, ref.File,
@@ -394,10 +394,10 @@ func checkCompacted(t *testing.T, snap *Snapshot, seqs map[SegmentKind][]int64, 
 }
 
 // maxSeqs returns the largest Seq per kind and shard.
-func maxSeqs(m *Manifest) map[SegmentKind][]int64 {
+func maxSeqs(m *Catalog) map[SegmentKind][]int64 {
 	out := map[SegmentKind][]int64{KindEvents: make([]int64, m.Shards), KindUsers: make([]int64, m.Shards)}
 	for _, ref := range m.Segments {
-		out[ref.Kind][ref.Shard] = max(out[ref.Kind][ref.Shard], ref.Seq)
+		out[ref.Kind][ref.Shard] = max(out[ref.Kind][ref.Shard], ref.SeqMax)
 	}
 	return out
 }
@@ -442,7 +442,10 @@ func TestCompactPreservesEveryTrail(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		old := a.Snapshot()
+		old, err := a.Acquire()
+		if err != nil {
+			t.Fatal(err)
+		}
 		want := m.trails()
 		before := recordTrails(t, old)
 		sameTrails(t, fmt.Sprintf("seed %d before compaction", seed), before, want)
@@ -454,20 +457,20 @@ func TestCompactPreservesEveryTrail(t *testing.T) {
 			maxRows = int64(opt.MaxSegmentRows)
 		}
 		var planned int64
-		for _, g := range planCompaction(old.Manifest, CompactOptions{MinRuns: 2}) {
+		for _, g := range planCompaction(old.Catalog, CompactOptions{MinRuns: 2}) {
 			planned += g.rows
 		}
 		rep, err := a.Compact(ctx, opt)
 		if err != nil {
 			t.Fatalf("seed %d: compact: %v", seed, err)
 		}
-		snap := a.Snapshot()
+		snap := snapOf(t, a)
 		if rep.Rows != planned ||
-			snap.Manifest.Rows(KindEvents) != old.Manifest.Rows(KindEvents) || snap.Manifest.Rows(KindUsers) != old.Manifest.Rows(KindUsers) ||
-			snap.Manifest.Generation != old.Manifest.Generation+1 || snap.Manifest.NextSeq != old.Manifest.NextSeq ||
-			rep.SegmentsAfter != len(snap.Manifest.Segments) || rep.Written+rep.SegmentsBefore-rep.Replaced != rep.SegmentsAfter {
-			t.Fatalf("seed %d: report %+v; rows %d/%d → %d/%d", seed, rep, old.Manifest.Rows(KindEvents),
-				old.Manifest.Rows(KindUsers), snap.Manifest.Rows(KindEvents), snap.Manifest.Rows(KindUsers))
+			snap.Rows(KindEvents) != old.Rows(KindEvents) || snap.Rows(KindUsers) != old.Rows(KindUsers) ||
+			snap.Generation != old.Generation+1 || snap.NextSeq != old.NextSeq ||
+			rep.SegmentsAfter != len(snap.Segments) || rep.Written+rep.SegmentsBefore-rep.Replaced != rep.SegmentsAfter {
+			t.Fatalf("seed %d: report %+v; rows %d/%d → %d/%d", seed, rep, old.Rows(KindEvents),
+				old.Rows(KindUsers), snap.Rows(KindEvents), snap.Rows(KindUsers))
 		}
 		distinct := map[SegmentKind]int64{}
 		seen := map[string]bool{}
@@ -484,13 +487,13 @@ func TestCompactPreservesEveryTrail(t *testing.T) {
 				distinct[KindUsers]++
 			}
 		}
-		checkCompacted(t, snap, maxSeqs(old.Manifest), maxRows, distinct)
+		checkCompacted(t, snap, maxSeqs(old.Catalog), maxRows, distinct)
 		if seed%2 == 0 {
 			// The cap splits: a shard group of R rows needs at least
 			// ceil(R / cap) outputs.
 			for _, kind := range []SegmentKind{KindEvents, KindUsers} {
 				rows, outs := map[int]int64{}, map[int]int64{}
-				for _, ref := range snap.Segments(kind) {
+				for _, ref := range snap.SegmentsOf(kind) {
 					rows[ref.Shard] += ref.Rows
 					outs[ref.Shard]++
 				}
@@ -519,14 +522,14 @@ func TestCompactPreservesEveryTrail(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(a2.Snapshot().Manifest.Segments, snap.Manifest.Segments) {
+		if !slices.Equal(snapOf(t, a2).Segments, snap.Segments) {
 			t.Fatalf("seed %d: reopened manifest differs", seed)
 		}
-		sameTrails(t, fmt.Sprintf("seed %d reopened", seed), recordTrails(t, a2.Snapshot()), before)
+		sameTrails(t, fmt.Sprintf("seed %d reopened", seed), recordTrails(t, snapOf(t, a2)), before)
 		st2.Close()
 
 		// Nothing left to do: a no-op that publishes nothing.
-		if rep, err := a.Compact(ctx, opt); err != nil || rep.Written != 0 || a.Snapshot() != snap {
+		if rep, err := a.Compact(ctx, opt); err != nil || rep.Written != 0 || snapOf(t, a) != snap {
 			t.Fatalf("seed %d: second compaction: %+v %v", seed, rep, err)
 		}
 
@@ -541,33 +544,31 @@ func TestCompactPreservesEveryTrail(t *testing.T) {
 		if err != nil || rep2.Duplicates != dups || dups < 20 {
 			t.Fatalf("seed %d: import after compaction: %v (duplicates %d, model %d)", seed, err, rep2.Duplicates, dups)
 		}
-		sameTrails(t, fmt.Sprintf("seed %d import after compaction", seed), recordTrails(t, a.Snapshot()), m.trails())
-		// That import removed the replaced inputs; the old snapshot still
-		// reads them through the readers it opened.
+		sameTrails(t, fmt.Sprintf("seed %d import after compaction", seed), recordTrails(t, snapOf(t, a)), m.trails())
+		// The old version, still pinned, reads the replaced inputs: they
+		// leave the disk when it is released.
+		sameTrails(t, fmt.Sprintf("seed %d old version after the compaction", seed), recordTrails(t, old), before)
+		old.Release()
 		assertNoOrphans(t, a)
-		sameTrails(t, fmt.Sprintf("seed %d old snapshot after the inputs' deletion", seed), recordTrails(t, old), before)
 
 		// Force rewrites a single run; MaxSegmentRows re-splits it.
-		before = recordTrails(t, a.Snapshot())
-		prev := a.Snapshot().Manifest
+		before = recordTrails(t, snapOf(t, a))
+		prev := snapOf(t, a).Catalog
 		if _, err := a.Compact(ctx, CompactOptions{Force: true, MaxSegmentRows: 25}); err != nil {
 			t.Fatalf("seed %d: forced compaction: %v", seed, err)
 		}
 		distinct[KindEvents] = int64(len(m.trails())) - countOnlyWriters(&m)
-		checkCompacted(t, a.Snapshot(), maxSeqs(prev), 25, distinct)
-		// That compaction dropped the cached readers of deleted files.
-		live := map[string]bool{}
-		for _, ref := range append(slices.Clone(prev.Segments), a.Snapshot().Manifest.Segments...) {
-			live[ref.File] = true
-		}
-		a.rmu.Lock()
-		for f := range a.readers {
-			if !live[f] {
-				t.Errorf("seed %d: reader of deleted file %s still cached", seed, f)
+		checkCompacted(t, snapOf(t, a), maxSeqs(prev), 25, distinct)
+		// The replaced segments' files are closed (no version holds them).
+		a.mu.Lock()
+		for f := range a.files {
+			if !slices.ContainsFunc(a.cur.Segments, func(r SegmentRef) bool { return r.File == f }) &&
+				!slices.ContainsFunc(prev.Segments, func(r SegmentRef) bool { return r.File == f }) {
+				t.Errorf("seed %d: file %s of no version still open", seed, f)
 			}
 		}
-		a.rmu.Unlock()
-		sameTrails(t, fmt.Sprintf("seed %d forced", seed), recordTrails(t, a.Snapshot()), before)
+		a.mu.Unlock()
+		sameTrails(t, fmt.Sprintf("seed %d forced", seed), recordTrails(t, snapOf(t, a)), before)
 	}
 }
 
@@ -600,7 +601,7 @@ func TestCompactCancelledChangesNothing(t *testing.T) {
 		}
 	}
 	a, _ := st.App("app")
-	before, files := a.Snapshot(), segFiles(t, a)
+	before, files := snapOf(t, a), segFiles(t, a)
 	trails := recordTrails(t, before)
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -608,7 +609,7 @@ func TestCompactCancelledChangesNothing(t *testing.T) {
 	if _, err := a.Compact(ctx, CompactOptions{}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("pre-cancelled: err = %v, want context.Canceled", err)
 	}
-	if a.Snapshot() != before || !slices.Equal(segFiles(t, a), files) {
+	if snapOf(t, a) != before || !slices.Equal(segFiles(t, a), files) {
 		t.Fatal("pre-cancelled compaction changed the store")
 	}
 
@@ -622,13 +623,13 @@ func TestCompactCancelledChangesNothing(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || outputs != 1 {
 		t.Fatalf("cancelled after the first output: err = %v after %d outputs", err, outputs)
 	}
-	if a.Snapshot() != before || !slices.Equal(segFiles(t, a), files) {
+	if snapOf(t, a) != before || !slices.Equal(segFiles(t, a), files) {
 		t.Fatalf("cancelled compaction changed the store: files %v, want %v", segFiles(t, a), files)
 	}
 	if _, err := a.Compact(context.Background(), CompactOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	sameTrails(t, "after the cancelled and a full compaction", recordTrails(t, a.Snapshot()), trails)
+	sameTrails(t, "after the cancelled and a full compaction", recordTrails(t, snapOf(t, a)), trails)
 }
 
 // TestCompactKeepsEqualHashesTogether compacts hand-written segments whose
@@ -661,17 +662,17 @@ func TestCompactKeepsEqualHashesTogether(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return SegmentRef{File: file, Kind: KindEvents, Seq: -1, Rows: info.Rows, Users: info.Users,
+		return SegmentRef{File: file, Kind: KindEvents, Rows: info.Rows, Users: info.Users,
 			MinTime: info.MinTime, MaxTime: info.MaxTime, Bytes: info.Bytes}
 	}
-	s1 := write("h1.seg", []row{{5, "a", 10, 0}, {5, "a", 20, 0}, {5, "b", 10, 0}, {5, "c", 30, 0}, {9, "d", 10, 0}, {9, "d", 11, 0}})
-	s2 := write("h2.seg", []row{{3, "z", 10, 1}, {5, "a", 10, 1}, {5, "a", 15, 1}, {5, "c", 5, 1}, {9, "d", 10, 1}, {12, "e", 10, 1}})
-	s1.Seq, s2.Seq = 1, 2
-	m := *a.Snapshot().Manifest
-	m.Generation++
+	s1 := write(segmentName(KindEvents, 0, 1, 1, 9, 0), []row{{5, "a", 10, 0}, {5, "a", 20, 0}, {5, "b", 10, 0}, {5, "c", 30, 0}, {9, "d", 10, 0}, {9, "d", 11, 0}})
+	s2 := write(segmentName(KindEvents, 0, 2, 2, 9, 0), []row{{3, "z", 10, 1}, {5, "a", 10, 1}, {5, "a", 15, 1}, {5, "c", 5, 1}, {9, "d", 10, 1}, {12, "e", 10, 1}})
+	s1.SeqMin, s1.SeqMax, s2.SeqMin, s2.SeqMax = 1, 1, 2, 2
+	m := snapOf(t, a).Catalog.clone()
+	m.Generation = 9
 	m.NextSeq = 3
 	m.Segments = []SegmentRef{s1, s2}
-	if err := writeManifest(a.dir, &m); err != nil {
+	if _, err := a.ms.publish(nil, m); err != nil {
 		t.Fatal(err)
 	}
 	st2, err := Open(Config{Dir: st.cfg.Dir})
@@ -680,16 +681,16 @@ func TestCompactKeepsEqualHashesTogether(t *testing.T) {
 	}
 	defer st2.Close()
 	a2, _ := st2.App("app")
-	before, _ := collect(t, a2.Snapshot(), math.MinInt64, math.MaxInt64, names, 1)
+	before, _ := collect(t, snapOf(t, a2), math.MinInt64, math.MaxInt64, names, 1)
 	if _, err := a2.Compact(context.Background(), CompactOptions{MaxSegmentRows: 2, BlockRows: 2}); err != nil {
 		t.Fatal(err)
 	}
-	snap := a2.Snapshot()
+	snap := snapOf(t, a2)
 	var ranges [][2]uint64
-	for _, ref := range snap.Manifest.Segments {
+	for _, ref := range snap.Segments {
 		ranges = append(ranges, [2]uint64{ref.FirstHash, ref.LastHash})
-		if ref.Seq != 2 {
-			t.Fatalf("%s: Seq %d, want 2", ref.File, ref.Seq)
+		if ref.SeqMax != 2 {
+			t.Fatalf("%s: Seq %d, want 2", ref.File, ref.SeqMax)
 		}
 	}
 	// z (3) alone; a, b, c (5: 7 rows) together over the cap; d (9: 3
@@ -716,14 +717,17 @@ func TestStoreCompactUnknownApp(t *testing.T) {
 
 // TestShardRuns checks the run count against hand-made manifests.
 func TestShardRuns(t *testing.T) {
-	m := &Manifest{Shards: 2, Segments: []SegmentRef{
-		{Kind: KindEvents, Shard: 0, Seq: 1},                              // unknown: a run
-		{Kind: KindEvents, Shard: 0, Seq: 2},                              // unknown: a run
-		{Kind: KindEvents, Shard: 1, Seq: 3, FirstHash: 1, LastHash: 10},  // chain 1
-		{Kind: KindEvents, Shard: 1, Seq: 3, FirstHash: 11, LastHash: 20}, // chain 1
-		{Kind: KindEvents, Shard: 1, Seq: 4, FirstHash: 5, LastHash: 12},  // overlaps both: chain 2
-		{Kind: KindEvents, Shard: 1, Seq: 5, FirstHash: 21, LastHash: 30}, // after chain 1's end
-		{Kind: KindUsers, Shard: 1, Seq: 6},
+	seg := func(kind SegmentKind, shard int, seq int64, first, last uint64) SegmentRef {
+		return SegmentRef{Kind: kind, Shard: shard, SeqMin: seq, SeqMax: seq, FirstHash: first, LastHash: last}
+	}
+	m := &Catalog{Shards: 2, Segments: []SegmentRef{
+		seg(KindEvents, 0, 1, 0, 0),   // unknown: a run
+		seg(KindEvents, 0, 2, 0, 0),   // unknown: a run
+		seg(KindEvents, 1, 3, 1, 10),  // chain 1
+		seg(KindEvents, 1, 3, 11, 20), // chain 1
+		seg(KindEvents, 1, 4, 5, 12),  // overlaps both: chain 2
+		seg(KindEvents, 1, 5, 21, 30), // after chain 1's end
+		seg(KindUsers, 1, 6, 0, 0),
 	}}
 	if got := m.ShardRuns(KindEvents); !slices.Equal(got, []int{2, 2}) {
 		t.Fatalf("events runs %v, want [2 2]", got)
@@ -732,7 +736,7 @@ func TestShardRuns(t *testing.T) {
 		t.Fatalf("users runs %v, want [0 1]", got)
 	}
 	plan := planCompaction(m, CompactOptions{MinRuns: 2})
-	if len(plan) != 2 || plan[0].kind != KindEvents || plan[1].kind != KindEvents || plan[0].seq != 2 && plan[1].seq != 2 {
+	if len(plan) != 2 || plan[0].kind != KindEvents || plan[1].kind != KindEvents || plan[0].seqMax != 2 && plan[1].seqMax != 2 {
 		t.Fatalf("plan %+v", plan)
 	}
 	if plan := planCompaction(m, CompactOptions{MinRuns: 3}); len(plan) != 0 {

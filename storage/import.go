@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -108,7 +105,7 @@ func (e *ImportError) Error() string {
 // every error case the store is unchanged.
 func (s *Store) Import(ctx context.Context, appName string, srcs []Source, opt ImportOptions) (*ImportReport, error) {
 	start := time.Now()
-	if opt.Kind == "" {
+	if opt.Kind == 0 {
 		opt.Kind = KindEvents
 	}
 	if opt.FlushRows <= 0 {
@@ -118,49 +115,34 @@ func (s *Store) Import(ctx context.Context, appName string, srcs []Source, opt I
 	if err != nil {
 		return nil, err
 	}
-	a.writeMu.Lock()
-	defer a.writeMu.Unlock()
-	unlock, err := a.lockDir()
+	t, err := a.beginWrite()
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
-	// Another process may have published since this one last looked.
-	base, err := a.publishedManifest()
-	if err != nil {
-		return nil, err
-	}
-	if err := a.removeOrphans(base); err != nil {
-		return nil, err
-	}
+	defer t.end()
+	base := t.base
 
-	im := newImporter(a, base, opt)
+	im := newImporter(t, base, opt)
 	rep := &ImportReport{App: appName, Kind: opt.Kind}
 	defer func() { rep.Elapsed = time.Since(start) }()
 	written, err := im.run(ctx, srcs, rep)
-	cleanup := func() {
-		for _, ref := range written {
-			os.Remove(filepath.Join(a.dir, segDir, ref.File))
-		}
-	}
 	if err != nil {
-		cleanup()
 		return rep, err
 	}
 	if rep.Rejected > int64(opt.MaxErrors) {
-		cleanup()
 		return rep, &ImportError{Report: rep, Max: opt.MaxErrors}
 	}
-	next := *base
+	next := base.clone()
 	next.Generation++
 	next.NextSeq = im.seq
-	next.Segments = append(slices.Clone(base.Segments), written...)
+	next.Segments = append(next.Segments, written...)
+	sortSegments(next.Segments)
 	if opt.Kind == KindUsers {
 		next.UserProps = im.schema.Props()
 	} else {
 		next.EventProps = im.schema.Props()
 	}
-	if err := a.publish(&next, cleanup); err != nil {
+	if err := t.publish(next); err != nil {
 		return rep, fmt.Errorf("import into app %q: %w", appName, err)
 	}
 	rep.Applied = rep.Read - rep.Rejected - rep.Duplicates
@@ -172,74 +154,6 @@ func (s *Store) Import(ctx context.Context, appName string, srcs []Source, opt I
 		"rejected", rep.Rejected, "duplicates", rep.Duplicates, "segments", rep.Segments,
 		"bytes", rep.Bytes, "generation", next.Generation, "elapsed", time.Since(start))
 	return rep, nil
-}
-
-// lockDir takes the app's cross-process write lock (lockFile on
-// DIR/apps/APP/LOCK, without waiting).
-func (a *App) lockDir() (func(), error) {
-	if err := os.MkdirAll(filepath.Join(a.dir, segDir), 0o755); err != nil {
-		return nil, fmt.Errorf("create app directory: %w", err)
-	}
-	f, err := os.OpenFile(filepath.Join(a.dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("open app lock: %w", err)
-	}
-	if err := lockFile(f, false); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("app %q is being written by another process (lock %s): %w", a.name, f.Name(), err)
-	}
-	return func() {
-		unlockFile(f)
-		f.Close()
-	}, nil
-}
-
-// removeOrphans deletes segment files that no manifest references: the
-// leftovers of an import that crashed before publishing.
-func (a *App) removeOrphans(m *Manifest) error {
-	ents, err := os.ReadDir(filepath.Join(a.dir, segDir))
-	if err != nil {
-		return fmt.Errorf("list segments: %w", err)
-	}
-	live := make(map[string]bool, len(m.Segments))
-	for _, s := range m.Segments {
-		live[s.File] = true
-	}
-	for _, e := range ents {
-		if !live[e.Name()] {
-			if err := os.Remove(filepath.Join(a.dir, segDir, e.Name())); err != nil {
-				return fmt.Errorf("remove orphan segment: %w", err)
-			}
-			a.store.log.Info("removed a segment file no manifest references (left by an interrupted write, or replaced by a compaction)", "app", a.name, "file", e.Name())
-		}
-	}
-	return nil
-}
-
-// publish makes next, whose new segment files are written and synced,
-// the app's published manifest: it syncs the segment directory (the files'
-// entries must be durable before the manifest that names them), swaps the
-// manifest atomically and stores the snapshot. On failure before the
-// rename it calls cleanup (removing the new files) and returns the error;
-// when the rename happened but the directory fsync failed, the new
-// manifest is live, so the files stay, the snapshot is adopted and the
-// error says the publication may not be durable. The caller holds the
-// app's write locks.
-func (a *App) publish(next *Manifest, cleanup func()) error {
-	if err := syncDir(filepath.Join(a.dir, segDir)); err != nil {
-		cleanup()
-		return err
-	}
-	if err := writeManifest(a.dir, next); err != nil {
-		if m, rerr := readManifest(a.dir); rerr == nil && m.Generation == next.Generation {
-			a.snap.Store(&Snapshot{app: a, Manifest: m})
-			return fmt.Errorf("the new manifest is in place but may not be durable: %w", err)
-		}
-		cleanup()
-		return err
-	}
-	a.snap.Store(&Snapshot{app: a, Manifest: next})
-	return nil
 }
 
 func loadSchema(props []event.PropType) (*event.Schema, error) {
@@ -256,8 +170,8 @@ func loadSchema(props []event.PropType) (*event.Schema, error) {
 // buffers come in two generations: while one is being written by a
 // background flush, rows go into the other.
 type importer struct {
-	app    *App
-	base   *Manifest
+	txn    *writeTxn
+	base   *Catalog
 	opt    ImportOptions
 	schema *event.Schema
 	seq    int64
@@ -323,9 +237,9 @@ type propInfo struct {
 	hasLast  bool
 }
 
-func newImporter(a *App, base *Manifest, opt ImportOptions) *importer {
+func newImporter(t *writeTxn, base *Catalog, opt ImportOptions) *importer {
 	im := &importer{
-		app:       a,
+		txn:       t,
 		base:      base,
 		opt:       opt,
 		seq:       base.NextSeq,
@@ -904,8 +818,15 @@ func (p *propInfo) code(s string) uint32 {
 // loadExistingInsertIDs reads the insert_id column of every published events
 // segment, so that re-imported events are recognised as duplicates.
 func (im *importer) loadExistingInsertIDs() error {
-	snap := im.app.Snapshot()
-	for _, ref := range snap.Segments(KindEvents) {
+	snap, err := im.txn.a.Acquire()
+	if err != nil {
+		return err
+	}
+	defer snap.Release()
+	for _, ref := range snap.Segments {
+		if ref.Kind != KindEvents {
+			continue
+		}
 		r, err := snap.Reader(ref)
 		if err != nil {
 			return err
@@ -1052,15 +973,22 @@ func (im *importer) dictSnapshot() *flushDicts {
 }
 
 func (im *importer) writeShard(in *segment.Input, shard int, seq int64) (SegmentRef, error) {
-	kind := "e"
-	if im.opt.Kind == KindUsers {
-		kind = "u"
-	}
-	file := fmt.Sprintf("%s-%04d-%08d.seg", kind, shard, seq)
-	info, err := segment.Write(filepath.Join(im.app.dir, segDir, file), in, segment.WriterOptions{BlockRows: im.opt.BlockRows})
+	name := segmentName(im.opt.Kind, shard, seq, seq, im.base.Generation+1, 0)
+	f, err := im.txn.create(name)
 	if err != nil {
-		return SegmentRef{}, fmt.Errorf("write segment %s: %w", file, err)
+		return SegmentRef{}, err
 	}
-	return SegmentRef{File: file, Kind: im.opt.Kind, Shard: shard, Seq: seq, Rows: info.Rows,
-		Users: info.Users, MinTime: info.MinTime, MaxTime: info.MaxTime, Bytes: info.Bytes}, nil
+	info, err := segment.WriteTo(f, name, in, segment.WriterOptions{BlockRows: im.opt.BlockRows})
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return SegmentRef{}, fmt.Errorf("write segment %s: %w", name, err)
+	}
+	return SegmentRef{File: name, Kind: im.opt.Kind, Shard: shard, SeqMin: seq, SeqMax: seq, Generation: im.base.Generation + 1,
+		Rows: info.Rows, Users: info.Users, MinTime: info.MinTime, MaxTime: info.MaxTime, Bytes: info.Bytes,
+		FirstHash: info.FirstHash, LastHash: info.LastHash}, nil
 }

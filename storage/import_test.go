@@ -177,8 +177,8 @@ func dumpApp(t *testing.T, st *Store, app string, trails bool) []string {
 	if err != nil {
 		return []string{"no app: " + err.Error()}
 	}
-	snap := a.Snapshot()
-	out := []string{fmt.Sprintf("events schema %v", snap.Manifest.EventProps), fmt.Sprintf("users schema %v", snap.Manifest.UserProps)}
+	snap := snapOf(t, a)
+	out := []string{fmt.Sprintf("events schema %v", snap.EventProps), fmt.Sprintf("users schema %v", snap.UserProps)}
 	type row struct {
 		user string
 		t    int64
@@ -186,7 +186,7 @@ func dumpApp(t *testing.T, st *Store, app string, trails bool) []string {
 	}
 	var rows []row
 	for _, kind := range []SegmentKind{KindEvents, KindUsers} {
-		for _, ref := range snap.Segments(kind) {
+		for _, ref := range snap.SegmentsOf(kind) {
 			r, err := snap.Reader(ref)
 			if err != nil {
 				t.Fatal(err)
@@ -222,7 +222,7 @@ func dumpApp(t *testing.T, st *Store, app string, trails bool) []string {
 						}
 						s := sb.String()
 						if !trails {
-							s = fmt.Sprintf("shard %d seq %d: %s", ref.Shard, ref.Seq, s)
+							s = fmt.Sprintf("shard %d seq %d: %s", ref.Shard, ref.SeqMax, s)
 						}
 						rows = append(rows, row{string(kind) + " " + id, blk.Times[i], s})
 					}
@@ -414,7 +414,7 @@ func TestImportRecomputedUserHashes(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, _ := st.App("app")
-	in, err := a.Snapshot().Inspect(context.Background())
+	in, err := snapOf(t, a).Inspect(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 type Inspection struct {
 	App        string             `json:"app"`
 	Shards     int                `json:"shards"`
-	Generation int64              `json:"generation"`
+	Generation uint64             `json:"generation"`
 	Segments   []SegmentRef       `json:"segments"`
 	Events     int64              `json:"events"`      // rows of events segments
 	Users      int64              `json:"users"`       // distinct users with at least one event (exact, by a scan)
@@ -43,8 +43,8 @@ func (c countUsers) Visit(UserKey, *trail.Trail) { c.n.Add(1) }
 // Inspect opens (and verifies) every segment of the snapshot and sums its
 // storage per column. It counts distinct users with one scan. Errors are
 // those of opening a segment (I/O or corruption).
-func (s *Snapshot) Inspect(ctx context.Context) (*Inspection, error) {
-	m := s.Manifest
+func (s *Version) Inspect(ctx context.Context) (*Inspection, error) {
+	m := s.Catalog
 	in := &Inspection{App: m.App, Shards: m.Shards, Generation: m.Generation, Segments: m.Segments}
 	names := map[string]bool{}
 	cols := map[string]*ColumnInspection{}

@@ -202,8 +202,8 @@ func (s *ScanStats) add(o *ScanStats) {
 //
 // It returns the first error met: a segment that cannot be opened or whose
 // checksums fail (errors.Is(err, segment.ErrCorruption)), or ctx.Err().
-func (s *Snapshot) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) (ScanStats, error) {
-	if spec.Kind == "" {
+func (s *Version) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) (ScanStats, error) {
+	if spec.Kind == 0 {
 		spec.Kind = KindEvents
 	}
 	if len(visitors) == 0 {
@@ -216,9 +216,9 @@ func (s *Snapshot) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) 
 	if spec.UserProps > 0 && spec.CompileUsers == nil {
 		return ScanStats{}, fmt.Errorf("storage: Scan with UserProps needs CompileUsers")
 	}
-	byShard := make([][]SegmentRef, s.Manifest.Shards)
+	byShard := make([][]SegmentRef, s.Shards)
 	var stats ScanStats
-	for _, ref := range s.Manifest.Segments {
+	for _, ref := range s.Segments {
 		if withUsers && ref.Kind == KindUsers && ref.Rows > 0 {
 			byShard[ref.Shard] = append(byShard[ref.Shard], ref)
 			continue
@@ -313,7 +313,7 @@ func DefaultWorkers() int { return runtime.GOMAXPROCS(0) }
 
 // shardScanner is one worker's reusable scan state.
 type shardScanner struct {
-	snap *Snapshot
+	snap *Version
 	spec *ScanSpec
 	v    Visitor
 	st   *ScanStats
@@ -521,7 +521,7 @@ func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error 
 // AllUsers: always).
 func (sc *shardScanner) open(c *cursor, ref SegmentRef, r *segment.Reader) (bool, error) {
 	meta := r.Meta()
-	c.r, c.meta, c.seq, c.block, c.user = r, meta, ref.Seq, -1, 0
+	c.r, c.meta, c.seq, c.block, c.user = r, meta, ref.SeqMax, -1, 0
 	c.users = ref.Kind == KindUsers && sc.spec.Kind != KindUsers
 	c.plan, c.uplan, c.rowWise, c.deltas = nil, nil, false, false
 	if c.users {
@@ -1343,12 +1343,13 @@ type chainScratch struct {
 
 // chainTail is the end of one chain while chainSegments builds them.
 type chainTail struct {
-	known bool   // the chain's last segment has a hash range
-	last  uint64 // its LastHash
+	kind  SegmentKind // the chain's segments' kind
+	known bool        // the chain's last segment has a hash range
+	last  uint64      // its LastHash
 }
 
-// chainSegments partitions a shard's segments of one kind into chains
-// (runs) that one cursor can read one after the other: segments whose
+// chainSegments partitions a shard's segments into chains (runs) that
+// one cursor can read one after the other: segments of one kind whose
 // user-hash ranges (SegmentRef FirstHash..LastHash, written by
 // compaction) are disjoint and ascending. No user has rows in two segments
 // of a chain, so the k-way merge needs one heap entry per chain instead of
@@ -1365,13 +1366,13 @@ func chainSegments(refs []SegmentRef, sc *chainScratch) [][]SegmentRef {
 		known := ref.FirstHash != 0 || ref.LastHash != 0
 		ch := -1
 		if known {
-			ch = slices.IndexFunc(tails, func(t chainTail) bool { return t.known && t.last < ref.FirstHash })
+			ch = slices.IndexFunc(tails, func(t chainTail) bool { return t.kind == ref.Kind && t.known && t.last < ref.FirstHash })
 		}
 		if ch < 0 {
 			ch = len(tails)
 			tails = append(tails, chainTail{})
 		}
-		tails[ch] = chainTail{known: known, last: ref.LastHash}
+		tails[ch] = chainTail{kind: ref.Kind, known: known, last: ref.LastHash}
 		owner = append(owner, int32(ch))
 	}
 	chained := slices.Grow(sc.chained[:0], len(sorted))

@@ -34,7 +34,7 @@ func BenchmarkScan(b *testing.B) {
 		b.Fatal(err)
 	}
 	a, _ := st.App("g")
-	snap := a.Snapshot()
+	snap := snapOf(b, a)
 	for _, c := range []struct {
 		name   string
 		events []string
@@ -61,7 +61,7 @@ func BenchmarkScan(b *testing.B) {
 // benchScan times spec over snap (after one warm-up scan that opens and
 // verifies the segments) and reports allocations and scanned events/s;
 // events is the number of rows the snapshot holds.
-func benchScan(b *testing.B, snap *Snapshot, spec ScanSpec, events int) {
+func benchScan(b *testing.B, snap *Version, spec ScanSpec, events int) {
 	vs := []Visitor{&countVisitor{}}
 	if _, err := snap.Scan(context.Background(), spec, vs); err != nil {
 		b.Fatal(err)

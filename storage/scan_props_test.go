@@ -73,7 +73,7 @@ func TestScanColumnsRowMasksAndUserValues(t *testing.T) {
 			}
 		}
 		a, _ := st.App("app")
-		snap := a.Snapshot()
+		snap := snapOf(t, a)
 		tags := []string{"x", "y", "z"}
 		tiers := []string{"bronze", "gold", "silver"}
 		remap := func(dict, global []string) []uint32 {
@@ -341,7 +341,7 @@ func TestDrainJoinsUserValues(t *testing.T) {
 			defer mu.Unlock()
 			got[string(u.ID)] = tr.User[0]
 		})}
-		if _, err := a.Snapshot().Scan(context.Background(), spec, vs); err != nil {
+		if _, err := snapOf(t, a).Scan(context.Background(), spec, vs); err != nil {
 			t.Fatal(err)
 		}
 		users := map[string]bool{}
@@ -399,7 +399,7 @@ func TestScanNoIDs(t *testing.T) {
 				}
 				trails[i] = append(trails[i], fmt.Sprint(tr.Times))
 			})}
-			if _, err := a.Snapshot().Scan(context.Background(), spec, vs); err != nil {
+			if _, err := snapOf(t, a).Scan(context.Background(), spec, vs); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -34,7 +34,7 @@ func BenchmarkScanQueryShaped(b *testing.B) {
 		b.Fatal(err)
 	}
 	a, _ := st.App("g")
-	snap := a.Snapshot()
+	snap := snapOf(b, a)
 	events := []string{"view_item", "add_to_cart", "begin_checkout", "purchase"}
 	prop := func(m *segment.Meta, name string) int {
 		return slices.IndexFunc(m.Props, func(p segment.PropMeta) bool { return p.Name == name })

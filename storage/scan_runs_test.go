@@ -26,7 +26,7 @@ func TestRunsPartition(t *testing.T) {
 		n := rng.IntN(12)
 		refs := make([]SegmentRef, n)
 		for i := range refs {
-			refs[i].Seq = int64(i)
+			refs[i].SeqMax = int64(i)
 			if rng.IntN(4) > 0 {
 				a, b := rng.Uint64N(40), rng.Uint64N(40)
 				refs[i].FirstHash, refs[i].LastHash = min(a, b)+1, max(a, b)+1
@@ -37,7 +37,7 @@ func TestRunsPartition(t *testing.T) {
 		chains := chainSegments(refs, &sc)
 		for _, ch := range chains {
 			for j, r := range ch {
-				seen[r.Seq]++
+				seen[r.SeqMax]++
 				if r.FirstHash == 0 && r.LastHash == 0 {
 					unknown++
 					if len(ch) != 1 {
@@ -123,7 +123,7 @@ func TestScanFilterStrategies(t *testing.T) {
 			t.Fatal(err)
 		}
 		a, _ := st.App("app")
-		snap := a.Snapshot()
+		snap := snapOf(t, a)
 		for _, target := range []string{"rare", "mid", "common"} {
 			for _, cols := range []bool{false, true} {
 				from := t0 + r.Int64N(span/2)*1_000_000

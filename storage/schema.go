@@ -75,11 +75,11 @@ type propAcc struct {
 // Generation. Errors are those of opening or reading a segment (I/O or
 // corruption) and ctx.Err(); the returned Schema is newly allocated and
 // owned by the caller.
-func (s *Snapshot) Schema(ctx context.Context, topN int) (*Schema, error) {
+func (s *Version) Schema(ctx context.Context, topN int) (*Schema, error) {
 	if topN <= 0 {
 		topN = 20
 	}
-	m := s.Manifest
+	m := s.Catalog
 	out := &Schema{App: m.App, TZ: m.TZ, Events: m.Rows(KindEvents), EventNames: []NameCount{}}
 	if lo, hi, ok := m.TimeRange(KindEvents); ok {
 		out.MinTime, out.MaxTime = lo, hi

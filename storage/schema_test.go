@@ -92,12 +92,12 @@ func TestSchemaSummarisesSegments(t *testing.T) {
 		t.Fatal(err)
 	}
 	const topN = 3
-	sc, err := a.Snapshot().Schema(context.Background(), topN)
+	sc, err := snapOf(t, a).Schema(context.Background(), topN)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(a.Snapshot().Segments(KindEvents)) < 6 {
-		t.Fatalf("want several segments per shard, got %d", len(a.Snapshot().Segments(KindEvents)))
+	if len(snapOf(t, a).SegmentsOf(KindEvents)) < 6 {
+		t.Fatalf("want several segments per shard, got %d", len(snapOf(t, a).SegmentsOf(KindEvents)))
 	}
 
 	var wantNames []NameCount
@@ -147,7 +147,7 @@ func TestSchemaSummarisesSegments(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := a.Snapshot().Schema(ctx, topN); err == nil {
+	if _, err := snapOf(t, a).Schema(ctx, topN); err == nil {
 		t.Error("Schema ignored a cancelled context")
 	}
 }

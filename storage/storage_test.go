@@ -74,7 +74,7 @@ type ev struct {
 
 // collect scans snap and returns each user's trail as (time, name) pairs,
 // decoding masks built as "bit i = names[i]".
-func collect(t *testing.T, snap *Snapshot, from, to int64, want []string, workers int) (map[string][]ev, ScanStats) {
+func collect(t *testing.T, snap *Version, from, to int64, want []string, workers int) (map[string][]ev, ScanStats) {
 	t.Helper()
 	masks := func(meta *segment.Meta) []uint64 {
 		out := make([]uint64, len(meta.EventNames))
@@ -172,7 +172,7 @@ func TestScanMergesImports(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		snap := a.Snapshot()
+		snap := snapOf(t, a)
 		cases := []struct {
 			from, to int64
 			want     []string
@@ -207,7 +207,7 @@ func TestImportAbortsOnBadRowsAndLeavesStoreUnchanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, _ := st.App("app")
-	before := a.Snapshot().Manifest
+	before := snapOf(t, a).Catalog
 
 	bad := randomEvents(r, 50, 10, 1_600_000_000_000_000)
 	bad[6].Props = []event.Prop{{Name: "price", Value: event.String("cheap")}} // wrong type
@@ -221,7 +221,7 @@ func TestImportAbortsOnBadRowsAndLeavesStoreUnchanged(t *testing.T) {
 		ie.Report.Errors[0].Field != "price" || ie.Report.Errors[1].Pos.Line != 9 || ie.Report.Errors[1].Field != "user_id" {
 		t.Fatalf("report does not name lines 7 (price) and 9 (user_id): %v", err)
 	}
-	if a.Snapshot().Manifest != before {
+	if snapOf(t, a).Catalog != before {
 		t.Fatal("snapshot changed by an aborted import")
 	}
 	assertNoOrphans(t, a)
@@ -229,8 +229,8 @@ func TestImportAbortsOnBadRowsAndLeavesStoreUnchanged(t *testing.T) {
 	// A fatal error from the source mid-way also applies nothing.
 	_, err = st.Import(context.Background(), "app", []Source{&sliceSource{evs: good, errAt: 70, err: errors.New("disk on fire")}},
 		ImportOptions{FlushRows: 10})
-	if err == nil || a.Snapshot().Manifest != before {
-		t.Fatalf("fatal source error: err=%v, snapshot changed=%v", err, a.Snapshot().Manifest != before)
+	if err == nil || snapOf(t, a).Catalog != before {
+		t.Fatalf("fatal source error: err=%v, snapshot changed=%v", err, snapOf(t, a).Catalog != before)
 	}
 	assertNoOrphans(t, a)
 
@@ -249,7 +249,7 @@ func TestImportAbortsOnBadRowsAndLeavesStoreUnchanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := a2.Snapshot().Manifest.Rows(KindEvents), int64(148); got != want {
+	if got, want := snapOf(t, a2).Rows(KindEvents), int64(148); got != want {
 		t.Fatalf("reopened store has %d rows, want %d", got, want)
 	}
 }
@@ -257,8 +257,8 @@ func TestImportAbortsOnBadRowsAndLeavesStoreUnchanged(t *testing.T) {
 func assertNoOrphans(t *testing.T, a *App) {
 	t.Helper()
 	ents, _ := os.ReadDir(filepath.Join(a.dir, segDir))
-	if len(ents) != len(a.Snapshot().Manifest.Segments) {
-		t.Fatalf("%d files in seg/, %d published", len(ents), len(a.Snapshot().Manifest.Segments))
+	if len(ents) != len(snapOf(t, a).Segments) {
+		t.Fatalf("%d files in seg/, %d published", len(ents), len(snapOf(t, a).Segments))
 	}
 }
 
@@ -278,7 +278,7 @@ func TestInsertIDDeduplication(t *testing.T) {
 		t.Fatalf("second import: %+v %v", rep, err)
 	}
 	a, _ := st.App("app")
-	got, _ := collect(t, a.Snapshot(), math.MinInt64, math.MaxInt64, names, 1)
+	got, _ := collect(t, snapOf(t, a), math.MinInt64, math.MaxInt64, names, 1)
 	if len(got["u1"]) != 1 || got["u1"][0].t != 1_000_000 || len(got["u2"]) != 1 || len(got["u3"]) != 2 {
 		t.Fatalf("after dedup: %v", got)
 	}
@@ -320,7 +320,7 @@ func TestCorruptSegmentFailsScan(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, _ := st.App("app")
-	ref := a.Snapshot().Manifest.Segments[0]
+	ref := snapOf(t, a).Segments[0]
 	st.Close()
 	path := filepath.Join(dir, "apps", "app", segDir, ref.File)
 	orig, err := os.ReadFile(path)
@@ -335,7 +335,7 @@ func TestCorruptSegmentFailsScan(t *testing.T) {
 		t.Cleanup(func() { st.Close() })
 		a, _ := st.App("app")
 		var sb strings.Builder
-		_, err = a.Snapshot().Scan(context.Background(), ScanSpec{From: math.MinInt64, To: math.MaxInt64,
+		_, err = snapOf(t, a).Scan(context.Background(), ScanSpec{From: math.MinInt64, To: math.MaxInt64,
 			Masks: func(m *segment.Meta) []uint64 { return slices.Repeat([]uint64{1}, len(m.EventNames)) }},
 			[]Visitor{visitFunc(func(u UserKey, tr *trail.Trail) { fmt.Fprintln(&sb, string(u.ID), tr.Times) })})
 		return sb.String(), a, err
@@ -359,9 +359,9 @@ func TestCorruptSegmentFailsScan(t *testing.T) {
 		if isCorrupt {
 			failed++
 		}
-		rep, err := a.Verify(context.Background())
-		if err != nil || len(rep.Problems) != 1 || !errors.Is(rep.Problems[0], segment.ErrCorruption) || !strings.Contains(rep.Problems[0].Error(), ref.File) {
-			t.Fatalf("byte %d flipped: Verify = %+v, %v; want one problem naming %s", off, rep, err, ref.File)
+		rep, err := a.store.Verify(context.Background(), "app")
+		if err != nil || len(rep.Findings) != 1 || rep.Findings[0].Kind != "corruption" || !strings.Contains(rep.Findings[0].File, ref.File) {
+			t.Fatalf("byte %d flipped: Verify = %+v, %v; want one corruption finding naming %s", off, rep, err, ref.File)
 		}
 	}
 	if failed == 0 {
@@ -400,28 +400,30 @@ func TestImportSeesOtherProcessPublication(t *testing.T) {
 	imp(b, 30)
 	for _, st := range []*Store{a, b} {
 		app, _ := st.App("app")
-		m, err := readManifest(app.dir)
+		m, _, err := app.ms.load()
 		if err != nil {
 			t.Fatal(err)
 		}
 		if rows := m.Rows(KindEvents); rows != 180 {
-			t.Fatalf("manifest on disk has %d rows, want 180", rows)
+			t.Fatalf("catalog on disk has %d rows, want 180", rows)
 		}
 	}
 	app, _ := b.App("app")
-	if rows := app.Snapshot().Manifest.Rows(KindEvents); rows != 180 {
+	if rows := snapOf(t, app).Rows(KindEvents); rows != 180 {
 		t.Fatalf("b's snapshot has %d rows, want 180", rows)
 	}
 }
 
-// TestAppWriteLock checks the app's write lock (lockFile on LOCK) across
-// two stores on one directory, as two processes would hold it: the second
-// writer is refused while the first holds it, and gets it once released.
+// TestAppWriteLock checks the app's writer role across two stores on one
+// directory, as two processes would hold it: the second writer is refused
+// with a *LockedError naming the first (its Config.Holder and pid) while
+// the first holds it, and gets it once released; a store opened with
+// Config.Writer (spur serve) refuses every other writer for its life.
 func TestAppWriteLock(t *testing.T) {
 	dir := t.TempDir()
 	var apps [2]*App
 	for i := range apps {
-		st, err := Open(Config{Dir: dir, Shards: 1})
+		st, err := Open(Config{Dir: dir, Shards: 1, Holder: fmt.Sprintf("writer%d", i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -430,17 +432,47 @@ func TestAppWriteLock(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	unlock, err := apps[0].lockDir()
+	w, err := apps[0].takeRole()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := apps[1].lockDir(); err == nil || !strings.Contains(err.Error(), "being written by another process") {
-		t.Fatalf("second writer while the first holds the lock: %v", err)
+	var le *LockedError
+	if _, err := apps[1].takeRole(); !errors.As(err, &le) || !strings.HasPrefix(le.Holder, "writer0 (pid ") {
+		t.Fatalf("second writer while the first holds the role: %v", err)
 	}
-	unlock()
-	unlock2, err := apps[1].lockDir()
+	w.end()
+	w2, err := apps[1].takeRole()
 	if err != nil {
-		t.Fatalf("second writer after the first released the lock: %v", err)
+		t.Fatalf("second writer after the first released the role: %v", err)
 	}
-	unlock2()
+	w2.end()
+
+	srv, err := Open(Config{Dir: dir, Writer: true, Holder: "spur serve"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(Config{Dir: dir, Writer: true, Holder: "spur serve"}); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "spur serve (pid") {
+		t.Fatalf("a second server: %v", err)
+	}
+	_, err = apps[1].takeRole()
+	if !errors.As(err, &le) || !strings.Contains(err.Error(), `app "locked" is being written by spur serve (pid `) || !strings.Contains(err.Error(), "send imports to its API") {
+		t.Fatalf("a CLI write while the server runs: %v", err)
+	}
+	srv.Close()
+	w3, err := apps[1].takeRole()
+	if err != nil {
+		t.Fatalf("a CLI write after the server stopped: %v", err)
+	}
+	w3.end()
+}
+
+// snapOf acquires app a's current version for the rest of test t.
+func snapOf(t testing.TB, a *App) *Version {
+	t.Helper()
+	v, err := a.Acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(v.Release)
+	return v
 }

@@ -3,24 +3,63 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
-	"sync/atomic"
 
-	"github.com/spurdb/spur/storage/segment"
+	"github.com/spurdb/spur/storage/vfs"
 )
 
 // DefaultShards is the shard count of a new app when Config.Shards is 0.
 const DefaultShards = 16
 
+// DefaultWriteMemory is Config.WriteMemory when it is 0: 512 MiB.
+const DefaultWriteMemory int64 = 512 << 20
+
 // ErrNotFound is matched (errors.Is) by the error for an app that does not
 // exist.
 var ErrNotFound = errors.New("not found")
+
+// ErrNoCatalog is matched (errors.Is) by the error of a write to an app
+// whose directory holds segment files but no readable catalog: the store
+// refuses to write (a write would treat every file as unreferenced) until
+// `spur recover` rebuilds the catalog (storage.md §3).
+var ErrNoCatalog = errors.New("no readable catalog")
+
+// ErrLocked is matched (errors.Is) by the error of a write refused because
+// another process holds the writer role (a *LockedError).
+var ErrLocked = vfs.ErrLocked
+
+// LockedError says who holds the writer role of an app: a write was
+// refused because Holder ("spur serve (pid 1234)", or "" when unknown)
+// writes it (storage.md §4). It matches ErrLocked.
+type LockedError struct {
+	App    string
+	Holder string
+}
+
+// Error names the app and the holder, and what to do.
+func (e *LockedError) Error() string {
+	h := e.Holder
+	if h == "" {
+		h = "another process"
+	}
+	msg := fmt.Sprintf("app %q is being written by %s", e.App, h)
+	if strings.HasPrefix(e.Holder, "spur serve") {
+		return msg + ": send imports to its API (--url), or stop it"
+	}
+	return msg + ": wait for it to finish"
+}
+
+// Is makes errors.Is(err, ErrLocked) true.
+func (e *LockedError) Is(target error) bool { return target == ErrLocked }
 
 var appNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
@@ -30,22 +69,43 @@ func ValidAppName(name string) bool { return appNameRE.MatchString(name) }
 
 // Config configures a Store.
 type Config struct {
-	// Dir is the store directory; created if missing.
+	// Dir is the store directory; created if missing (unless ReadOnly).
 	Dir string
+	// FS is the filesystem the store reads and writes through; nil means
+	// the operating system's (vfs.Default). Tests pass a crash-simulating
+	// one.
+	FS vfs.FS
 	// Shards is the shard count given to apps created by this Store: a power
-	// of two from 1 to 1024; 0 means DefaultShards. Existing apps keep the
-	// count in their manifest.
+	// of two from 1 to MaxShards; 0 means DefaultShards. Existing apps keep
+	// the count in their catalog.
 	Shards int
+	// Writer takes the store's writer role for the Store's whole life
+	// (storage.md §4; `spur serve`): Open fails with a *LockedError while
+	// another process writes, and other processes' writes are refused
+	// until Close. Without it, each write takes the role of its app for
+	// its own duration (a CLI import), and the Store otherwise only reads,
+	// seeing other processes' publications from its next Acquire on.
+	Writer bool
+	// ReadOnly opens an existing store directory without creating it (a
+	// mistyped --data of a read-only command fails instead of creating an
+	// empty store); writes fail.
+	ReadOnly bool
+	// Holder describes this process in lock files, so that a refused
+	// writer can name it: "spur serve", "spur import". The process id is
+	// appended. "" means the program name.
+	Holder string
+	// WriteMemory bounds the memory of one import or compaction, bytes
+	// (storage.md §5; --write-memory); 0 means DefaultWriteMemory.
+	WriteMemory int64
 	// VerifyOnOpen runs the full check of segment.Reader.Verify (every
 	// chunk's checksum, every decoded value against the footer) on the
 	// first open of every segment in this process, so that a corrupt byte
 	// anywhere in a file fails the first query that opens it. Without it
 	// (the default) Open checks each file's header, trailer and footer
-	// checksum, and every read checks the CRC-32C of each chunk it reads,
-	// so a query never answers from a corrupt chunk; App.Verify (`spur
-	// verify`) checks everything on demand. The full check costs a decode
-	// of every column of every file: a first funnel query at 100M events
-	// took 5.4 s with it against about 1.0 s warm.
+	// checksum and the footer against the catalog, and every read checks
+	// the CRC-32C of each chunk it reads, so a query never answers from a
+	// corrupt chunk; App.Verify (`spur verify`) checks everything on
+	// demand. The full check costs a decode of every column of every file.
 	VerifyOnOpen bool
 	// Logger receives import and maintenance logs; nil means slog.Default().
 	Logger *slog.Logger
@@ -54,15 +114,18 @@ type Config struct {
 // Store is an embedded Spur store rooted at one directory. It is safe for
 // concurrent use. Several Stores may exist in one process (no globals).
 type Store struct {
-	cfg Config
-	log *slog.Logger
+	cfg    Config
+	fs     vfs.FS
+	log    *slog.Logger
+	holder string
+	role   io.Closer // the store's writer role (Config.Writer), or nil
 
-	mu   sync.Mutex // guards apps (the map, not the apps' snapshots)
+	mu   sync.Mutex // guards apps (the map, not the apps' versions)
 	apps map[string]*App
 
 	// idle holds per-worker scan states with their decode buffers between
 	// scans (a free list, not a sync.Pool: a GC must not drop tens of MiB of
-	// buffers that the next query re-allocates). At most maxIdleScanners.
+	// buffers that the next query re-allocates). At most 2·GOMAXPROCS.
 	idleMu sync.Mutex
 	idle   []*shardScanner
 }
@@ -88,8 +151,14 @@ func (s *Store) putScanner(sc *shardScanner) {
 	}
 }
 
-// Open opens (creating if needed) the store directory cfg.Dir. It returns an
-// error if the directory cannot be created or cfg.Shards is invalid.
+// Lock file names: the store's writer role (Config.Writer: exclusive; a
+// write of one app: shared) and an app's (exclusive, by whoever writes it).
+const lockName = "LOCK"
+
+// Open opens the store directory cfg.Dir (creating it unless
+// cfg.ReadOnly). Errors: an invalid Config, a missing directory with
+// ReadOnly (matching fs.ErrNotExist), I/O errors, and with cfg.Writer a
+// *LockedError when another process writes the store.
 func Open(cfg Config) (*Store, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("storage: Config.Dir is empty")
@@ -97,21 +166,72 @@ func Open(cfg Config) (*Store, error) {
 	if cfg.Shards == 0 {
 		cfg.Shards = DefaultShards
 	}
-	if cfg.Shards < 1 || cfg.Shards > 1024 || cfg.Shards&(cfg.Shards-1) != 0 {
-		return nil, fmt.Errorf("storage: shard count %d is not a power of two in [1, 1024]", cfg.Shards)
+	if !validShards(uint64(max(cfg.Shards, 0))) {
+		return nil, fmt.Errorf("storage: shard count %d is not a power of two in [1, %d]", cfg.Shards, MaxShards)
 	}
-	if err := os.MkdirAll(filepath.Join(cfg.Dir, "apps"), 0o755); err != nil {
+	if cfg.WriteMemory == 0 {
+		cfg.WriteMemory = DefaultWriteMemory
+	}
+	if cfg.WriteMemory < 16<<20 {
+		return nil, fmt.Errorf("storage: write memory %d bytes is below the minimum of 16 MiB", cfg.WriteMemory)
+	}
+	if cfg.Writer && cfg.ReadOnly {
+		return nil, errors.New("storage: Config.Writer and Config.ReadOnly exclude each other")
+	}
+	fsys := cfg.FS
+	if fsys == nil {
+		fsys = vfs.Default
+	}
+	if cfg.ReadOnly {
+		if _, err := fsys.Stat(filepath.Join(cfg.Dir, "apps")); err != nil {
+			return nil, fmt.Errorf("storage: %s is not a Spur store: %w", cfg.Dir, err)
+		}
+	} else if err := fsys.MkdirAll(filepath.Join(cfg.Dir, "apps"), 0o755); err != nil {
 		return nil, fmt.Errorf("storage: create store directory: %w", err)
 	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Store{cfg: cfg, log: log, apps: map[string]*App{}}, nil
+	holder := cfg.Holder
+	if holder == "" {
+		holder = filepath.Base(os.Args[0])
+	}
+	s := &Store{cfg: cfg, fs: fsys, log: log, apps: map[string]*App{},
+		holder: fmt.Sprintf("%s (pid %d)", holder, os.Getpid())}
+	if cfg.Writer {
+		role, err := fsys.Lock(filepath.Join(cfg.Dir, lockName), false, s.holder)
+		if err != nil {
+			return nil, s.storeLocked(err)
+		}
+		s.role = role
+	}
+	return s, nil
 }
 
-// Close closes every open segment file. Snapshots taken before Close must
-// not be scanned after it.
+// storeLocked turns the failure to take the store's writer role into an
+// error naming the holder: the store's (another server) or, while a CLI
+// write holds it shared, the writer of an app.
+func (s *Store) storeLocked(err error) error {
+	var le *vfs.LockedError
+	if !errors.As(err, &le) {
+		return fmt.Errorf("storage: take the writer role of %s: %w", s.cfg.Dir, err)
+	}
+	if le.Holder != "" {
+		return fmt.Errorf("storage: the store %s is being written by %s: %w", s.cfg.Dir, le.Holder, err)
+	}
+	names, _ := s.fs.List(filepath.Join(s.cfg.Dir, "apps"))
+	for _, name := range names {
+		b, rerr := vfs.ReadFile(s.fs, filepath.Join(s.cfg.Dir, "apps", name, lockName))
+		if rerr == nil && len(b) > 0 {
+			return fmt.Errorf("storage: app %q of store %s is being written by %s: %w", name, s.cfg.Dir, strings.TrimSpace(string(b)), err)
+		}
+	}
+	return fmt.Errorf("storage: the store %s is being written by another process: %w", s.cfg.Dir, err)
+}
+
+// Close closes every open segment file and gives up the writer role.
+// Versions acquired before Close must not be read after it.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -120,20 +240,32 @@ func (s *Store) Close() error {
 		errs = append(errs, a.close())
 	}
 	s.apps = map[string]*App{}
+	if s.role != nil {
+		errs = append(errs, s.role.Close())
+		s.role = nil
+	}
 	return errors.Join(errs...)
 }
 
-// Apps returns the names of the apps in the store, sorted.
+// Dir returns the store directory.
+func (s *Store) Dir() string { return s.cfg.Dir }
+
+// Apps returns the names of the apps in the store, sorted: the folders
+// of DIR/apps holding a catalog (or a pre-catalog manifest.json).
 func (s *Store) Apps() ([]string, error) {
-	ents, err := os.ReadDir(filepath.Join(s.cfg.Dir, "apps"))
+	ents, err := s.fs.List(filepath.Join(s.cfg.Dir, "apps"))
 	if err != nil {
 		return nil, fmt.Errorf("storage: list apps: %w", err)
 	}
 	var names []string
 	for _, e := range ents {
-		if e.IsDir() && ValidAppName(e.Name()) {
-			if _, err := os.Stat(filepath.Join(s.cfg.Dir, "apps", e.Name(), manifestName)); err == nil {
-				names = append(names, e.Name())
+		if !ValidAppName(e) {
+			continue
+		}
+		for _, f := range []string{catalogName, legacyManifestName} {
+			if ok, _ := vfs.Exists(s.fs, filepath.Join(s.cfg.Dir, "apps", e, f)); ok {
+				names = append(names, e)
+				break
 			}
 		}
 	}
@@ -141,12 +273,32 @@ func (s *Store) Apps() ([]string, error) {
 	return names, nil
 }
 
+// AppDirs returns the names of every app folder of the store, sorted,
+// also those without a readable catalog (for `spur verify`).
+func (s *Store) AppDirs() ([]string, error) {
+	ents, err := s.fs.List(filepath.Join(s.cfg.Dir, "apps"))
+	if err != nil {
+		return nil, fmt.Errorf("storage: list apps: %w", err)
+	}
+	var names []string
+	for _, e := range ents {
+		if fi, err := s.fs.Stat(filepath.Join(s.cfg.Dir, "apps", e)); err == nil && fi.IsDir() && ValidAppName(e) {
+			names = append(names, e)
+		}
+	}
+	return names, nil
+}
+
 // App returns the named app. The error matches ErrNotFound if the app has
-// never been imported into.
+// never been written, ErrCorruption (or ErrUnsupportedVersion) if its
+// catalog cannot be read.
 func (s *Store) App(name string) (*App, error) {
 	return s.app(name, false)
 }
 
+// app returns the named app, loading its catalog on first use; with
+// create, an app that does not exist yet is returned with an empty
+// catalog (generation 0), to be published by its first write.
 func (s *Store) app(name string, create bool) (*App, error) {
 	if !ValidAppName(name) {
 		return nil, fmt.Errorf("invalid app name %q: want [a-z0-9][a-z0-9_-]{0,63}", name)
@@ -156,98 +308,134 @@ func (s *Store) app(name string, create bool) (*App, error) {
 	if a := s.apps[name]; a != nil {
 		return a, nil
 	}
-	dir := filepath.Join(s.cfg.Dir, "apps", name)
-	m, err := readManifest(dir)
-	if errors.Is(err, os.ErrNotExist) {
+	a := &App{store: s, name: name, dir: filepath.Join(s.cfg.Dir, "apps", name), files: map[string]*segFile{}}
+	a.ms = &fileMetastore{fs: s.fs, dir: a.dir}
+	a.bucket = &dirBucket{fs: s.fs, dir: filepath.Join(a.dir, segDir)}
+	c, stamp, err := a.ms.load()
+	switch {
+	case errors.Is(err, ErrNoCatalog):
 		if !create {
 			return nil, fmt.Errorf("app %q: %w", name, ErrNotFound)
 		}
-		m = &Manifest{FormatVersion: manifestVersion, App: name, Shards: s.cfg.Shards}
-	} else if err != nil {
+		c = &Catalog{App: name, Shards: s.cfg.Shards}
+	case err != nil:
 		return nil, err
 	}
-	a := &App{store: s, name: name, dir: dir, readers: map[string]*segment.Reader{}}
-	a.snap.Store(&Snapshot{app: a, Manifest: m})
+	v, err := a.newVersion(c)
+	if err != nil {
+		return nil, err
+	}
+	a.cur, a.stamp = v, stamp
 	s.apps[name] = a
 	return a, nil
 }
 
-// App is one tenant's isolated dataset.
+// App is one tenant's isolated dataset: a sequence of published versions
+// (storage.md §1), the current one and those still pinned by readers.
 type App struct {
-	store *Store
-	name  string
-	dir   string
-	snap  atomic.Pointer[Snapshot]
+	store  *Store
+	name   string
+	dir    string
+	ms     *fileMetastore
+	bucket *dirBucket
 
-	writeMu sync.Mutex // one import at a time in this process (plus LOCK across processes)
+	writeMu sync.Mutex // one write at a time in this process
 
-	rmu     sync.Mutex // guards readers (taken once per segment per query, never per event)
-	readers map[string]*segment.Reader
+	mu     sync.Mutex // guards cur, stamp, files, writing and the refcounts
+	cur    *Version   // the current version; holds one reference
+	stamp  fileStamp  // the catalog file cur was loaded from (reload check)
+	files  map[string]*segFile
+	wrote  bool // this process published cur (no reload needed while it holds the role)
+	roleOK bool // this process holds the app's writer role now
 }
 
 // Name returns the app name.
 func (a *App) Name() string { return a.name }
 
-// Snapshot returns the app's current published state. The snapshot is
-// immutable and stays valid (its segments readable) while the Store is open.
-func (a *App) Snapshot() *Snapshot { return a.snap.Load() }
-
-// reader returns the open reader for a segment file, opening (and with
-// Config.VerifyOnOpen verifying) it on first use.
-func (a *App) reader(file string) (*segment.Reader, error) {
-	a.rmu.Lock()
-	defer a.rmu.Unlock()
-	if r := a.readers[file]; r != nil {
-		return r, nil
-	}
-	r, err := segment.Open(filepath.Join(a.dir, segDir, file))
-	if err != nil {
+// Acquire pins the app's current version for a reader (a query): its
+// segment files stay readable and on disk until Release, whatever is
+// published meanwhile. When another process has published since this one
+// last looked (and this process does not hold the app's writer role),
+// the newer version is loaded first. The caller must call Release
+// exactly once. Errors: a catalog that has become unreadable
+// (ErrCorruption) or I/O errors while loading a newer version.
+func (a *App) Acquire() (*Version, error) {
+	if err := a.refresh(); err != nil {
 		return nil, err
 	}
-	if a.store.cfg.VerifyOnOpen {
-		if err := r.Verify(); err != nil {
-			r.Close()
-			return nil, err
-		}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.cur.refs++
+	return a.cur, nil
+}
+
+// Current returns the app's current catalog without pinning it: for
+// metadata (names, counts, the schema's property types). Segment files
+// must be read through an acquired Version. The Catalog is immutable.
+func (a *App) Current() *Catalog {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cur.Catalog
+}
+
+// refresh loads the catalog another process published since this one
+// last looked, unless this process holds the app's writer role (then
+// nobody else publishes).
+func (a *App) refresh() error {
+	a.mu.Lock()
+	skip := a.roleOK || a.store.role != nil
+	stamp := a.stamp
+	a.mu.Unlock()
+	if skip {
+		return nil
 	}
-	a.readers[file] = r
-	return r, nil
+	now, err := a.ms.stamp()
+	if err != nil || now == stamp {
+		return nil // an unreadable stat: keep serving the version held
+	}
+	c, st, err := a.ms.load()
+	if err != nil {
+		if errors.Is(err, ErrNoCatalog) {
+			return nil
+		}
+		return err
+	}
+	v, err := a.newVersion(c)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c.Generation <= a.cur.Generation {
+		a.releaseLocked(v)
+		a.stamp = st
+		return nil
+	}
+	old := a.cur
+	a.cur, a.stamp = v, st
+	a.releaseLocked(old)
+	return nil
 }
 
 func (a *App) close() error {
-	a.rmu.Lock()
-	defer a.rmu.Unlock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	var errs []error
-	for f, r := range a.readers {
-		errs = append(errs, r.Close())
-		delete(a.readers, f)
+	for name, f := range a.files {
+		errs = append(errs, f.close())
+		delete(a.files, name)
 	}
 	return errors.Join(errs...)
 }
 
-// Snapshot is an immutable view of an app: its manifest at one generation.
-type Snapshot struct {
-	app      *App
-	Manifest *Manifest
+// fileStamp identifies one state of a file cheaply (size and modification
+// time), to notice that another process replaced it.
+type fileStamp struct {
+	size    int64
+	modTime int64
+	ok      bool
 }
 
-// App returns the app the snapshot belongs to.
-func (s *Snapshot) App() *App { return s.app }
-
-// Segments returns the snapshot's segments of the given kind, in arrival
-// (Seq) order. The slice is shared: do not modify it.
-func (s *Snapshot) Segments(kind SegmentKind) []SegmentRef {
-	var out []SegmentRef
-	for _, r := range s.Manifest.Segments {
-		if r.Kind == kind {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// Reader returns the open reader of segment ref. Errors are I/O errors or
-// segment corruption (errors.Is(err, segment.ErrCorruption)).
-func (s *Snapshot) Reader(ref SegmentRef) (*segment.Reader, error) {
-	return s.app.reader(ref.File)
+func stampOf(fi fs.FileInfo) fileStamp {
+	return fileStamp{size: fi.Size(), modTime: fi.ModTime().UnixNano(), ok: true}
 }

@@ -3,85 +3,250 @@ package storage
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
 	"runtime"
 	"sync"
 
 	"github.com/spurdb/spur/storage/segment"
+	"github.com/spurdb/spur/storage/vfs"
 )
 
-// VerifyReport is the outcome of App.Verify.
-type VerifyReport struct {
-	Segments int   // segments checked
-	Rows     int64 // rows in them
-	Bytes    int64 // file bytes read
-	// Problems holds one error per corrupt segment, in manifest order:
-	// each matches errors.Is(err, segment.ErrCorruption) and names the
-	// file and the offset of the first problem found in it.
-	Problems []error
+// Finding is one problem `spur verify` found in an app (storage.md §2).
+type Finding struct {
+	// Kind classifies it: "catalog" (the catalog file cannot be read),
+	// "settings" (the settings file cannot be read, or disagrees with the
+	// catalog), "missing" (a catalogued segment file is absent),
+	// "corruption" (a segment file fails its checksums or decoding),
+	// "mismatch" (a segment's footer or size disagrees with the catalog),
+	// "orphan" (a segment file no catalog entry references).
+	Kind string `json:"kind"`
+	// File is the file's path.
+	File string `json:"file"`
+	// Offset is the byte offset of the damage, -1 when not applicable.
+	Offset int64 `json:"offset"`
+	// Message says what is wrong.
+	Message string `json:"message"`
 }
 
-// Verify checks every segment of the app's current snapshot completely
+// String renders the finding on one line.
+func (f Finding) String() string {
+	if f.Offset >= 0 {
+		return fmt.Sprintf("%s: %s (offset %d): %s", f.Kind, f.File, f.Offset, f.Message)
+	}
+	return fmt.Sprintf("%s: %s: %s", f.Kind, f.File, f.Message)
+}
+
+// VerifyReport is the outcome of Store.Verify: what was checked and every
+// finding, in the order found (catalog, settings, then segments in catalog
+// order, then orphans by name).
+type VerifyReport struct {
+	App        string    `json:"app"`
+	Generation uint64    `json:"generation"` // of the catalog checked; 0 when unreadable
+	Segments   int       `json:"segments"`   // segment files checked completely
+	Rows       int64     `json:"rows"`       // rows in the catalogued segments
+	Bytes      int64     `json:"bytes"`      // bytes of the files checked
+	Findings   []Finding `json:"findings"`
+}
+
+// Verify checks every byte of every file of app appName (storage.md §2;
+// like ClickHouse's CHECK TABLE): the catalog and settings files (checksum
+// and strict decoding), and every segment file completely
 // (segment.Reader.Verify: header, trailer and footer checksums, every
-// chunk's CRC-32C, every decoded value against the footer — users sorted,
-// time ranges, event bitsets and counts, dictionary codes), on GOMAXPROCS
-// goroutines; like ClickHouse's CHECK TABLE, it is the on-demand
-// counterpart of the per-chunk checksums every query read checks. Corrupt
-// segments are listed in the report, not returned as the error; the error
-// is ctx.Err() or an I/O failure other than corruption.
-func (a *App) Verify(ctx context.Context) (*VerifyReport, error) {
-	snap := a.Snapshot()
-	refs := snap.Manifest.Segments
-	problems := make([]error, len(refs))
+// chunk's CRC-32C, every decoded value against the footer), cross-checking
+// each catalog entry against its segment's footer and size, and listing
+// files the catalog does not reference. It does not stop at the first
+// problem: every finding is in the report. With an unreadable catalog it
+// still checks every segment file it finds. It reads the files directly
+// (no version is pinned), so a write running meanwhile may show as
+// orphans or missing files. The error is ctx.Err(), ErrNotFound for an
+// app directory that does not exist, or an I/O failure that stops the
+// check; problems in the data are findings, not errors.
+func (s *Store) Verify(ctx context.Context, appName string) (*VerifyReport, error) {
+	if !ValidAppName(appName) {
+		return nil, fmt.Errorf("invalid app name %q", appName)
+	}
+	dir := filepath.Join(s.cfg.Dir, "apps", appName)
+	if _, err := s.fs.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("app %q: %w", appName, ErrNotFound)
+	}
+	ms := &fileMetastore{fs: s.fs, dir: dir}
+	bucket := &dirBucket{fs: s.fs, dir: filepath.Join(dir, segDir)}
+	rep := &VerifyReport{App: appName}
+	add := func(kind, file string, off int64, format string, args ...any) {
+		rep.Findings = append(rep.Findings, Finding{Kind: kind, File: file, Offset: off, Message: fmt.Sprintf(format, args...)})
+	}
+	addErr := func(kind, file string, err error) {
+		var ce *CorruptionError
+		var se *segment.CorruptionError
+		switch {
+		case errors.As(err, &ce):
+			add(kind, ce.Path, ce.Offset, "%s", ce.Msg)
+		case errors.As(err, &se):
+			add(kind, se.Path, se.Offset, "%s", se.Msg)
+		default:
+			add(kind, file, -1, "%v", err)
+		}
+	}
+	c, _, err := ms.load()
+	switch {
+	case errors.Is(err, ErrNoCatalog):
+		add("catalog", ms.path(), -1, "missing: the app has no catalog (run `spur recover --app %s`)", appName)
+	case err != nil:
+		addErr("catalog", ms.path(), err)
+	default:
+		rep.Generation = c.Generation
+	}
+	st, serr := ms.loadSettings()
+	switch {
+	case errors.Is(serr, fs.ErrNotExist):
+		if c != nil && c.Generation > 0 {
+			add("settings", filepath.Join(dir, settingsName), -1, "missing: the second copy of the settings is gone (rewritten by the next write)")
+		}
+	case serr != nil:
+		addErr("settings", filepath.Join(dir, settingsName), serr)
+	case c != nil:
+		if want := c.settings(); !st.equal(&want) {
+			add("settings", filepath.Join(dir, settingsName), -1, "disagrees with the catalog (shards %d/%d, tz %q/%q, %d/%d event and %d/%d user properties)",
+				st.Shards, c.Shards, st.TZ, c.TZ, len(st.EventProps), len(c.EventProps), len(st.UserProps), len(c.UserProps))
+		}
+	}
+
+	names, err := bucket.list()
+	if err != nil {
+		return rep, fmt.Errorf("app %q: list segments: %w", appName, err)
+	}
+	onDisk := make(map[string]bool, len(names))
+	for _, n := range names {
+		onDisk[n] = true
+	}
+	type job struct {
+		name string
+		ref  *SegmentRef // nil: not catalogued
+	}
+	var jobs []job
+	catalogued := map[string]bool{}
+	if c != nil {
+		for i := range c.Segments {
+			ref := &c.Segments[i]
+			catalogued[ref.File] = true
+			rep.Rows += ref.Rows
+			if !onDisk[ref.File] {
+				add("missing", bucket.path(ref.File), -1, "%s segment of shard %d (%d rows) is in the catalog but not on disk", ref.Kind, ref.Shard, ref.Rows)
+				continue
+			}
+			jobs = append(jobs, job{ref.File, ref})
+		}
+	}
+	for _, n := range names {
+		if catalogued[n] {
+			continue
+		}
+		if c != nil {
+			add("orphan", bucket.path(n), -1, "not referenced by the catalog (generation %d)", c.Generation)
+		}
+		if validSegmentName(n) {
+			jobs = append(jobs, job{n, nil})
+		}
+	}
+
+	// Check the files in parallel; findings keep the jobs' order.
+	found := make([][]Finding, len(jobs))
+	sizes := make([]int64, len(jobs))
 	var (
-		mu    sync.Mutex
-		fatal error
 		wg    sync.WaitGroup
 		next  = make(chan int)
+		mu    sync.Mutex
+		fatal error
 	)
-	for range min(runtime.GOMAXPROCS(0), max(len(refs), 1)) {
+	for range min(runtime.GOMAXPROCS(0), max(len(jobs), 1)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				r, err := snap.Reader(refs[i])
-				if err == nil {
-					err = r.Verify()
-				}
-				switch {
-				case err == nil:
-				case errors.Is(err, segment.ErrCorruption):
-					problems[i] = err
-				default:
+				fs, size, err := verifySegment(s.fs, bucket, jobs[i].name, jobs[i].ref)
+				if err != nil {
 					mu.Lock()
 					fatal = errors.Join(fatal, err)
 					mu.Unlock()
 				}
+				found[i], sizes[i] = fs, size
 			}
 		}()
 	}
-	rep := &VerifyReport{}
-	var err error
-	for i, ref := range refs {
-		if err = ctx.Err(); err != nil {
+	var cerr error
+	for i := range jobs {
+		if cerr = ctx.Err(); cerr != nil {
 			break
 		}
 		next <- i
-		rep.Segments++
-		rep.Rows += ref.Rows
-		rep.Bytes += ref.Bytes
 	}
 	close(next)
 	wg.Wait()
-	if err != nil {
-		return rep, err
+	if cerr != nil {
+		return rep, cerr
 	}
 	if fatal != nil {
 		return rep, fatal
 	}
-	for _, p := range problems {
-		if p != nil {
-			rep.Problems = append(rep.Problems, p)
-		}
+	for i := range jobs {
+		rep.Findings = append(rep.Findings, found[i]...)
+		rep.Segments++
+		rep.Bytes += sizes[i]
 	}
 	return rep, nil
+}
+
+// verifySegment checks one segment file completely and, when ref is not
+// nil, against its catalog entry. Problems are findings; the error is an
+// I/O failure other than a missing file.
+func verifySegment(fsys vfs.FS, bucket *dirBucket, name string, ref *SegmentRef) ([]Finding, int64, error) {
+	path := bucket.path(name)
+	var out []Finding
+	finding := func(kind string, err error) {
+		var ce *CorruptionError
+		var se *segment.CorruptionError
+		switch {
+		case errors.As(err, &ce):
+			out = append(out, Finding{Kind: kind, File: path, Offset: ce.Offset, Message: ce.Msg})
+		case errors.As(err, &se):
+			out = append(out, Finding{Kind: kind, File: path, Offset: se.Offset, Message: se.Msg})
+		default:
+			out = append(out, Finding{Kind: kind, File: path, Offset: -1, Message: err.Error()})
+		}
+	}
+	f, err := bucket.open(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return []Finding{{Kind: "missing", File: path, Offset: -1, Message: "removed while verifying"}}, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	r, err := segment.NewReader(f, path)
+	if err != nil {
+		f.Close()
+		if errors.Is(err, ErrCorruption) || errors.Is(err, segment.ErrNewerVersion) {
+			finding("corruption", err)
+			return out, 0, nil
+		}
+		return nil, 0, err
+	}
+	defer r.Close()
+	if err := r.Verify(); err != nil {
+		if !errors.Is(err, ErrCorruption) {
+			return nil, r.Size(), err
+		}
+		finding("corruption", err)
+	}
+	if ref != nil {
+		if r.Size() != ref.Bytes {
+			out = append(out, Finding{Kind: "mismatch", File: path, Offset: -1,
+				Message: fmt.Sprintf("the catalog says %d bytes, the file has %d", ref.Bytes, r.Size())})
+		}
+		if err := checkFooter(*ref, r.Meta(), path); err != nil {
+			finding("mismatch", err)
+		}
+	}
+	return out, r.Size(), nil
 }

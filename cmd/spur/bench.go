@@ -96,7 +96,7 @@ time, the child's peak RSS and events scanned per second.`,
 func runBench(cmd *cobra.Command, g *globals, c *benchConfig) error {
 	out := cmd.OutOrStdout()
 	rep := &BenchReport{App: c.app}
-	st, err := openStore(g)
+	st, err := openStore(g, writeStore, "spur bench")
 	if err != nil {
 		return err
 	}
@@ -116,7 +116,12 @@ func runBench(cmd *cobra.Command, g *globals, c *benchConfig) error {
 		st.Close()
 		return err
 	}
-	in, err := a.Snapshot().Inspect(cmd.Context())
+	v, err := a.Acquire()
+	var in *storage.Inspection
+	if err == nil {
+		in, err = v.Inspect(cmd.Context())
+		v.Release()
+	}
 	st.Close() // the children open the store themselves
 	if err != nil {
 		return err
@@ -272,7 +277,7 @@ func newBenchQueryCmd(g *globals) *cobra.Command {
 				return err
 			}
 			q.App = app
-			st, err := openStore(g)
+			st, err := openStore(g, readStore, "spur bench")
 			if err != nil {
 				return err
 			}

@@ -28,7 +28,7 @@ spur import and spur gen --app compact automatically when some shard has more
 than 8 runs of a kind (--no-compact skips that).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := openStore(g)
+			st, err := openStore(g, writeStore, "spur compact")
 			if err != nil {
 				return err
 			}

@@ -64,7 +64,7 @@ func newGenCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			st, err := openStore(g)
+			st, err := openStore(g, writeStore, "spur gen")
 			if err != nil {
 				return err
 			}

@@ -45,7 +45,7 @@ With --max-errors N, up to N bad rows are reported and skipped and the good
 rows are applied.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := openStore(g)
+			st, err := openStore(g, writeStore, "spur import")
 			if err != nil {
 				return err
 			}

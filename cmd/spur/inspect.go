@@ -20,7 +20,7 @@ func newInspectCmd(g *globals) *cobra.Command {
 		Short: "Print an app's segments, users, events and per-column storage (all apps without --app)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := openStore(g)
+			st, err := openStore(g, readStore, "spur inspect")
 			if err != nil {
 				return err
 			}
@@ -34,7 +34,12 @@ func newInspectCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				in, err := a.Snapshot().Inspect(cmd.Context())
+				v, err := a.Acquire()
+				if err != nil {
+					return err
+				}
+				in, err := v.Inspect(cmd.Context())
+				v.Release()
 				if err != nil {
 					return err
 				}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -12,8 +13,31 @@ import (
 	"github.com/spurdb/spur/storage"
 )
 
-func openStore(g *globals) (*storage.Store, error) {
-	return storage.Open(storage.Config{Dir: g.dataDir, Shards: g.shards})
+// storeMode is how a command opens the store (storage.md §4).
+type storeMode int
+
+const (
+	// readStore: the command only reads an existing store (a mistyped
+	// --data fails instead of creating an empty store).
+	readStore storeMode = iota
+	// writeStore: the command writes; each write takes its app's writer
+	// role and is refused, naming the holder, while spur serve or another
+	// writer holds it.
+	writeStore
+	// serveStore: spur serve, holding the store's writer role for its life.
+	serveStore
+)
+
+// openStore opens the --data store for a command named holder ("spur
+// import"), in the given mode.
+func openStore(g *globals, mode storeMode, holder string) (*storage.Store, error) {
+	cfg := storage.Config{Dir: g.dataDir, Shards: g.shards, Holder: holder,
+		ReadOnly: mode == readStore, Writer: mode == serveStore}
+	st, err := storage.Open(cfg)
+	if err != nil && mode == readStore && errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no Spur store at --data %s (a typo? the default is ./spur-data)", g.dataDir)
+	}
+	return st, err
 }
 
 func newQueryCmd(g *globals) *cobra.Command {
@@ -35,7 +59,7 @@ func newQueryCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("read query: %w", err)
 			}
-			st, err := openStore(g)
+			st, err := openStore(g, readStore, "spur query")
 			if err != nil {
 				return err
 			}

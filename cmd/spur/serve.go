@@ -38,7 +38,7 @@ SIGTERM or Ctrl-C shuts down gracefully: in-flight requests get
 --shutdown-timeout to finish.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := openStore(g)
+			st, err := openStore(g, serveStore, "spur serve")
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -8,50 +9,60 @@ import (
 
 func newVerifyCmd(g *globals) *cobra.Command {
 	var app string
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "verify [--app NAME]",
-		Short: "Check every segment completely: all checksums and every decoded value (all apps without --app)",
-		Long: `verify reads and decodes every column of every segment of the app (every app
-without --app) and checks it against the segment's footer: header, trailer,
-footer and chunk checksums (CRC-32C), users sorted, time ranges, event counts and
-bitsets, dictionary codes. Queries check the checksum of every chunk they read;
-verify checks the whole store, like ClickHouse's CHECK TABLE. It prints one line
-per corrupt segment (file and offset) and exits non-zero if there is any.`,
+		Short: "Check every byte of every file of an app and cross-check the catalog with every segment",
+		Long: `verify checks every file of the app (every app without --app), as ClickHouse's
+CHECK TABLE does: the catalog and settings files (checksums, strict decoding), and
+every segment completely — header, trailer, footer and chunk checksums (CRC-32C),
+users sorted, time ranges, event counts and bitsets, dictionary codes — and
+cross-checks each catalog entry against its segment's footer and size. It lists
+every finding (catalog, settings, missing file, orphan file, mismatch, corruption)
+with file and offset instead of stopping at the first, and exits non-zero if there
+is any. Queries check the checksum of every chunk they read; verify checks all.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := openStore(g)
+			st, err := openStore(g, readStore, "spur verify")
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			apps, err := appsToVisit(cmd, g, st, app)
-			if err != nil {
-				return err
+			apps := []string{app}
+			if app == "" {
+				if apps, err = st.AppDirs(); err != nil {
+					return err
+				}
 			}
 			out := cmd.OutOrStdout()
 			bad := 0
 			for _, name := range apps {
-				a, err := st.App(name)
-				if err != nil {
-					return err
-				}
-				rep, err := a.Verify(cmd.Context())
+				rep, err := st.Verify(cmd.Context(), name)
 				if err != nil {
 					return fmt.Errorf("verify app %s: %w", name, err)
 				}
-				for _, p := range rep.Problems {
-					fmt.Fprintf(out, "app %s: CORRUPT %v\n", name, p)
+				bad += len(rep.Findings)
+				if asJSON {
+					enc := json.NewEncoder(out)
+					enc.SetIndent("", "  ")
+					if err := enc.Encode(rep); err != nil {
+						return err
+					}
+					continue
 				}
-				bad += len(rep.Problems)
-				fmt.Fprintf(out, "app %s: %d segments, %d rows, %d bytes checked, %d corrupt\n",
-					name, rep.Segments, rep.Rows, rep.Bytes, len(rep.Problems))
+				for _, f := range rep.Findings {
+					fmt.Fprintf(out, "app %s: %v\n", name, f)
+				}
+				fmt.Fprintf(out, "app %s: catalog generation %d, %d segment files, %d rows, %d bytes checked, %d findings\n",
+					name, rep.Generation, rep.Segments, rep.Rows, rep.Bytes, len(rep.Findings))
 			}
 			if bad > 0 {
-				return fmt.Errorf("%d corrupt segments", bad)
+				return fmt.Errorf("%d findings", bad)
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&app, "app", "", "app to verify (default: every app)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print each app's report as JSON")
 	return cmd
 }

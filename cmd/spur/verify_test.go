@@ -18,7 +18,7 @@ func TestVerify(t *testing.T) {
 		t.Fatalf("import: %v\n%s", err, stderr)
 	}
 	out, _, err := spur(t, "", "--data", data, "verify")
-	if err != nil || !strings.Contains(out, " segments, 3 rows") || !strings.Contains(out, " 0 corrupt") {
+	if err != nil || !strings.Contains(out, " segment files, 3 rows") || !strings.Contains(out, " 0 findings") {
 		t.Fatalf("clean store: %v\n%s", err, out)
 	}
 	files, _ := filepath.Glob(filepath.Join(data, "apps", "shop", "seg", "e-*.seg"))
@@ -29,7 +29,7 @@ func TestVerify(t *testing.T) {
 	b[len(b)/3] ^= 4
 	os.WriteFile(files[0], b, 0o644)
 	out, _, err = spur(t, "", "--data", data, "verify", "--app", "shop")
-	if err == nil || !strings.Contains(out, "CORRUPT") || !strings.Contains(out, filepath.Base(files[0])) {
+	if err == nil || !strings.Contains(out, "corruption: ") || !strings.Contains(out, filepath.Base(files[0])) {
 		t.Fatalf("corrupt store: %v\n%s", err, out)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/bits"
 	"os"
 
@@ -32,7 +33,7 @@ const (
 // Close must not run concurrently with other calls.
 type Reader struct {
 	path    string
-	f       *os.File
+	f       File
 	size    int64
 	meta    *Meta
 	layouts []blockLayout
@@ -50,14 +51,31 @@ func Open(path string) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open segment: %w", err)
 	}
-	st, err := f.Stat()
+	r, err := NewReader(f, path)
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("open segment: %w", err)
+	}
+	return r, err
+}
+
+// File is what a Reader reads a segment from: an open file (an *os.File,
+// or a file of the store's filesystem interface) read with pread.
+type File interface {
+	io.ReaderAt
+	io.Closer
+	Stat() (fs.FileInfo, error)
+}
+
+// NewReader is Open for a file opened by the caller; path names it in
+// errors. On success the Reader owns f (Close closes it); on error the
+// caller still does.
+func NewReader(f File, path string) (*Reader, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("open segment %s: %w", path, err)
 	}
 	r := &Reader{path: path, f: f, size: st.Size()}
 	if r.meta, r.layouts, r.footer, err = r.load(); err != nil {
-		f.Close()
 		return nil, err
 	}
 	return r, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 )
 
@@ -38,6 +39,10 @@ type Info struct {
 	Users   int64
 	MinTime int64
 	MaxTime int64
+	// FirstHash and LastHash are the user-key hashes of the first and
+	// last user (0 for an empty segment).
+	FirstHash uint64
+	LastHash  uint64
 }
 
 // minCompress is the smallest raw chunk worth trying to compress.
@@ -58,33 +63,11 @@ const minKeysZstdRatio = 4
 // On any error after creation the partial file is removed. Write does not
 // retain in.
 func Write(path string, in *Input, opt WriterOptions) (Info, error) {
-	if in == nil {
-		return Info{}, fmt.Errorf("write segment %s: nil input", path)
-	}
-	blockRows := opt.BlockRows
-	if blockRows == 0 {
-		blockRows = DefaultBlockRows
-	}
-	if blockRows < 1 || blockRows > MaxBlockRows {
-		return Info{}, fmt.Errorf("write segment %s: BlockRows %d outside [1, %d]", path, opt.BlockRows, MaxBlockRows)
-	}
-	minRatio := opt.MinZstdRatio
-	if minRatio == 0 {
-		minRatio = DefaultMinZstdRatio
-	}
-	if !(minRatio >= 1) {
-		return Info{}, fmt.Errorf("write segment %s: MinZstdRatio %v is below 1", path, opt.MinZstdRatio)
-	}
-	p, err := validate(in)
-	if err != nil {
-		return Info{}, fmt.Errorf("write segment %s: invalid input: %w", path, err)
-	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return Info{}, fmt.Errorf("write segment: %w", err)
 	}
-	w := &writer{p: p, bw: bufio.NewWriterSize(f, 1<<20), off: headerSize, minRatio: minRatio}
-	info, err := w.write(blockRows)
+	info, err := WriteTo(f, path, in, opt)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -93,6 +76,40 @@ func Write(path string, in *Input, opt WriterOptions) (Info, error) {
 	}
 	if err != nil {
 		return Info{}, errors.Join(fmt.Errorf("write segment %s: %w", path, err), os.Remove(path))
+	}
+	return info, nil
+}
+
+// WriteTo is Write into an open file (or any io.Writer) f, which the
+// caller creates, syncs and closes; name names it in errors. in is
+// validated (naming the user, row or property at fault) before the first
+// byte is written.
+func WriteTo(f io.Writer, name string, in *Input, opt WriterOptions) (Info, error) {
+	if in == nil {
+		return Info{}, fmt.Errorf("write segment %s: nil input", name)
+	}
+	blockRows := opt.BlockRows
+	if blockRows == 0 {
+		blockRows = DefaultBlockRows
+	}
+	if blockRows < 1 || blockRows > MaxBlockRows {
+		return Info{}, fmt.Errorf("write segment %s: BlockRows %d outside [1, %d]", name, opt.BlockRows, MaxBlockRows)
+	}
+	minRatio := opt.MinZstdRatio
+	if minRatio == 0 {
+		minRatio = DefaultMinZstdRatio
+	}
+	if !(minRatio >= 1) {
+		return Info{}, fmt.Errorf("write segment %s: MinZstdRatio %v is below 1", name, opt.MinZstdRatio)
+	}
+	p, err := validate(in)
+	if err != nil {
+		return Info{}, fmt.Errorf("write segment %s: invalid input: %w", name, err)
+	}
+	w := &writer{p: p, bw: bufio.NewWriterSize(f, 1<<20), off: headerSize, minRatio: minRatio}
+	info, err := w.write(blockRows)
+	if err != nil {
+		return Info{}, fmt.Errorf("write segment %s: %w", name, err)
 	}
 	return info, nil
 }
@@ -152,11 +169,13 @@ func (w *writer) write(blockRows int) (Info, error) {
 		return Info{}, err
 	}
 	return Info{
-		Bytes:   footerOff + int64(len(footer)) + trailerSize,
-		Rows:    m.Rows,
-		Users:   m.Users,
-		MinTime: m.MinTime,
-		MaxTime: m.MaxTime,
+		Bytes:     footerOff + int64(len(footer)) + trailerSize,
+		Rows:      m.Rows,
+		Users:     m.Users,
+		MinTime:   m.MinTime,
+		MaxTime:   m.MaxTime,
+		FirstHash: firstHash(m.Blocks),
+		LastHash:  lastHash(m.Blocks),
 	}, nil
 }
 
@@ -255,4 +274,18 @@ func (w *writer) put(c chunkMeta, stored []byte) chunkMeta {
 	w.bw.Write(stored)
 	w.off += int64(len(stored))
 	return c
+}
+
+func firstHash(blocks []BlockMeta) uint64 {
+	if len(blocks) == 0 {
+		return 0
+	}
+	return blocks[0].FirstHash
+}
+
+func lastHash(blocks []BlockMeta) uint64 {
+	if len(blocks) == 0 {
+		return 0
+	}
+	return blocks[len(blocks)-1].LastHash
 }

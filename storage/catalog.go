@@ -1,0 +1,665 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"math/bits"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/storage/segment"
+)
+
+// CatalogFormatVersion is the newest catalog file format this build writes
+// and reads (docs/storage.md gives the byte layout).
+const CatalogFormatVersion = 1
+
+// catalogMagic starts every catalog and settings file.
+const (
+	catalogMagic  = "SPURCAT\n"
+	settingsMagic = "SPURSET\n"
+)
+
+// ErrCorruption is matched (errors.Is) by every error that reports damaged
+// data in the store: a segment file (a *segment.CorruptionError) or a
+// catalog or settings file (a *CorruptionError). It is the same sentinel
+// as segment.ErrCorruption.
+var ErrCorruption = segment.ErrCorruption
+
+// ErrUnsupportedVersion is matched (errors.Is) by the error for a catalog
+// or settings file written by a newer format version than this build
+// reads. It does not match ErrCorruption.
+var ErrUnsupportedVersion = errors.New("unsupported format version")
+
+// CorruptionError reports where a catalog or settings file is damaged:
+// Path names the file, Offset the byte where the damaged structure starts,
+// Msg what is wrong there. It matches ErrCorruption.
+type CorruptionError struct {
+	Path   string
+	Offset int64
+	Msg    string
+}
+
+// Error formats the error as "corruption in PATH at offset N: MSG".
+func (e *CorruptionError) Error() string {
+	return fmt.Sprintf("corruption in %s at offset %d: %s", e.Path, e.Offset, e.Msg)
+}
+
+// Is makes errors.Is(err, ErrCorruption) true.
+func (e *CorruptionError) Is(target error) bool { return target == ErrCorruption }
+
+// SegmentKind says what a segment holds.
+type SegmentKind uint8
+
+// Segment kinds. The zero value is invalid.
+const (
+	KindEvents SegmentKind = 1 // events
+	KindUsers  SegmentKind = 2 // user property writes ("$set" rows)
+)
+
+// String returns "events" or "users".
+func (k SegmentKind) String() string {
+	switch k {
+	case KindEvents:
+		return "events"
+	case KindUsers:
+		return "users"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// MarshalText renders the kind as String does (for JSON reports).
+func (k SegmentKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// UnmarshalText parses "events" or "users".
+func (k *SegmentKind) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "events":
+		*k = KindEvents
+	case "users":
+		*k = KindUsers
+	default:
+		return fmt.Errorf("unknown segment kind %q: want events or users", b)
+	}
+	return nil
+}
+
+// SegmentRef is one published segment of a catalog. Every field is
+// checked against the segment's footer when the file is opened: a
+// disagreement is corruption.
+type SegmentRef struct {
+	File  string      `json:"file"`  // file name in the app's segment bucket
+	Kind  SegmentKind `json:"kind"`  // events or users
+	Shard int         `json:"shard"` // shard index, < Catalog.Shards
+	// SeqMin and SeqMax are the arrival-order range of the segment's rows:
+	// an import or flush run has one arrival rank (SeqMin = SeqMax), a
+	// compaction output covers its inputs'. The segments of one shard and
+	// kind have disjoint ranges, and a user's rows at equal timestamps in
+	// two segments are in arrival order by them (the lower range first).
+	SeqMin int64 `json:"seq_min"`
+	SeqMax int64 `json:"seq_max"`
+	// Generation is the catalog generation the segment was written for.
+	Generation uint64 `json:"generation"`
+	Rows       int64  `json:"rows"`     // rows (events or user property writes), ≥ 1
+	Users      int64  `json:"users"`    // distinct users, 1..Rows
+	MinTime    int64  `json:"min_time"` // UTC µs of the earliest row
+	MaxTime    int64  `json:"max_time"` // UTC µs of the latest row
+	Bytes      int64  `json:"bytes"`    // file size in bytes
+	// FirstHash and LastHash are the user-key hashes (xxhash64 of the user
+	// id) of the segment's first and last user; both 0 means unknown (a
+	// segment migrated from a store that did not record them). Segments of
+	// one shard and kind whose ranges are disjoint hold no common user,
+	// which lets the scan read them one after the other with one cursor.
+	FirstHash uint64 `json:"first_hash,omitempty"`
+	LastHash  uint64 `json:"last_hash,omitempty"`
+}
+
+// Catalog is one published state of an app (storage.md §1 "version"): its
+// settings, schema, segments and the write-ahead-log position they cover.
+// A Catalog is immutable once published; Version pins one for a reader.
+type Catalog struct {
+	App        string `json:"app"`
+	Generation uint64 `json:"generation"` // +1 per publication; 0 for an app never published
+	Shards     int    `json:"shards"`     // a power of two in [1, MaxShards]
+	TZ         string `json:"tz"`         // the app's default time zone (IANA name); "" = UTC
+	// NextSeq is the arrival rank the next written run takes: larger than
+	// every segment's SeqMax.
+	NextSeq int64 `json:"next_seq"`
+	// LogSeq is the number of the last write-ahead-log record whose events
+	// the segments hold (live ingestion); 0 when none.
+	LogSeq     uint64           `json:"log_seq"`
+	EventProps []event.PropType `json:"event_props"` // event property types, in order of first sighting
+	UserProps  []event.PropType `json:"user_props"`  // user property types, in order of first sighting
+	// Segments are the published segments, ordered by (SeqMax, FirstHash).
+	Segments []SegmentRef `json:"segments"`
+}
+
+// MaxShards is the largest shard count of an app.
+const MaxShards = 1024
+
+// Rows returns the number of rows in the segments of the given kind.
+func (c *Catalog) Rows(kind SegmentKind) int64 {
+	var n int64
+	for _, s := range c.Segments {
+		if s.Kind == kind {
+			n += s.Rows
+		}
+	}
+	return n
+}
+
+// TimeRange returns the earliest and latest row time (UTC µs) over the
+// segments of the given kind; ok is false when there are none.
+func (c *Catalog) TimeRange(kind SegmentKind) (lo, hi int64, ok bool) {
+	for _, s := range c.Segments {
+		if s.Kind != kind {
+			continue
+		}
+		if !ok || s.MinTime < lo {
+			lo = s.MinTime
+		}
+		if !ok || s.MaxTime > hi {
+			hi = s.MaxTime
+		}
+		ok = true
+	}
+	return lo, hi, ok
+}
+
+// Bytes returns the total size of the segment files, bytes.
+func (c *Catalog) Bytes() int64 {
+	var n int64
+	for _, s := range c.Segments {
+		n += s.Bytes
+	}
+	return n
+}
+
+// clone returns a copy of c whose slices may be changed.
+func (c *Catalog) clone() *Catalog {
+	n := *c
+	n.EventProps = append([]event.PropType(nil), c.EventProps...)
+	n.UserProps = append([]event.PropType(nil), c.UserProps...)
+	n.Segments = append([]SegmentRef(nil), c.Segments...)
+	return &n
+}
+
+// Settings are the parts of an app's catalog that cannot be recovered from
+// its segments' footers alone: the shard count, the time zone and the
+// schema (the footers hold each segment's properties, not the order of
+// their first sighting or declared but unused ones). They are kept in a
+// second, independently checksummed file (SETTINGS), so that a lost or
+// damaged catalog can be rebuilt (App.Recover).
+type Settings struct {
+	App        string           `json:"app"`
+	Shards     int              `json:"shards"`
+	TZ         string           `json:"tz"`
+	EventProps []event.PropType `json:"event_props"`
+	UserProps  []event.PropType `json:"user_props"`
+}
+
+func (c *Catalog) settings() Settings {
+	return Settings{App: c.App, Shards: c.Shards, TZ: c.TZ, EventProps: c.EventProps, UserProps: c.UserProps}
+}
+
+func (s *Settings) equal(o *Settings) bool {
+	return s.App == o.App && s.Shards == o.Shards && s.TZ == o.TZ &&
+		equalProps(s.EventProps, o.EventProps) && equalProps(s.UserProps, o.UserProps)
+}
+
+func equalProps(a, b []event.PropType) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Byte layout of a catalog file (all integers little-endian or LEB128
+// varints as encoding/binary writes them; a string is a uvarint length and
+// its bytes):
+//
+//	magic "SPURCAT\n", u16 format version, u32 body length N
+//	body (N bytes):
+//	  string app, uvarint generation, uvarint shards, string tz,
+//	  varint next seq, uvarint log seq,
+//	  props: uvarint count, per property string name, byte type (1..5),
+//	    once for event properties, once for user properties
+//	  uvarint segment count, per segment:
+//	    string file, byte kind (1 events, 2 users), uvarint shard,
+//	    varint seq min, varint seq max, uvarint generation,
+//	    uvarint rows, uvarint users, varint min time, varint max time,
+//	    uvarint bytes, u64 first hash, u64 last hash
+//	u32 CRC-32C (Castagnoli) of every byte before it
+//
+// A settings file has the same frame with magic "SPURSET\n" and a body of
+// string app, uvarint shards, string tz and the two property lists.
+
+// maxCatalogBytes bounds a catalog file: larger is corruption (or a store
+// no build of Spur writes). 1 GiB holds millions of segments.
+const maxCatalogBytes = 1 << 30
+
+func frame(magic string, body []byte) []byte {
+	out := make([]byte, 0, len(magic)+6+len(body)+4)
+	out = append(out, magic...)
+	out = binary.LittleEndian.AppendUint16(out, CatalogFormatVersion)
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(body)))
+	out = append(out, body...)
+	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(out, castagnoli))
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendProps(b []byte, props []event.PropType) []byte {
+	b = binary.AppendUvarint(b, uint64(len(props)))
+	for _, p := range props {
+		b = appendString(b, p.Name)
+		b = append(b, byte(p.Type))
+	}
+	return b
+}
+
+// encodeCatalog returns the catalog file bytes of c.
+func encodeCatalog(c *Catalog) []byte {
+	var b []byte
+	b = appendString(b, c.App)
+	b = binary.AppendUvarint(b, c.Generation)
+	b = binary.AppendUvarint(b, uint64(c.Shards))
+	b = appendString(b, c.TZ)
+	b = binary.AppendVarint(b, c.NextSeq)
+	b = binary.AppendUvarint(b, c.LogSeq)
+	b = appendProps(b, c.EventProps)
+	b = appendProps(b, c.UserProps)
+	b = binary.AppendUvarint(b, uint64(len(c.Segments)))
+	for i := range c.Segments {
+		s := &c.Segments[i]
+		b = appendString(b, s.File)
+		b = append(b, byte(s.Kind))
+		b = binary.AppendUvarint(b, uint64(s.Shard))
+		b = binary.AppendVarint(b, s.SeqMin)
+		b = binary.AppendVarint(b, s.SeqMax)
+		b = binary.AppendUvarint(b, s.Generation)
+		b = binary.AppendUvarint(b, uint64(s.Rows))
+		b = binary.AppendUvarint(b, uint64(s.Users))
+		b = binary.AppendVarint(b, s.MinTime)
+		b = binary.AppendVarint(b, s.MaxTime)
+		b = binary.AppendUvarint(b, uint64(s.Bytes))
+		b = binary.LittleEndian.AppendUint64(b, s.FirstHash)
+		b = binary.LittleEndian.AppendUint64(b, s.LastHash)
+	}
+	return frame(catalogMagic, b)
+}
+
+// encodeSettings returns the settings file bytes of s.
+func encodeSettings(s *Settings) []byte {
+	var b []byte
+	b = appendString(b, s.App)
+	b = binary.AppendUvarint(b, uint64(s.Shards))
+	b = appendString(b, s.TZ)
+	b = appendProps(b, s.EventProps)
+	b = appendProps(b, s.UserProps)
+	return frame(settingsMagic, b)
+}
+
+// decoder reads a frame's body strictly: every read checks the bytes
+// left, and the first failure sticks (a *CorruptionError at the offset of
+// the field being read).
+type decoder struct {
+	path string
+	buf  []byte
+	off  int // offset of buf[0] in the file
+	pos  int
+	err  error
+}
+
+func (d *decoder) fail(at int, format string, args ...any) {
+	if d.err == nil {
+		d.err = &CorruptionError{Path: d.path, Offset: int64(d.off + at), Msg: fmt.Sprintf(format, args...)}
+	}
+}
+
+func (d *decoder) uvarint(what string) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.buf[d.pos:])
+	if n <= 0 {
+		d.fail(d.pos, "bad %s varint", what)
+		return 0
+	}
+	d.pos += n
+	return v
+}
+
+func (d *decoder) varint(what string) int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.buf[d.pos:])
+	if n <= 0 {
+		d.fail(d.pos, "bad %s varint", what)
+		return 0
+	}
+	d.pos += n
+	return v
+}
+
+func (d *decoder) u64(what string) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.buf)-d.pos < 8 {
+		d.fail(d.pos, "%s cut short", what)
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(d.buf[d.pos:])
+	d.pos += 8
+	return v
+}
+
+func (d *decoder) byte1(what string) byte {
+	if d.err != nil {
+		return 0
+	}
+	if d.pos >= len(d.buf) {
+		d.fail(d.pos, "%s cut short", what)
+		return 0
+	}
+	d.pos++
+	return d.buf[d.pos-1]
+}
+
+// count reads a uvarint count of items of at least minBytes bytes each,
+// failing when they cannot fit in the bytes left.
+func (d *decoder) count(what string, minBytes int) int {
+	at := d.pos
+	n := d.uvarint(what)
+	if d.err == nil && n > uint64(len(d.buf)-d.pos)/uint64(minBytes) {
+		d.fail(at, "%s %d does not fit in the %d bytes left", what, n, len(d.buf)-d.pos)
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) str(what string, maxLen int) string {
+	at := d.pos
+	n := d.uvarint(what + " length")
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(maxLen) || n > uint64(len(d.buf)-d.pos) {
+		d.fail(at, "%s length %d out of range", what, n)
+		return ""
+	}
+	s := string(d.buf[d.pos : d.pos+int(n)])
+	d.pos += int(n)
+	if !utf8.ValidString(s) {
+		d.fail(at, "%s is not valid UTF-8", what)
+	}
+	return s
+}
+
+func (d *decoder) props(what string) []event.PropType {
+	n := d.count(what+" count", 2)
+	props := make([]event.PropType, 0, n)
+	seen := make(map[string]bool, n)
+	for range n {
+		at := d.pos
+		name := d.str(what+" name", event.MaxPropNameBytes)
+		t := event.Type(d.byte1(what + " type"))
+		if d.err != nil {
+			return nil
+		}
+		switch {
+		case name == "":
+			d.fail(at, "empty %s name", what)
+		case seen[name]:
+			d.fail(at, "%s %q listed twice", what, name)
+		case t < event.TypeString || t > event.TypeTime:
+			d.fail(d.pos-1, "%s %q has type %d, want 1..5", what, name, t)
+		}
+		seen[name] = true
+		props = append(props, event.PropType{Name: name, Type: t})
+	}
+	return props
+}
+
+// openFrame checks a file's frame (magic, version, length, CRC) and
+// returns a decoder over its body.
+func openFrame(path, magic string, b []byte) (*decoder, error) {
+	hdr := len(magic) + 6
+	if len(b) < hdr+4 || string(b[:len(magic)]) != magic {
+		return nil, &CorruptionError{Path: path, Offset: 0, Msg: fmt.Sprintf("not a %q file (%d bytes)", strings.TrimSpace(magic), len(b))}
+	}
+	if v := binary.LittleEndian.Uint16(b[len(magic):]); v != CatalogFormatVersion {
+		// A version byte flipped to a larger value also lands here; the
+		// CRC decides which it is.
+		if crc32.Checksum(b[:len(b)-4], castagnoli) == binary.LittleEndian.Uint32(b[len(b)-4:]) && v > CatalogFormatVersion {
+			return nil, fmt.Errorf("%s: %w %d (this build reads up to %d)", path, ErrUnsupportedVersion, v, CatalogFormatVersion)
+		}
+		if v > CatalogFormatVersion || v == 0 {
+			return nil, &CorruptionError{Path: path, Offset: int64(len(magic)), Msg: fmt.Sprintf("format version %d with a bad checksum", v)}
+		}
+	}
+	n := binary.LittleEndian.Uint32(b[len(magic)+2:])
+	if uint64(n) != uint64(len(b)-hdr-4) {
+		return nil, &CorruptionError{Path: path, Offset: int64(len(magic) + 2), Msg: fmt.Sprintf("body length %d, but the file holds %d", n, len(b)-hdr-4)}
+	}
+	if got, want := crc32.Checksum(b[:len(b)-4], castagnoli), binary.LittleEndian.Uint32(b[len(b)-4:]); got != want {
+		return nil, &CorruptionError{Path: path, Offset: int64(len(b) - 4), Msg: fmt.Sprintf("checksum mismatch: stored %08x, computed %08x", want, got)}
+	}
+	return &decoder{path: path, buf: b[hdr : len(b)-4], off: hdr}, nil
+}
+
+// done fails if bytes are left after the last field.
+func (d *decoder) done() error {
+	if d.err == nil && d.pos != len(d.buf) {
+		d.fail(d.pos, "%d unexpected bytes after the last field", len(d.buf)-d.pos)
+	}
+	return d.err
+}
+
+// validShards reports whether n is a power of two in [1, MaxShards].
+func validShards(n uint64) bool { return n >= 1 && n <= MaxShards && bits.OnesCount64(n) == 1 }
+
+// checkTZ checks an app time zone name: "" (UTC) or a zone
+// time.LoadLocation knows, not "Local".
+func checkTZ(tz string) error {
+	if tz == "" {
+		return nil
+	}
+	if tz == "Local" {
+		return fmt.Errorf("time zone %q is not an IANA name", tz)
+	}
+	_, err := time.LoadLocation(tz)
+	return err
+}
+
+// decodeCatalog decodes and checks a catalog file (path names it in
+// errors). Errors match ErrCorruption (with the offset of the damaged
+// field) or ErrUnsupportedVersion.
+func decodeCatalog(path string, b []byte) (*Catalog, error) {
+	if len(b) > maxCatalogBytes {
+		return nil, &CorruptionError{Path: path, Msg: fmt.Sprintf("%d bytes, more than a catalog holds", len(b))}
+	}
+	d, err := openFrame(path, catalogMagic, b)
+	if err != nil {
+		return nil, err
+	}
+	c := &Catalog{}
+	at := d.pos
+	c.App = d.str("app name", 64)
+	if d.err == nil && !ValidAppName(c.App) {
+		d.fail(at, "invalid app name %q", c.App)
+	}
+	c.Generation = d.uvarint("generation")
+	at = d.pos
+	shards := d.uvarint("shard count")
+	if d.err == nil && !validShards(shards) {
+		d.fail(at, "shard count %d is not a power of two in [1, %d]", shards, MaxShards)
+	}
+	c.Shards = int(shards)
+	at = d.pos
+	c.TZ = d.str("time zone", 256)
+	if d.err == nil {
+		if err := checkTZ(c.TZ); err != nil {
+			d.fail(at, "time zone: %v", err)
+		}
+	}
+	at = d.pos
+	c.NextSeq = d.varint("next seq")
+	if d.err == nil && c.NextSeq < 0 {
+		d.fail(at, "negative next seq %d", c.NextSeq)
+	}
+	c.LogSeq = d.uvarint("log seq")
+	c.EventProps = d.props("event property")
+	c.UserProps = d.props("user property")
+	n := d.count("segment count", 40)
+	c.Segments = make([]SegmentRef, 0, n)
+	files := make(map[string]bool, n)
+	for range n {
+		if d.err != nil {
+			break
+		}
+		var s SegmentRef
+		at := d.pos
+		s.File = d.str("segment file name", 255)
+		if d.err == nil && (!validSegmentName(s.File) || files[s.File]) {
+			d.fail(at, "bad or repeated segment file name %q", s.File)
+		}
+		files[s.File] = true
+		at = d.pos
+		s.Kind = SegmentKind(d.byte1("segment kind"))
+		if d.err == nil && s.Kind != KindEvents && s.Kind != KindUsers {
+			d.fail(at, "segment %s: kind %d, want 1 (events) or 2 (users)", s.File, s.Kind)
+		}
+		at = d.pos
+		sh := d.uvarint("shard")
+		if d.err == nil && sh >= uint64(c.Shards) {
+			d.fail(at, "segment %s: shard %d out of range [0, %d)", s.File, sh, c.Shards)
+		}
+		s.Shard = int(sh)
+		at = d.pos
+		s.SeqMin, s.SeqMax = d.varint("seq min"), d.varint("seq max")
+		if d.err == nil && (s.SeqMin < 0 || s.SeqMin > s.SeqMax || s.SeqMax >= c.NextSeq) {
+			d.fail(at, "segment %s: arrival range [%d, %d] outside [0, next seq %d)", s.File, s.SeqMin, s.SeqMax, c.NextSeq)
+		}
+		at = d.pos
+		s.Generation = d.uvarint("segment generation")
+		if d.err == nil && s.Generation > c.Generation {
+			d.fail(at, "segment %s: generation %d after the catalog's %d", s.File, s.Generation, c.Generation)
+		}
+		at = d.pos
+		rows, users := d.uvarint("rows"), d.uvarint("users")
+		if d.err == nil && (rows == 0 || rows > math.MaxInt64 || users == 0 || users > rows) {
+			d.fail(at, "segment %s: %d users in %d rows", s.File, users, rows)
+		}
+		s.Rows, s.Users = int64(rows), int64(users)
+		at = d.pos
+		s.MinTime, s.MaxTime = d.varint("min time"), d.varint("max time")
+		if d.err == nil && s.MinTime > s.MaxTime {
+			d.fail(at, "segment %s: time range [%d, %d] is reversed", s.File, s.MinTime, s.MaxTime)
+		}
+		at = d.pos
+		size := d.uvarint("bytes")
+		if d.err == nil && (size == 0 || size > math.MaxInt64) {
+			d.fail(at, "segment %s: size %d bytes", s.File, size)
+		}
+		s.Bytes = int64(size)
+		s.FirstHash, s.LastHash = d.u64("first hash"), d.u64("last hash")
+		if d.err == nil && s.FirstHash > s.LastHash {
+			d.fail(d.pos-16, "segment %s: hash range [%x, %x] is reversed", s.File, s.FirstHash, s.LastHash)
+		}
+		c.Segments = append(c.Segments, s)
+	}
+	if err := d.done(); err != nil {
+		return nil, err
+	}
+	if err := checkSeqRanges(c.Segments); err != nil {
+		return nil, &CorruptionError{Path: path, Offset: int64(d.off), Msg: err.Error()}
+	}
+	return c, nil
+}
+
+// checkSeqRanges checks that the segments of one shard and kind have
+// disjoint arrival ranges, except segments written together by one
+// compaction (equal ranges, disjoint user-hash ranges).
+func checkSeqRanges(segs []SegmentRef) error {
+	type key struct {
+		kind  SegmentKind
+		shard int
+	}
+	last := map[key]SegmentRef{}
+	for _, s := range segs {
+		k := key{s.Kind, s.Shard}
+		p, ok := last[k]
+		if ok && (s.SeqMin <= p.SeqMax) && !(s.SeqMin == p.SeqMin && s.SeqMax == p.SeqMax && s.FirstHash > p.LastHash) {
+			return fmt.Errorf("segments %s and %s of %s shard %d overlap in arrival order ([%d, %d] and [%d, %d])",
+				p.File, s.File, s.Kind, s.Shard, p.SeqMin, p.SeqMax, s.SeqMin, s.SeqMax)
+		}
+		last[k] = s
+	}
+	return nil
+}
+
+// decodeSettings decodes and checks a settings file, as decodeCatalog.
+func decodeSettings(path string, b []byte) (*Settings, error) {
+	if len(b) > maxCatalogBytes {
+		return nil, &CorruptionError{Path: path, Msg: fmt.Sprintf("%d bytes, more than a settings file holds", len(b))}
+	}
+	d, err := openFrame(path, settingsMagic, b)
+	if err != nil {
+		return nil, err
+	}
+	s := &Settings{}
+	at := d.pos
+	s.App = d.str("app name", 64)
+	if d.err == nil && !ValidAppName(s.App) {
+		d.fail(at, "invalid app name %q", s.App)
+	}
+	at = d.pos
+	shards := d.uvarint("shard count")
+	if d.err == nil && !validShards(shards) {
+		d.fail(at, "shard count %d is not a power of two in [1, %d]", shards, MaxShards)
+	}
+	s.Shards = int(shards)
+	at = d.pos
+	s.TZ = d.str("time zone", 256)
+	if d.err == nil {
+		if err := checkTZ(s.TZ); err != nil {
+			d.fail(at, "time zone: %v", err)
+		}
+	}
+	s.EventProps = d.props("event property")
+	s.UserProps = d.props("user property")
+	if err := d.done(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// SegmentsOf returns the segments of the given kind, in catalog order
+// (newly allocated).
+func (c *Catalog) SegmentsOf(kind SegmentKind) []SegmentRef {
+	var out []SegmentRef
+	for _, s := range c.Segments {
+		if s.Kind == kind {
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -1,0 +1,258 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/spurdb/spur/storage/vfs"
+)
+
+// writeTxn is one write of an app in progress (an import, a compaction, a
+// recovery): it holds the app's writer role — the in-process write mutex
+// and, unless the Store holds the store's role for its life, the
+// cross-process locks — and the catalog it builds on. Segment files it
+// creates are removed unless published.
+type writeTxn struct {
+	a       *App
+	base    *Catalog
+	locks   []io.Closer
+	created []string // segment files created and not yet published
+}
+
+// beginWrite takes app a's writer role and returns the write. It refuses
+// (storage.md §3, §4) with a *LockedError naming the holder when another
+// process writes the app or holds the store's role, and with an error
+// matching ErrNoCatalog when the app's directory holds segment files but
+// no readable catalog. It adopts a catalog another process published
+// since this one last looked, and removes the segment files that the
+// catalog proves unreferenced and no version of this process pins (the
+// leftovers of an interrupted write, or files a reader pinned when they
+// were replaced).
+func (a *App) beginWrite() (_ *writeTxn, err error) {
+	t, err := a.takeRole()
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			t.end()
+		}
+	}()
+	c, st, err := a.ms.load()
+	switch {
+	case errors.Is(err, ErrNoCatalog):
+		names, lerr := a.bucket.list()
+		if lerr != nil {
+			return nil, fmt.Errorf("app %q: list segments: %w", a.name, lerr)
+		}
+		if n := countSegmentFiles(names); n > 0 {
+			return nil, fmt.Errorf("app %q holds %d segment files but no catalog (%s): refusing to write; run `spur recover --app %s` to rebuild it: %w",
+				a.name, n, a.ms.path(), a.name, ErrNoCatalog)
+		}
+		a.mu.Lock()
+		t.base = a.cur.Catalog
+		a.mu.Unlock()
+	case err != nil:
+		return nil, fmt.Errorf("app %q: refusing to write over an unreadable catalog (`spur verify --app %s` lists the damage, `spur recover --app %s` rebuilds it): %w",
+			a.name, a.name, a.name, err)
+	default:
+		if err := a.adopt(c, st); err != nil {
+			return nil, err
+		}
+		t.base = c
+	}
+	if err := a.removeOrphans(t.base); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// takeRole takes app a's writer role (see writeTxn) without reading its
+// catalog: the part of beginWrite that App.Recover needs too.
+func (a *App) takeRole() (_ *writeTxn, err error) {
+	s := a.store
+	if s.cfg.ReadOnly {
+		return nil, fmt.Errorf("app %q: the store is open read-only", a.name)
+	}
+	a.writeMu.Lock()
+	return a.lockRole()
+}
+
+// lockRole is takeRole with a.writeMu already held: it takes the
+// cross-process locks without waiting. On error it unlocks a.writeMu.
+func (a *App) lockRole() (_ *writeTxn, err error) {
+	s := a.store
+	t := &writeTxn{a: a}
+	defer func() {
+		if err != nil {
+			t.end()
+		}
+	}()
+	if err := s.fs.MkdirAll(a.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create app directory: %w", err)
+	}
+	if s.role == nil {
+		l, err := s.fs.Lock(filepath.Join(s.cfg.Dir, lockName), true, "")
+		if err != nil {
+			return nil, a.locked(err, filepath.Join(s.cfg.Dir, lockName))
+		}
+		t.locks = append(t.locks, l)
+		if l, err = s.fs.Lock(filepath.Join(a.dir, lockName), false, s.holder); err != nil {
+			return nil, a.locked(err, "")
+		}
+		t.locks = append(t.locks, l)
+	}
+	a.mu.Lock()
+	a.roleOK = true
+	a.mu.Unlock()
+	return t, nil
+}
+
+// locked turns a lock failure into a *LockedError naming the holder: the
+// app lock's holder, or for the store's lock (storeLock, held by spur
+// serve) its holder.
+func (a *App) locked(err error, storeLock string) error {
+	var le *vfs.LockedError
+	if !errors.As(err, &le) {
+		return fmt.Errorf("app %q: take the writer lock: %w", a.name, err)
+	}
+	if storeLock != "" && le.Holder == "" {
+		le.Holder = "another process"
+	}
+	return &LockedError{App: a.name, Holder: le.Holder}
+}
+
+// adopt makes c, read from the metastore with stamp st, the current
+// version when it is newer than the one held.
+func (a *App) adopt(c *Catalog, st fileStamp) error {
+	a.mu.Lock()
+	same := a.cur.Generation == c.Generation && a.cur.Generation > 0
+	a.mu.Unlock()
+	if same {
+		a.mu.Lock()
+		a.stamp = st
+		a.mu.Unlock()
+		return nil
+	}
+	v, err := a.newVersion(c)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	old := a.cur
+	a.cur, a.stamp = v, st
+	a.releaseLocked(old)
+	return nil
+}
+
+// countSegmentFiles counts the names that are segment files.
+func countSegmentFiles(names []string) int {
+	n := 0
+	for _, name := range names {
+		if validSegmentName(name) {
+			n++
+		}
+	}
+	return n
+}
+
+// removeOrphans deletes the files of the segment directory that catalog
+// c does not reference and no version of this process pins (storage.md
+// §3: a readable catalog proves them unreferenced). Files that are not
+// segment files (by name) are left alone and logged.
+func (a *App) removeOrphans(c *Catalog) error {
+	names, err := a.bucket.list()
+	if err != nil {
+		return fmt.Errorf("app %q: list segments: %w", a.name, err)
+	}
+	live := make(map[string]bool, len(c.Segments))
+	for _, s := range c.Segments {
+		live[s.File] = true
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, name := range names {
+		if live[name] || a.files[name] != nil {
+			continue
+		}
+		if !validSegmentName(name) && filepath.Ext(name) != ".tmp" {
+			a.store.log.Warn("unknown file in the segment directory left alone", "app", a.name, "file", name)
+			continue
+		}
+		if err := a.bucket.remove(name); err != nil {
+			return fmt.Errorf("app %q: remove unreferenced segment %s: %w", a.name, name, err)
+		}
+		a.store.log.Info("removed a segment file the catalog does not reference (left by an interrupted write, or replaced while pinned)",
+			"app", a.name, "file", name)
+	}
+	return nil
+}
+
+// create creates segment file name for this write.
+func (t *writeTxn) create(name string) (vfs.File, error) {
+	f, err := t.a.bucket.create(name)
+	if err != nil {
+		return nil, fmt.Errorf("create segment %s: %w", name, err)
+	}
+	t.created = append(t.created, name)
+	return f, nil
+}
+
+// publish makes next (whose new segment files this write created, wrote
+// and synced) the app's current version: it makes the files' names
+// durable, swaps the catalog atomically (storage.md §2) and adopts next;
+// files only the previous version referenced are deleted once no reader
+// pins it. next.Generation must be base's + 1. When the catalog could not
+// be swapped, the error is returned and the created files are removed by
+// end. When it was swapped but perhaps not durably (the directory fsync
+// failed), next is adopted and the error says so.
+func (t *writeTxn) publish(next *Catalog) error {
+	a := t.a
+	if next.Generation != t.base.Generation+1 {
+		return fmt.Errorf("storage: publish generation %d over %d", next.Generation, t.base.Generation)
+	}
+	if len(t.created) > 0 {
+		if err := a.bucket.sync(); err != nil {
+			return fmt.Errorf("app %q: sync segment directory: %w", a.name, err)
+		}
+	}
+	inPlace, err := a.ms.publish(t.base, next)
+	if !inPlace {
+		return fmt.Errorf("app %q: %w", a.name, err)
+	}
+	t.created = nil
+	st, _ := a.ms.stamp()
+	if verr := a.adopt(next, st); verr != nil {
+		// Published, but this process cannot open the new version (out of
+		// descriptors?): forget the stamp so the next Acquire reloads it.
+		a.mu.Lock()
+		a.stamp = fileStamp{}
+		a.mu.Unlock()
+		return errors.Join(err, fmt.Errorf("app %q: published generation %d but cannot open it: %w", a.name, next.Generation, verr))
+	}
+	t.base = next
+	return err
+}
+
+// end finishes the write: removes the created files not published and
+// gives up the writer role.
+func (t *writeTxn) end() {
+	a := t.a
+	for _, name := range t.created {
+		if err := a.bucket.remove(name); err != nil {
+			a.store.log.Warn("remove an unpublished segment (removed by the next write)", "app", a.name, "file", name, "err", err)
+		}
+	}
+	t.created = nil
+	a.mu.Lock()
+	a.roleOK = false
+	a.mu.Unlock()
+	for i := len(t.locks) - 1; i >= 0; i-- {
+		t.locks[i].Close()
+	}
+	t.locks = nil
+	a.writeMu.Unlock()
+}
