@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -148,6 +149,15 @@ func renderValue(v event.Value) string {
 // renders each user's trail and user values as trailModel.trails does.
 func recordTrails(t *testing.T, snap *Version) map[string]string {
 	t.Helper()
+	got, err := scanTrails(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// scanTrails is recordTrails for any goroutine: it returns its errors.
+func scanTrails(snap *Version) (map[string]string, error) {
 	var mu sync.Mutex
 	var strs []string
 	ids := map[string]uint32{}
@@ -188,18 +198,18 @@ func recordTrails(t *testing.T, snap *Version) map[string]string {
 		}
 		return props, srcs, nil
 	}
-	render := func(c propCol, set bool, bits uint64) string {
+	render := func(b []byte, c propCol, set bool, bits uint64) []byte {
 		switch {
 		case !set:
-			return "-"
+			return append(b, '-')
 		case c.typ == event.TypeString:
 			mu.Lock()
 			defer mu.Unlock()
-			return fmt.Sprintf("%q", strs[bits])
+			return strconv.AppendQuote(b, strs[bits])
 		case c.typ == event.TypeFloat:
-			return fmt.Sprint(math.Float64frombits(bits))
+			return strconv.AppendFloat(b, math.Float64frombits(bits), 'g', -1, 64)
 		}
-		return fmt.Sprint(int64(bits))
+		return strconv.AppendInt(b, int64(bits), 10)
 	}
 	spec := ScanSpec{
 		From: math.MinInt64, To: math.MaxInt64, AllUsers: true,
@@ -223,33 +233,41 @@ func recordTrails(t *testing.T, snap *Version) map[string]string {
 		},
 	}
 	got := map[string]string{}
+	var twice []string
 	vs := make([]Visitor, 2)
 	for w := range vs {
 		vs[w] = visitFunc(func(u UserKey, tr *trail.Trail) {
-			var b strings.Builder
+			var b []byte
 			for i, ts := range tr.Times {
-				fmt.Fprintf(&b, "%d %s", ts, names[bitIndex(tr.Mask[i])])
+				b = strconv.AppendInt(b, ts, 10)
+				b = append(b, ' ')
+				b = append(b, names[bitIndex(tr.Mask[i])]...)
 				for j, c := range compactEventCols {
-					b.WriteString(" " + render(c, tr.Cols[j].Set[i], tr.Cols[j].Bits[i]))
+					b = append(b, ' ')
+					b = render(b, c, tr.Cols[j].Set[i], tr.Cols[j].Bits[i])
 				}
-				b.WriteString("\n")
+				b = append(b, '\n')
 			}
-			b.WriteString("user:")
+			b = append(b, "user:"...)
 			for j, c := range compactUserCols {
-				b.WriteString(" " + render(c, tr.User[j].Set, tr.User[j].Bits))
+				b = append(b, ' ')
+				b = render(b, c, tr.User[j].Set, tr.User[j].Bits)
 			}
 			mu.Lock()
 			defer mu.Unlock()
 			if _, dup := got[string(u.ID)]; dup {
-				t.Errorf("user %s visited twice", u.ID)
+				twice = append(twice, string(u.ID))
 			}
-			got[string(u.ID)] = b.String()
+			got[string(u.ID)] = string(b)
 		})
 	}
 	if _, err := snap.Scan(context.Background(), spec, vs); err != nil {
-		t.Fatalf("scan: %v", err)
+		return nil, fmt.Errorf("scan: %w", err)
 	}
-	return got
+	if len(twice) > 0 {
+		return nil, fmt.Errorf("users visited twice: %v", twice)
+	}
+	return got, nil
 }
 
 func sameTrails(t *testing.T, what string, got, want map[string]string) {

@@ -141,7 +141,7 @@ func (b *dirBucket) path(name string) string { return filepath.Join(b.dir, name)
 func (b *dirBucket) create(name string) (vfs.File, error) {
 	f, err := b.fs.Create(b.path(name))
 	if errors.Is(err, fs.ErrNotExist) {
-		if err = b.fs.MkdirAll(b.dir, 0o755); err == nil {
+		if err = vfs.MkdirAllSync(b.fs, b.dir, 0o755); err == nil {
 			f, err = b.fs.Create(b.path(name))
 		}
 	}
@@ -163,7 +163,7 @@ func (b *dirBucket) list() ([]string, error) {
 
 // sync makes the names of the files created so far durable.
 func (b *dirBucket) sync() error {
-	if err := b.fs.MkdirAll(b.dir, 0o755); err != nil {
+	if err := vfs.MkdirAllSync(b.fs, b.dir, 0o755); err != nil {
 		return err
 	}
 	return vfs.SyncDir(b.fs, b.dir)

@@ -186,7 +186,7 @@ func Open(cfg Config) (*Store, error) {
 		if _, err := fsys.Stat(filepath.Join(cfg.Dir, "apps")); err != nil {
 			return nil, fmt.Errorf("storage: %s is not a Spur store: %w", cfg.Dir, err)
 		}
-	} else if err := fsys.MkdirAll(filepath.Join(cfg.Dir, "apps"), 0o755); err != nil {
+	} else if err := vfs.MkdirAllSync(fsys, filepath.Join(cfg.Dir, "apps"), 0o755); err != nil {
 		return nil, fmt.Errorf("storage: create store directory: %w", err)
 	}
 	log := cfg.Logger

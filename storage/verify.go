@@ -56,7 +56,8 @@ type VerifyReport struct {
 // (segment.Reader.Verify: header, trailer and footer checksums, every
 // chunk's CRC-32C, every decoded value against the footer), cross-checking
 // each catalog entry against its segment's footer and size, and listing
-// files the catalog does not reference. It does not stop at the first
+// files the catalog does not reference (checking their content only when
+// the catalog is unreadable, for recovery). It does not stop at the first
 // problem: every finding is in the report. With an unreadable catalog it
 // still checks every segment file it finds. It reads the files directly
 // (no version is pinned), so a write running meanwhile may show as
@@ -144,10 +145,12 @@ func (s *Store) Verify(ctx context.Context, appName string) (*VerifyReport, erro
 			continue
 		}
 		if c != nil {
+			// A leftover of an interrupted write (or a replaced file a
+			// reader still pins): the next write removes it, so its
+			// content does not matter.
 			add("orphan", bucket.path(n), -1, "not referenced by the catalog (generation %d)", c.Generation)
-		}
-		if validSegmentName(n) {
-			jobs = append(jobs, job{n, nil})
+		} else if validSegmentName(n) {
+			jobs = append(jobs, job{n, nil}) // no catalog: every file may be needed by recovery
 		}
 	}
 

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path/filepath"
+	"sync"
 
 	"github.com/spurdb/spur/storage/vfs"
 )
@@ -18,7 +20,8 @@ type writeTxn struct {
 	a       *App
 	base    *Catalog
 	locks   []io.Closer
-	created []string // segment files created and not yet published
+	mu      sync.Mutex // guards created: parallel flush and compaction workers create files
+	created []string   // segment files created and not yet published
 }
 
 // beginWrite takes app a's writer role and returns the write. It refuses
@@ -90,7 +93,7 @@ func (a *App) lockRole() (_ *writeTxn, err error) {
 			t.end()
 		}
 	}()
-	if err := s.fs.MkdirAll(a.dir, 0o755); err != nil {
+	if err := vfs.MkdirAllSync(s.fs, a.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create app directory: %w", err)
 	}
 	if s.role == nil {
@@ -182,10 +185,12 @@ func (a *App) removeOrphans(c *Catalog) error {
 			a.store.log.Warn("unknown file in the segment directory left alone", "app", a.name, "file", name)
 			continue
 		}
-		if err := a.bucket.remove(name); err != nil {
+		if err := a.bucket.remove(name); errors.Is(err, fs.ErrNotExist) {
+			continue // a reader's release removed it meanwhile
+		} else if err != nil {
 			return fmt.Errorf("app %q: remove unreferenced segment %s: %w", a.name, name, err)
 		}
-		a.store.log.Info("removed a segment file the catalog does not reference (left by an interrupted write, or replaced while pinned)",
+		a.store.log.Debug("removed a segment file the catalog does not reference (left by an interrupted write, or replaced while pinned)",
 			"app", a.name, "file", name)
 	}
 	return nil
@@ -197,7 +202,9 @@ func (t *writeTxn) create(name string) (vfs.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create segment %s: %w", name, err)
 	}
+	t.mu.Lock()
 	t.created = append(t.created, name)
+	t.mu.Unlock()
 	return f, nil
 }
 

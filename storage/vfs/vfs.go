@@ -143,6 +143,29 @@ func WriteFileAtomic(fsys FS, dir, name string, data []byte) error {
 	return SyncDir(fsys, dir)
 }
 
+// MkdirAllSync is MkdirAll that also makes the new directories durable:
+// it fsyncs the parent of every directory it creates, so that a power
+// loss cannot drop a directory (and everything in it) that a later sync
+// of a file inside it seemed to make durable.
+func MkdirAllSync(fsys FS, dir string, perm fs.FileMode) error {
+	if _, err := fsys.Stat(dir); err == nil {
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := MkdirAllSync(fsys, parent, perm); err != nil {
+			return err
+		}
+	}
+	if err := fsys.MkdirAll(dir, perm); err != nil {
+		return err
+	}
+	if parent == dir {
+		return nil
+	}
+	return SyncDir(fsys, parent)
+}
+
 // ReadFile reads the whole file name of fsys.
 func ReadFile(fsys FS, name string) ([]byte, error) {
 	f, err := fsys.Open(name)
