@@ -136,6 +136,8 @@ func (s *Store) Recover(ctx context.Context, appName string) (*RecoverReport, er
 	case oerr == nil:
 		oldGen = old.Generation
 	case errors.Is(oerr, ErrNoCatalog):
+	case errors.Is(oerr, ErrUnsupportedVersion):
+		return rep, fmt.Errorf("app %q: %w: recover it with the build that wrote it", appName, oerr)
 	default:
 		if err := aside(a.ms.path(), oerr.Error()); err != nil {
 			return rep, err
@@ -320,8 +322,8 @@ func (s *Store) appForRecovery(name string) (*App, error) {
 	if err == nil {
 		return a, nil
 	}
-	if !errors.Is(err, ErrCorruption) && !errors.Is(err, ErrUnsupportedVersion) {
-		return nil, err
+	if !errors.Is(err, ErrCorruption) && !errors.Is(err, ErrNoCatalog) {
+		return nil, err // a newer format version among them: not ours to rewrite
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -142,12 +143,17 @@ func expected(imports [][]event.Event, from, to int64, want []string) map[string
 
 func openTest(t *testing.T, shards int) *Store {
 	t.Helper()
-	st, err := Open(Config{Dir: t.TempDir(), Shards: shards})
+	st, err := Open(Config{Dir: t.TempDir(), Shards: shards, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	return st
+}
+
+// quietLogger drops the store's logs below errors.
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 }
 
 // TestScanMergesImports imports three batches (small flushes and blocks, so

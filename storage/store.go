@@ -314,12 +314,16 @@ func (s *Store) app(name string, create bool) (*App, error) {
 	c, stamp, err := a.ms.load()
 	switch {
 	case errors.Is(err, ErrNoCatalog):
+		if err := a.checkNoSegments(); err != nil {
+			return nil, err
+		}
 		if !create {
 			return nil, fmt.Errorf("app %q: %w", name, ErrNotFound)
 		}
 		c = &Catalog{App: name, Shards: s.cfg.Shards}
 	case err != nil:
-		return nil, err
+		return nil, fmt.Errorf("app %q: unreadable catalog (`spur verify --app %s` lists the damage, `spur recover --app %s` rebuilds the catalog): %w",
+			name, name, name, err)
 	}
 	v, err := a.newVersion(c)
 	if err != nil {

@@ -46,13 +46,8 @@ func (a *App) beginWrite() (_ *writeTxn, err error) {
 	c, st, err := a.ms.load()
 	switch {
 	case errors.Is(err, ErrNoCatalog):
-		names, lerr := a.bucket.list()
-		if lerr != nil {
-			return nil, fmt.Errorf("app %q: list segments: %w", a.name, lerr)
-		}
-		if n := countSegmentFiles(names); n > 0 {
-			return nil, fmt.Errorf("app %q holds %d segment files but no catalog (%s): refusing to write; run `spur recover --app %s` to rebuild it: %w",
-				a.name, n, a.ms.path(), a.name, ErrNoCatalog)
+		if err := a.checkNoSegments(); err != nil {
+			return nil, err
 		}
 		a.mu.Lock()
 		t.base = a.cur.Catalog
@@ -148,6 +143,21 @@ func (a *App) adopt(c *Catalog, st fileStamp) error {
 	old := a.cur
 	a.cur, a.stamp = v, st
 	a.releaseLocked(old)
+	return nil
+}
+
+// checkNoSegments is the refusal of storage.md §3 for an app without a
+// catalog: an error matching ErrNoCatalog, naming spur recover, when its
+// directory holds segment files.
+func (a *App) checkNoSegments() error {
+	names, err := a.bucket.list()
+	if err != nil {
+		return fmt.Errorf("app %q: list segments: %w", a.name, err)
+	}
+	if n := countSegmentFiles(names); n > 0 {
+		return fmt.Errorf("app %q holds %d segment files but no catalog (%s): refusing to read or write it; run `spur recover --app %s` to rebuild the catalog: %w",
+			a.name, n, a.ms.path(), a.name, ErrNoCatalog)
+	}
 	return nil
 }
 
