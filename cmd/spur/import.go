@@ -1,9 +1,15 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,6 +35,7 @@ type importConfig struct {
 	maxErrors int
 	progress  string
 	noCompact bool
+	url       string
 }
 
 func newImportCmd(g *globals) *cobra.Command {
@@ -42,9 +49,16 @@ atomic step: either every good row is applied or nothing is.
 With --max-errors 0 (the default) any bad row aborts the import and nothing is
 applied; every bad row found is reported with file, line, field and reason.
 With --max-errors N, up to N bad rows are reported and skipped and the good
-rows are applied.`,
+rows are applied.
+
+While spur serve holds the store (it is its only writer), send the files
+through its API with --url http://HOST:PORT: each file is then one atomic
+import of the server's.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if c.url != "" {
+				return importViaServer(cmd, c, args)
+			}
 			st, err := openStore(g, writeStore, "spur import")
 			if err != nil {
 				return err
@@ -73,6 +87,7 @@ rows are applied.`,
 	f.IntVar(&c.maxErrors, "max-errors", 0, "bad rows tolerated; more aborts the import with nothing applied")
 	f.StringVar(&c.progress, "progress", "auto", "progress bar: auto (on a terminal), always, never")
 	f.BoolVar(&c.noCompact, "no-compact", false, "do not compact the app afterwards (by default shards with more than 8 runs of a kind are compacted)")
+	f.StringVar(&c.url, "url", "", "import through a running spur serve at this base URL (POST /api/apps/APP/import, one request per file) instead of the --data store")
 	cmd.MarkFlagRequired("app")
 	return cmd
 }
@@ -191,4 +206,70 @@ func printReport(w io.Writer, rep *storage.ImportReport, ok bool) {
 			fmt.Fprintf(w, "  %s\n", e)
 		}
 	}
+}
+
+// importViaServer sends each file to a running server's import endpoint
+// (the CLI's twin of POST /api/apps/{app}/import), one atomic import per
+// file, and prints each server report. It stops at the first failure,
+// with the server's error message.
+func importViaServer(cmd *cobra.Command, c *importConfig, files []string) error {
+	base, err := url.Parse(strings.TrimSuffix(c.url, "/"))
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return fmt.Errorf("--url %q: want http://HOST:PORT", c.url)
+	}
+	params := url.Values{"user": {c.userCol}, "time": {c.timeCol}, "event": {c.eventCol},
+		"insert_id": {c.insertCol}, "tz": {c.tz}, "max_errors": {strconv.Itoa(c.maxErrors)}}
+	if c.format != "" {
+		params.Set("format", c.format)
+	}
+	if c.schema != "" {
+		params.Set("schema", c.schema)
+	}
+	if c.users {
+		params.Set("users", "true")
+	}
+	client := &http.Client{}
+	for _, path := range files {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		params.Set("name", filepath.Base(path))
+		u := base.JoinPath("api", "apps", c.app, "import")
+		u.RawQuery = params.Encode()
+		req, err := http.NewRequestWithContext(cmd.Context(), http.MethodPost, u.String(), f)
+		if err != nil {
+			f.Close()
+			return err
+		}
+		resp, err := client.Do(req)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("import %s through %s: %w", path, c.url, err)
+		}
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+		resp.Body.Close()
+		if err != nil {
+			return fmt.Errorf("import %s through %s: read the answer: %w", path, c.url, err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			var e struct {
+				Error struct{ Code, Message string } `json:"error"`
+			}
+			if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
+				return fmt.Errorf("import %s through %s: %s (%s)", path, c.url, e.Error.Message, e.Error.Code)
+			}
+			return fmt.Errorf("import %s through %s: HTTP %s", path, c.url, resp.Status)
+		}
+		var rep storage.ImportReport
+		var ms struct {
+			ElapsedMS float64 `json:"elapsed_ms"`
+		}
+		if err := errors.Join(json.Unmarshal(body, &rep), json.Unmarshal(body, &ms)); err != nil {
+			return fmt.Errorf("import %s through %s: unreadable answer: %w", path, c.url, err)
+		}
+		rep.Elapsed = time.Duration(ms.ElapsedMS * float64(time.Millisecond))
+		printReport(cmd.ErrOrStderr(), &rep, true)
+	}
+	return nil
 }
