@@ -1,13 +1,16 @@
-// Package storage is Spur's embedded store: apps, shards, the segment
-// manifest, atomic imports and the trail scan.
+// Package storage is Spur's embedded store: apps, shards, versions and
+// their catalog, atomic imports, compaction, verification and recovery,
+// and the trail scan. docs/storage.md describes the version lifecycle,
+// the catalog format and the recovery procedure.
 //
 // On disk, a store directory holds one folder per app:
 //
-//	DIR/apps/APP/manifest.json   the published state (segments, schema, shard count)
-//	DIR/apps/APP/LOCK            flock(2) (Windows: LockFileEx) guard held by the one writer (import) at a time
+//	DIR/LOCK                     the store's writer lock (spur serve holds it for its life)
+//	DIR/apps/APP/CATALOG         the published version: settings, schema, segments (CRC-32C)
+//	DIR/apps/APP/SETTINGS        a second, independently checksummed copy of the settings
+//	DIR/apps/APP/LOCK            the app's writer lock, naming its holder
 //	DIR/apps/APP/seg/*.seg       immutable segment files (package storage/segment)
 //	DIR/apps/APP/cohorts.json    saved cohort definitions (App.SaveCohort), replaced atomically
-//	DIR/apps/APP/COHORTS.LOCK    flock(2) (Windows: LockFileEx) guard of cohorts.json updates
 //
 // Every user lives in one shard, shard = xxhash64(user_id) mod Shards
 // (Shards a power of two, fixed when the app is created). A segment holds
@@ -17,15 +20,15 @@
 // per property is the user's current value.
 //
 // An import writes all its segments first and then publishes them in one
-// atomic manifest swap (write manifest.json.tmp, fsync, rename, fsync the
+// atomic catalog swap (write CATALOG.tmp, fsync, rename, fsync the
 // directory): a crash at any point before the rename leaves the store as it
-// was (unreferenced segment files are removed the next time the app is
-// opened for writing); after it, the import is complete.
+// was (unreferenced segment files are removed by the next write); after it,
+// the import is complete.
 //
-// Readers take an immutable Snapshot of an app (an atomic.Pointer swap, no
-// lock on the query path) and scan it shard by shard in parallel: per shard,
-// a k-way merge across the segments yields each user's whole trail in order
-// (see Snapshot.Scan). A scan compiles the query per segment (ScanSpec.Compile:
+// Readers pin an immutable Version of an app (App.Acquire, Version.Release)
+// and scan it shard by shard in parallel: per shard, a k-way merge across
+// the segments yields each user's trail in order (see Version.Scan). Files
+// stay on disk while a version that references them is pinned. A scan compiles the query per segment (ScanSpec.Compile:
 // matcher bits per event code, row-level property filters evaluated per
 // decoded block), carries requested property columns into the trail as
 // typed bits, and merges the shard's users segments into the same k-way
