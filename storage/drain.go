@@ -1,0 +1,341 @@
+package storage
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/spurdb/spur/storage/segment"
+	"github.com/spurdb/spur/trail"
+)
+
+// drainable returns the heap index of the shard's only events cursor when
+// drain can take over — every other cursor is a users cursor, and the scan
+// does not visit every user — else -1.
+func (sc *shardScanner) drainable() int {
+	if sc.spec.AllUsers {
+		return -1
+	}
+	ev := -1
+	for i, c := range sc.heap {
+		if !c.users {
+			if ev >= 0 {
+				return -1
+			}
+			ev = i
+		}
+	}
+	return ev
+}
+
+// drain visits the remaining users of c, the shard's last events cursor,
+// block by block: one filter pass over the block's rows into a block-wide
+// buffer (no per-user merge bookkeeping or heap operations), then one Visit
+// per user with a passing row, whose user values are merge-joined from the
+// users cursors ucs (users with no passing row are skipped past, as the
+// general path never visits them). A vector cursor's blocks are filtered
+// and visited in pieces of whole users of about denseRows rows
+// (drainUsers). Blocks read with deltas are filtered by filterDeltasBlock
+// (vector cursors), filterDeltas and its variants, blocks with property
+// columns or row masks by filterColumns. It returns read errors and
+// ctx.Err().
+func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) error {
+	sc.startUser()
+	// The visited trail lives in sc: a local would escape through Visit
+	// and cost an allocation per drain.
+	t := &sc.dtrail
+	if len(sc.blkCols) != sc.spec.Cols {
+		sc.blkCols = make([]trail.Column, sc.spec.Cols)
+		sc.dcols = make([]trail.Column, sc.spec.Cols)
+	}
+	*t = trail.Trail{Cols: sc.dcols, User: sc.trail.User}
+	// With users cursors every visited user gets its values set (unset
+	// once they are exhausted); without, the values stay unset.
+	join := len(ucs) > 0
+	if len(ucs) == 1 {
+		// From its next block on: no times, and no hashes where the
+		// ids imply them (joinInStep matches by id).
+		ucs[0].noTimes, ucs[0].keys = true, segment.KeysIDs
+	}
+	// From the next block on: without a join or lists the users are
+	// visited by position and their keys are not decoded; a join under
+	// NoIDs needs the ids only.
+	switch {
+	case !sc.spec.NoIDs:
+		c.keys = segment.KeysAll
+	case join:
+		c.keys = segment.KeysIDs
+	default:
+		c.keys = segment.KeysNone
+	}
+	for {
+		b := &c.blk
+		users := len(b.UserStarts) - 1
+		sc.excRank = rankCache{}
+		for c.user < users {
+			// The block's users c.user..hi-1: all of them, or, for
+			// filterDeltasBlock, whole users of about denseRows rows, so
+			// that its buffers and the visitors' reads of them stay in
+			// cache.
+			hi := users
+			if c.vector {
+				hi = c.user + 1 + sort.Search(users-c.user-1, func(i int) bool {
+					return b.UserStarts[c.user+1+i]-b.UserStarts[c.user] >= denseRows
+				})
+			}
+			if err := sc.drainUsers(ctx, c, hi, t, &ucs, join); err != nil {
+				return err
+			}
+			c.user = hi
+		}
+		ok, err := sc.nextBlock(ctx, c)
+		if err == nil && !ok {
+			ok, err = sc.nextSegment(ctx, c)
+		}
+		if err != nil || !ok {
+			return err
+		}
+	}
+}
+
+// denseRows is the rows per call of filterDeltasBlock in drain (whole
+// users, so a little more). Measured on bench/queries/funnel4.json and
+// distinct_users.json at 100M events: see the commit message.
+const denseRows = 4096
+
+// drainUsers filters the rows of users c.user..hi-1 of c's block and
+// visits those with a passing row (see drain), joining their user values
+// from *ucs when join is set.
+func (sc *shardScanner) drainUsers(ctx context.Context, c *cursor, hi int, t *trail.Trail, ucs *[]*cursor, join bool) error {
+	b := &c.blk
+	from, span := sc.spec.From, uint64(sc.spec.To)-uint64(sc.spec.From)
+	rows := int(b.UserStarts[hi] - b.UserStarts[c.user])
+	// 8 spare entries for filterDeltasBlock's whole-register stores
+	times := slices.Grow(sc.blkTimes[:0], rows+8)[:rows]
+	masks := slices.Grow(sc.blkMask[:0], rows+8)[:rows]
+	ends := slices.Grow(sc.blkEnds[:0], hi-c.user)[:hi-c.user]
+	switch {
+	case !c.deltas:
+		sc.filterColumns(c, times, masks, ends)
+	case c.sparse:
+		rows := slices.Grow(sc.rows[:0], len(times))[:len(times)]
+		k := filterDeltasSparse(times, masks, rows, ends, b, b.Events, b.UserStarts[c.user:], c.masks, b.TimeBase, b.TimeGCD, from, span)
+		sc.rows = rows[:k]
+		sc.gatherCols(c)
+	case c.vector:
+		// Deltas at 16 bits stay packed (the kernel widens them);
+		// other widths are unpacked whole.
+		bd := &sc.bd
+		*bd = blockDeltas{deltas: b.Deltas}
+		if pd, ok := b.PackedDeltas(); ok && pd.W == 16 {
+			*bd = blockDeltas{lows: pd.Lows, excRows: pd.ExcRows, excBits: pd.ExcBits, excHighs: pd.Highs, excRank: &sc.excRank}
+		} else if ok {
+			b.UnpackDeltas()
+			bd.deltas = b.Deltas
+		}
+		filterDeltasBlock(times, masks, ends, bd, b.Events, b.UserStarts[c.user:], c.masks, &c.live8, b.TimeBase, b.TimeGCD, c.inRange, from, span, c.thin, &sc.fs)
+	default:
+		// Dense, no columns: one call per user. One call for all of
+		// the block's users spilled registers and was slower per
+		// 64 Ki rows: with nested loops 386–543 µs against 180–235 µs
+		// per user, with a branch at each user boundary 181–326 µs
+		// against 139–168 µs.
+		for u, k := c.user, 0; u < hi; u++ {
+			s, e := b.UserStarts[u], b.UserStarts[u+1]
+			if c.inRange {
+				k += filterDeltas(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD)
+			} else {
+				k += filterDeltasInRange(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD, from, span)
+			}
+			ends[u-c.user] = int32(k)
+		}
+	}
+	sc.blkTimes, sc.blkMask, sc.blkEnds = times, masks, ends
+	start := int32(0)
+	for i, end := range ends {
+		u := c.user + i
+		if join {
+			// One users cursor steps with every user of the block,
+			// visited or not; several join at the visited ones.
+			var err error
+			if len(*ucs) == 1 {
+				*ucs, err = sc.joinInStep(ctx, *ucs, b, u, end > start)
+			} else if end > start {
+				*ucs, err = sc.joinUserValues(ctx, *ucs, blockHash(b, u), b.UserID(u))
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if end > start {
+			t.Times, t.Mask = times[start:end:end], masks[start:end:end]
+			var key UserKey
+			if len(b.UserHashes) > 0 {
+				key = UserKey{Hash: b.UserHashes[u], ID: b.UserID(u)}
+			}
+			t.ID = key.ID
+			for j := range t.Cols {
+				bc := &sc.blkCols[j]
+				t.Cols[j] = trail.Column{Set: bc.Set[start:end:end], Bits: bc.Bits[start:end:end]}
+			}
+			sc.v.Visit(key, t)
+		}
+		start = end
+	}
+	return nil
+}
+
+// blockHash returns user u's hash in b: stored, or computed from its id
+// (a block read with segment.KeysIDs).
+func blockHash(b *segment.Block, u int) uint64 {
+	if len(b.UserHashes) > 0 {
+		return b.UserHashes[u]
+	}
+	return segment.UserHash(b.UserID(u))
+}
+
+// joinInStep is joinUserValues for a single users cursor, called for
+// every user u of the events block b in order, visited or not: the two
+// sides then mostly hold the same users in the same order, so an equal
+// id is a match and the hashes (not decoded: segment.KeysIDs) are
+// computed only where the ids differ, to tell which side is behind. It
+// sets the trail's user values when visited. Computing every user's hash
+// on both sides instead was 5.5 % of the CPU of a 100M-event funnel by a
+// user property.
+func (sc *shardScanner) joinInStep(ctx context.Context, ucs []*cursor, b *segment.Block, u int, visited bool) ([]*cursor, error) {
+	if visited {
+		sc.unsetUserValues()
+	}
+	uc, id := ucs[0], b.UserID(u)
+	var h uint64
+	hashed := false
+	for {
+		match := bytes.Equal(uc.id(), id)
+		if !match {
+			if !hashed {
+				h, hashed = blockHash(b, u), true
+			}
+			c := cmp.Compare(uc.hash(), h)
+			if c == 0 {
+				c = bytes.Compare(uc.id(), id)
+			}
+			if c > 0 {
+				return ucs, nil // the user has no property writes
+			}
+		} else if visited {
+			sc.userValues(uc)
+		}
+		// Past a match, or past a user with writes but no rows here.
+		ok, err := sc.advance(ctx, uc)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return ucs[:0], nil
+		}
+		if match {
+			return ucs, nil
+		}
+	}
+}
+
+// filterColumns is drain's row filter for blocks read with times summed
+// by the reader (row masks, or property columns with many matching rows):
+// per user filterRowsAt or filterCodesAt, recording block rows, then the
+// query's columns gathered for all passing rows into sc.blkCols.
+func (sc *shardScanner) filterColumns(c *cursor, times []int64, masks []uint64, ends []int32) {
+	b := &c.blk
+	from, span := sc.spec.From, uint64(sc.spec.To)-uint64(sc.spec.From)
+	rows := slices.Grow(sc.rows[:0], len(times))[:len(times)]
+	k := 0
+	for u := c.user; u < len(ends)+c.user; u++ {
+		s, e := b.UserStarts[u], b.UserStarts[u+1]
+		if bt := b.Times[s:e]; c.rowWise {
+			k += filterRowsAt(times[k:], masks[k:], rows[k:], bt, c.rowMask[s:e:e], s, from, span)
+		} else {
+			k += filterCodesAt(times[k:], masks[k:], rows[k:], bt, b.Events[s:e:e], c.masks, s, from, span)
+		}
+		ends[u-c.user] = int32(k)
+	}
+	sc.rows = rows[:k]
+	sc.gatherCols(c)
+}
+
+// gatherCols gathers the query's columns of block rows sc.rows of c's
+// block into sc.blkCols.
+func (sc *shardScanner) gatherCols(c *cursor) {
+	for j := range sc.blkCols {
+		bc := &sc.blkCols[j]
+		bc.Set, bc.Bits = bc.Set[:0], bc.Bits[:0]
+		appendCol(bc, c.plan.Cols[j], &c.blk, sc.rows)
+	}
+}
+
+// unsetUserValues unsets the trail's user values (and the write times
+// they came from) before a user's are joined.
+func (sc *shardScanner) unsetUserValues() {
+	for j := range sc.trail.User {
+		sc.trail.User[j] = trail.Value{}
+		sc.ubest[j] = math.MinInt64
+	}
+}
+
+// joinUserValues sets the trail's user values for the user (h, id): it
+// advances every users cursor of ucs past the users before it and applies
+// the writes of those positioned at it in Seq order (a chain's Seq is that
+// of its current segment), as take does in the k-way merge. It returns ucs
+// without the exhausted cursors. drain uses it with no or several users
+// cursors; its single one steps with joinInStep.
+func (sc *shardScanner) joinUserValues(ctx context.Context, ucs []*cursor, h uint64, id []byte) ([]*cursor, error) {
+	sc.unsetUserValues()
+	at := sc.ucsAt[:0]
+	live := ucs[:0]
+	for _, uc := range ucs {
+		ok := true
+		for ok {
+			c := cmp.Compare(uc.hash(), h)
+			if c == 0 {
+				c = bytes.Compare(uc.id(), id)
+			}
+			if c > 0 {
+				break
+			}
+			if c == 0 {
+				at = append(at, uc)
+				break
+			}
+			var err error
+			if ok, err = sc.advance(ctx, uc); err != nil {
+				return nil, err
+			}
+		}
+		if ok {
+			live = append(live, uc)
+		}
+	}
+	if len(at) > 1 {
+		slices.SortFunc(at, func(a, b *cursor) int { return cmp.Compare(a.seq, b.seq) })
+	}
+	for _, uc := range at {
+		sc.userValues(uc)
+	}
+	sc.ucsAt = at
+	// Past the user: the cursors that were at it move on.
+	out := live[:0]
+	for _, uc := range live {
+		ok := true
+		if slices.Contains(at, uc) {
+			var err error
+			if ok, err = sc.advance(ctx, uc); err != nil {
+				return nil, err
+			}
+		}
+		if ok {
+			out = append(out, uc)
+		}
+	}
+	return out, nil
+}
