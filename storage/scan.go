@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
@@ -61,7 +62,21 @@ type ScanSpec struct {
 	// Thin, when its Mask is not 0, lets the scan omit rows no visitor
 	// needs (see Thin).
 	Thin Thin
+	// ChunkEvents is the largest number of events of one trail chunk the
+	// visitors get (package trail); 0 means DefaultChunkEvents. A group of
+	// equal timestamps longer than that is one chunk.
+	ChunkEvents int
+	// Grow, if set, is told (bytes > 0) each time a worker's buffers grow
+	// past what it held before — decode buffers and the trail of a user
+	// held whole while segments merge — and may refuse with an error,
+	// which ends the scan with it: a query's memory budget. Called at most
+	// once per user, never per event.
+	Grow func(bytes int64) error
 }
+
+// DefaultChunkEvents is ScanSpec.ChunkEvents when it is 0: 65,536 events
+// (1 MiB of times and masks, plus the requested columns).
+const DefaultChunkEvents = 1 << 16
 
 // Thin says which rows a scan may omit: of each run of consecutive rows
 // of a user — consecutive as stored: any row between them, passing or
@@ -241,6 +256,7 @@ func (s *Version) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) (
 			// re-allocate tens of MiB of block buffers (GC pressure).
 			sc := s.app.store.getScanner()
 			sc.snap, sc.spec, sc.v, sc.st = s, &spec, visitors[w], &ws[w]
+			sc.chunkEvents, sc.held = cmp.Or(spec.ChunkEvents, DefaultChunkEvents), 0
 			defer func() {
 				sc.snap, sc.spec, sc.v, sc.st = nil, nil, nil, nil
 				for _, c := range sc.free {

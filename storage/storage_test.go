@@ -77,6 +77,14 @@ type ev struct {
 // decoding masks built as "bit i = names[i]".
 func collect(t *testing.T, snap *Version, from, to int64, want []string, workers int) (map[string][]ev, ScanStats) {
 	t.Helper()
+	return collectChunked(t, snap, from, to, want, workers, 0, false)
+}
+
+// collectChunked is collect with trails handed over in chunks of at most
+// chunk events (0: the default), checked by chunkChecker, through Prepass
+// and Visit with prepass.
+func collectChunked(t *testing.T, snap *Version, from, to int64, want []string, workers, chunk int, prepass bool) (map[string][]ev, ScanStats) {
+	t.Helper()
 	masks := func(meta *segment.Meta) []uint64 {
 		out := make([]uint64, len(meta.EventNames))
 		for c, n := range meta.EventNames {
@@ -86,27 +94,29 @@ func collect(t *testing.T, snap *Version, from, to int64, want []string, workers
 		}
 		return out
 	}
-	var mu sync.Mutex
+	var mu, emu sync.Mutex
+	var errs []string
 	got := map[string][]ev{}
-	vs := make([]Visitor, workers)
-	for i := range vs {
-		vs[i] = visitFunc(func(u UserKey, tr *trail.Trail) {
-			mu.Lock()
-			defer mu.Unlock()
-			id := string(u.ID)
-			if _, dup := got[id]; dup {
-				t.Errorf("user %s visited twice", id)
-			}
-			var out []ev
-			for i, ts := range tr.Times {
-				out = append(out, ev{ts, want[bitIndex(tr.Mask[i])]})
-			}
-			got[id] = out
-		})
+	visit := func(u UserKey, tr *trail.Trail) {
+		mu.Lock()
+		defer mu.Unlock()
+		id := string(u.ID)
+		if _, dup := got[id]; dup {
+			t.Errorf("user %s visited twice", id)
+		}
+		var out []ev
+		for i, ts := range tr.Times {
+			out = append(out, ev{ts, want[bitIndex(tr.Mask[i])]})
+		}
+		got[id] = out
 	}
-	st, err := snap.Scan(context.Background(), ScanSpec{From: from, To: to, Masks: masks}, vs)
+	vs := newChunkVisitors(workers, prepass, &emu, &errs, visit)
+	st, err := snap.Scan(context.Background(), ScanSpec{From: from, To: to, Masks: masks, ChunkEvents: chunk}, vs)
 	if err != nil {
 		t.Fatalf("scan: %v", err)
+	}
+	for _, e := range errs {
+		t.Error(e)
 	}
 	return got, st
 }
@@ -178,7 +188,6 @@ func TestScanMergesImports(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		snap := snapOf(t, a)
 		cases := []struct {
 			from, to int64
 			want     []string
@@ -188,16 +197,27 @@ func TestScanMergesImports(t *testing.T) {
 			{math.MinInt64, math.MaxInt64, []string{"b", "d"}},
 			{math.MinInt64, math.MaxInt64, []string{"zzz"}},
 		}
-		for _, c := range cases {
-			for _, workers := range []int{1, 3} {
-				got, _ := collect(t, snap, c.from, c.to, c.want, workers)
-				want := expected(imports, c.from, c.to, c.want)
-				if len(got) != len(want) {
-					t.Fatalf("seed %d %v: %d users, want %d", seed, c, len(got), len(want))
+		// As imported (several segments per shard: merged per user), then
+		// compacted into one run per shard (drained block by block).
+		for round := range 2 {
+			if round == 1 {
+				if _, err := a.Compact(context.Background(), CompactOptions{Force: true, BlockRows: 1 + r.IntN(64)}); err != nil {
+					t.Fatal(err)
 				}
-				for u, w := range want {
-					if !slices.Equal(got[u], w) {
-						t.Fatalf("seed %d %v: user %s trail\n got %v\nwant %v", seed, c, u, got[u], w)
+			}
+			snap := snapOf(t, a)
+			for _, c := range cases {
+				for _, workers := range []int{1, 3} {
+					chunk := []int{0, 1, 2, 5}[r.IntN(4)]
+					got, _ := collectChunked(t, snap, c.from, c.to, c.want, workers, chunk, r.IntN(2) == 0)
+					want := expected(imports, c.from, c.to, c.want)
+					if len(got) != len(want) {
+						t.Fatalf("seed %d %v: %d users, want %d", seed, c, len(got), len(want))
+					}
+					for u, w := range want {
+						if !slices.Equal(got[u], w) {
+							t.Fatalf("seed %d round %d %v: user %s trail\n got %v\nwant %v", seed, round, c, u, got[u], w)
+						}
 					}
 				}
 			}
