@@ -31,10 +31,10 @@ func buildApp(t *testing.T) (string, map[string]string) {
 	}
 	defer st.Close()
 	r := rand.New(rand.NewPCG(11, 12))
-	nextID := 0
+	var ids idPool
 	ctx := context.Background()
 	for i := range 3 {
-		evs := compactEvents(r, 300, 40, 1_600_000_000_000_000+int64(i)*60_000_000, &nextID)
+		evs := compactEvents(r, 300, 40, 1_600_000_000_000_000+int64(i)*60_000_000, &ids)
 		if _, err := st.Import(ctx, "app", []Source{&sliceSource{evs: evs}}, ImportOptions{FlushRows: 120}); err != nil {
 			t.Fatal(err)
 		}

@@ -72,6 +72,7 @@ type CompactReport struct {
 	Replaced       int           `json:"segments_replaced"` // input segments removed from the manifest
 	Written        int           `json:"segments_written"`  // output segments published
 	Rows           int64         `json:"rows"`              // rows rewritten (those of the replaced segments)
+	Duplicates     int64         `json:"rows_duplicate"`    // duplicate events dropped (ingest.md §3)
 	BytesBefore    int64         `json:"bytes_before"`      // bytes of the segments published before
 	BytesAfter     int64         `json:"bytes_after"`       // bytes of the segments published after
 	ReplacedBytes  int64         `json:"bytes_replaced"`    // bytes of the replaced segments, left on disk until the next write (see App.Compact)
@@ -153,7 +154,7 @@ func (a *App) Compact(ctx context.Context, opt CompactOptions) (*CompactReport, 
 	}
 	defer v.Release()
 
-	written, err := a.compactGroups(ctx, t, v, groups, opt)
+	written, dups, err := a.compactGroups(ctx, t, v, groups, opt)
 	if err == nil {
 		if cerr := ctx.Err(); cerr != nil {
 			err = fmt.Errorf("compact app %q cancelled: %w", a.name, cerr)
@@ -184,7 +185,7 @@ func (a *App) Compact(ctx context.Context, opt CompactOptions) (*CompactReport, 
 		return rep, fmt.Errorf("compact app %q: %w", a.name, err)
 	}
 
-	rep.Groups, rep.Replaced, rep.Written = len(groups), len(replaced), len(written)
+	rep.Groups, rep.Replaced, rep.Written, rep.Duplicates = len(groups), len(replaced), len(written), dups
 	rep.SegmentsBefore, rep.SegmentsAfter = len(base.Segments), len(next.Segments)
 	rep.BytesBefore, rep.BytesAfter = base.Bytes(), next.Bytes()
 	rep.Generation = next.Generation
@@ -263,10 +264,11 @@ func planCompaction(m *Catalog, opt CompactOptions) []compactGroup {
 // compactGroups runs the groups on opt.Workers goroutines and returns every
 // output written (also on error, for the caller to remove), in group
 // order. The first error cancels the other workers.
-func (a *App) compactGroups(ctx context.Context, t *writeTxn, v *Version, groups []compactGroup, opt CompactOptions) ([]SegmentRef, error) {
+func (a *App) compactGroups(ctx context.Context, t *writeTxn, v *Version, groups []compactGroup, opt CompactOptions) ([]SegmentRef, int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	outs := make([][]SegmentRef, len(groups))
+	dups := make([]int64, len(groups))
 	errs := make([]error, len(groups))
 	var progressMu sync.Mutex
 	var rowsDone int64
@@ -293,6 +295,7 @@ func (a *App) compactGroups(ctx context.Context, t *writeTxn, v *Version, groups
 				sctx, stage := StartStage(ctx, "compact shard", groups[gi].shard)
 				c := &compactor{app: a, txn: t, v: v, opt: opt, gen: t.base.Generation + 1, g: &groups[gi], progress: progress, bufs: &bufs}
 				outs[gi], errs[gi] = c.run(sctx)
+				dups[gi] = c.dups
 				stage.End()
 				if errs[gi] != nil {
 					cancel()
@@ -306,21 +309,23 @@ func (a *App) compactGroups(ctx context.Context, t *writeTxn, v *Version, groups
 	close(next)
 	wg.Wait()
 	var written []SegmentRef
-	for _, o := range outs {
+	var dropped int64
+	for gi, o := range outs {
 		written = append(written, o...)
+		dropped += dups[gi]
 	}
 	// Workers stopped by another worker's failure report context.Canceled:
 	// report the failure itself, else the first cancellation.
 	var first error
 	for _, err := range errs {
 		if err != nil && !errors.Is(err, context.Canceled) {
-			return written, err
+			return written, dropped, err
 		}
 		if first == nil {
 			first = err
 		}
 	}
-	return written, first
+	return written, dropped, first
 }
 
 // compactor merges one group. It owns its readers, decode buffers and
@@ -335,14 +340,17 @@ type compactor struct {
 	progress func(rows int64)
 	bufs     *outBufs // the worker's reusable output arrays
 
-	cols    []outCol // output property columns, by name
-	cursors []*compactCursor
-	heap    []*compactCursor
-	parts   []runPart
-	out     segment.Input // the output being built
-	ids     []byte        // the output users' id bytes, back to back
-	idEnd   []int         // end offset in ids of each output user's id
-	written []SegmentRef
+	cols      []outCol // output property columns, by name
+	dups      int64    // duplicate events dropped (dropDuplicates)
+	cursors   []*compactCursor
+	heap      []*compactCursor
+	parts     []runPart
+	keptParts []runPart // dropDuplicates scratch
+	heads     []int
+	out       segment.Input // the output being built
+	ids       []byte        // the output users' id bytes, back to back
+	idEnd     []int         // end offset in ids of each output user's id
+	written   []SegmentRef
 }
 
 // outCol is one output property column: its data in the output being
@@ -429,6 +437,11 @@ func (cp *compactor) run(ctx context.Context) ([]SegmentRef, error) {
 			s, e := int(c.blk.UserStarts[c.user]), int(c.blk.UserStarts[c.user+1])
 			cp.parts = append(cp.parts, runPart{c, s, e})
 			rows += e - s
+		}
+		if len(cp.parts) > 1 {
+			dropped := cp.dropDuplicates()
+			rows -= dropped
+			cp.dups += int64(dropped)
 		}
 		hash := first.hash()
 		if n := len(cp.out.Users); n > 0 && len(cp.out.Times)+rows > maxRows && cp.out.Users[n-1].Hash != hash {
@@ -831,4 +844,106 @@ func (cp *compactor) pop() *compactCursor {
 	c, h := heapPop(cp.heap, compactLess)
 	cp.heap = h
 	return c
+}
+
+// dropDuplicates removes from cp.parts (one user's rows, by input in
+// arrival order) the later copies of duplicate events (ingest.md §3:
+// equal event name, timestamp and insert_id; the earlier arrival wins),
+// splitting parts around them, and returns how many it removed. An input
+// segment holds no duplicates, so only rows of different inputs at equal
+// times can be copies: a walk over the parts' heads finds whether any
+// time is shared at all, and only then are the rows compared.
+func (cp *compactor) dropDuplicates() int {
+	parts := cp.parts
+	if !partsShareTime(parts, &cp.heads) {
+		return 0
+	}
+	kept := cp.keptParts[:0]
+	dropped := 0
+	for i, p := range parts {
+		iid := insertIDColumn(p.c.meta)
+		s := p.s
+		for r := p.s; r < p.e; r++ {
+			if iid < 0 || !cp.copyBefore(parts[:i], p.c, iid, r) {
+				continue
+			}
+			if r > s {
+				kept = append(kept, runPart{p.c, s, r})
+			}
+			s = r + 1
+			dropped++
+		}
+		if p.e > s {
+			kept = append(kept, runPart{p.c, s, p.e})
+		}
+	}
+	cp.keptParts, cp.parts = cp.parts[:0], kept
+	return dropped
+}
+
+// partsShareTime reports whether two of the parts (each sorted by time)
+// hold rows with equal times; heads is scratch.
+func partsShareTime(parts []runPart, heads *[]int) bool {
+	h := append((*heads)[:0], make([]int, len(parts))...)
+	*heads = h
+	for i := range parts {
+		h[i] = parts[i].s
+	}
+	for {
+		best, at := int64(0), 0
+		found := false
+		for i, p := range parts {
+			if h[i] == p.e {
+				continue
+			}
+			t := p.c.blk.Times[h[i]]
+			switch {
+			case !found || t < best:
+				best, at, found = t, 1, true
+			case t == best:
+				at++
+			}
+		}
+		if !found {
+			return false
+		}
+		if at > 1 {
+			return true
+		}
+		for i, p := range parts {
+			for h[i] < p.e && p.c.blk.Times[h[i]] == best {
+				h[i]++
+			}
+		}
+	}
+}
+
+// copyBefore reports whether row r of cursor c (insert-id column iid)
+// has a copy among the earlier parts: a row at the same time with the
+// same event name and insert id.
+func (cp *compactor) copyBefore(earlier []runPart, c *compactCursor, iid, r int) bool {
+	b := c.blk
+	pd := &b.Props[iid]
+	if pd.Present[r>>6]>>(r&63)&1 == 0 {
+		return false // no insert id: never a duplicate
+	}
+	t := b.Times[r]
+	name := c.meta.EventNames[b.Events[r]]
+	id := c.meta.Props[iid].Dict[pd.Strs[pd.Index(r)]]
+	for _, p := range earlier {
+		pb := p.c.blk
+		piid := insertIDColumn(p.c.meta)
+		if piid < 0 {
+			continue
+		}
+		ppd := &pb.Props[piid]
+		k, _ := slices.BinarySearch(pb.Times[p.s:p.e], t)
+		for k += p.s; k < p.e && pb.Times[k] == t; k++ {
+			if ppd.Present[k>>6]>>(k&63)&1 != 0 && p.c.meta.EventNames[pb.Events[k]] == name &&
+				p.c.meta.Props[piid].Dict[ppd.Strs[ppd.Index(k)]] == id {
+				return true
+			}
+		}
+	}
+	return false
 }

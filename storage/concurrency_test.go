@@ -30,9 +30,9 @@ func TestQueriesWhileWriting(t *testing.T) {
 	ctx := context.Background()
 	st := openTest(t, 4)
 	r := rand.New(rand.NewPCG(7, 7))
-	nextID := 0
+	var ids idPool
 	var m trailModel
-	first := compactEvents(r, 400, 50, 1_600_000_000_000_000, &nextID)
+	first := compactEvents(r, 400, 50, 1_600_000_000_000_000, &ids)
 	m.addEvents(first)
 	if _, err := st.Import(ctx, "app", []Source{&sliceSource{evs: first}}, ImportOptions{FlushRows: 100}); err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func TestQueriesWhileWriting(t *testing.T) {
 			}
 			continue
 		}
-		evs := compactEvents(r, 40, 80, 1_600_000_000_000_000+int64(writes)*3_000_000, &nextID)
+		evs := compactEvents(r, 40, 80, 1_600_000_000_000_000+int64(writes)*3_000_000, &ids)
 		m.addEvents(evs)
 		want.Store(gen+1, m.trails())
 		if _, err := st.Import(ctx, "app", []Source{&sliceSource{evs: evs}}, ImportOptions{FlushRows: 25}); err != nil {

@@ -75,8 +75,8 @@ func TestCrashAtEverySyncPoint(t *testing.T) {
 				r := rand.New(rand.NewPCG(uint64(seed), 99))
 				fs := crashfs.New()
 				st := openOn(t, fs, 2)
-				nextID := 0
-				first := compactEvents(r, 300, 30, 1_600_000_000_000_000, &nextID)
+				var ids idPool
+				first := compactEvents(r, 300, 30, 1_600_000_000_000_000, &ids)
 				if _, err := st.Import(ctx, "app", []Source{&sliceSource{evs: first}}, ImportOptions{FlushRows: 70, BlockRows: 16}); err != nil {
 					t.Fatal(err)
 				}
@@ -87,7 +87,7 @@ func TestCrashAtEverySyncPoint(t *testing.T) {
 				before := appTrails(t, st)
 
 				// A power loss during an import.
-				second := compactEvents(r, 200, 40, 1_600_000_100_000_000, &nextID)
+				second := compactEvents(r, 200, 40, 1_600_000_100_000_000, &ids)
 				states, err := crashStates(t, fs, unsynced, r, func() error {
 					_, err := st.Import(ctx, "app", []Source{&sliceSource{evs: second}}, ImportOptions{FlushRows: 60, BlockRows: 16})
 					return err

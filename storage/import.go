@@ -64,7 +64,7 @@ type ImportReport struct {
 	Read       int64             `json:"rows_read"`        // rows read (good + bad)
 	Applied    int64             `json:"rows_applied"`     // rows published (0 when aborted)
 	Rejected   int64             `json:"rows_rejected"`    // bad rows
-	Duplicates int64             `json:"rows_duplicate"`   // rows dropped by insert_id deduplication
+	Duplicates int64             `json:"rows_duplicate"`   // duplicate events of this import dropped (ingest.md §3; copies of earlier imports' events are dropped by queries and compaction)
 	Segments   int               `json:"segments"`         // segment files published
 	Bytes      int64             `json:"bytes"`            // bytes of those files
 	Elapsed    time.Duration     `json:"elapsed_ns"`       // wall time
@@ -94,11 +94,14 @@ func (e *ImportError) Error() string {
 }
 
 // Import reads every source in order and publishes their rows to app
-// (created if it does not exist) in one atomic manifest swap: either every
-// good row is applied or none is. Rows are validated (spec §1 limits),
+// (created if it does not exist) in one atomic catalog swap: either every
+// good row is applied or none is. Rows are validated (spec §1 limits) and
 // their properties coerced to the app's schema (the first sighting of a
-// property fixes its type), and events whose insert_id was already seen in
-// the app or earlier in this import are dropped as duplicates.
+// property fixes its type). Duplicate events (ingest.md §3: equal user,
+// event name, timestamp and insert_id) are dropped where trails merge:
+// within one flush here (counted in the report), across flushes and
+// imports by every query and by compaction — no app-wide set of insert
+// ids is kept.
 //
 // It returns an *ImportError when more than opt.MaxErrors rows are bad, a
 // wrapped ctx.Err() when cancelled, and other errors for I/O failures; in
@@ -132,6 +135,7 @@ func (s *Store) Import(ctx context.Context, appName string, srcs []Source, opt I
 	if rep.Rejected > int64(opt.MaxErrors) {
 		return rep, &ImportError{Report: rep, Max: opt.MaxErrors}
 	}
+	rep.Duplicates = im.dups
 	next := base.clone()
 	next.Generation++
 	next.NextSeq = im.seq
@@ -186,15 +190,13 @@ type importer struct {
 	slots     []int // per position in a row's Props: the props index seen there last
 	buffered  int
 
-	insertIDs   map[string]struct{} // seen insert ids (nil until the first one)
-	existingIDs bool                // whether existing segments' insert ids were loaded
-
 	cb colScratch // addBatch's per-batch state
 
 	builders []*builder // one per flush worker, used by the background flush only
 
 	expect  int64 // rows the sources hold, 0 if unknown (ingest.ColumnReader.Rows)
 	flushed int64 // rows handed to flushes
+	dups    int64 // duplicate events dropped by finished flushes
 }
 
 // expectedRows returns the number of rows of srcs if every source knows
@@ -383,17 +385,6 @@ func (im *importer) add(ev *event.Event, rep *ImportReport) error {
 	if err := im.schema.CoerceEvent(ev); err != nil {
 		return err
 	}
-	if ev.InsertID != "" && im.opt.Kind == KindEvents {
-		dup, err := im.seenInsertID(ev.InsertID)
-		if err != nil {
-			return err
-		}
-		if dup {
-			rep.Duplicates++
-			return nil
-		}
-	}
-
 	h := xxhash.Sum64String(ev.UserID)
 	sb := im.shards[h&uint64(len(im.shards)-1)]
 	row := uint32(len(sb.times))
@@ -411,25 +402,6 @@ func (im *importer) add(ev *event.Event, rep *ImportReport) error {
 	}
 	im.buffered++
 	return nil
-}
-
-// seenInsertID reports whether insert id id was seen before, in the app
-// (loaded on first use) or earlier in this import, and records it.
-func (im *importer) seenInsertID(id string) (bool, error) {
-	if im.insertIDs == nil {
-		im.insertIDs = map[string]struct{}{}
-	}
-	if !im.existingIDs {
-		im.existingIDs = true
-		if err := im.loadExistingInsertIDs(); err != nil {
-			return false, err
-		}
-	}
-	if _, dup := im.insertIDs[id]; dup {
-		return true, nil
-	}
-	im.insertIDs[strings.Clone(id)] = struct{}{}
-	return false, nil
 }
 
 // colScratch is addBatch's state, reused from batch to batch.
@@ -545,16 +517,6 @@ func (im *importer) addBatch(b *ingest.Batch, rep *ImportReport) error {
 		id := ""
 		if !users && b.InsertID != nil && !b.InsertID.Null[i] {
 			id = b.InsertID.Str(i)
-		}
-		if id != "" {
-			dup, err := im.seenInsertID(id)
-			if err != nil {
-				return err
-			}
-			if dup {
-				rep.Duplicates++
-				continue
-			}
 		}
 		if !known { // the user's first buffered row: a user has ≥ 1 row
 			uidx, known = sb.userIndex(lastUser, h), true
@@ -815,53 +777,12 @@ func (p *propInfo) code(s string) uint32 {
 	return c
 }
 
-// loadExistingInsertIDs reads the insert_id column of every published events
-// segment, so that re-imported events are recognised as duplicates.
-func (im *importer) loadExistingInsertIDs() error {
-	snap, err := im.txn.a.Acquire()
-	if err != nil {
-		return err
-	}
-	defer snap.Release()
-	for _, ref := range snap.Segments {
-		if ref.Kind != KindEvents {
-			continue
-		}
-		r, err := snap.Reader(ref)
-		if err != nil {
-			return err
-		}
-		meta := r.Meta()
-		col := -1
-		for i, p := range meta.Props {
-			if p.Name == InsertIDProp {
-				col = i
-			}
-		}
-		if col < 0 {
-			continue
-		}
-		var blk segment.Block
-		for b := range meta.Blocks {
-			if err := r.ReadBlock(b, []int{col}, &blk); err != nil {
-				return err
-			}
-			pd := &blk.Props[0]
-			for row := 0; row < blk.Rows; row++ {
-				if pd.Present[row>>6]&(1<<(row&63)) != 0 {
-					im.insertIDs[meta.Props[col].Dict[pd.Strs[row]]] = struct{}{}
-				}
-			}
-		}
-	}
-	return nil
-}
-
 // flushRun is a flush writing in the background: refs and err are set
 // when done is closed.
 type flushRun struct {
 	done chan struct{}
 	refs []SegmentRef
+	dups int64 // duplicate events dropped (builder.dedup)
 	err  error
 }
 
@@ -927,6 +848,10 @@ func (im *importer) flush() ([]SegmentRef, error) {
 		}
 		close(next)
 		wg.Wait()
+		for _, bt := range im.builders[:workers] {
+			run.dups += bt.dropped
+			bt.dropped = 0
+		}
 		for j := range jobs {
 			if errs[j] == nil {
 				run.refs = append(run.refs, out[j])
@@ -946,6 +871,7 @@ func (im *importer) wait() ([]SegmentRef, error) {
 	}
 	<-run.done
 	im.flight = nil
+	im.dups += run.dups
 	return run.refs, run.err
 }
 
@@ -956,6 +882,7 @@ func (im *importer) wait() ([]SegmentRef, error) {
 type flushDicts struct {
 	eventNames []string
 	props      []propSnap
+	insertID   int // the property index of InsertIDProp, -1 if none
 }
 
 type propSnap struct {
@@ -965,7 +892,10 @@ type propSnap struct {
 }
 
 func (im *importer) dictSnapshot() *flushDicts {
-	d := &flushDicts{eventNames: im.eventName[:len(im.eventName):len(im.eventName)], props: make([]propSnap, len(im.props))}
+	d := &flushDicts{eventNames: im.eventName[:len(im.eventName):len(im.eventName)], props: make([]propSnap, len(im.props)), insertID: -1}
+	if i, ok := im.propIdx[InsertIDProp]; ok {
+		d.insertID = i
+	}
 	for i, p := range im.props {
 		d.props[i] = propSnap{name: p.name, typ: p.typ, strs: p.strs[:len(p.strs):len(p.strs)]}
 	}

@@ -175,6 +175,9 @@ func (sb *shardBuf) addProp(pi int, row uint32, v event.Value, im *importer) {
 type builder struct {
 	order, rank, perm, inv []uint32
 	start, fill            []int32
+	iid                    []uint32            // dedup: per arrival row, insert-id code + 1 (0: none)
+	seen                   map[uint64]struct{} // dedup of large tie groups
+	dropped                int64               // duplicates dropped by this builder's builds
 	in                     segment.Input
 	cols                   []segment.PropColumn // per position in in.Props: its buffers
 }
@@ -227,6 +230,14 @@ func (sb *shardBuf) build(d *flushDicts, bt *builder) *segment.Input {
 		}
 	}
 	bt.order, bt.rank, bt.start, bt.perm, bt.fill = order, rank, start, perm, fill
+	if d.insertID >= 0 && d.insertID < len(sb.props) && sb.props[d.insertID].len() > 0 {
+		if dropped := sb.dedup(d.insertID, bt); dropped > 0 {
+			bt.dropped += dropped
+			perm, start = bt.perm, bt.start
+		}
+	}
+	all := n // arrival rows; n becomes the rows kept
+	n = len(perm)
 
 	in := &bt.in
 	in.Users = resize(in.Users, nu)
@@ -241,8 +252,14 @@ func (sb *shardBuf) build(d *flushDicts, bt *builder) *segment.Input {
 	}
 	in.EventNames = d.eventNames
 
-	// inv maps an arrival row to its sorted position, for scattering props.
-	inv := resize(bt.inv, n)
+	// inv maps an arrival row to its sorted position (dropRow for a
+	// duplicate), for scattering props.
+	inv := resize(bt.inv, all)
+	if n < all {
+		for i := range inv {
+			inv[i] = dropRow
+		}
+	}
 	for i, row := range perm {
 		inv[row] = uint32(i)
 	}
@@ -273,7 +290,7 @@ func (sb *shardBuf) build(d *flushDicts, bt *builder) *segment.Input {
 			buf.Ints = resize(buf.Ints, n)
 			col.Ints = buf.Ints
 		}
-		if sp.dense == n { // set on every row: every bit, every value
+		if sp.dense == all && n == all { // set on every row: every bit, every value
 			for w := range col.Present {
 				col.Present[w] = ^uint64(0)
 			}
@@ -295,23 +312,103 @@ func (sb *shardBuf) build(d *flushDicts, bt *builder) *segment.Input {
 			clear(col.Strs)
 			clear(col.Ints)
 			for j, v := range sp.floats {
-				pos := inv[sp.row(j)]
-				col.Present[pos>>6] |= 1 << (pos & 63)
-				col.Floats[pos] = v
+				if pos := inv[sp.row(j)]; pos != dropRow {
+					col.Present[pos>>6] |= 1 << (pos & 63)
+					col.Floats[pos] = v
+				}
 			}
 			for j, v := range sp.codes {
-				pos := inv[sp.row(j)]
-				col.Present[pos>>6] |= 1 << (pos & 63)
-				col.Strs[pos] = v
+				if pos := inv[sp.row(j)]; pos != dropRow {
+					col.Present[pos>>6] |= 1 << (pos & 63)
+					col.Strs[pos] = v
+				}
 			}
 			for j, v := range sp.ints {
-				pos := inv[sp.row(j)]
-				col.Present[pos>>6] |= 1 << (pos & 63)
-				col.Ints[pos] = v
+				if pos := inv[sp.row(j)]; pos != dropRow {
+					col.Present[pos>>6] |= 1 << (pos & 63)
+					col.Ints[pos] = v
+				}
 			}
 		}
 		in.Props = append(in.Props, col)
 	}
 	slices.SortFunc(in.Props, func(a, b segment.PropColumn) int { return strings.Compare(a.Name, b.Name) })
 	return in
+}
+
+// dropRow marks, in builder.inv, an arrival row dropped as a duplicate.
+const dropRow = ^uint32(0)
+
+// dedup drops duplicate events from the sorted rows (bt.perm, user row
+// ranges in bt.start): of the rows of one user with equal timestamp,
+// event code and insert-id code (importer property pi), all but the
+// first in arrival order (ingest.md §3, Mixpanel's rule: the first
+// stored wins). Rows without an insert id are never dropped. Only rows
+// with equal times can be duplicates, and the sort put them together, so
+// this is a pass over the tie groups. It compacts bt.perm and bt.start
+// and returns the number dropped.
+func (sb *shardBuf) dedup(pi int, bt *builder) int64 {
+	n := len(sb.times)
+	iid := resize(bt.iid, n)
+	clear(iid)
+	sp := &sb.props[pi]
+	for j, code := range sp.codes {
+		iid[sp.row(j)] = code + 1
+	}
+	bt.iid = iid
+	perm, start := bt.perm, bt.start
+	nu := len(start) - 1
+	w := 0
+	var dropped int64
+	for u := range nu {
+		s, e := int(start[u]), int(start[u+1])
+		start[u] = int32(w)
+		for i := s; i < e; {
+			j := i + 1
+			for j < e && sb.times[perm[j]] == sb.times[perm[i]] {
+				j++
+			}
+			g := w
+			if j-i > 32 {
+				if bt.seen == nil {
+					bt.seen = map[uint64]struct{}{}
+				}
+				clear(bt.seen)
+			}
+			for k := i; k < j; k++ {
+				row := perm[k]
+				if iid[row] != 0 && sb.seenBefore(perm[g:w], row, iid, bt, j-i) {
+					dropped++
+					continue
+				}
+				perm[w] = row
+				w++
+			}
+			i = j
+		}
+	}
+	start[nu] = int32(w)
+	bt.perm = perm[:w]
+	return dropped
+}
+
+// seenBefore reports whether row duplicates a row of kept (the rows kept
+// so far of its tie group, of size g): same event code and insert id.
+// Large groups use a set (cleared by dedup at each group), keyed by
+// (event code, insert-id code).
+func (sb *shardBuf) seenBefore(kept []uint32, row uint32, iid []uint32, bt *builder, g int) bool {
+	if g <= 32 {
+		for _, k := range kept {
+			if iid[k] == iid[row] && sb.events[k] == sb.events[row] {
+				return true
+			}
+		}
+		return false
+	}
+	key := uint64(sb.events[row])<<32 | uint64(iid[row])
+	if _, ok := bt.seen[key]; ok {
+		return true
+	}
+	bt.seen[key] = struct{}{}
+	return false
 }
