@@ -129,7 +129,7 @@ func classify(err error, ctx context.Context) *Error {
 		return &Error{Code: CodeLimitExceeded, Message: "query time limit exceeded", Err: err}
 	case errors.Is(ctx.Err(), context.Canceled) && errors.Is(err, context.Canceled):
 		msg := "query cancelled"
-		if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
+		if c := context.Cause(ctx); c != nil && c != context.Canceled { // a signal's cause Is Canceled too
 			msg += ": " + c.Error()
 		}
 		return &Error{Code: CodeUnavailable, Message: msg, Err: err}
