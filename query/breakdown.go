@@ -2,6 +2,7 @@ package query
 
 import (
 	"cmp"
+	"context"
 	"slices"
 
 	"github.com/spurdb/spur/query/analysis"
@@ -83,11 +84,17 @@ type ranked struct {
 
 // rank orders keys by total descending, then label ascending (then by
 // key, should a string value look like "(none)"), and keeps the first
-// limit.
-func (p *plan) rank(b *breakdown, keys []analysis.Key, totals []float64) ranked {
+// limit. It returns ctx.Err() once ctx is done (checked every
+// checkEvery keys).
+func (p *plan) rank(ctx context.Context, b *breakdown, keys []analysis.Key, totals []float64) (ranked, error) {
 	idx := make([]int, len(keys))
 	labels := make([]string, len(keys))
 	for i := range idx {
+		if i%checkEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return ranked{}, err
+			}
+		}
 		idx[i] = i
 		labels[i] = p.label(b, keys[i])
 	}
@@ -105,8 +112,12 @@ func (p *plan) rank(b *breakdown, keys []analysis.Key, totals []float64) ranked 
 		r.order = append(r.order, keys[i])
 		r.kept[keys[i]] = true
 	}
-	return r
+	return r, nil
 }
+
+// checkEvery is how many keys or rows a result loop handles between
+// checks of its context.
+const checkEvery = 1024
 
 // group maps a key to itself if kept, else to otherKey.
 func (r *ranked) group(k analysis.Key) analysis.Key {

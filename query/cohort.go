@@ -260,12 +260,13 @@ func (e *Engine) runCohort(ctx context.Context, p *plan) (*CohortResult, error) 
 		return nil, err
 	}
 	merge := timer()
-	for _, ul := range lists[1:] {
-		lists[0].Merge(ul)
+	ul, err := mergeAll(ctx, lists)
+	if err != nil {
+		return nil, err
 	}
 	limit := keep - l.Offset
-	res := &CohortResult{Kind: "cohort", Range: p.resolvedRange(), TZ: p.loc.String(), Users: lists[0].Count(),
-		UserIDs: lists[0].Page(l.Offset, limit), Offset: l.Offset, Limit: limit}
+	res := &CohortResult{Kind: "cohort", Range: p.resolvedRange(), TZ: p.loc.String(), Users: ul.Count(),
+		UserIDs: ul.Page(l.Offset, limit), Offset: l.Offset, Limit: limit}
 	p.stats.MergeMS = merge()
 	res.Stats = p.stats
 	return res, nil
@@ -286,7 +287,7 @@ func (e *Engine) CheckCohort(app string, def []byte) error {
 		return classify(err, context.Background())
 	}
 	defer snap.Release()
-	p, err := e.newPlan(q, snap)
+	p, err := e.newPlan(q, snap, e.cfg.MemoryBudget)
 	if err == nil {
 		err = p.parseCohortFilter()
 	}

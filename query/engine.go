@@ -18,8 +18,10 @@ import (
 type Config struct {
 	// Workers is the scan parallelism; 0 means GOMAXPROCS.
 	Workers int
-	// Timeout bounds each query's run time; 0 means no limit. A query that
-	// runs out of time fails with code limit_exceeded.
+	// Timeout bounds each query's run time, including its wait for
+	// memory; 0 (or negative) means no limit. A query that runs out of
+	// time fails with code limit_exceeded. A query's "limits" may ask for
+	// less (spec §9).
 	Timeout time.Duration
 	// Now returns the current time for incomplete-bucket flags when the
 	// query has no "now"; nil means time.Now.
@@ -28,8 +30,13 @@ type Config struct {
 	// and value lists, per-user counts, listed user ids, breakdown tables
 	// and dictionaries (spec §8). 0 means DefaultMemoryBudget (2 GiB). A
 	// query that would exceed it fails with code limit_exceeded; its
-	// memory is released and the engine stays usable.
+	// memory is released and the engine stays usable. A query's "limits"
+	// may ask for less (spec §9).
 	MemoryBudget int64
+	// Admission, when not nil, bounds the budgets of the queries running
+	// at once (storage.md §5): each query reserves its budget there before
+	// it starts. Share one Admission among the engines of a process.
+	Admission *Admission
 }
 
 // Engine runs queries against a store. It is safe for concurrent use and
@@ -70,19 +77,34 @@ type Stats struct {
 // *TrendResult, *FunnelResult, *RetentionResult, *CohortResult. Every
 // error is an *Error: invalid_query (with the offending field), not_found
 // (unknown app or saved cohort), corruption (a segment failed its
-// checksums; no answer is given), limit_exceeded (timeout or memory
-// budget) or internal.
+// checksums; no answer is given), limit_exceeded (time limit or memory
+// budget), unavailable (no memory free in the Admission within its wait,
+// or ctx cancelled: the message gives the cause, such as the signal) or
+// internal. Run returns promptly once ctx is done: every loop of the
+// query checks it (the scan per block, buckets, merges and rendering per
+// batch).
 func (e *Engine) Run(ctx context.Context, q *Query) (result any, err error) {
 	start := time.Now()
-	if e.cfg.Timeout > 0 {
+	lim, err := e.limits(q)
+	if err != nil {
+		return nil, err
+	}
+	if lim.timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, e.cfg.Timeout)
+		ctx, cancel = context.WithTimeout(ctx, lim.timeout)
 		defer cancel()
+	}
+	if a := e.cfg.Admission; a != nil {
+		release, err := a.Acquire(ctx, lim.memory)
+		if err != nil {
+			return nil, classify(err, ctx)
+		}
+		defer release()
 	}
 	ctx, task := trace.NewTask(ctx, "spur.query")
 	defer task.End()
 	pprof.Do(ctx, pprof.Labels("app", q.App, "kind", q.Kind), func(ctx context.Context) {
-		result, err = e.run(ctx, q, start)
+		result, err = e.run(ctx, q, start, lim.memory)
 	})
 	if err != nil {
 		return nil, classify(err, ctx)
@@ -90,6 +112,10 @@ func (e *Engine) Run(ctx context.Context, q *Query) (result any, err error) {
 	return result, nil
 }
 
+// classify turns err into an *Error. A context error counts only when
+// the query's own ctx is done: then a deadline is limit_exceeded and a
+// cancellation unavailable, with its cause (context.Cause: a signal, a
+// server shutting down) in the message.
 func classify(err error, ctx context.Context) *Error {
 	var qe *Error
 	switch {
@@ -99,15 +125,19 @@ func classify(err error, ctx context.Context) *Error {
 		return &Error{Code: CodeNotFound, Message: err.Error(), Field: "app", Err: err}
 	case errors.Is(err, segment.ErrCorruption):
 		return &Error{Code: CodeCorruption, Message: err.Error(), Err: err}
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) && errors.Is(err, context.DeadlineExceeded):
 		return &Error{Code: CodeLimitExceeded, Message: "query time limit exceeded", Err: err}
-	case errors.Is(err, context.Canceled):
-		return &Error{Code: CodeInternal, Message: "query cancelled", Err: err}
+	case errors.Is(ctx.Err(), context.Canceled) && errors.Is(err, context.Canceled):
+		msg := "query cancelled"
+		if c := context.Cause(ctx); c != nil && c != context.Canceled { // a signal's cause Is Canceled too
+			msg += ": " + c.Error()
+		}
+		return &Error{Code: CodeUnavailable, Message: msg, Err: err}
 	}
 	return &Error{Code: CodeInternal, Message: err.Error(), Err: err}
 }
 
-func (e *Engine) run(ctx context.Context, q *Query, start time.Time) (any, error) {
+func (e *Engine) run(ctx context.Context, q *Query, start time.Time, memory int64) (any, error) {
 	if q.App == "" {
 		return nil, invalid("app", "app is required")
 	}
@@ -122,7 +152,7 @@ func (e *Engine) run(ctx context.Context, q *Query, start time.Time) (any, error
 	defer snap.Release()
 	var p *plan
 	_, stage := storage.StartStage(ctx, "plan", -1)
-	p, err = e.newPlan(q, snap)
+	p, err = e.newPlan(q, snap, memory)
 	stage.End()
 	if err != nil {
 		return nil, err

@@ -77,10 +77,10 @@ func (e *Engine) runFunnel(ctx context.Context, p *plan) (*FunnelResult, error) 
 		return nil, err
 	}
 	merge := timer()
-	for _, a := range accs[1:] {
-		accs[0].Merge(a)
+	acc, err := mergeAll(ctx, accs)
+	if err != nil {
+		return nil, err
 	}
-	acc := accs[0]
 	res := &FunnelResult{Kind: "funnel", Range: p.resolvedRange(), TZ: p.loc.String(), WindowSec: w / second}
 	var kr analysis.FunnelResult
 	var r ranked
@@ -94,7 +94,9 @@ func (e *Engine) runFunnel(ctx context.Context, p *plan) (*FunnelResult, error) 
 		for i, g := range first.Groups {
 			keys[i], totals[i] = g.Key, float64(g.Steps[0].Users)
 		}
-		r = p.rank(bd, keys, totals)
+		if r, err = p.rank(ctx, bd, keys, totals); err != nil {
+			return nil, err
+		}
 		kr = acc.Result(r.group)
 		byKey := map[analysis.Key]analysis.FunnelGroup{}
 		for _, g := range kr.Groups {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/query/analysis"
+	"github.com/spurdb/spur/query/timebucket"
 	"github.com/spurdb/spur/storage"
 	"github.com/spurdb/spur/storage/segment"
 	"github.com/spurdb/spur/trail"
@@ -79,7 +80,9 @@ type userFlag struct {
 	pr pred
 }
 
-func (e *Engine) newPlan(q *Query, snap *storage.Version) (*plan, error) {
+// newPlan validates the common fields of q against snap; the query's
+// memory budget is memory bytes.
+func (e *Engine) newPlan(q *Query, snap *storage.Version, memory int64) (*plan, error) {
 	switch q.Kind {
 	case "trend", "funnel", "retention", "cohort":
 	case "":
@@ -87,7 +90,7 @@ func (e *Engine) newPlan(q *Query, snap *storage.Version) (*plan, error) {
 	default:
 		return nil, invalid("kind", "unknown kind %q: want trend, funnel, retention or cohort", q.Kind)
 	}
-	p := &plan{q: q, snap: snap, budget: newBudget(e.cfg.MemoryBudget)}
+	p := &plan{q: q, snap: snap, budget: newBudget(memory)}
 	tz := q.TZ
 	if tz == "" {
 		tz = snap.TZ
@@ -116,9 +119,8 @@ func (e *Engine) newPlan(q *Query, snap *storage.Version) (*plan, error) {
 		if !p.hasData {
 			p.from, p.to = p.now, p.now+1
 		} else {
-			p.from = startOfDay(p.dataStart, loc)
-			p.to = startOfDay(p.dataEnd-1, loc)
-			p.to = time.UnixMicro(p.to).In(loc).AddDate(0, 0, 1).UnixMicro()
+			p.from = timebucket.Floor(p.dataStart, timebucket.Day, loc, timebucket.Monday)
+			p.to = timebucket.Next(p.dataEnd-1, timebucket.Day, loc, timebucket.Monday)
 		}
 	} else {
 		var ok bool
@@ -140,11 +142,6 @@ func (e *Engine) newPlan(q *Query, snap *storage.Version) (*plan, error) {
 		p.global = append(p.global, pf)
 	}
 	return p, nil
-}
-
-func startOfDay(us int64, loc *time.Location) int64 {
-	t := time.UnixMicro(us).In(loc)
-	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, loc).UnixMicro()
 }
 
 // propType returns the type of an event (user false) or user property.

@@ -62,11 +62,11 @@ func (e *Engine) runRetention(ctx context.Context, p *plan) (*RetentionResult, e
 	if err != nil {
 		return nil, err
 	}
-	cohortBounds := timebucket.Bounds(p.from, p.to, iv, p.loc, ws)
-	nc := len(cohortBounds) - 1
-	if nc > maxBuckets {
-		return nil, invalid("period", "%d %s cohorts in the range; at most %d", nc, iv, maxBuckets)
+	cohortBounds, err := p.buckets(ctx, iv, ws, "period", "cohorts")
+	if err != nil {
+		return nil, err
 	}
+	nc := len(cohortBounds) - 1
 	spec.Bounds = timebucket.Extend(cohortBounds, n, iv, p.loc, ws)
 	bd, err := p.parseBreakdown()
 	if err != nil {
@@ -134,10 +134,10 @@ func (e *Engine) runRetention(ctx context.Context, p *plan) (*RetentionResult, e
 		return nil, err
 	}
 	merge := timer()
-	for _, a := range accs[1:] {
-		accs[0].Merge(a)
+	acc, err := mergeAll(ctx, accs)
+	if err != nil {
+		return nil, err
 	}
-	acc := accs[0]
 	res := &RetentionResult{Kind: "retention", Range: p.resolvedRange(), TZ: p.loc.String(), Period: iv.String()}
 	// incompleteAt reports whether cell k of cohort bucket c is incomplete.
 	incompleteAt := func(c, k int) bool {
@@ -159,7 +159,10 @@ func (e *Engine) runRetention(ctx context.Context, p *plan) (*RetentionResult, e
 				totals[i] += float64(c.Size)
 			}
 		}
-		r := p.rank(bd, keys, totals)
+		r, err := p.rank(ctx, bd, keys, totals)
+		if err != nil {
+			return nil, err
+		}
 		byKey := map[analysis.Key]analysis.RetentionGroup{}
 		for _, g := range acc.Result(r.group).Groups {
 			byKey[g.Key] = g
@@ -172,9 +175,20 @@ func (e *Engine) runRetention(ctx context.Context, p *plan) (*RetentionResult, e
 			groups = append(groups, byKey[k])
 		}
 	}
+	ncells := 0
 	for _, g := range groups {
+		ncells += len(g.Cohorts)
+	}
+	if err := p.chargeResult(ncells, n); err != nil {
+		return nil, err
+	}
+	starts := p.bucketStarts(cohortBounds)
+	for _, g := range groups {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		for c, kc := range g.Cohorts {
-			rc := RetentionCohort{Start: formatTime(kc.Start, p.loc), Size: kc.Size, Retained: kc.Retained,
+			rc := RetentionCohort{Start: starts[c], Size: kc.Size, Retained: kc.Retained,
 				Rates: make([]float64, n), Incomplete: make([]bool, n)}
 			if bd != nil {
 				rc.BreakdownValue = ptr(p.label(bd, g.Key))

@@ -36,6 +36,7 @@ type Query struct {
 	Windows   string     `json:"windows,omitempty"`    // retention: calendar (default) | rolling
 	Criterion string     `json:"criterion,omitempty"`  // retention: on (default) | on_or_after
 	List      *List      `json:"list,omitempty"`       // users to list: a cohort's, a funnel step's or a retention cell's (paged)
+	Limits    *Limits    `json:"limits,omitempty"`     // tighter time and memory limits than the engine's (spec §9)
 }
 
 // RawJSON is an unparsed JSON value kept for a later stage.

@@ -3,6 +3,8 @@ package query
 import (
 	"strconv"
 	"time"
+
+	"github.com/spurdb/spur/query/timebucket"
 )
 
 const (
@@ -47,8 +49,8 @@ func ParseDuration(s string) (int64, error) {
 // loc, or the first instant of that day if midnight does not exist) or an
 // RFC 3339 instant. It returns UTC microseconds.
 func parseInstant(s string, loc *time.Location) (int64, bool) {
-	if d, err := time.ParseInLocation(time.DateOnly, s, loc); err == nil {
-		return d.UnixMicro(), true
+	if d, err := time.Parse(time.DateOnly, s); err == nil {
+		return timebucket.DateStart(d.Year(), d.Month(), d.Day(), loc), true
 	}
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return t.UnixMicro(), true

@@ -3,6 +3,7 @@ package query
 import (
 	"bytes"
 	"context"
+	"errors"
 	"slices"
 
 	"github.com/spurdb/spur/event"
@@ -92,9 +93,8 @@ func (e *Engine) runTrend(ctx context.Context, p *plan) (*TrendResult, error) {
 	if err := p.parseCohortFilter(); err != nil {
 		return nil, err
 	}
-	spec.Bounds = timebucket.Bounds(p.from, p.to, iv, p.loc, ws)
-	if len(spec.Bounds) > maxBuckets+1 {
-		return nil, invalid("interval", "%d %s buckets in the range; at most %d", len(spec.Bounds)-1, iv, maxBuckets)
+	if spec.Bounds, err = p.buckets(ctx, iv, ws, "interval", "buckets"); err != nil {
+		return nil, err
 	}
 	// A users series only asks in which buckets, and whether in
 	// [From, To), a user has a row of it (Trend.Add): the rows of its
@@ -122,15 +122,19 @@ func (e *Engine) runTrend(ctx context.Context, p *plan) (*TrendResult, error) {
 		return nil, err
 	}
 	merge := timer()
-	for _, a := range accs[1:] {
-		accs[0].Merge(a)
+	acc, err := mergeAll(ctx, accs)
+	if err != nil {
+		return nil, err
 	}
-	acc := accs[0]
 	res := &TrendResult{Kind: "trend", Range: p.resolvedRange(), TZ: p.loc.String()}
+	starts := p.bucketStarts(spec.Bounds)
 	if bd == nil {
 		kr := acc.Result(nil)
+		if err := p.chargeResult(len(q.Series), len(starts)); err != nil {
+			return nil, err
+		}
 		for i := range q.Series {
-			res.Series = append(res.Series, p.trendSeries(q.Series[i], spec, kr.Series[i].Rows[0], nil))
+			res.Series = append(res.Series, p.trendSeries(q.Series[i], spec, starts, kr.Series[i].Rows[0], nil))
 		}
 		p.stats.MergeMS = merge()
 		res.Stats = p.stats
@@ -146,18 +150,25 @@ func (e *Engine) runTrend(ctx context.Context, p *plan) (*TrendResult, error) {
 		for r, row := range sr.Rows {
 			keys[r], totals[r] = row.Key, row.Total
 		}
-		ranks[i] = p.rank(bd, keys, totals)
+		if ranks[i], err = p.rank(ctx, bd, keys, totals); err != nil {
+			return nil, err
+		}
 		if ranks[i].other && !spec.Series[i].Math.Mergeable() {
 			recompute = append(recompute, i)
 		}
 	}
 	grouped := acc.Result(func(s int, k analysis.Key) analysis.Key { return ranks[s].group(k) })
 	rows := make([]map[analysis.Key]analysis.TrendRow, len(q.Series))
+	nrows := 0
 	for i, sr := range grouped.Series {
 		rows[i] = map[analysis.Key]analysis.TrendRow{}
 		for _, row := range sr.Rows {
 			rows[i][row.Key] = row
 		}
+		nrows += len(ranks[i].order) + b2i(ranks[i].other)
+	}
+	if err := p.chargeResult(nrows, len(starts)); err != nil {
+		return nil, err
 	}
 	p.stats.MergeMS = merge()
 	if len(recompute) > 0 {
@@ -172,7 +183,10 @@ func (e *Engine) runTrend(ctx context.Context, p *plan) (*TrendResult, error) {
 	merge = timer()
 	for i, s := range q.Series {
 		for _, k := range ranks[i].order {
-			res.Series = append(res.Series, p.trendSeries(s, spec, rows[i][k], bd))
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			res.Series = append(res.Series, p.trendSeries(s, spec, starts, rows[i][k], bd))
 		}
 		if ranks[i].other {
 			row, ok := rows[i][otherKey]
@@ -180,7 +194,7 @@ func (e *Engine) runTrend(ctx context.Context, p *plan) (*TrendResult, error) {
 				row = analysis.TrendRow{Key: otherKey, Buckets: make([]float64, len(spec.Bounds)-1)}
 			}
 			row.Key = otherKey
-			res.Series = append(res.Series, p.trendSeries(s, spec, row, bd))
+			res.Series = append(res.Series, p.trendSeries(s, spec, starts, row, bd))
 		}
 	}
 	p.stats.MergeMS += merge()
@@ -225,10 +239,15 @@ func (e *Engine) recomputeOther(ctx context.Context, p *plan, spec analysis.Tren
 	}
 	out := make([]analysis.TrendRow, len(series))
 	for j := range series {
-		for _, w := range accs[1:] {
-			accs[0][j].Merge(w[j])
+		col := make([]*analysis.Trend, len(accs))
+		for w := range accs {
+			col[w] = accs[w][j]
 		}
-		for _, row := range accs[0][j].Result(nil).Series[0].Rows {
+		acc, err := mergeAll(ctx, col)
+		if err != nil {
+			return nil, err
+		}
+		for _, row := range acc.Result(nil).Series[0].Rows {
 			if row.Key == otherKey {
 				out[j] = row
 			}
@@ -240,8 +259,9 @@ func (e *Engine) recomputeOther(ctx context.Context, p *plan, spec analysis.Tren
 	return out, nil
 }
 
-// trendSeries renders one row of a series.
-func (p *plan) trendSeries(s Series, spec analysis.TrendSpec, row analysis.TrendRow, bd *breakdown) TrendSeries {
+// trendSeries renders one row of a series; starts are the buckets' labels
+// (bucketStarts).
+func (p *plan) trendSeries(s Series, spec analysis.TrendSpec, starts []string, row analysis.TrendRow, bd *breakdown) TrendSeries {
 	mathName := s.Math
 	if mathName == "" {
 		mathName = "count"
@@ -255,15 +275,62 @@ func (p *plan) trendSeries(s Series, spec analysis.TrendSpec, row analysis.Trend
 	}
 	sr.Buckets = make([]TrendBucket, len(row.Buckets))
 	for b, v := range row.Buckets {
-		sr.Buckets[b] = TrendBucket{Start: formatTime(spec.Bounds[b], p.loc), Value: v,
+		sr.Buckets[b] = TrendBucket{Start: starts[b], Value: v,
 			Incomplete: p.incomplete(spec.Bounds[b+1])}
 	}
 	return sr
 }
 
 // maxBuckets bounds the number of interval buckets of a trend or cohorts
-// of a retention query (about 11 years of days, or 1.1 years of hours).
+// of a retention query (about 27 years of days, or 1.1 years of hours).
 const maxBuckets = 10_000
+
+// buckets returns the calendar buckets of the query range
+// (timebucket.BoundsMax), at most maxBuckets of them; more is an
+// invalid_query naming field, found without building them. what names the
+// buckets in the message ("buckets", "cohorts").
+func (p *plan) buckets(ctx context.Context, iv timebucket.Interval, ws timebucket.WeekStart, field, what string) ([]int64, error) {
+	b, err := timebucket.BoundsMax(ctx, p.from, p.to, iv, p.loc, ws, maxBuckets)
+	var tm *timebucket.TooManyError
+	if errors.As(err, &tm) {
+		return nil, invalid(field, "about %d %s %s from %s to %s; at most %d: narrow the range or use a longer %s",
+			tm.Count, iv, what, formatTime(p.from, p.loc), formatTime(p.to, p.loc), maxBuckets, field)
+	}
+	return b, err
+}
+
+// bucketStarts returns the result labels of the buckets starting at
+// bounds[:len(bounds)-1], shared by every row of a result.
+func (p *plan) bucketStarts(bounds []int64) []string {
+	starts := make([]string, len(bounds)-1)
+	for i := range starts {
+		starts[i] = formatTime(bounds[i], p.loc)
+	}
+	return starts
+}
+
+// resultCellBytes is what one bucket (or retention cell) of a result
+// costs, bytes: its Go value and its JSON encoding, label shared.
+const resultCellBytes = 96
+
+// chargeResult charges to the budget the result of rows × cells buckets
+// before it is rendered: a breakdown of 10,000 values over 10,000 buckets
+// fails with limit_exceeded rather than render 10⁸ buckets.
+func (p *plan) chargeResult(rows, cells int) error {
+	return p.budget.charge(int64(rows) * int64(cells) * resultCellBytes)
+}
+
+// mergeAll merges accs[1:] into accs[0] and returns it, checking ctx
+// between merges (each is linear in an accumulator's state).
+func mergeAll[T interface{ Merge(T) }](ctx context.Context, accs []T) (T, error) {
+	for _, a := range accs[1:] {
+		if err := ctx.Err(); err != nil {
+			return accs[0], err
+		}
+		accs[0].Merge(a)
+	}
+	return accs[0], ctx.Err()
+}
 
 // sameFilters reports whether a and b are the same filters in the same
 // order (values compared as written).

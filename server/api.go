@@ -75,6 +75,8 @@ func queryStatus(e *query.Error) int {
 			return http.StatusGatewayTimeout
 		}
 		return http.StatusUnprocessableEntity
+	case query.CodeUnavailable:
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }
@@ -249,9 +251,13 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 	case <-qctx.Done():
 		err = &query.Error{Code: query.CodeLimitExceeded, Err: qctx.Err(),
 			Message: "query time limit exceeded while waiting for a free query slot"}
+		if errors.Is(qctx.Err(), context.Canceled) {
+			err = &query.Error{Code: query.CodeUnavailable, Err: qctx.Err(),
+				Message: "query cancelled while waiting for a free query slot: " + context.Cause(qctx).Error()}
+		}
 	}
 	d := time.Since(start)
-	if r.Context().Err() != nil {
+	if r.Context().Err() != nil && !errors.Is(context.Cause(r.Context()), errShuttingDown) {
 		s.met.observe(q.Kind, codeCancelled, d, nil)
 		s.log.Info("query cancelled: client went away", "app", appName, "kind", q.Kind, "elapsed", d)
 		return
@@ -322,6 +328,9 @@ func (s *Server) queryFailed(w http.ResponseWriter, kind string, err error, d ti
 	}
 	s.log.Log(context.Background(), lvl, "query failed", "kind", kind, "code", qe.Code, "field", qe.Field,
 		"message", qe.Message, "elapsed", d, "query", compact(body))
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "5") // seconds: about a query's run, half the wait for memory
+	}
 	writeError(w, &apiError{Status: status, Code: qe.Code, Message: qe.Message, Field: qe.Field})
 }
 

@@ -22,6 +22,7 @@
 //	422 invalid_input    import aborted by bad rows (nothing applied; "errors" lists them with file, line, field) or unreadable input
 //	422 limit_exceeded   a query over a limit other than time
 //	504 limit_exceeded   query time limit exceeded (Config.QueryTimeout)
+//	503 unavailable      no query memory free within the wait (Config.MemoryTotal), or the server is shutting down; Retry-After: 5
 //	500 corruption       a segment failed its checksums
 //	500 internal         anything else
 //
@@ -65,10 +66,19 @@ type Config struct {
 	// Store is the embedded store served; required. The Server does not
 	// close it.
 	Store *storage.Store
-	// Runner runs queries; nil means query.New(Store, query.Config{Workers}).
+	// Runner runs queries; nil means a query.Engine over Store with
+	// Workers, QueryTimeout, MemoryBudget and MemoryTotal.
 	Runner QueryRunner
 	// Workers is the scan parallelism of the default Runner; 0 = GOMAXPROCS.
 	Workers int
+	// MemoryBudget is each query's memory budget in bytes for the default
+	// Runner (query.Config.MemoryBudget); 0 means query.DefaultMemoryBudget.
+	MemoryBudget int64
+	// MemoryTotal bounds the budgets of the queries running at once, bytes
+	// (query.Admission, storage.md §5): a query that does not fit waits,
+	// then fails with 503 unavailable. 0 means query.DefaultMemoryTotal()
+	// (half the machine's memory). It must be at least MemoryBudget.
+	MemoryTotal int64
 	// QueryTimeout bounds a query's run time (including waiting for a
 	// slot); a query over it fails with 504 limit_exceeded. 0 means 60 s;
 	// negative means no limit.
@@ -85,8 +95,10 @@ type Config struct {
 	// with its JSON and stats. 0 means 1 s; negative disables the log.
 	SlowQuery time.Duration
 	// ShutdownTimeout bounds how long Serve waits, after its context is
-	// done, for in-flight requests to finish before closing connections
-	// (which cancels the requests' queries). 0 means 10 s.
+	// done, for in-flight requests to finish: queries still running a
+	// second before its end (half-way, under 2 s) are cancelled and
+	// answered 503 unavailable, and connections still open at its end are
+	// closed. 0 means 10 s.
 	ShutdownTimeout time.Duration
 	// SchemaTopN is the default number of top values per property in the
 	// schema endpoint; 0 means 20.
@@ -153,6 +165,15 @@ func New(cfg Config) (*Server, error) {
 	if cfg.SchemaTopN <= 0 {
 		cfg.SchemaTopN = 20
 	}
+	if cfg.MemoryBudget <= 0 {
+		cfg.MemoryBudget = query.DefaultMemoryBudget
+	}
+	if cfg.MemoryTotal <= 0 {
+		cfg.MemoryTotal = query.DefaultMemoryTotal()
+	}
+	if cfg.MemoryBudget > cfg.MemoryTotal {
+		return nil, fmt.Errorf("server: query memory budget %d bytes is more than the total of all queries, %d bytes", cfg.MemoryBudget, cfg.MemoryTotal)
+	}
 	s := &Server{
 		cfg:     cfg,
 		log:     cfg.Logger,
@@ -166,7 +187,8 @@ func New(cfg Config) (*Server, error) {
 		s.log = slog.Default()
 	}
 	if s.runner == nil {
-		s.runner = query.New(cfg.Store, query.Config{Workers: cfg.Workers})
+		s.runner = query.New(cfg.Store, query.Config{Workers: cfg.Workers, Timeout: max(cfg.QueryTimeout, 0),
+			MemoryBudget: cfg.MemoryBudget, Admission: query.NewAdmission(cfg.MemoryTotal, 0)})
 	}
 	if s.reg == nil {
 		s.reg = prometheus.NewRegistry()
@@ -274,17 +296,28 @@ func (s *Server) wrap(h http.Handler) http.Handler {
 	})
 }
 
+// errShuttingDown is the cancellation cause of the queries still running
+// late in a shutdown.
+var errShuttingDown = errors.New("server shutting down")
+
 // Serve serves the main handler on ln and, when debugLn is not nil, the
 // debug handler on debugLn, until ctx is done or a listener fails. Then it
 // shuts both down gracefully: new connections are refused, in-flight
-// requests get up to Config.ShutdownTimeout to finish, after which their
-// connections are closed (cancelling their queries). It returns once every
+// requests get up to Config.ShutdownTimeout to finish; queries still
+// running a second before its end (half-way, for a timeout under 2 s) are
+// cancelled and answered 503 unavailable, and connections still open at
+// its end are closed. It returns once every
 // handler has returned, with nil after a shutdown caused by ctx, or the
 // listener's error. Serve closes the listeners.
 func (s *Server) Serve(ctx context.Context, ln, debugLn net.Listener) error {
 	errLog := slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
+	// Every request's context descends from base, so that a shutdown can
+	// cancel the queries still running.
+	base, cancelRequests := context.WithCancelCause(context.Background())
+	defer cancelRequests(nil)
+	baseContext := func(net.Listener) context.Context { return base }
 	servers := []*http.Server{{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout: 2 * time.Minute, ErrorLog: errLog}}
+		IdleTimeout: 2 * time.Minute, ErrorLog: errLog, BaseContext: baseContext}}
 	lns := []net.Listener{ln}
 	if debugLn != nil {
 		// No write timeout: /debug/pprof/profile and /trace stream for
@@ -305,6 +338,12 @@ func (s *Server) Serve(ctx context.Context, ln, debugLn net.Listener) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
+	// Cancel the queries still running early enough that their handlers
+	// answer and http.Server.Shutdown, which polls every 500 ms at most,
+	// sees the connections idle before the deadline.
+	lead := min(max(s.cfg.ShutdownTimeout/10, time.Second), s.cfg.ShutdownTimeout/2)
+	late := time.AfterFunc(s.cfg.ShutdownTimeout-lead, func() { cancelRequests(errShuttingDown) })
+	defer late.Stop()
 	for _, srv := range servers {
 		if err := srv.Shutdown(sctx); err != nil {
 			s.log.Warn("graceful shutdown timed out; closing connections", "err", err)

@@ -28,11 +28,18 @@ type globals struct {
 	cpuProf  string
 	memProf  string
 	stopProf func()
+	// exit ends the process (os.Exit in main; nil in tests, which run
+	// commands in-process): an interrupted query that does not stop in
+	// time is ended with it.
+	exit func(code int)
 }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRoot(os.Stdout, os.Stderr).ExecuteContext(ctx)
+	context.AfterFunc(ctx, stop) // after the first signal a second one ends the process at once
+	root, g := newRoot(os.Stdout, os.Stderr)
+	g.exit = os.Exit
+	err := root.ExecuteContext(ctx)
 	stop()
 	if err != nil {
 		var ee exitError
@@ -51,7 +58,8 @@ type exitError struct {
 
 func (e exitError) Error() string { return e.err.Error() }
 
-func newRoot(stdout, stderr io.Writer) *cobra.Command {
+// newRoot returns the root command and its shared flags.
+func newRoot(stdout, stderr io.Writer) (*cobra.Command, *globals) {
 	g := &globals{}
 	root := &cobra.Command{
 		Use:   "spur",
@@ -102,5 +110,5 @@ columnar segments and answers trends, funnels and retention over raw events.`,
 	root.PersistentFlags().StringVar(&g.cpuProf, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
 	root.PersistentFlags().StringVar(&g.memProf, "memprofile", "", "write an allocation profile of the command to this file (go tool pprof -sample_index=alloc_space)")
 	root.AddCommand(newImportCmd(g), newQueryCmd(g), newInspectCmd(g), newDemoCmd(g), newGenCmd(g), newServeCmd(g), newBenchCmd(g), newBenchQueryCmd(g), newCohortCmd(g), newCompactCmd(g), newVerifyCmd(g), newRecoverCmd(g))
-	return root
+	return root, g
 }

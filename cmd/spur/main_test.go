@@ -18,7 +18,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func spur(t *testing.T, stdin string, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	root := newRoot(&out, &errb)
+	root, _ := newRoot(&out, &errb)
 	root.SetArgs(args)
 	root.SetIn(strings.NewReader(stdin))
 	err := root.ExecuteContext(context.Background())

@@ -44,11 +44,21 @@ func newQueryCmd(g *globals) *cobra.Command {
 	var app string
 	var table bool
 	var workers int
+	var lim queryLimits
 	cmd := &cobra.Command{
 		Use:   "query [--app NAME] QUERY.json|-",
 		Short: "Run a spec §9 JSON query and print the result JSON (or a table)",
-		Args:  cobra.ExactArgs(1),
+		Long: `Query runs a spec §9 JSON query on the embedded store and prints the result.
+On SIGINT or SIGTERM the query is cancelled and the command exits with status 1
+within a second (a second signal ends it at once).`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := lim.check(); err != nil {
+				return err
+			}
+			if g.exit != nil {
+				defer exitAfterInterrupt(cmd.Context(), interruptGrace, cmd.ErrOrStderr(), g.exit)()
+			}
 			var data []byte
 			var err error
 			if args[0] == "-" {
@@ -64,13 +74,13 @@ func newQueryCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer st.Close()
-			eng := query.New(st, query.Config{Workers: workers})
-			return runQuery(cmd, eng, data, app, table)
+			return runQuery(cmd, query.New(st, lim.engineConfig(workers)), data, app, table)
 		},
 	}
 	cmd.Flags().StringVar(&app, "app", "", "app to query (overrides the query's \"app\")")
 	cmd.Flags().BoolVar(&table, "table", false, "print a readable table instead of JSON")
 	cmd.Flags().IntVar(&workers, "workers", 0, "scan goroutines (0 = GOMAXPROCS)")
+	lim.register(cmd.Flags(), 0, "time limit of the query (e.g. 30s, 5m): past it the query fails with limit_exceeded; 0: none")
 	return cmd
 }
 

@@ -25,7 +25,7 @@ func startServe(t *testing.T, data string) (string, func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	root := newRoot(pw, io.Discard)
+	root, _ := newRoot(pw, io.Discard)
 	root.SetArgs([]string{"--data", data, "--log-level", "error", "serve", "--listen", "127.0.0.1:0", "--debug-listen", ""})
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx); pw.Close() }()
@@ -131,7 +131,7 @@ func TestServeAndCLIWrites(t *testing.T) {
 	imports := 1
 	for n.Load() < queries && imports < 400 {
 		var out bytes.Buffer
-		root := newRoot(&out, &out)
+		root, _ := newRoot(&out, &out)
 		root.SetArgs([]string{"--data", data, "import", "--app", "shop", "--time", "ts", "--url", url, batch(imports)})
 		if err := root.ExecuteContext(context.Background()); err != nil {
 			t.Fatalf("import %d through the server: %v\n%s", imports, err, out.String())

@@ -28,7 +28,9 @@
 package timebucket
 
 import (
+	"context"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -150,16 +152,109 @@ func Next(t int64, iv Interval, loc *time.Location, ws WeekStart) int64 {
 // bucket starting Monday 2021-04-26). If to ≤ Floor(from) the result is the
 // single boundary Floor(from) (no bucket). The returned slice is newly
 // allocated and owned by the caller. A nil loc means UTC. It panics on an
-// invalid iv.
+// invalid iv. Bounds has no limit: code serving queries uses BoundsMax.
 func Bounds(from, to int64, iv Interval, loc *time.Location, ws WeekStart) []int64 {
+	b, _ := BoundsMax(context.Background(), from, to, iv, loc, ws, math.MaxInt)
+	return b
+}
+
+// TooManyError is the error of BoundsMax for a range of more than Max
+// buckets.
+type TooManyError struct {
+	Count    int64 // Count's estimate of the buckets in the range; at least Max+1
+	Max      int   // the limit passed to BoundsMax
+	Interval Interval
+}
+
+func (e *TooManyError) Error() string {
+	return fmt.Sprintf("timebucket: about %d %s buckets in the range; at most %d", e.Count, e.Interval, e.Max)
+}
+
+// BoundsMax is Bounds for at most limit buckets (len(B)-1 ≤ limit). A
+// range of more returns a *TooManyError without building its buckets when
+// Count says so (constant time, however long the range), or after
+// building limit+1 boundaries when Count was close. The loop checks ctx
+// before the first and every 1,024th boundary and returns ctx.Err() once
+// it is done. The returned slice is newly allocated and owned by the
+// caller.
+func BoundsMax(ctx context.Context, from, to int64, iv Interval, loc *time.Location, ws WeekStart, limit int) ([]int64, error) {
 	loc = orUTC(loc)
+	n := Count(from, to, iv, loc, ws)
+	if n-countSlack-n/countSlackShare > int64(limit) {
+		return nil, &TooManyError{Count: n, Max: limit, Interval: iv}
+	}
 	b := floorSec(floorDiv(from, 1e6), iv, loc, ws)
-	out := []int64{b * 1e6}
+	out := make([]int64, 1, min(n+countSlack, int64(limit))+1)
+	out[0] = b * 1e6
 	for b*1e6 < to {
+		if len(out) > limit {
+			return nil, &TooManyError{Count: max(n, int64(limit)+1), Max: limit, Interval: iv}
+		}
+		if len(out)%1024 == 1 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
 		b = nextSec(b, iv, loc, ws)
 		out = append(out, b*1e6)
 	}
-	return out
+	return out, nil
+}
+
+// Count returns about how many buckets [from, to) has (len(Bounds)-1),
+// in constant time: the hours from Floor(from) to to, or the dates, weeks
+// or months between their wall-clock readings. It is exact when no zone
+// transition lies in the range, and for hours also across transitions by
+// whole hours; each other transition moves it by at most its length in
+// buckets plus one (a repeated or skipped local date, a 30-minute DST
+// hour), far less than countSlack plus 1/countSlackShare of it over any
+// range. It is 0 when to ≤ from. A nil loc means UTC.
+func Count(from, to int64, iv Interval, loc *time.Location, ws WeekStart) int64 {
+	if to <= from {
+		return 0
+	}
+	loc = orUTC(loc)
+	f := floorSec(floorDiv(from, 1e6), iv, loc, ws)
+	t := -floorDiv(-to, 1e6)
+	wf, wt := wallSec(f, loc), wallSec(t, loc)
+	var n int64
+	switch iv {
+	case Hour:
+		n = -floorDiv(f-t, 3600)
+	case Day, Week:
+		n = -floorDiv(floorDiv(wf, 86400)*86400-wt, 86400)
+		if iv == Week {
+			n = -floorDiv(-n, 7)
+		}
+	case Month:
+		yf, mf, _ := time.Unix(wf, 0).UTC().Date()
+		yt, mt, _ := time.Unix(wt, 0).UTC().Date()
+		n = int64(yt-yf)*12 + int64(mt-mf)
+		if wt > civil(yt, mt, 1) {
+			n++
+		}
+	default:
+		panic(fmt.Sprintf("timebucket: invalid interval %v", iv))
+	}
+	return max(n, 1)
+}
+
+// BoundsMax trusts Count to within countSlack buckets plus one in
+// countSlackShare: a range Count puts beyond that is refused unbuilt.
+const (
+	countSlack      = 64
+	countSlackShare = 64
+)
+
+// DateStart returns the first instant (UTC microseconds) of the local date
+// y-m-d in loc: local midnight, or the first instant after it where
+// midnight does not exist (spec §2: a date in a range means local
+// midnight). The date is normalised like time.Date's (day 0 is the last
+// day of the previous month). For a date the zone skips entirely
+// (Pacific/Apia 2011-12-30) it is the first instant of the next date. A
+// nil loc means UTC.
+func DateStart(y int, m time.Month, d int, loc *time.Location) int64 {
+	return firstInstant(civil(y, m, d), orUTC(loc)) * 1e6
 }
 
 // Extend appends n further boundaries of the calendar (iv, loc, ws) after
@@ -203,33 +298,6 @@ func mod(a, b int64) int64 {
 	return m
 }
 
-// segment describes the zone period containing an instant: [start, end)
-// in Unix seconds with a constant UTC offset in seconds. hasStart/hasEnd
-// are false when the period is unbounded on that side.
-type segment struct {
-	start, end       int64
-	hasStart, hasEnd bool
-	offset           int64
-}
-
-func segmentAt(sec int64, loc *time.Location) segment {
-	t := time.Unix(sec, 0).In(loc)
-	_, off := t.Zone()
-	s, e := t.ZoneBounds()
-	return segment{
-		start: s.Unix(), hasStart: !s.IsZero(),
-		end: e.Unix(), hasEnd: !e.IsZero(),
-		offset: int64(off),
-	}
-}
-
-// wallSec returns the local wall-clock reading of instant sec as seconds
-// since 1970-01-01T00:00:00 of the wall clock.
-func wallSec(sec int64, loc *time.Location) int64 {
-	_, off := time.Unix(sec, 0).In(loc).Zone()
-	return sec + int64(off)
-}
-
 // civil returns the wall-clock seconds of local date y-m-d 00:00:00
 // (normalised like time.Date: day 0 is the last day of the previous month).
 func civil(y int, m time.Month, d int) int64 {
@@ -271,23 +339,104 @@ func nextDateStart(w int64, iv Interval) int64 {
 	panic(fmt.Sprintf("timebucket: invalid date interval %v", iv))
 }
 
+// Zone periods are found from UTC offsets alone (time.Time.Zone), never
+// from time.Time.ZoneBounds: Go computes the bounds of a period ruled by a
+// zone's TZ string (after its last listed transition; 2037 in "fat" tz
+// data) as if every year had 365 days, so that in leap years such as 2040
+// a period may "end" before the instant asked about, and a walk over
+// periods never advances (issue #16). Offsets themselves are right.
+
 // maxOffsetSec bounds the absolute UTC offset of any zone in the tz
-// database (the largest, local mean times and +14:00, are below 16 hours).
+// database (the largest, local mean times such as Asia/Manila's −15:56
+// and +14:00, are below 16 hours; TestZoneData checks every zone).
 const maxOffsetSec = 16 * 3600
+
+// probeStep is the distance in seconds between the offset probes that
+// look for a change of a zone's UTC offset. It is shorter than the
+// shortest time any zone keeps an offset (95 h 40 min, Africa/Freetown in
+// September 1939; TestZoneData checks every zone of the host's tz
+// database), so between two probes the offset changes at most once and a
+// binary search finds the change to the second. It is also longer than the
+// widest window a bucket boundary needs (2 × maxOffsetSec), so the common
+// case costs one probe.
+const probeStep = 48 * 3600
+
+// offsetAt returns the UTC offset in seconds of zone loc at instant sec
+// (Unix seconds).
+func offsetAt(sec int64, loc *time.Location) int64 {
+	_, off := time.Unix(sec, 0).In(loc).Zone()
+	return int64(off)
+}
+
+// wallSec returns the local wall-clock reading of instant sec as seconds
+// since 1970-01-01T00:00:00 of the wall clock.
+func wallSec(sec int64, loc *time.Location) int64 {
+	return sec + offsetAt(sec, loc)
+}
+
+// nextChange returns the first instant in (lo, hi] whose UTC offset
+// differs from lo's, and false when the offset is lo's throughout. It
+// probes every probeStep seconds and bisects the first probe whose offset
+// differs.
+func nextChange(lo, hi int64, loc *time.Location) (int64, bool) {
+	o := offsetAt(lo, loc)
+	for lo < hi {
+		p := min(lo+probeStep, hi)
+		if offsetAt(p, loc) != o {
+			for p-lo > 1 { // offset(lo) = o ≠ offset(p)
+				mid := lo + (p-lo)/2
+				if offsetAt(mid, loc) != o {
+					p = mid
+				} else {
+					lo = mid
+				}
+			}
+			return p, true
+		}
+		lo = p
+	}
+	return 0, false
+}
+
+// periodStart returns the first instant s in (lo, hi] such that the UTC
+// offset is hi's throughout [s, hi], and false when it is hi's throughout
+// [lo, hi] (the period holding hi started at or before lo).
+func periodStart(lo, hi int64, loc *time.Location) (int64, bool) {
+	o := offsetAt(hi, loc)
+	for hi > lo {
+		p := max(hi-probeStep, lo)
+		if offsetAt(p, loc) != o {
+			for hi-p > 1 { // offset(p) ≠ o = offset(hi)
+				mid := p + (hi-p)/2
+				if offsetAt(mid, loc) == o {
+					hi = mid
+				} else {
+					p = mid
+				}
+			}
+			return hi, true
+		}
+		hi = p
+	}
+	return 0, false
+}
 
 // firstInstant returns the earliest instant (Unix seconds) whose wall-clock
 // reading is ≥ w: the first instant of a local date when w is its midnight.
-// It walks the zone periods forward from a point whose wall clock is
-// certainly before w.
+// It walks the zone's periods forward from an instant whose wall clock is
+// certainly before w; in each period [u, end) of offset o the candidate is
+// the instant reading w (w − o), or u itself when the period starts past w
+// (a gap). Every step moves u forward to a later period start, within
+// 2 × maxOffsetSec, so the loop ends.
 func firstInstant(w int64, loc *time.Location) int64 {
-	u := w - 2*maxOffsetSec
+	u := w - maxOffsetSec - 1
 	for {
-		seg := segmentAt(u, loc)
-		cand := max(u, w-seg.offset)
-		if !seg.hasEnd || cand < seg.end {
+		cand := max(u, w-offsetAt(u, loc))
+		c, changed := nextChange(u, cand, loc)
+		if !changed {
 			return cand
 		}
-		u = seg.end
+		u = c
 	}
 }
 
@@ -309,6 +458,8 @@ func floorSec(sec int64, iv Interval, loc *time.Location, ws WeekStart) int64 {
 	}
 }
 
+// nextSec returns the first boundary strictly after sec: every bucket loop
+// built on it advances.
 func nextSec(sec int64, iv Interval, loc *time.Location, ws WeekStart) int64 {
 	if iv == Hour {
 		return nextHour(sec, loc)
@@ -326,12 +477,12 @@ func nextSec(sec int64, iv Interval, loc *time.Location, ws WeekStart) int64 {
 // a whole hour, walking zone periods backwards.
 func floorHour(sec int64, loc *time.Location) int64 {
 	for {
-		seg := segmentAt(sec, loc)
-		u := sec - mod(sec+seg.offset, 3600)
-		if !seg.hasStart || u >= seg.start {
-			return u
+		c := sec - mod(sec+offsetAt(sec, loc), 3600)
+		s, changed := periodStart(c, sec, loc)
+		if !changed {
+			return c
 		}
-		sec = seg.start - 1
+		sec = s - 1
 	}
 }
 
@@ -340,11 +491,11 @@ func floorHour(sec int64, loc *time.Location) int64 {
 func nextHour(sec int64, loc *time.Location) int64 {
 	u := sec + 1
 	for {
-		seg := segmentAt(u, loc)
-		c := u + mod(-(u+seg.offset), 3600)
-		if !seg.hasEnd || c < seg.end {
+		c := u + mod(-(u+offsetAt(u, loc)), 3600)
+		n, changed := nextChange(u, c, loc)
+		if !changed {
 			return c
 		}
-		u = seg.end
+		u = n
 	}
 }
