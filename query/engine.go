@@ -216,7 +216,8 @@ func (e *Engine) scan(ctx context.Context, p *plan, from, to int64, vs []*visito
 	// Only user lists (a cohort's, a funnel step's, a retention cell's)
 	// read the users' ids.
 	spec := storage.ScanSpec{From: from, To: to, Compile: p.compileSegment, Cols: len(p.cols),
-		UserProps: len(p.ucols), AllUsers: allUsers, NoIDs: p.q.List == nil && p.q.Kind != "cohort", Thin: p.thin}
+		UserProps: len(p.ucols), AllUsers: allUsers, NoIDs: p.q.List == nil && p.q.Kind != "cohort", Thin: p.thin,
+		Grow: p.budget.charge} // the scan's buffers, one long trail's included, count in the budget
 	if len(p.ucols) > 0 {
 		spec.CompileUsers = p.compileUsers
 	}
@@ -250,7 +251,7 @@ func (e *Engine) scan(ctx context.Context, p *plan, from, to int64, vs []*visito
 			return err
 		}
 	}
-	p.stats.PeakMemoryBytes = max(p.stats.PeakMemoryBytes, st.BufferBytes+p.budget.peak.Load())
+	p.stats.PeakMemoryBytes = max(p.stats.PeakMemoryBytes, p.budget.peak.Load()) // the scan's buffers included (Grow)
 	return nil
 }
 

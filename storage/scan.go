@@ -3,6 +3,7 @@ package storage
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -70,7 +71,10 @@ type ScanSpec struct {
 	// past what it held before — decode buffers and the trail of a user
 	// held whole while segments merge — and may refuse with an error,
 	// which ends the scan with it: a query's memory budget. Called at most
-	// once per user, never per event.
+	// once per user, never per event, and once at the end of each worker
+	// with the negative of what it reported (the buffers are kept for the
+	// next scan, which reports them again). Calls come from the scan's
+	// goroutines, concurrently.
 	Grow func(bytes int64) error
 }
 
@@ -284,16 +288,25 @@ func (s *Version) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) (
 				}
 			}
 			ws[w].BufferBytes = sc.bufferBytes()
+			if spec.Grow != nil && sc.held > 0 {
+				spec.Grow(-sc.held) // the worker's buffers are the next scan's
+			}
 		}()
 	}
 	wg.Wait()
 	for w := range ws {
 		stats.add(&ws[w])
 	}
+	// The first worker's failure cancels the others, whose errors are then
+	// the cancellation: report the failure itself.
+	var first error
 	for _, err := range errs {
-		if err != nil {
-			return stats, err
+		if err != nil && (first == nil || errors.Is(first, context.Canceled) && !errors.Is(err, context.Canceled)) {
+			first = err
 		}
+	}
+	if first != nil {
+		return stats, first
 	}
 	// A cancelled or expired caller context fails the scan (a partial scan
 	// is not an answer); our own cancel() above only stops the workers.
