@@ -101,8 +101,15 @@ func classify(err error, ctx context.Context) *Error {
 		return &Error{Code: CodeCorruption, Message: err.Error(), Err: err}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &Error{Code: CodeLimitExceeded, Message: "query time limit exceeded", Err: err}
-	case errors.Is(err, context.Canceled):
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
 		return &Error{Code: CodeInternal, Message: "query cancelled", Err: err}
+	case errors.Is(err, context.Canceled):
+		// Not our cancellation: a scan worker failed, stopped the others,
+		// and the scan reported one of their cancellations instead of the
+		// failure (storage.Snapshot.Scan returns the first worker's error
+		// in worker order). Say so rather than blame the caller.
+		return &Error{Code: CodeInternal, Err: err,
+			Message: "scan failed: a scan worker stopped the scan, and its error was lost (the others report only their cancellation); retry the query, or run `spur verify` on the app"}
 	}
 	return &Error{Code: CodeInternal, Message: err.Error(), Err: err}
 }
@@ -137,6 +144,9 @@ func (e *Engine) run(ctx context.Context, q *Query, start time.Time) (any, error
 	}
 	if err != nil {
 		return nil, err
+	}
+	if w := WarningsOf(res); w != nil {
+		*w = p.warnings()
 	}
 	if st := StatsOf(res); st != nil {
 		st.WallMS = ms(time.Since(start))

@@ -4,12 +4,8 @@
 package query
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"strings"
 )
 
 // Query is the spec §9 request. Field names are the JSON contract; fields
@@ -103,34 +99,16 @@ type List struct {
 	BreakdownValue *string `json:"breakdown_value,omitempty"`
 }
 
-// Parse decodes a JSON query. Unknown fields are rejected (a typo should not
-// silently change a query). The error is an *Error with code invalid_query.
+// Parse decodes a JSON query with DecodeJSON: unknown fields are rejected
+// (a typo should not silently change a query) and errors name the JSON
+// path of the offending field. The error is an *Error with code
+// invalid_query.
 func Parse(data []byte) (*Query, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var q Query
-	if err := dec.Decode(&q); err != nil {
-		return nil, jsonError(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, &Error{Code: CodeInvalidQuery, Message: "trailing data after the query object"}
+	if err := DecodeJSON(data, &q); err != nil {
+		return nil, err
 	}
 	return &q, nil
-}
-
-func jsonError(err error) *Error {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return &Error{Code: CodeInvalidQuery, Message: fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, se)}
-	case errors.As(err, &te):
-		return &Error{Code: CodeInvalidQuery, Field: te.Field, Message: fmt.Sprintf("field %q: want a JSON %s, found %s", te.Field, te.Type, te.Value)}
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return &Error{Code: CodeInvalidQuery, Field: f, Message: fmt.Sprintf("unknown field %q", f)}
-	}
-	return &Error{Code: CodeInvalidQuery, Message: "malformed query JSON: " + err.Error()}
 }
 
 // Error codes of spec §9.
