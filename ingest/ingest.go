@@ -340,8 +340,14 @@ func (g *gzipLayer) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// fail records and returns the positioned error for err.
+// fail records and returns the positioned error for err. A failure to
+// read the compressed input itself (a request body over its limit or too
+// slow, an I/O error) is not the layer's and is returned as it is.
 func (g *gzipLayer) fail(err error) error {
+	if g.src.counter.err != nil {
+		g.err = g.src.counter.err
+		return g.err
+	}
 	if err == io.EOF { // a header cut short
 		err = io.ErrUnexpectedEOF
 	}
@@ -397,15 +403,19 @@ func (s *source) Close() error {
 func (s *source) pos(line int64) event.Pos { return event.Pos{File: s.name, Line: line} }
 
 // countingReader counts the bytes read through it (per buffer refill, not
-// per row).
+// per row) and keeps the first error other than io.EOF.
 type countingReader struct {
-	r io.Reader
-	n *atomic.Int64
+	r   io.Reader
+	n   *atomic.Int64
+	err error
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n.Add(int64(n))
+	if err != nil && err != io.EOF && c.err == nil {
+		c.err = err
+	}
 	return n, err
 }
 

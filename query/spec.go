@@ -111,13 +111,17 @@ func Parse(data []byte) (*Query, error) {
 	return &q, nil
 }
 
-// Error codes of spec §9.
+// Error codes of spec §9, with their HTTP statuses.
 const (
-	CodeInvalidQuery  = "invalid_query"
-	CodeNotFound      = "not_found"
-	CodeLimitExceeded = "limit_exceeded"
-	CodeCorruption    = "corruption"
-	CodeInternal      = "internal"
+	CodeInvalidQuery    = "invalid_query"   // 400: the query or request parameters
+	CodeInvalidInput    = "invalid_input"   // 400/422: events or files
+	CodeLimitExceeded   = "limit_exceeded"  // 413 body too large; 408 body too slow; 422/504 a query over a limit
+	CodeUnauthenticated = "unauthenticated" // 401
+	CodeForbidden       = "forbidden"       // 403
+	CodeNotFound        = "not_found"       // 404
+	CodeUnavailable     = "unavailable"     // 503, with Retry-After
+	CodeCorruption      = "corruption"      // 500: a segment failed its checksums
+	CodeInternal        = "internal"        // 500
 )
 
 // Error is a query failure in the spec §9 shape

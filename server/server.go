@@ -12,18 +12,59 @@
 //	GET  /metrics                   Prometheus metrics
 //	GET  /healthz                   {"status": "ok"}
 //
-// Errors have the spec §9 shape {"error": {"code", "message", "field"}} and
-// these statuses:
+// Errors have the spec §9 shape {"error": {"code", "message", "field"}}
+// (field: the JSON path of the offending query field, e.g.
+// "series[0].where[1].value") and these statuses:
 //
 //	400 invalid_query    malformed JSON, unknown field, bad value, bad import parameter
+//	403 forbidden        Host not served (field "host") or a browser's cross-site request (field "origin")
 //	404 not_found        unknown app or API path
 //	405 invalid_query    wrong method for an API path (Allow names the right one)
-//	413 limit_exceeded   request body over the limit (field "body")
-//	422 invalid_input    import aborted by bad rows (nothing applied; "errors" lists them with file, line, field) or unreadable input
+//	408 limit_exceeded   request body not received within Config.BodyTimeout (field "body"; connection closed)
+//	413 limit_exceeded   request body over the limit as sent, or an import over its decompressed limit (field "body"; nothing stored)
+//	422 invalid_input    import aborted by bad rows (nothing applied; "errors" lists them with file, line, field) or unreadable input (a truncated gzip names the compressed byte offset)
 //	422 limit_exceeded   a query over a limit other than time
 //	504 limit_exceeded   query time limit exceeded (Config.QueryTimeout)
 //	500 corruption       a segment failed its checksums
 //	500 internal         anything else
+//
+// Results may carry "warnings": [{code, message, field}] (spec §9): an event
+// name or a string filter value that occurs nowhere in the app.
+//
+// # Limits and request checks
+//
+// Defaults of a production Go server, each a Config field and a `spur
+// serve` flag:
+//
+//	headers        10 s (ReadHeaderTimeout, --read-header-timeout)
+//	body           60 s from the handler's start to the body's last byte,
+//	               imports included (BodyTimeout, --body-timeout); a client
+//	               that trickles is answered 408 and disconnected, so it
+//	               holds no goroutine past the limit
+//	idle           2 min between keep-alive requests (IdleTimeout, --idle-timeout)
+//	connections    1,024 open on the main listener (MaxConnections,
+//	               --max-connections); more wait in the kernel's accept queue
+//	query body     1 MiB (MaxBodyBytes, --max-body-bytes)
+//	import body    1 GiB as sent (MaxImportBytes, --max-import-bytes) and
+//	               1 GiB decompressed (MaxImportDecompressedBytes,
+//	               --max-import-decompressed-bytes): a 7 MB gzip that
+//	               inflates to 3 GB is refused with 413, nothing stored
+//	property value 64 KiB per string value of an imported row
+//	               (MaxPropertyBytes, --max-property-bytes)
+//
+// There is no write timeout: a query is bounded by its own time limit.
+//
+// Every request's Host must be one the server serves (AllowedHosts,
+// --allowed-hosts; default: the listen hosts, localhost, 127.0.0.1, ::1,
+// any port), against DNS rebinding (ingest.md §4); others get 403
+// forbidden. Every endpoint refuses a browser's cross-site request with
+// 403 forbidden: an Origin header that is not this server's host:port, or
+// Sec-Fetch-Site: cross-site (a top-level GET navigation excepted, so a
+// link to the UI from elsewhere opens it). Clients that send neither
+// header (curl, scripts) are not affected. Routes registered with the
+// anyOrigin policy (the coming events endpoint, which browser SDKs call
+// cross-origin) allow every origin and answer CORS preflights instead. The
+// debug listener applies the same two checks.
 //
 // A query whose client disconnects is cancelled (its context is done) and
 // gets no answer; it is counted as "cancelled" in spur_queries_total.
@@ -48,6 +89,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
+
+	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/query"
 	"github.com/spurdb/spur/storage"
 )
@@ -97,10 +141,49 @@ type Config struct {
 	// Registry receives the server's metrics; nil means a new registry.
 	// It must not already hold Go or process collectors.
 	Registry *prometheus.Registry
+
+	// HTTP limits and request checks (see the package doc).
+
+	// ReadHeaderTimeout bounds reading a request's headers; 0 means 10 s.
+	ReadHeaderTimeout time.Duration
+	// BodyTimeout bounds reading a request's body, from the start of its
+	// handler to its last byte: a body still arriving then is cut off
+	// (408 limit_exceeded, connection closed, nothing stored). It applies
+	// to imports too, which read their body as they go. 0 means 60 s;
+	// negative means no limit.
+	BodyTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection idle this long between
+	// requests; 0 means 2 min.
+	IdleTimeout time.Duration
+	// MaxConnections bounds the main listener's open connections; further
+	// ones wait in the kernel's accept queue until one closes. 0 means
+	// DefaultMaxConnections; negative means no limit.
+	MaxConnections int
+	// MaxImportDecompressedBytes bounds the bytes a compressed import
+	// body decompresses to (413 limit_exceeded past it, nothing stored);
+	// 0 means 1 GiB, the default as-sent limit MaxImportBytes, so that a
+	// compressed body may carry what a plain one may. Negative means no
+	// limit.
+	MaxImportDecompressedBytes int64
+	// MaxPropertyBytes bounds one string property value (and insert id)
+	// of an imported row, bytes: a longer one is a bad row naming the
+	// field and the limit. 0 means event.DefaultMaxPropertyBytes (64
+	// KiB); negative means no limit.
+	MaxPropertyBytes int
+	// AllowedHosts lists the Host header values served (names or
+	// addresses, any port; "*.example.com" for subdomains; "*" for all);
+	// any other Host gets 403 forbidden, against DNS rebinding. nil means
+	// DefaultAllowedHosts() (loopback names only); `spur serve` passes
+	// DefaultAllowedHosts(--listen, --debug-listen) unless
+	// --allowed-hosts is given.
+	AllowedHosts []string
 }
 
 // DefaultMaxConcurrent is the MaxConcurrentQueries used when it is 0.
 const DefaultMaxConcurrent = 16
+
+// DefaultMaxConnections is the MaxConnections used when it is 0.
+const DefaultMaxConnections = 1024
 
 // Server serves the API, the UI, /metrics and the debug endpoints. It is
 // safe for concurrent use and holds no package-level state.
@@ -112,6 +195,7 @@ type Server struct {
 	reg    *prometheus.Registry
 	met    *metrics
 	slots  chan struct{} // query concurrency semaphore
+	hosts  hostPolicy    // Config.AllowedHosts
 
 	handler http.Handler
 	debug   http.Handler
@@ -153,6 +237,27 @@ func New(cfg Config) (*Server, error) {
 	if cfg.SchemaTopN <= 0 {
 		cfg.SchemaTopN = 20
 	}
+	if cfg.ReadHeaderTimeout <= 0 {
+		cfg.ReadHeaderTimeout = 10 * time.Second
+	}
+	if cfg.BodyTimeout == 0 {
+		cfg.BodyTimeout = 60 * time.Second
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 2 * time.Minute
+	}
+	if cfg.MaxConnections == 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
+	switch {
+	case cfg.MaxImportDecompressedBytes == 0:
+		cfg.MaxImportDecompressedBytes = 1 << 30
+	case cfg.MaxImportDecompressedBytes < 0:
+		cfg.MaxImportDecompressedBytes = 0 // ingest: no limit
+	}
+	if cfg.AllowedHosts == nil {
+		cfg.AllowedHosts = DefaultAllowedHosts()
+	}
 	s := &Server{
 		cfg:     cfg,
 		log:     cfg.Logger,
@@ -160,6 +265,7 @@ func New(cfg Config) (*Server, error) {
 		runner:  cfg.Runner,
 		reg:     cfg.Registry,
 		slots:   make(chan struct{}, cfg.MaxConcurrentQueries),
+		hosts:   newHostPolicy(cfg.AllowedHosts),
 		schemas: map[string]cachedSchema{},
 	}
 	if s.log == nil {
@@ -173,7 +279,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.met = newMetrics(s.reg, s.store, s.log)
 	s.handler = s.wrap(s.routes())
-	s.debug = s.wrap(debugRoutes())
+	s.debug = s.wrap(guardRoute(sameOriginOnly, debugRoutes()))
 	return s, nil
 }
 
@@ -185,32 +291,45 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // profiles heap, allocs, goroutine, block, mutex, threadcreate).
 func (s *Server) DebugHandler() http.Handler { return s.debug }
 
-func (s *Server) routes() http.Handler {
-	mux := http.NewServeMux()
-	route := func(method, path string, h http.HandlerFunc) {
-		mux.HandleFunc(method+" "+path, h)
-		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Allow", method)
-			writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Code: query.CodeInvalidQuery,
-				Message: fmt.Sprintf("method %s not allowed on %s: use %s", r.Method, r.URL.Path, method)})
-		})
+// router registers routes with their cross-site policy.
+type router struct{ mux *http.ServeMux }
+
+// handle serves method on path with h under policy: sameOriginOnly refuses
+// browsers' cross-site requests (403), anyOrigin allows every origin and
+// answers CORS preflights (OPTIONS) for the path. Other methods get 405
+// with Allow.
+func (rt router) handle(method, path string, policy crossSite, h http.HandlerFunc) {
+	rt.mux.Handle(method+" "+path, guardRoute(policy, h))
+	allow := method
+	if policy == anyOrigin {
+		rt.mux.Handle("OPTIONS "+path, preflight(method))
+		allow += ", OPTIONS"
 	}
-	route("GET", "/api/apps", s.handleApps)
-	route("GET", "/api/apps/{app}/schema", s.handleSchema)
-	route("POST", "/api/apps/{app}/query", s.handleQuery)
-	route("POST", "/api/apps/{app}/import", s.handleImport)
-	route("GET", "/healthz", func(w http.ResponseWriter, r *http.Request) {
+	rt.mux.Handle(path, guardRoute(policy, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Code: query.CodeInvalidQuery,
+			Message: fmt.Sprintf("method %s not allowed on %s: use %s", event.Quote(r.Method), r.URL.Path, method)})
+	})))
+}
+
+func (s *Server) routes() http.Handler {
+	rt := router{http.NewServeMux()}
+	rt.handle("GET", "/api/apps", sameOriginOnly, s.handleApps)
+	rt.handle("GET", "/api/apps/{app}/schema", sameOriginOnly, s.handleSchema)
+	rt.handle("POST", "/api/apps/{app}/query", sameOriginOnly, s.handleQuery)
+	rt.handle("POST", "/api/apps/{app}/import", sameOriginOnly, s.handleImport)
+	rt.handle("GET", "/healthz", sameOriginOnly, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	route("GET", "/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
+	rt.handle("GET", "/metrics", sameOriginOnly, promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}).ServeHTTP)
-	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+	rt.mux.Handle("/api/", guardRoute(sameOriginOnly, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{Status: http.StatusNotFound, Code: query.CodeNotFound,
-			Message: fmt.Sprintf("no API endpoint %s %s", r.Method, r.URL.Path)})
-	})
-	mux.Handle("/", uiHandler())
-	return mux
+			Message: fmt.Sprintf("no API endpoint %s %s", event.Quote(r.Method), r.URL.Path)})
+	})))
+	rt.mux.Handle("/", guardRoute(sameOriginOnly, uiHandler()))
+	return rt.mux
 }
 
 func debugRoutes() http.Handler {
@@ -249,8 +368,9 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // wrap counts the handler as active (Serve waits for it), turns a panic
-// into a 500 internal error with a logged stack, and logs the request at
-// Debug level.
+// into a 500 internal error with a logged stack, logs the request at
+// Debug level, refuses a Host not served (checkHost) and puts the body
+// under Config.BodyTimeout.
 func (s *Server) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.active.Add(1)
@@ -270,6 +390,10 @@ func (s *Server) wrap(h http.Handler) http.Handler {
 			s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status,
 				"elapsed", time.Since(start), "remote", r.RemoteAddr)
 		}()
+		if !s.checkHost(sw, r) {
+			return
+		}
+		s.limitBody(sw, r)
 		h.ServeHTTP(sw, r)
 	})
 }
@@ -283,13 +407,17 @@ func (s *Server) wrap(h http.Handler) http.Handler {
 // listener's error. Serve closes the listeners.
 func (s *Server) Serve(ctx context.Context, ln, debugLn net.Listener) error {
 	errLog := slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
-	servers := []*http.Server{{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout: 2 * time.Minute, ErrorLog: errLog}}
+	// No write timeout: a query is bounded by its own time limit, and
+	// /debug/pprof/profile and /trace stream for as many seconds as asked.
+	servers := []*http.Server{{Handler: s.handler, ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		IdleTimeout: s.cfg.IdleTimeout, ErrorLog: errLog}}
+	if s.cfg.MaxConnections > 0 {
+		ln = netutil.LimitListener(ln, s.cfg.MaxConnections)
+	}
 	lns := []net.Listener{ln}
 	if debugLn != nil {
-		// No write timeout: /debug/pprof/profile and /trace stream for
-		// as many seconds as asked.
-		servers = append(servers, &http.Server{Handler: s.debug, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog})
+		servers = append(servers, &http.Server{Handler: s.debug, ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+			IdleTimeout: s.cfg.IdleTimeout, ErrorLog: errLog})
 		lns = append(lns, debugLn)
 	}
 	errc := make(chan error, len(servers))
