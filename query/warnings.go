@@ -15,17 +15,8 @@ const maxWarnings = 20
 // WarningsOf returns a pointer to the warnings of a result returned by
 // Run, or nil for any other value.
 func WarningsOf(res any) *[]Warning {
-	switch r := res.(type) {
-	case *TrendResult:
-		return &r.Warnings
-	case *FunnelResult:
-		return &r.Warnings
-	case *RetentionResult:
-		return &r.Warnings
-	case *CohortResult:
-		return &r.Warnings
-	}
-	return nil
+	_, w := resultParts(res)
+	return w
 }
 
 // warnings returns the plan's warnings (spec §9), in query order: each

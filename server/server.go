@@ -46,9 +46,10 @@
 //	               --max-connections); more wait in the kernel's accept queue
 //	query body     1 MiB (MaxBodyBytes, --max-body-bytes)
 //	import body    1 GiB as sent (MaxImportBytes, --max-import-bytes) and
-//	               1 GiB decompressed (MaxImportDecompressedBytes,
-//	               --max-import-decompressed-bytes): a 7 MB gzip that
-//	               inflates to 3 GB is refused with 413, nothing stored
+//	               200 MiB decompressed (MaxImportDecompressedBytes,
+//	               --max-import-decompressed-bytes, ingest.md §1's figure):
+//	               a 7 MB gzip that inflates to 3 GB is refused with 413
+//	               after 200 MiB, nothing stored
 //	property value 64 KiB per string value of an imported row
 //	               (MaxPropertyBytes, --max-property-bytes)
 //
@@ -161,9 +162,10 @@ type Config struct {
 	MaxConnections int
 	// MaxImportDecompressedBytes bounds the bytes a compressed import
 	// body decompresses to (413 limit_exceeded past it, nothing stored);
-	// 0 means 1 GiB, the default as-sent limit MaxImportBytes, so that a
-	// compressed body may carry what a plain one may. Negative means no
-	// limit.
+	// 0 means DefaultMaxImportDecompressedBytes; negative means no limit.
+	// It is smaller than MaxImportBytes because sent bytes cost the
+	// sender its bandwidth and decompressed ones do not (a 7 MB gzip
+	// inflates to 3 GB).
 	MaxImportDecompressedBytes int64
 	// MaxPropertyBytes bounds one string property value (and insert id)
 	// of an imported row, bytes: a longer one is a bad row naming the
@@ -184,6 +186,11 @@ const DefaultMaxConcurrent = 16
 
 // DefaultMaxConnections is the MaxConnections used when it is 0.
 const DefaultMaxConnections = 1024
+
+// DefaultMaxImportDecompressedBytes is the MaxImportDecompressedBytes used
+// when it is 0: 200 MiB, the decompressed limit ingest.md §1 sets for the
+// events endpoint.
+const DefaultMaxImportDecompressedBytes = 200 << 20
 
 // Server serves the API, the UI, /metrics and the debug endpoints. It is
 // safe for concurrent use and holds no package-level state.
@@ -251,7 +258,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	switch {
 	case cfg.MaxImportDecompressedBytes == 0:
-		cfg.MaxImportDecompressedBytes = 1 << 30
+		cfg.MaxImportDecompressedBytes = DefaultMaxImportDecompressedBytes
 	case cfg.MaxImportDecompressedBytes < 0:
 		cfg.MaxImportDecompressedBytes = 0 // ingest: no limit
 	}

@@ -55,7 +55,7 @@ func (h *serveHTTPLimits) flags(f *pflag.FlagSet) {
 	f.DurationVar(&h.bodyTimeout, "body-timeout", 60*time.Second, "time limit for receiving a request's body, imports included (408 limit_exceeded past it; a slow client's connection is closed); negative: none")
 	f.DurationVar(&h.idleTimeout, "idle-timeout", 2*time.Minute, "close keep-alive connections idle this long")
 	f.IntVar(&h.maxConnections, "max-connections", server.DefaultMaxConnections, "open connections of the API listener; more wait to be accepted; negative: no limit")
-	f.Int64Var(&h.maxImportInflated, "max-import-decompressed-bytes", 1<<30, "largest decompressed size of a compressed import body, bytes (413 limit_exceeded past it, nothing stored); negative: no limit")
+	f.Int64Var(&h.maxImportInflated, "max-import-decompressed-bytes", server.DefaultMaxImportDecompressedBytes, "largest decompressed size of a compressed import body, bytes (413 limit_exceeded past it, nothing stored); negative: no limit")
 	f.IntVar(&h.maxPropertyBytes, "max-property-bytes", event.DefaultMaxPropertyBytes, "largest string property value (or insert id) of an imported row, bytes; a longer one is a bad row; negative: no limit")
 	f.StringSliceVar(&h.allowedHosts, "allowed-hosts", nil, "Host header values served, comma-separated (any port; *.example.com for subdomains; * for all); others get 403 against DNS rebinding (default: the listen hosts, localhost, 127.0.0.1, ::1)")
 }
