@@ -187,10 +187,11 @@ func preflight(method string) http.HandlerFunc {
 	}
 }
 
-// checkHost answers 403 forbidden for a request whose Host the server does
-// not serve (DNS rebinding, ingest.md §4) and reports whether it did.
-func (s *Server) checkHost(w http.ResponseWriter, r *http.Request) bool {
-	if s.hosts.allows(r.Host) {
+// checkHost answers 403 forbidden for a request whose Host hosts does not
+// allow (DNS rebinding, ingest.md §4) and reports whether the request may
+// go on.
+func (s *Server) checkHost(w http.ResponseWriter, r *http.Request, hosts hostPolicy) bool {
+	if hosts.allows(r.Host) {
 		return true
 	}
 	s.log.Info("request refused: Host not allowed", "host", r.Host, "path", r.URL.Path, "remote", r.RemoteAddr)

@@ -92,6 +92,15 @@ func TestHostCheck(t *testing.T) {
 	if code, _, _ := ts2.do(t, "GET", "healthz", ""); code != http.StatusForbidden {
 		t.Errorf("127.0.0.1 without being configured: %d", code)
 	}
+	// The debug listener answers the loopback names whatever is configured.
+	resp, err = ts2.client.Get(ts2.debugURL + "debug/pprof/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("debug listener on 127.0.0.1 with --allowed-hosts set: %d", resp.StatusCode)
+	}
 }
 
 // TestCrossSiteRefused: browsers' cross-site requests are refused on every

@@ -65,7 +65,8 @@
 // header (curl, scripts) are not affected. Routes registered with the
 // anyOrigin policy (the coming events endpoint, which browser SDKs call
 // cross-origin) allow every origin and answer CORS preflights instead. The
-// debug listener applies the same two checks.
+// debug listener applies the same two checks, and always answers the
+// loopback names too.
 //
 // A query whose client disconnects is cancelled (its context is done) and
 // gets no answer; it is counted as "cancelled" in spur_queries_total.
@@ -202,7 +203,6 @@ type Server struct {
 	reg    *prometheus.Registry
 	met    *metrics
 	slots  chan struct{} // query concurrency semaphore
-	hosts  hostPolicy    // Config.AllowedHosts
 
 	handler http.Handler
 	debug   http.Handler
@@ -272,7 +272,6 @@ func New(cfg Config) (*Server, error) {
 		runner:  cfg.Runner,
 		reg:     cfg.Registry,
 		slots:   make(chan struct{}, cfg.MaxConcurrentQueries),
-		hosts:   newHostPolicy(cfg.AllowedHosts),
 		schemas: map[string]cachedSchema{},
 	}
 	if s.log == nil {
@@ -285,8 +284,10 @@ func New(cfg Config) (*Server, error) {
 		s.reg = prometheus.NewRegistry()
 	}
 	s.met = newMetrics(s.reg, s.store, s.log)
-	s.handler = s.wrap(s.routes())
-	s.debug = s.wrap(guardRoute(sameOriginOnly, debugRoutes()))
+	s.handler = s.wrap(s.routes(), newHostPolicy(cfg.AllowedHosts))
+	// The debug listener also answers the loopback names, so that `go
+	// tool pprof http://127.0.0.1:6060/…` works whatever --allowed-hosts.
+	s.debug = s.wrap(guardRoute(sameOriginOnly, debugRoutes()), newHostPolicy(append(DefaultAllowedHosts(), cfg.AllowedHosts...)))
 	return s, nil
 }
 
@@ -376,9 +377,9 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // wrap counts the handler as active (Serve waits for it), turns a panic
 // into a 500 internal error with a logged stack, logs the request at
-// Debug level, refuses a Host not served (checkHost) and puts the body
+// Debug level, refuses a Host hosts does not allow (checkHost) and puts the body
 // under Config.BodyTimeout.
-func (s *Server) wrap(h http.Handler) http.Handler {
+func (s *Server) wrap(h http.Handler, hosts hostPolicy) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.active.Add(1)
 		defer s.active.Done()
@@ -397,7 +398,7 @@ func (s *Server) wrap(h http.Handler) http.Handler {
 			s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status,
 				"elapsed", time.Since(start), "remote", r.RemoteAddr)
 		}()
-		if !s.checkHost(sw, r) {
+		if !s.checkHost(sw, r, hosts) {
 			return
 		}
 		s.limitBody(sw, r)

@@ -46,13 +46,13 @@ import (
 )
 
 type config struct {
-	spur, data, app, queries string
-	events                   int
-	minutes                  float64
-	clients                  int
-	importEvery              time.Duration
-	importRows               int
-	slack                    int
+	spur, data, app, queries, log string
+	events                        int
+	minutes                       float64
+	clients                       int
+	importEvery                   time.Duration
+	importRows                    int
+	slack                         int
 }
 
 func main() {
@@ -61,6 +61,7 @@ func main() {
 	flag.StringVar(&c.data, "data", "", "store directory (default: a temporary one filled by spur gen)")
 	flag.StringVar(&c.app, "app", "soak", "app to query and import into")
 	flag.StringVar(&c.queries, "queries", "bench/queries", "directory of query JSON files")
+	flag.StringVar(&c.log, "log", "", "file for the server's output (default: serve.log in the temporary directory, removed at the end)")
 	flag.IntVar(&c.events, "events", 2_000_000, "events spur gen makes when -data is not given")
 	flag.Float64Var(&c.minutes, "minutes", 10, "how long the load runs")
 	flag.IntVar(&c.clients, "clients", 8, "concurrent query clients")
@@ -101,7 +102,16 @@ func run(c config) error {
 	}
 	addr, daddr := freeAddr(), freeAddr()
 	srv := exec.Command(c.spur, "--data", c.data, "--log-level", "warn", "serve", "--listen", addr, "--debug-listen", daddr)
-	srv.Stdout, srv.Stderr = os.Stderr, os.Stderr
+	logPath := filepath.Join(tmp, "serve.log")
+	if c.log != "" {
+		logPath = c.log
+	}
+	serveLog, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer serveLog.Close()
+	srv.Stdout, srv.Stderr = serveLog, serveLog
 	if err := srv.Start(); err != nil {
 		return err
 	}
@@ -200,6 +210,7 @@ func run(c config) error {
 	fmt.Printf("\nserver RSS: peak %s (VmHWM %s), at the end %s; sampled every second\n", mib(rss.peak), mib(hwm), mib(rss.last))
 	fmt.Printf("goroutines: %d before the load, %d after\n", gBefore, gAfter)
 	fmt.Printf("SIGTERM → exit in %s (%v)\n", shutdown.Round(time.Millisecond), exitStatus(exitErr))
+	fmt.Printf("server log: %d slow-query warnings, %d errors (%s)\n", countLines(logPath, "msg=\"slow query\""), countLines(logPath, "level=ERROR"), logPath)
 	switch {
 	case errs > 0:
 		return fmt.Errorf("%d requests failed", errs)
@@ -209,6 +220,15 @@ func run(c config) error {
 		return fmt.Errorf("server exit: %v", exitErr)
 	}
 	return nil
+}
+
+// countLines counts the lines of the file at path that contain sub.
+func countLines(path, sub string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return -1
+	}
+	return strings.Count(string(b), sub)
 }
 
 func exitStatus(err error) string {
