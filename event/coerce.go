@@ -120,7 +120,7 @@ func mismatch(want Type, v Value) error {
 // `int 42`.
 func describe(v Value) string {
 	if v.Type == TypeString {
-		return "string " + quoteTrunc(v.Str)
+		return "string " + Quote(v.Str)
 	}
 	return v.Type.String() + " " + v.String()
 }

@@ -79,7 +79,7 @@ func TestCoerce(t *testing.T) {
 		{Int(1), TypeBool, `expected bool, found int 1`},
 		{Time(0), TypeInt, `expected int, found time 1970-01-01T00:00:00Z`},
 		{Int(math.MaxInt64), TypeTime, `expected time, found int 9223372036854775807`},
-		{String(strings.Repeat("a", 100)), TypeInt, `expected int, found string "` + strings.Repeat("a", 64) + `"...`},
+		{String(strings.Repeat("a", 100)), TypeInt, `expected int, found string "` + strings.Repeat("a", 32) + `"… (100 bytes)`},
 	}
 	for _, tc := range bad {
 		_, err := Coerce(tc.in, tc.to)

@@ -7,6 +7,7 @@
 package event
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -142,6 +143,24 @@ const (
 	MaxUserIDBytes    = 256 // user_id at most 256 bytes
 	MaxEventNameBytes = 256 // event name at most 256 bytes
 )
+
+// DefaultMaxPropertyBytes is the default limit on the size of one string
+// property value (and of an insert id), in bytes: 64 KiB. Spec §1 sets
+// none; ingest.Options.MaxPropertyBytes (`--max-property-bytes` of `spur
+// import` and `spur serve`) configures it. A longer value is a row error,
+// so that one stray field cannot put megabytes into every dictionary,
+// schema summary and breakdown that reads it.
+const DefaultMaxPropertyBytes = 64 << 10
+
+// CheckValueBytes returns an error when v is a string of more than max
+// bytes (max ≤ 0: no limit): "value is N bytes long, over the limit of M
+// bytes". Other types always pass. It does not allocate when v passes.
+func CheckValueBytes(v Value, max int) error {
+	if v.Type != TypeString || max <= 0 || len(v.Str) <= max {
+		return nil
+	}
+	return errors.New("value is " + strconv.Itoa(len(v.Str)) + " bytes long, over the limit of " + strconv.Itoa(max) + " bytes per value")
+}
 
 // RowError is a rejected input row: where it is, which field, and why.
 // It is returned by readers for a bad row (the reader stays usable and the

@@ -18,17 +18,17 @@ const ReservedPrefix = "$"
 
 // ValidatePropName checks a user property name: non-empty, valid UTF-8, at
 // most MaxPropNameBytes bytes, not beginning with ReservedPrefix. The error
-// names the property (quoted, truncated to 64 bytes) and the rule broken.
+// names the property (quoted briefly, Quote) and the rule broken.
 func ValidatePropName(name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("empty property name")
 	case len(name) > MaxPropNameBytes:
-		return fmt.Errorf("property name %s is %d bytes long (at most %d)", quoteTrunc(name), len(name), MaxPropNameBytes)
+		return fmt.Errorf("property name %s is %d bytes long (at most %d)", Quote(name), len(name), MaxPropNameBytes)
 	case !utf8.ValidString(name):
-		return fmt.Errorf("property name %s is not valid UTF-8", quoteTrunc(name))
+		return fmt.Errorf("property name %s is not valid UTF-8", Quote(name))
 	case strings.HasPrefix(name, ReservedPrefix):
-		return fmt.Errorf("property name %s begins with %q, which is reserved for built-in properties", quoteTrunc(name), ReservedPrefix)
+		return fmt.Errorf("property name %s begins with %q, which is reserved for built-in properties", Quote(name), ReservedPrefix)
 	}
 	return nil
 }
@@ -76,11 +76,11 @@ func (s *Schema) Type(name string) (Type, bool) {
 // already known with another type.
 func (s *Schema) Declare(name string, t Type) error {
 	if t == TypeNone || t > TypeTime {
-		return fmt.Errorf("property %s: cannot declare type %s", quoteTrunc(name), t)
+		return fmt.Errorf("property %s: cannot declare type %s", Quote(name), t)
 	}
 	if i, ok := s.index[name]; ok {
 		if have := s.props[i].Type; have != t {
-			return fmt.Errorf("property %s: already has type %s, cannot declare %s", quoteTrunc(name), have, t)
+			return fmt.Errorf("property %s: already has type %s, cannot declare %s", Quote(name), have, t)
 		}
 		return nil
 	}
@@ -118,7 +118,7 @@ func (s *Schema) Coerce(name string, v Value) (Value, error) {
 	}
 	out, err := CoerceIn(v, s.props[i].Type, nil)
 	if err != nil {
-		return Value{}, fmt.Errorf("property %s: %w", quoteTrunc(name), err)
+		return Value{}, fmt.Errorf("property %s: %w", Quote(name), err)
 	}
 	return out, nil
 }

@@ -12,7 +12,7 @@ import (
 var ErrInvalidTimestamp = errors.New("invalid timestamp")
 
 // timeWant is the list of accepted forms quoted in every timestamp error.
-const timeWant = `want RFC 3339, "YYYY-MM-DD HH:MM:SS[.ffffff]", "... UTC" or Unix epoch seconds/ms/µs`
+const timeWant = `want RFC 3339, "YYYY-MM-DD HH:MM:SS[.ffffff][±hh[:mm]]", "... UTC" or Unix epoch seconds/ms/µs`
 
 // Epoch magnitude thresholds of spec §1: a Unix epoch number n is seconds
 // when |n| < EpochMillisFrom, milliseconds when |n| < EpochMicrosFrom and
@@ -25,8 +25,10 @@ const (
 // ParseTime parses an input timestamp (spec §1) and returns it as UTC
 // microseconds since the Unix epoch. The accepted forms are:
 //
-//   - RFC 3339 with an offset: "2019-10-01T00:00:00Z", "2019-10-01T09:00:00+09:00"
-//     (also "+0900", a lower-case "t"/"z", or a space instead of "T");
+//   - RFC 3339 with an offset: "2019-10-01T00:00:00Z", "2019-10-01T09:00:00+09:00",
+//     and the other ISO 8601 offsets "+0900" and "+09" (PostgreSQL's and
+//     DuckDB's text form "2024-02-23 13:49:26.513+00"); also a lower-case
+//     "t"/"z", or a space instead of "T";
 //   - the same without an offset, and "YYYY-MM-DD HH:MM:SS[.ffffff]": wall
 //     clock time in loc (nil means UTC);
 //   - the REES46 form "2019-10-01 00:00:00 UTC";
@@ -46,8 +48,8 @@ const (
 // clock time in a loc other than UTC goes through time.Date. A wall clock
 // time inside a daylight-saving gap or overlap is resolved as time.Date does.
 //
-// The error wraps ErrInvalidTimestamp, quotes the input (truncated to 64
-// bytes) and lists the accepted forms.
+// The error wraps ErrInvalidTimestamp, quotes the input briefly (Quote)
+// and lists the accepted forms.
 func ParseTime(s string, loc *time.Location) (int64, error) {
 	us, reason := parseTime(s, loc)
 	if reason != "" {
@@ -56,11 +58,34 @@ func ParseTime(s string, loc *time.Location) (int64, error) {
 	return us, nil
 }
 
+// dateTimeWant lists the forms of ParseDateTime in its errors.
+const dateTimeWant = `want a date YYYY-MM-DD or a date-time "YYYY-MM-DD[T| ]HH:MM:SS[.ffffff]" with an optional offset (Z, ±hh, ±hhmm, ±hh:mm)`
+
+// ParseDateTime parses the date and date-time forms of ParseTime — a date
+// (midnight in loc), a date-time with or without an offset (without: wall
+// clock in loc; nil means UTC), the REES46 form — but not epoch numbers,
+// which are ambiguous where a person writes a time (a query's range). It
+// returns UTC microseconds. The error wraps ErrInvalidTimestamp, quotes
+// the input briefly and lists the accepted forms.
+func ParseDateTime(s string, loc *time.Location) (int64, error) {
+	if len(s) < 10 || s[4] != '-' {
+		return 0, fmt.Errorf("%w %s: %s", ErrInvalidTimestamp, Quote(s), dateTimeWant)
+	}
+	us, reason := parseTime(s, loc)
+	if reason == reasonSyntax {
+		return 0, fmt.Errorf("%w %s: %s", ErrInvalidTimestamp, Quote(s), dateTimeWant)
+	}
+	if reason != "" {
+		return 0, fmt.Errorf("%w %s: %s; %s", ErrInvalidTimestamp, Quote(s), reason, dateTimeWant)
+	}
+	return us, nil
+}
+
 func timeError(s, reason string) error {
 	if reason == reasonSyntax {
-		return fmt.Errorf("%w %s: %s", ErrInvalidTimestamp, quoteTrunc(s), timeWant)
+		return fmt.Errorf("%w %s: %s", ErrInvalidTimestamp, Quote(s), timeWant)
 	}
-	return fmt.Errorf("%w %s: %s; %s", ErrInvalidTimestamp, quoteTrunc(s), reason, timeWant)
+	return fmt.Errorf("%w %s: %s; %s", ErrInvalidTimestamp, Quote(s), reason, timeWant)
 }
 
 const reasonSyntax = "syntax"
@@ -156,8 +181,8 @@ func parseDateTime(s string, loc *time.Location) (int64, string) {
 	return (secs-int64(off))*1e6 + int64(frac), ""
 }
 
-// parseOffset parses "Z", "z", " UTC", "±HH:MM" or "±HHMM" and returns the
-// offset east of UTC in seconds.
+// parseOffset parses "Z", "z", " UTC" or an ISO 8601 offset "±HH:MM",
+// "±HHMM" or "±HH", and returns the offset east of UTC in seconds.
 func parseOffset(z string) (int, bool) {
 	switch z {
 	case "Z", "z", " UTC":
@@ -169,6 +194,8 @@ func parseOffset(z string) (int, bool) {
 		h, m = digits2(z, 1), digits2(z, 4)
 	case len(z) == 5:
 		h, m = digits2(z, 1), digits2(z, 3)
+	case len(z) == 3:
+		h = digits2(z, 1)
 	default:
 		return 0, false
 	}
@@ -330,13 +357,4 @@ func EpochFloatToMicros(f float64) (int64, error) {
 		return 0, fmt.Errorf("%w %v: epoch number out of range (years 0000-9999)", ErrInvalidTimestamp, f)
 	}
 	return int64(us), nil
-}
-
-// quoteTrunc quotes s for an error message, truncated to 64 bytes.
-func quoteTrunc(s string) string {
-	const max = 64
-	if len(s) > max {
-		return fmt.Sprintf("%q...", s[:max])
-	}
-	return fmt.Sprintf("%q", s)
 }

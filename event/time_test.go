@@ -33,6 +33,17 @@ func TestParseTimeForms(t *testing.T) {
 		{"2019-10-01T09:00:00+0900", us(base)},
 		{"2019-09-30T19:30:00-04:30", us(base)},
 		{"2019-10-01T05:45:00+05:45", us(base)},
+		// ISO 8601 offsets ±hh and ±hhmm (PostgreSQL and DuckDB write ±hh).
+		{"2019-10-01 09:00:00+09", us(base)},
+		{"2019-10-01T00:00:00+00", us(base)},
+		{"2019-09-30 19:00:00-05", us(base)},
+		{"2019-10-01 00:00:00.5+00", us(base) + 500000},
+		{"2024-02-23 13:49:26.513+00", us(time.Date(2024, 2, 23, 13, 49, 26, 513e6, time.UTC))},
+		{"2024-02-23 13:49:26.513+00:00", us(time.Date(2024, 2, 23, 13, 49, 26, 513e6, time.UTC))},
+		{"2024-02-23 13:49:26.513+0000", us(time.Date(2024, 2, 23, 13, 49, 26, 513e6, time.UTC))},
+		{"2024-02-23 19:19:26.513+0530", us(time.Date(2024, 2, 23, 13, 49, 26, 513e6, time.UTC))},
+		{"2024-02-23 19:19:26.513+05:30", us(time.Date(2024, 2, 23, 13, 49, 26, 513e6, time.UTC))},
+		{"2024-02-23 08:49:26.513-05", us(time.Date(2024, 2, 23, 13, 49, 26, 513e6, time.UTC))},
 		{"2019-10-01T00:00:00+00:00", us(base)},
 		{"2019-10-01T00:00:00-00:00", us(base)},
 		{"2019-10-01T00:00:00", us(base)},
@@ -136,6 +147,12 @@ func TestParseTimeErrors(t *testing.T) {
 		{"2021-01-01T00:00:00+24:00", "bad UTC offset"},
 		{"2021-01-01T00:00:00+01:60", "bad UTC offset"},
 		{"2021-01-01T00:00:00+1", "bad UTC offset"},
+		{"2021-01-01T00:00:00+123", "bad UTC offset"},
+		{"2021-01-01T00:00:00+24", "bad UTC offset"},
+		{"2021-01-01T00:00:00+0x", "bad UTC offset"},
+		{"2021-01-01T00:00:00 +00", "bad UTC offset"},
+		{"2021-01-01T00:00:00*00", "bad UTC offset"},
+		{"2021-01-01T00:00:00+00:0", "bad UTC offset"},
 		{"2021-01-01T00:00:00 utc", "bad UTC offset"},
 		{"2021-01-01T00:00:00 GMT", "bad UTC offset"},
 		{"2021-01-01T00:00:00.Z", ""},
@@ -174,7 +191,7 @@ func TestParseTimeErrors(t *testing.T) {
 			t.Errorf("ParseTime(%q): error %v does not wrap ErrInvalidTimestamp", tc.in, err)
 		}
 		msg := err.Error()
-		if !strings.Contains(msg, `want RFC 3339, "YYYY-MM-DD HH:MM:SS[.ffffff]", "... UTC" or Unix epoch seconds/ms/µs`) {
+		if !strings.Contains(msg, `want RFC 3339, "YYYY-MM-DD HH:MM:SS[.ffffff][±hh[:mm]]", "... UTC" or Unix epoch seconds/ms/µs`) {
 			t.Errorf("ParseTime(%q): error %q does not list the accepted forms", tc.in, msg)
 		}
 		if tc.reason != "" && !strings.Contains(msg, tc.reason) {
@@ -182,7 +199,7 @@ func TestParseTimeErrors(t *testing.T) {
 		}
 	}
 	_, err := ParseTime("2021-13-01", nil)
-	want := `invalid timestamp "2021-13-01": month out of range; want RFC 3339, "YYYY-MM-DD HH:MM:SS[.ffffff]", "... UTC" or Unix epoch seconds/ms/µs`
+	want := `invalid timestamp "2021-13-01": month out of range; want RFC 3339, "YYYY-MM-DD HH:MM:SS[.ffffff][±hh[:mm]]", "... UTC" or Unix epoch seconds/ms/µs`
 	if err == nil || err.Error() != want {
 		t.Errorf("error = %v, want %s", err, want)
 	}
@@ -201,14 +218,18 @@ func TestParseTimeDifferential(t *testing.T) {
 		"2006-01-02T15:04:05.000000Z07:00",
 		"2006-01-02 15:04:05Z07:00",
 		"2006-01-02T15:04:05-0700",
+		"2006-01-02 15:04:05.999999-07", // PostgreSQL's and DuckDB's text form
 	}
 	for range 20000 {
 		sec := rng.Int64N(253402300800+62135596800) - 62135596800 // years 0001–9999
 		ns := rng.Int64N(1e9)
 		off := (rng.IntN(48) - 24) * 1800
+		layout := layouts[rng.IntN(len(layouts))]
+		if strings.HasSuffix(layout, "-07") {
+			off -= off % 3600 // ±hh: whole hours
+		}
 		zone := time.FixedZone("", off)
 		tm := time.Unix(sec, ns).In(zone)
-		layout := layouts[rng.IntN(len(layouts))]
 		s := tm.Format(layout)
 		got, err := ParseTime(s, nil)
 		if err != nil {
@@ -306,6 +327,7 @@ func FuzzParseTime(f *testing.F) {
 		"2019-10-01T00:00:00Z", "2019-10-01T09:00:00+09:00", "2019-10-01 00:00:00.123456",
 		"2019-10-01 00:00:00 UTC", "2019-10-01", "1569888000", "1569888000000.5", "-1.5",
 		"2021-13-01", "9223372036854775807", "2019-10-01T00:00:00.123456789-0130",
+		"2024-02-23 13:49:26.513+00", "2024-02-23 13:49:26-05",
 	} {
 		f.Add(s)
 	}
@@ -382,4 +404,30 @@ func BenchmarkParseTime(b *testing.B) {
 			}
 		}
 	})
+}
+
+func TestParseDateTime(t *testing.T) {
+	berlin := mustLoc(t, "Europe/Berlin")
+	for _, tc := range []struct {
+		in   string
+		loc  *time.Location
+		want time.Time
+	}{
+		{"2024-02-23", berlin, time.Date(2024, 2, 22, 23, 0, 0, 0, time.UTC)},
+		{"2024-02-23T10:00:00", berlin, time.Date(2024, 2, 23, 9, 0, 0, 0, time.UTC)},
+		{"2024-02-23 13:49:26.513+00", berlin, time.Date(2024, 2, 23, 13, 49, 26, 513e6, time.UTC)},
+		{"2024-02-23T13:49:26+0100", nil, time.Date(2024, 2, 23, 12, 49, 26, 0, time.UTC)},
+		{"2040-12-31", berlin, time.Date(2040, 12, 30, 23, 0, 0, 0, time.UTC)},
+	} {
+		got, err := ParseDateTime(tc.in, tc.loc)
+		if err != nil || got != tc.want.UnixMicro() {
+			t.Errorf("ParseDateTime(%q, %v) = %s, %v; want %s", tc.in, tc.loc, Time(got), err, tc.want.Format(time.RFC3339Nano))
+		}
+	}
+	for _, bad := range []string{"1569888000", "0", "", "2024-02-30", "2024-02-23T10:00:00+1"} {
+		_, err := ParseDateTime(bad, nil)
+		if !errors.Is(err, ErrInvalidTimestamp) || !strings.Contains(err.Error(), "want a date") {
+			t.Errorf("ParseDateTime(%q): error %v, want ErrInvalidTimestamp listing the date forms", bad, err)
+		}
+	}
 }

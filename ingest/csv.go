@@ -52,7 +52,7 @@ func newCSVReader(in io.Reader, src *source, opt Options) (*csvReader, error) {
 		return nil, fmt.Errorf("%s: empty CSV file: want a header row", src.name)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: CSV header: %w", src.name, err)
+		return nil, readError(src.name, "CSV header", err)
 	}
 	r.header = slices.Clone(header)
 	r.header[0] = strings.TrimPrefix(r.header[0], "\ufeff") // UTF-8 byte order mark
@@ -127,7 +127,7 @@ func (r *csvReader) read() ([]string, int64, error) {
 	if err == io.EOF {
 		return nil, 0, io.EOF
 	}
-	return nil, 0, fmt.Errorf("%s: read CSV: %w", r.name, err)
+	return nil, 0, readError(r.name, "read CSV", err)
 }
 
 // infer buffers up to InferRows rows and gives each undeclared property
@@ -254,6 +254,9 @@ func (r *csvReader) fill(ev *event.Event, rec []string, line int64) error {
 	ev.InsertID = ""
 	if r.insert >= 0 {
 		ev.InsertID = rec[r.insert]
+		if err := o.checkValue(pos, o.InsertIDCol, event.String(ev.InsertID)); err != nil {
+			return err
+		}
 	}
 	ev.Time = o.ImportTime
 	if r.time >= 0 {
@@ -275,6 +278,9 @@ func (r *csvReader) fill(ev *event.Event, rec []string, line int64) error {
 			continue // not set
 		}
 		v := event.String(s)
+		if err := o.checkValue(pos, p.name, v); err != nil {
+			return err
+		}
 		if p.typ == event.TypeString {
 			if !utf8.ValidString(s) {
 				return rowErr(pos, p.name, "value is not valid UTF-8")

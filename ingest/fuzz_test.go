@@ -48,6 +48,11 @@ func drain(t *testing.T, r Reader, users bool, maxRows int) (map[int64][]event.E
 		if err := check(&ev); err != nil {
 			t.Fatalf("reader returned an invalid event %+v: %v", ev, err)
 		}
+		for _, p := range ev.Props {
+			if err := event.CheckValueBytes(p.Value, event.DefaultMaxPropertyBytes); err != nil {
+				t.Fatalf("reader returned property %q over the default limit: %v", p.Name, err)
+			}
+		}
 		c := ev
 		c.Props = append([]event.Prop(nil), ev.Props...)
 		evs[ev.Pos.Line] = append(evs[ev.Pos.Line], c)
@@ -174,5 +179,53 @@ func FuzzParquet(f *testing.F) {
 		drain(t, r, false, 1<<20)
 		// Batch by batch, the reader reports the same rows and errors.
 		sameBothWays(t, data, Options{})
+	})
+}
+
+// FuzzGzipCSV: a gzip stream cut, flipped or limited anywhere fails with a
+// *DecompressError positioned inside the compressed input, or reads the
+// same rows as the plain input.
+func FuzzGzipCSV(f *testing.F) {
+	f.Add([]byte("user_id,timestamp,event\nu1,2021-05-01,view\nu2,2021-05-02,buy\n"), uint16(30), uint16(0), uint16(0))
+	f.Add([]byte("user_id,timestamp,event\nu1,2021-05-01,view\n"), uint16(1000), uint16(12), uint16(20))
+	f.Fuzz(func(t *testing.T, plain []byte, cut, flip, limit uint16) {
+		body := gz(t, plain)
+		if int(cut) < len(body) {
+			body = body[:cut]
+		}
+		if flip > 0 && int(flip) < len(body) {
+			body[flip] ^= 0x5a
+		}
+		opt := Options{MaxDecompressedBytes: int64(limit)}
+		want, wantErrs := map[int64][]event.Event(nil), []*event.RowError(nil)
+		if r, err := NewReader(bytes.NewReader(plain), "p.csv", Options{}); err == nil {
+			want, wantErrs = drain(t, r, false, 1<<20)
+		}
+		r, err := NewReader(bytes.NewReader(body), "z.csv.gz", opt)
+		var rows map[int64][]event.Event
+		var rowErrs []*event.RowError
+		if err == nil {
+			rows, rowErrs = drain(t, r, false, 1<<20)
+			r2, _ := NewReader(bytes.NewReader(body), "z.csv.gz", opt)
+			err, _ = readToEnd(r2)
+		}
+		var de *DecompressError
+		if errors.As(err, &de) {
+			if de.Offset < 0 || de.Offset > int64(len(body)) || !strings.HasPrefix(err.Error(), "z.csv.gz: gzip: ") {
+				t.Fatalf("error %v: offset %d of %d", err, de.Offset, len(body))
+			}
+			if limit > 0 && errors.Is(err, ErrTooLarge) && de.Out > int64(limit) {
+				t.Fatalf("decompressed %d bytes past the limit %d", de.Out, limit)
+			}
+			return
+		}
+		if err != nil && strings.Contains(err.Error(), "EOF") {
+			t.Fatalf("a decompression failure reported as %v", err)
+		}
+		if err == nil && (int(cut) >= len(gz(t, plain))) && flip == 0 && (limit == 0 || int(limit) >= len(plain)) {
+			if len(rows) != len(want) || len(rowErrs) != len(wantErrs) {
+				t.Fatalf("gzip read %d rows %d errors, plain %d rows %d errors", len(rows), len(rowErrs), len(want), len(wantErrs))
+			}
+		}
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,6 +91,17 @@ type Options struct {
 	// ImportTime is the time, in UTC microseconds, of user-property writes
 	// from a users file without a time column.
 	ImportTime int64
+	// MaxPropertyBytes bounds one string property value and the insert
+	// id, in bytes: a longer one is a row error naming the field and the
+	// limit. 0 means event.DefaultMaxPropertyBytes (64 KiB); negative
+	// means no limit.
+	MaxPropertyBytes int
+	// MaxDecompressedBytes bounds what a compressed input decompresses
+	// to, in bytes; past it the reader fails with a *DecompressError
+	// wrapping ErrTooLarge (fatal: an import stores nothing). 0 or
+	// negative means no limit. The bytes of an uncompressed input are
+	// the caller's to bound (the server's request body limit).
+	MaxDecompressedBytes int64
 }
 
 // withDefaults fills in the default column names and checks the options.
@@ -103,6 +115,12 @@ func (o Options) withDefaults() (Options, error) {
 	def(&o.TimeCol, "timestamp")
 	def(&o.EventCol, "event")
 	def(&o.InsertIDCol, "insert_id")
+	switch {
+	case o.MaxPropertyBytes == 0:
+		o.MaxPropertyBytes = event.DefaultMaxPropertyBytes
+	case o.MaxPropertyBytes < 0:
+		o.MaxPropertyBytes = math.MaxInt
+	}
 	for name, t := range o.Schema {
 		if t == event.TypeNone || t > event.TypeTime {
 			return o, fmt.Errorf("schema: property %q has invalid type %s", name, t)
@@ -222,12 +240,13 @@ func newReader(r io.Reader, src *source, opt Options) (Reader, error) {
 	br := bufio.NewReaderSize(&src.counter, 256<<10)
 	var in io.Reader = br
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		gz := &gzipLayer{src: src, br: br, max: opt.MaxDecompressedBytes}
 		zr, err := gzip.NewReader(br)
 		if err != nil {
-			return nil, fmt.Errorf("%s: gzip: %w", src.name, err)
+			return nil, gz.fail(err)
 		}
-		src.gz = zr
-		in = bufio.NewReaderSize(zr, 256<<10)
+		gz.zr, src.gz = zr, zr
+		in = bufio.NewReaderSize(gz, 256<<10)
 	}
 	var rd Reader
 	switch opt.Format {
@@ -240,7 +259,7 @@ func newReader(r io.Reader, src *source, opt Options) (Reader, error) {
 	case FormatParquet:
 		var body []byte
 		if body, err = io.ReadAll(in); err != nil {
-			return nil, fmt.Errorf("%s: read: %w", src.name, err)
+			return nil, readError(src.name, "read Parquet", err)
 		}
 		rd, err = newParquetReader(bytes.NewReader(body), int64(len(body)), src, opt)
 	}
@@ -251,6 +270,101 @@ func newReader(r io.Reader, src *source, opt Options) (Reader, error) {
 		return nil, err
 	}
 	return rd, nil
+}
+
+// ErrTooLarge is wrapped by the error of a reader whose input decompresses
+// to more than Options.MaxDecompressedBytes.
+var ErrTooLarge = errors.New("input over its size limit")
+
+// DecompressError is a fatal error of an input's compression layer: the
+// stream is truncated or corrupt, or it decompresses past
+// Options.MaxDecompressedBytes. It says which layer failed and where, so a
+// truncated upload is not reported as a syntax error of the format inside.
+type DecompressError struct {
+	File   string // input name
+	Layer  string // "gzip"
+	Offset int64  // compressed bytes consumed when the error was met
+	Out    int64  // bytes decompressed until then
+	Limit  int64  // Options.MaxDecompressedBytes, when Err is ErrTooLarge
+	// Err is io.ErrUnexpectedEOF for a truncated stream, ErrTooLarge, or
+	// the decompressor's error (a corrupt stream, a bad checksum or
+	// header).
+	Err error
+}
+
+// Error renders the file, the layer, what happened and where:
+// "x.csv.gz: gzip: truncated stream at compressed byte 60 (152 bytes
+// decompressed)".
+func (e *DecompressError) Error() string {
+	switch {
+	case errors.Is(e.Err, io.ErrUnexpectedEOF):
+		return fmt.Sprintf("%s: %s: truncated stream at compressed byte %d (%d bytes decompressed): the input was cut short", e.File, e.Layer, e.Offset, e.Out)
+	case errors.Is(e.Err, ErrTooLarge):
+		return fmt.Sprintf("%s: %s: decompresses to more than the limit of %d bytes (at compressed byte %d)", e.File, e.Layer, e.Limit, e.Offset)
+	}
+	return fmt.Sprintf("%s: %s: corrupt stream at compressed byte %d (%d bytes decompressed): %v", e.File, e.Layer, e.Offset, e.Out, e.Err)
+}
+
+// Unwrap returns Err.
+func (e *DecompressError) Unwrap() error { return e.Err }
+
+// gzipLayer reads the decompressed bytes of a gzip input, counts them
+// against the limit and turns the decompressor's errors into a sticky
+// *DecompressError positioned in the compressed stream.
+type gzipLayer struct {
+	zr  *gzip.Reader
+	src *source
+	br  *bufio.Reader // the compressed bytes; src.n - br.Buffered() are consumed
+	max int64         // 0: no limit
+	out int64         // decompressed bytes returned
+	err error
+}
+
+func (g *gzipLayer) Read(p []byte) (int, error) {
+	if g.err != nil {
+		return 0, g.err
+	}
+	if g.max > 0 && int64(len(p)) > g.max-g.out+1 {
+		p = p[:g.max-g.out+1] // one byte past the limit tells
+	}
+	n, err := g.zr.Read(p)
+	g.out += int64(n)
+	if g.max > 0 && g.out > g.max {
+		n -= int(g.out - g.max)
+		g.out = g.max
+		return n, g.fail(ErrTooLarge)
+	}
+	if err != nil && err != io.EOF {
+		return n, g.fail(err)
+	}
+	return n, err
+}
+
+// fail records and returns the positioned error for err. A failure to
+// read the compressed input itself (a request body over its limit or too
+// slow, an I/O error) is not the layer's and is returned as it is.
+func (g *gzipLayer) fail(err error) error {
+	if g.src.counter.err != nil {
+		g.err = g.src.counter.err
+		return g.err
+	}
+	if err == io.EOF { // a header cut short
+		err = io.ErrUnexpectedEOF
+	}
+	g.err = &DecompressError{File: g.src.name, Layer: "gzip", Offset: g.src.n.Load() - int64(g.br.Buffered()),
+		Out: g.out, Limit: g.max, Err: err}
+	return g.err
+}
+
+// readError wraps a fatal read error of the named input: a
+// *DecompressError, which names the file and layer already, is returned as
+// it is; any other error becomes "name: what: err".
+func readError(name, what string, err error) error {
+	var de *DecompressError
+	if errors.As(err, &de) {
+		return err
+	}
+	return fmt.Errorf("%s: %s: %w", name, what, err)
 }
 
 // source is the state shared by every reader: the input's name and size,
@@ -289,15 +403,19 @@ func (s *source) Close() error {
 func (s *source) pos(line int64) event.Pos { return event.Pos{File: s.name, Line: line} }
 
 // countingReader counts the bytes read through it (per buffer refill, not
-// per row).
+// per row) and keeps the first error other than io.EOF.
 type countingReader struct {
-	r io.Reader
-	n *atomic.Int64
+	r   io.Reader
+	n   *atomic.Int64
+	err error
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n.Add(int64(n))
+	if err != nil && err != io.EOF && c.err == nil {
+		c.err = err
+	}
 	return n, err
 }
 
@@ -354,19 +472,19 @@ func (o *Options) checkUser(pos event.Pos, id string) error {
 	return nil
 }
 
+// checkValue checks the size of a string property value or insert id
+// against MaxPropertyBytes, naming the field in the row error.
+func (o *Options) checkValue(pos event.Pos, field string, v event.Value) error {
+	if err := event.CheckValueBytes(v, o.MaxPropertyBytes); err != nil {
+		return rowErr(pos, field, err.Error())
+	}
+	return nil
+}
+
 // checkEvent validates an event name, naming the event column in the error.
 func (o *Options) checkEvent(pos event.Pos, name string) error {
 	if err := event.ValidateEventName(name); err != nil {
 		return rowErr(pos, o.EventCol, err.Error())
 	}
 	return nil
-}
-
-// quoteTrunc quotes s for an error message, truncated to 64 bytes.
-func quoteTrunc(s string) string {
-	const max = 64
-	if len(s) > max {
-		return fmt.Sprintf("%q...", s[:max])
-	}
-	return fmt.Sprintf("%q", s)
 }

@@ -45,7 +45,7 @@ func (l *lineReader) next() ([]byte, error) {
 		b = l.long
 	}
 	if err != nil && err != io.EOF {
-		return nil, fmt.Errorf("%s:%d: read: %w", l.name, l.line+1, err)
+		return nil, readError(fmt.Sprintf("%s:%d", l.name, l.line+1), "read", err)
 	}
 	if len(b) == 0 {
 		return nil, io.EOF

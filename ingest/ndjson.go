@@ -303,6 +303,9 @@ func (r *ndjsonReader) finish(ev *event.Event, pos event.Pos) error {
 	ev.InsertID = ""
 	if row.insert.set {
 		ev.InsertID = sub(row.insert)
+		if err := o.checkValue(pos, o.InsertIDCol, event.String(ev.InsertID)); err != nil {
+			return err
+		}
 	}
 	switch {
 	case row.timeStr.set:
@@ -327,6 +330,9 @@ func (r *ndjsonReader) finish(ev *event.Event, pos event.Pos) error {
 		}
 		if p.Value.Type == event.TypeString {
 			p.Value.Str = sub(r.spans[i])
+			if err := o.checkValue(pos, p.Name, p.Value); err != nil {
+				return err
+			}
 		}
 		if t := r.decl[i]; t != event.TypeNone {
 			v, err := event.CoerceIn(p.Value, t, o.Loc)

@@ -131,7 +131,7 @@ func TestNDJSONUsers(t *testing.T) {
 func TestNDJSONLongLine(t *testing.T) {
 	long := strings.Repeat("x", 600<<10) // longer than the line buffer
 	in := `{"user_id":"u","timestamp":1,"event":"e","s":"` + long + `"}` + "\r\n" + `{"user_id":"v","timestamp":1,"event":"e"}`
-	evs, errs := readAll(t, openString(t, in, "l.ndjson", Options{}))
+	evs, errs := readAll(t, openString(t, in, "l.ndjson", Options{MaxPropertyBytes: -1}))
 	if len(evs) != 2 || len(errs) != 0 || prop(evs[0], "s").Str != long || evs[1].Pos.Line != 2 {
 		t.Fatalf("%d events, errors %v", len(evs), errs)
 	}

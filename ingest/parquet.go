@@ -1126,6 +1126,9 @@ func (r *parquetReader) fill(b *Batch, ev *event.Event, i int) error {
 		if ev.InsertID, err = str(r.insert, "insert id"); err != nil {
 			return err
 		}
+		if err := o.checkValue(pos, r.insert.name, event.String(ev.InsertID)); err != nil {
+			return err
+		}
 	}
 	ev.Time = o.ImportTime
 	if c := r.time; c != nil {
@@ -1143,6 +1146,9 @@ func (r *parquetReader) fill(b *Batch, ev *event.Event, i int) error {
 			return rowErr(pos, c.name, bad)
 		}
 		v := col.Value(i)
+		if err := o.checkValue(pos, c.name, v); err != nil {
+			return err
+		}
 		if c.decl != event.TypeNone && c.decl != v.Type {
 			if v, err = event.CoerceIn(v, c.decl, o.Loc); err != nil {
 				return rowErr(pos, c.name, err.Error())
@@ -1212,22 +1218,27 @@ func (r *parquetReader) check(b *Batch, n int) {
 			}
 		}
 	}
-	strs := func(c *pqCol, max int) *Column {
-		col := &b.cols[c.pos]
-		nullOrBad(col, true)
+	// lengths marks the rows whose string is empty (when empty is bad)
+	// or longer than max.
+	lengths := func(col *Column, empty bool, max int) {
 		if d := col.Dict; d != nil {
 			for j, code := range col.Codes[:n] {
-				if l := len(d.Strs[code]); l == 0 || l > max {
+				if l := len(d.Strs[code]); (empty && l == 0) || l > max {
 					suspect[j] = true
 				}
 			}
-			return col
+			return
 		}
 		for j, s := range col.Strs[:n] {
-			if l := len(s); l == 0 || l > max {
+			if l := len(s); (empty && l == 0) || l > max {
 				suspect[j] = true
 			}
 		}
+	}
+	strs := func(c *pqCol, max int) *Column {
+		col := &b.cols[c.pos]
+		nullOrBad(col, true)
+		lengths(col, true, max)
 		return col
 	}
 	b.User = strs(r.user, event.MaxUserIDBytes)
@@ -1239,6 +1250,7 @@ func (r *parquetReader) check(b *Batch, n int) {
 	if r.insert != nil {
 		b.InsertID = &b.cols[r.insert.pos]
 		nullOrBad(b.InsertID, false)
+		lengths(b.InsertID, false, r.opt.MaxPropertyBytes)
 	}
 	if c := r.time; c != nil {
 		col := &b.cols[c.pos]
@@ -1270,6 +1282,9 @@ func (r *parquetReader) check(b *Batch, n int) {
 	for k, c := range r.props {
 		col := &b.cols[c.pos]
 		nullOrBad(col, false)
+		if col.Type == event.TypeString {
+			lengths(col, false, r.opt.MaxPropertyBytes)
+		}
 		if c.decl != event.TypeNone && c.decl != col.Type {
 			// Bad rows are suspect already; rows that do not convert become so.
 			raw := col

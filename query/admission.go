@@ -11,13 +11,6 @@ import (
 	"golang.org/x/sync/semaphore"
 )
 
-// CodeUnavailable is the spec §9 code of a query that could not run now
-// and may succeed later (HTTP 503 with Retry-After): the process's query
-// memory was taken by other queries for longer than the query could wait
-// (storage.md §5), or the query was cancelled because the process is
-// shutting down.
-const CodeUnavailable = "unavailable"
-
 // DefaultAdmissionWait is how long a query waits for memory when the
 // process-wide total is taken, unless its own deadline comes first.
 const DefaultAdmissionWait = 10 * time.Second

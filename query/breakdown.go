@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/query/analysis"
 )
 
@@ -39,7 +40,7 @@ func (p *plan) parseBreakdown() (*breakdown, error) {
 	case "user":
 		user = true
 	default:
-		return nil, invalid("breakdown.source", "unknown source %q: want event or user", b.Source)
+		return nil, invalid("breakdown.source", "unknown source %s: want event or user", event.Quote(b.Source))
 	}
 	if b.Property == "" {
 		return nil, invalid("breakdown.property", "property is required")

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/storage"
 	"github.com/spurdb/spur/trail"
@@ -76,11 +77,8 @@ func (p *plan) parseCond(raw json.RawMessage, field string, saved []string, dept
 		}
 		return p.savedCond(name, field, saved, depth)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
 	var n condJSON
-	if err := dec.Decode(&n); err != nil {
-		e := jsonError(err)
+	if e := DecodeJSON(raw, &n); e != nil {
 		if e.Field != "" {
 			e.Field = field + "." + e.Field
 		} else {
@@ -172,7 +170,7 @@ func (p *plan) parseCond(raw json.RawMessage, field string, saved []string, dept
 		case "eq":
 			c.Count = analysis.CountEQ
 		default:
-			return none, invalid(field+".count.op", "unknown count operator %q: want gte, lte or eq", n.Count.Op)
+			return none, invalid(field+".count.op", "unknown count operator %s: want gte, lte or eq", event.Quote(n.Count.Op))
 		}
 		if n.Count.Value < 0 {
 			return none, invalid(field+".count.value", "want a count ≥ 0, found %d", n.Count.Value)
@@ -192,10 +190,10 @@ func (p *plan) parseCond(raw json.RawMessage, field string, saved []string, dept
 		default:
 			var ok bool
 			if c.From, ok = parseInstant(w.From, p.loc); !ok {
-				return none, invalid(field+".window.from", "want a date YYYY-MM-DD or an RFC 3339 instant, found %q", w.From)
+				return none, invalid(field+".window.from", "want a date YYYY-MM-DD or an RFC 3339 instant, found %s", event.Quote(w.From))
 			}
 			if c.To, ok = parseInstant(w.To, p.loc); !ok {
-				return none, invalid(field+".window.to", "want a date YYYY-MM-DD or an RFC 3339 instant, found %q", w.To)
+				return none, invalid(field+".window.to", "want a date YYYY-MM-DD or an RFC 3339 instant, found %s", event.Quote(w.To))
 			}
 			if c.To <= c.From {
 				return none, invalid(field+".window", "window.to must be after window.from")

@@ -172,6 +172,9 @@ func (e *Engine) run(ctx context.Context, q *Query, start time.Time, memory int6
 	if err != nil {
 		return nil, err
 	}
+	if w := WarningsOf(res); w != nil {
+		*w = p.warnings()
+	}
 	if st := StatsOf(res); st != nil {
 		st.WallMS = ms(time.Since(start))
 	}
@@ -181,17 +184,25 @@ func (e *Engine) run(ctx context.Context, q *Query, start time.Time, memory int6
 // StatsOf returns a pointer to the stats of a result returned by Run, or
 // nil for any other value.
 func StatsOf(res any) *Stats {
+	st, _ := resultParts(res)
+	return st
+}
+
+// resultParts returns pointers to the stats and warnings of a result
+// returned by Run, or nils for any other value. A new result kind adds
+// its case here.
+func resultParts(res any) (*Stats, *[]Warning) {
 	switch r := res.(type) {
 	case *TrendResult:
-		return &r.Stats
+		return &r.Stats, &r.Warnings
 	case *FunnelResult:
-		return &r.Stats
+		return &r.Stats, &r.Warnings
 	case *RetentionResult:
-		return &r.Stats
+		return &r.Stats, &r.Warnings
 	case *CohortResult:
-		return &r.Stats
+		return &r.Stats, &r.Warnings
 	}
-	return nil
+	return nil, nil
 }
 
 func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }

@@ -22,7 +22,10 @@ type filter struct {
 	typ  event.Type
 	op   string
 	vals []event.Value // coerced constants (one, several for in/not_in, none for is_set/is_not_set)
-	ucol int           // user filters: index of the user value in the trail
+	// valFields are the JSON paths of vals ("where[0].value",
+	// "steps[1].where[0].value[2]"), for warnings
+	valFields []string
+	ucol      int // user filters: index of the user value in the trail
 }
 
 // filterOps are the operators of spec §3.
@@ -39,7 +42,7 @@ func (p *plan) parseFilter(f Filter, field string) (*filter, error) {
 	case "user":
 		out.user = true
 	default:
-		return nil, invalid(field+".source", "unknown source %q: want event or user", f.Source)
+		return nil, invalid(field+".source", "unknown source %s: want event or user", event.Quote(f.Source))
 	}
 	if f.Property == "" {
 		return nil, invalid(field+".property", "property is required")
@@ -50,10 +53,10 @@ func (p *plan) parseFilter(f Filter, field string) (*filter, error) {
 	}
 	out.typ = t
 	if !slices.Contains(filterOps, f.Op) {
-		return nil, invalid(field+".op", "unknown operator %q: want one of %s", f.Op, strings.Join(filterOps, ", "))
+		return nil, invalid(field+".op", "unknown operator %s: want one of %s", event.Quote(f.Op), strings.Join(filterOps, ", "))
 	}
 	if (f.Op == "contains" || f.Op == "not_contains") && t != event.TypeString {
-		return nil, invalid(field+".op", "%s needs a string property; %q is %s", f.Op, f.Property, t)
+		return nil, invalid(field+".op", "%s needs a string property; %s is %s", f.Op, event.Quote(f.Property), t)
 	}
 	switch f.Op {
 	case "is_set", "is_not_set":
@@ -92,9 +95,10 @@ func (p *plan) parseFilter(f Filter, field string) (*filter, error) {
 		}
 		c, err := event.CoerceIn(v, t, p.loc)
 		if err != nil {
-			return nil, invalid(vf, "property %q is %s: %v", f.Property, t, err)
+			return nil, invalid(vf, "property %s is %s: %v", event.Quote(f.Property), t, err)
 		}
 		out.vals = append(out.vals, c)
+		out.valFields = append(out.valFields, vf)
 	}
 	return out, nil
 }

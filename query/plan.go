@@ -56,6 +56,7 @@ type plan struct {
 // matcher is one event matcher (spec §3): an event name and filters.
 type matcher struct {
 	event  string
+	field  string    // JSON path of the matcher ("series[0]", "steps[1]"), for warnings
 	efs    []*filter // event property filters, compiled per segment
 	ufs    []*filter // user property filters, evaluated per user
 	upreds []pred    // ufs compiled against the query-wide dictionaries
@@ -88,7 +89,7 @@ func (e *Engine) newPlan(q *Query, snap *storage.Version, memory int64) (*plan, 
 	case "":
 		return nil, invalid("kind", "kind is required: trend, funnel, retention or cohort")
 	default:
-		return nil, invalid("kind", "unknown kind %q: want trend, funnel, retention or cohort", q.Kind)
+		return nil, invalid("kind", "unknown kind %s: want trend, funnel, retention or cohort", event.Quote(q.Kind))
 	}
 	p := &plan{q: q, snap: snap, budget: newBudget(memory)}
 	tz := q.TZ
@@ -98,17 +99,15 @@ func (e *Engine) newPlan(q *Query, snap *storage.Version, memory int64) (*plan, 
 	if tz == "" {
 		tz = "UTC"
 	}
-	loc, err := time.LoadLocation(tz)
+	loc, err := event.LoadZone(tz)
 	if err != nil {
-		return nil, invalid("tz", "unknown time zone %q: want an IANA name such as Europe/Berlin", tz)
+		return nil, invalid("tz", "%v", err)
 	}
 	p.loc = loc
 	if q.Now != "" {
-		t, err := time.Parse(time.RFC3339Nano, q.Now)
-		if err != nil {
-			return nil, invalid("now", "want an RFC 3339 instant, found %q", q.Now)
+		if p.now, err = event.ParseDateTime(q.Now, loc); err != nil {
+			return nil, invalid("now", "want an instant: %v", err)
 		}
-		p.now = t.UnixMicro()
 	} else {
 		p.now = e.cfg.Now().UnixMicro()
 	}
@@ -125,10 +124,10 @@ func (e *Engine) newPlan(q *Query, snap *storage.Version, memory int64) (*plan, 
 	} else {
 		var ok bool
 		if p.from, ok = parseInstant(q.Range.From, loc); !ok {
-			return nil, invalid("range.from", "want a date YYYY-MM-DD or an RFC 3339 instant, found %q", q.Range.From)
+			return nil, invalid("range.from", "want a date YYYY-MM-DD or an RFC 3339 instant, found %s", event.Quote(q.Range.From))
 		}
 		if p.to, ok = parseInstant(q.Range.To, loc); !ok {
-			return nil, invalid("range.to", "want a date YYYY-MM-DD or an RFC 3339 instant, found %q", q.Range.To)
+			return nil, invalid("range.to", "want a date YYYY-MM-DD or an RFC 3339 instant, found %s", event.Quote(q.Range.To))
 		}
 		if p.to <= p.from {
 			return nil, invalid("range", "range.to (%s) must be after range.from (%s)", q.Range.To, q.Range.From)
@@ -178,7 +177,7 @@ func (p *plan) unknownProp(field, name string, user bool) *Error {
 		}
 		have = "it has " + strings.Join(names, ", ")
 	}
-	return invalid(field, "unknown %s property %q in app %q (%s)", kind, name, p.q.App, have)
+	return invalid(field, "unknown %s property %s in app %q (%s)", kind, event.Quote(name), p.q.App, have)
 }
 
 // addMatcher validates m (at JSON path field), adds the global filters
@@ -190,7 +189,7 @@ func (p *plan) addMatcher(m Matcher, field string, withGlobal bool) (bit int, er
 	if len(p.matchers) == 64 {
 		return 0, invalid(field, "a query may have at most 64 matchers (steps, series, cohort conditions)")
 	}
-	pm := &matcher{event: m.Event}
+	pm := &matcher{event: m.Event, field: field}
 	fs := slices.Clone(m.Where)
 	for i, f := range fs {
 		pf, err := p.parseFilter(f, fieldIdx(field+".where", i))

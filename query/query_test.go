@@ -190,6 +190,7 @@ func TestErrors(t *testing.T) {
 	}{
 		{`{"kind":"trend",`, CodeInvalidQuery, ""},
 		{`{"kind":"trend","app":"g","serie":[]}`, CodeInvalidQuery, "serie"},
+		{`{"kind":"trend","app":"g"} {}`, CodeInvalidQuery, ""},
 		{`{"kind":"trend","app":"g","series":[{"event":"a","math":"total"}]}`, CodeInvalidQuery, "series[0].math"},
 		{`{"kind":"trend","app":"g","series":[{"event":"a","math":"sum"}]}`, CodeInvalidQuery, "series[0].property"},
 		{`{"kind":"trend","app":"g","series":[{"event":"a","math":"sum","property":"platform"}]}`, CodeInvalidQuery, "series[0].property"},
@@ -232,6 +233,17 @@ func TestErrors(t *testing.T) {
 		{`{"kind":"funnel","app":"g","steps":[{"event":"a"},{"event":"b"}],"cohort":{"or":[]}}`, CodeInvalidQuery, "cohort.or"},
 		{`{"kind":"trend","app":"nope","series":[{"event":"a"}]}`, CodeNotFound, "app"},
 		{`{"kind":"trend","app":"g","tz":"Mars/Olympus","series":[{"event":"a"}]}`, CodeInvalidQuery, "tz"},
+		// The server's own zone is never implied (spec §9).
+		{`{"kind":"trend","app":"g","tz":"Local","series":[{"event":"a"}]}`, CodeInvalidQuery, "tz"},
+		{`{"kind":"trend","app":"g","tz":"localtime","series":[{"event":"a"}]}`, CodeInvalidQuery, "tz"},
+		{`{"kind":"trend","app":"g","tz":"posixrules","series":[{"event":"a"}]}`, CodeInvalidQuery, "tz"},
+		// Nested typos and type errors keep their JSON path.
+		{`{"kind":"trend","app":"g","series":[{"event":"a"},{"evnt":"b"}]}`, CodeInvalidQuery, "series[1].evnt"},
+		{`{"kind":"funnel","app":"g","steps":[{"event":"a"},{"event":"b","where":[{"property":"p","op":"eq","vale":1}]}]}`, CodeInvalidQuery, "steps[1].where[0].vale"},
+		{`{"kind":"trend","app":"g","series":[{"event":"a"},{"event":["b"]}]}`, CodeInvalidQuery, "series[1].event"},
+		{`{"kind":"trend","app":"g","range":{"from":"2024-01-01","too":"x"},"series":[{"event":"a"}]}`, CodeInvalidQuery, "range.too"},
+		{`{"kind":"cohort","app":"g","cohort":{"and":[{"performed":{"event":"a"}},{"performed":{"evnt":"a"}}]}}`, CodeInvalidQuery, "cohort.and[1].performed.evnt"},
+		{`{"kind":"trend","app":"g","range":{"from":"1704067200","to":"2024-02-01"},"series":[{"event":"a"}]}`, CodeInvalidQuery, "range.from"},
 		{`{"kind":"trend","app":"g","range":{"from":"2024-13-01","to":"2024-02-01"},"series":[{"event":"a"}]}`, CodeInvalidQuery, "range.from"},
 		{`{"kind":"trend","app":"g","range":{"from":"2024-02-01","to":"2024-01-01"},"series":[{"event":"a"}]}`, CodeInvalidQuery, "range"},
 		{`{"kind":"funnel","app":"g","steps":[{"event":"a"}]}`, CodeInvalidQuery, "steps"},
@@ -552,5 +564,130 @@ func TestSharedQuantileSeries(t *testing.T) {
 		if rows != len(all.Series) || all.Series[0].Total == 0 {
 			t.Fatalf("breakdown %q: %d rows alone, %d together, first total %v", bd, rows, len(all.Series), all.Series[0].Total)
 		}
+	}
+}
+
+// TestErrorMessages: the messages of nested errors name the path, and a
+// long bad value is quoted briefly.
+func TestErrorMessages(t *testing.T) {
+	st := openStore(t, t.TempDir(), 2)
+	importGen(t, st, "g", gen.Config{Events: 500, Seed: 1})
+	eng := New(st, Config{})
+	for _, c := range []struct{ js, want string }{
+		{`{"kind":"trend","app":"g","series":[{"evnt":"a"}]}`, `invalid_query: series[0].evnt: unknown field "evnt" (known: event, where, math, property, label)`},
+		{`{"kind":"trend","app":"g","series":[{"event":"a","where":[{"property":"p","op":"eq","value":1,"sorce":"user"}]}]}`, `invalid_query: series[0].where[0].sorce: unknown field "sorce"`},
+		{`{"kind":"trend","app":"g","interval":7,"series":[{"event":"a"}]}`, `invalid_query: interval: want a string, found the number 7`},
+		{`{"kind":"trend","app":"g","tz":"Local","series":[{"event":"a"}]}`, `invalid_query: tz: time zone "Local" is not an IANA time zone name`},
+		{`{"kind":"trend","app":"g","series":[{"event":"a","where":[{"property":"` + strings.Repeat("\u00ff", 100) + `","op":"eq","value":1}]}]}`, `(200 bytes) in app "g"`},
+	} {
+		q, err := Parse([]byte(c.js))
+		if err == nil {
+			_, err = eng.Run(context.Background(), q)
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want it to contain %s", c.js, err, c.want)
+		}
+		if err != nil && len(err.Error()) > 400 {
+			t.Errorf("%s: error of %d bytes", c.js, len(err.Error()))
+		}
+	}
+}
+
+// TestRangeOffsets: range bounds with the ISO 8601 offsets ±hh and ±hhmm,
+// and without an offset (wall clock in tz), resolve to the same instants
+// as their RFC 3339 spelling.
+func TestRangeOffsets(t *testing.T) {
+	st := openStore(t, t.TempDir(), 2)
+	importGen(t, st, "g", gen.Config{Events: 2000, Seed: 1})
+	eng := New(st, Config{})
+	want := run(t, eng, `{"kind":"trend","app":"g","tz":"Europe/Berlin","range":{"from":"2024-01-01T00:00:00+01:00","to":"2024-01-20T13:49:26.513Z"},"series":[{"event":"$any"}]}`).(*TrendResult)
+	for _, r := range [][2]string{
+		{"2024-01-01 00:00:00+01", "2024-01-20 13:49:26.513+00"},
+		{"2023-12-31T23:00:00+0000", "2024-01-20T14:49:26.513+0100"},
+		{"2024-01-01", "2024-01-20 14:49:26.513"},
+	} {
+		got := run(t, eng, `{"kind":"trend","app":"g","tz":"Europe/Berlin","range":{"from":"`+r[0]+`","to":"`+r[1]+`"},"series":[{"event":"$any"}]}`).(*TrendResult)
+		if got.Range != want.Range || !reflect.DeepEqual(got.Series, want.Series) {
+			t.Errorf("range %v: %+v, want %+v", r, got.Range, want.Range)
+		}
+	}
+}
+
+// TestWarnings: an event name or string value seen nowhere in the app gets
+// a warning naming its field; names and values seen somewhere, even
+// outside the range, do not.
+func TestWarnings(t *testing.T) {
+	st := openStore(t, t.TempDir(), 2)
+	importGen(t, st, "g", gen.Config{Events: 2000, Seed: 1})
+	eng := New(st, Config{})
+	res := run(t, eng, `{"kind":"trend","app":"g","range":{"from":"2000-01-01","to":"2000-01-02"},
+		"where":[{"property":"country","op":"in","value":["US","Atlantis"]}],
+		"series":[{"event":"purchase"},{"event":"purchse"},{"event":"$any","where":[{"property":"platform","op":"neq","value":"ios"},{"property":"platform","op":"eq","value":"iOS"}]}]}`).(*TrendResult)
+	want := []Warning{
+		{Code: WarnUnknownValue, Field: "where[0].value[1]"},
+		{Code: WarnUnknownEvent, Field: "series[1].event"},
+		{Code: WarnUnknownValue, Field: "series[2].where[1].value"},
+	}
+	if len(res.Warnings) != len(want) {
+		t.Fatalf("warnings %+v, want %+v", res.Warnings, want)
+	}
+	for i, w := range want {
+		if res.Warnings[i].Code != w.Code || res.Warnings[i].Field != w.Field {
+			t.Errorf("warning %d = %+v, want %+v", i, res.Warnings[i], w)
+		}
+	}
+	if m := res.Warnings[1].Message; m != `no event named "purchse" occurs in app "g": it matches nothing` {
+		t.Errorf("message %q", m)
+	}
+	if m := res.Warnings[0].Message; !strings.Contains(m, `"Atlantis"`) || !strings.Contains(m, `"country"`) {
+		t.Errorf("message %q", m)
+	}
+	b, _ := json.Marshal(res)
+	if !strings.Contains(string(b), `"warnings":[{"code":"unknown_value","message":`) {
+		t.Errorf("JSON %s", b)
+	}
+	// User properties and cohorts; no warning without a reason.
+	fr := run(t, eng, `{"kind":"funnel","app":"g","steps":[{"event":"install"},{"event":"purchase","where":[{"property":"platform","op":"eq","value":"android","source":"user"}]}]}`).(*FunnelResult)
+	if fr.Warnings != nil {
+		t.Errorf("funnel warnings %+v", fr.Warnings)
+	}
+	cr := run(t, eng, `{"kind":"cohort","app":"g","cohort":{"and":[{"performed":{"event":"nope"}},{"user_property":{"property":"platform","op":"eq","value":"wii"}}]}}`).(*CohortResult)
+	if len(cr.Warnings) != 2 || cr.Warnings[0].Field != "cohort.and[0].performed.event" || cr.Warnings[1].Field != "cohort.and[1].user_property.value" {
+		t.Errorf("cohort warnings %+v", cr.Warnings)
+	}
+	b, _ = json.Marshal(fr)
+	if strings.Contains(string(b), "warnings") {
+		t.Errorf("empty warnings rendered: %s", b)
+	}
+}
+
+// TestCancelledScanCause: a scan stopped by our own context is "query
+// cancelled"; a cancellation the caller did not ask for is not blamed on
+// the caller.
+func TestCancelledScanCause(t *testing.T) {
+	live := context.Background()
+	if e := classify(fmt.Errorf("scan: %w", context.Canceled), live); e.Code != CodeInternal || strings.Contains(e.Message, "query cancelled") {
+		t.Errorf("foreign cancellation: %v", e)
+	}
+	done, cancel := context.WithCancel(live)
+	cancel()
+	if e := classify(fmt.Errorf("scan: %w", context.Canceled), done); e.Message != "query cancelled" {
+		t.Errorf("own cancellation: %v", e)
+	}
+}
+
+// TestTableWarnings: the table form shows the warnings above the table.
+func TestTableWarnings(t *testing.T) {
+	st := openStore(t, t.TempDir(), 2)
+	importGen(t, st, "g", gen.Config{Events: 500, Seed: 1})
+	eng := New(st, Config{})
+	res := run(t, eng, `{"kind":"trend","app":"g","series":[{"event":"purchse"}]}`)
+	var b strings.Builder
+	if err := WriteTable(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	want := "warning: series[0].event: no event named \"purchse\" occurs in app \"g\": it matches nothing\ntrend "
+	if !strings.HasPrefix(b.String(), want) {
+		t.Errorf("table:\n%s\nwant it to begin with\n%s", b.String(), want)
 	}
 }

@@ -2,6 +2,26 @@ package query
 
 // Result shapes of spec §9. Field names are the JSON contract.
 
+// Warning is a note on a result that is not an error (spec §9): the query
+// ran, but probably not as meant. Code is WarnUnknownEvent or
+// WarnUnknownValue; Field is the JSON path of the query field concerned.
+// Every result type has a Warnings field (see WarningsOf).
+type Warning struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+// Warning codes.
+const (
+	// WarnUnknownEvent: a matcher names an event that occurs nowhere in
+	// the app (not only outside the range).
+	WarnUnknownEvent = "unknown_event"
+	// WarnUnknownValue: a string filter compares with a value the
+	// property holds nowhere in the app.
+	WarnUnknownValue = "unknown_value"
+)
+
 // ResolvedRange is the range a query ran over, as RFC 3339 instants in its
 // time zone.
 type ResolvedRange struct {
@@ -11,11 +31,12 @@ type ResolvedRange struct {
 
 // TrendResult is the result of a trend query.
 type TrendResult struct {
-	Kind   string        `json:"kind"` // "trend"
-	Range  ResolvedRange `json:"range"`
-	TZ     string        `json:"tz"`
-	Series []TrendSeries `json:"series"`
-	Stats  Stats         `json:"stats"`
+	Kind     string        `json:"kind"` // "trend"
+	Range    ResolvedRange `json:"range"`
+	TZ       string        `json:"tz"`
+	Series   []TrendSeries `json:"series"`
+	Warnings []Warning     `json:"warnings,omitempty"` // notes on the query (spec §9): unknown events and values
+	Stats    Stats         `json:"stats"`
 }
 
 // TrendSeries is one series (× breakdown value) of a trend result.
@@ -49,6 +70,7 @@ type FunnelResult struct {
 	Steps     []FunnelStep      `json:"steps"`
 	Breakdown []FunnelBreakdown `json:"breakdown,omitempty"` // by users at step 1 descending, "(other)" last
 	List      *ListResult       `json:"list,omitempty"`      // the users of list.step, when asked
+	Warnings  []Warning         `json:"warnings,omitempty"`  // notes on the query (spec §9): unknown events and values
 	Stats     Stats             `json:"stats"`
 }
 
@@ -81,9 +103,10 @@ type RetentionResult struct {
 	Cohorts []RetentionCohort `json:"cohorts"`
 	// Mean is, per period k, the user-weighted mean retention rate over the
 	// cohorts whose cell k is complete (null when none is).
-	Mean  []*float64  `json:"mean"`
-	List  *ListResult `json:"list,omitempty"` // the users of one cell, when asked
-	Stats Stats       `json:"stats"`
+	Mean     []*float64  `json:"mean"`
+	List     *ListResult `json:"list,omitempty"`     // the users of one cell, when asked
+	Warnings []Warning   `json:"warnings,omitempty"` // notes on the query (spec §9): unknown events and values
+	Stats    Stats       `json:"stats"`
 }
 
 // RetentionCohort is one cohort row: Retained[k] users retained at period
@@ -101,14 +124,15 @@ type RetentionCohort struct {
 // CohortResult is the result of a cohort query (spec §7): the number of
 // users in the cohort and a page of their ids (sorted by byte order).
 type CohortResult struct {
-	Kind    string        `json:"kind"` // "cohort"
-	Range   ResolvedRange `json:"range"`
-	TZ      string        `json:"tz"`
-	Users   int64         `json:"users"`
-	UserIDs []string      `json:"user_ids"`
-	Offset  int           `json:"offset"`
-	Limit   int           `json:"limit"`
-	Stats   Stats         `json:"stats"`
+	Kind     string        `json:"kind"` // "cohort"
+	Range    ResolvedRange `json:"range"`
+	TZ       string        `json:"tz"`
+	Users    int64         `json:"users"`
+	UserIDs  []string      `json:"user_ids"`
+	Offset   int           `json:"offset"`
+	Limit    int           `json:"limit"`
+	Warnings []Warning     `json:"warnings,omitempty"` // notes on the query (spec §9): unknown events and values
+	Stats    Stats         `json:"stats"`
 }
 
 // ListResult is a page of the users behind a funnel step or retention

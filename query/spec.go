@@ -4,12 +4,8 @@
 package query
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"strings"
 )
 
 // Query is the spec §9 request. Field names are the JSON contract; fields
@@ -104,43 +100,29 @@ type List struct {
 	BreakdownValue *string `json:"breakdown_value,omitempty"`
 }
 
-// Parse decodes a JSON query. Unknown fields are rejected (a typo should not
-// silently change a query). The error is an *Error with code invalid_query.
+// Parse decodes a JSON query with DecodeJSON: unknown fields are rejected
+// (a typo should not silently change a query) and errors name the JSON
+// path of the offending field. The error is an *Error with code
+// invalid_query.
 func Parse(data []byte) (*Query, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var q Query
-	if err := dec.Decode(&q); err != nil {
-		return nil, jsonError(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, &Error{Code: CodeInvalidQuery, Message: "trailing data after the query object"}
+	if err := DecodeJSON(data, &q); err != nil {
+		return nil, err
 	}
 	return &q, nil
 }
 
-func jsonError(err error) *Error {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return &Error{Code: CodeInvalidQuery, Message: fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, se)}
-	case errors.As(err, &te):
-		return &Error{Code: CodeInvalidQuery, Field: te.Field, Message: fmt.Sprintf("field %q: want a JSON %s, found %s", te.Field, te.Type, te.Value)}
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return &Error{Code: CodeInvalidQuery, Field: f, Message: fmt.Sprintf("unknown field %q", f)}
-	}
-	return &Error{Code: CodeInvalidQuery, Message: "malformed query JSON: " + err.Error()}
-}
-
-// Error codes of spec §9.
+// Error codes of spec §9, with their HTTP statuses.
 const (
-	CodeInvalidQuery  = "invalid_query"
-	CodeNotFound      = "not_found"
-	CodeLimitExceeded = "limit_exceeded"
-	CodeCorruption    = "corruption"
-	CodeInternal      = "internal"
+	CodeInvalidQuery    = "invalid_query"   // 400: the query or request parameters
+	CodeInvalidInput    = "invalid_input"   // 400/422: events or files
+	CodeLimitExceeded   = "limit_exceeded"  // 413 body too large; 408 body too slow; 422/504 a query over a limit
+	CodeUnauthenticated = "unauthenticated" // 401
+	CodeForbidden       = "forbidden"       // 403
+	CodeNotFound        = "not_found"       // 404
+	CodeUnavailable     = "unavailable"     // 503, with Retry-After: memory taken by other queries too long (storage.md §5), or a shutdown
+	CodeCorruption      = "corruption"      // 500: a segment failed its checksums
+	CodeInternal        = "internal"        // 500
 )
 
 // Error is a query failure in the spec §9 shape

@@ -13,8 +13,18 @@ import (
 // value), funnels as one row per step (then per breakdown value),
 // retention as one row per cohort (and breakdown value) with "rate%
 // (count)" per period, cohorts as their size; then a listed page of user
-// ids. Incomplete buckets and cells are marked with '*'.
+// ids. Incomplete buckets and cells are marked with '*'. The result's
+// warnings come first, one "warning: field: message" line each.
 func WriteTable(w io.Writer, res any) error {
+	if ws := WarningsOf(res); ws != nil {
+		for _, wn := range *ws {
+			if wn.Field != "" {
+				fmt.Fprintf(w, "warning: %s: %s\n", wn.Field, wn.Message)
+			} else {
+				fmt.Fprintf(w, "warning: %s\n", wn.Message)
+			}
+		}
+	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
 	switch r := res.(type) {
 	case *TrendResult:

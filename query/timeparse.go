@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/query/timebucket"
 )
 
@@ -45,17 +46,18 @@ func ParseDuration(s string) (int64, error) {
 	return n * unit, nil
 }
 
-// parseInstant parses a range bound: a date YYYY-MM-DD (local midnight in
-// loc, or the first instant of that day if midnight does not exist) or an
-// RFC 3339 instant. It returns UTC microseconds.
+// parseInstant parses a range bound, a cohort window bound or a listed
+// cohort's start with event.ParseDateTime: a date YYYY-MM-DD (local
+// midnight in loc, or the first instant of that day if midnight does not
+// exist), or a date-time with an offset (RFC 3339 and the ISO 8601 offsets
+// ±hh, ±hhmm: "2024-02-23 13:49:26.513+00") or without one (wall clock in
+// loc). Epoch numbers are not accepted. It returns UTC microseconds.
 func parseInstant(s string, loc *time.Location) (int64, bool) {
 	if d, err := time.Parse(time.DateOnly, s); err == nil {
 		return timebucket.DateStart(d.Year(), d.Month(), d.Day(), loc), true
 	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t.UnixMicro(), true
-	}
-	return 0, false
+	us, err := event.ParseDateTime(s, loc)
+	return us, err == nil
 }
 
 // formatTime renders UTC microseconds as RFC 3339 in loc (spec §9 bucket

@@ -13,8 +13,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/ingest"
 	"github.com/spurdb/spur/query"
 	"github.com/spurdb/spur/storage"
+	"github.com/spurdb/spur/storage/segment"
 )
 
 // codeCancelled is the spur_queries_total code of a query whose client went
@@ -26,9 +29,8 @@ const (
 
 // CodeInvalidInput is the error code of an import whose input is bad: rows
 // that fail validation (nothing applied) or a body that cannot be read as
-// the given format. It extends the spec §9 codes, which name no input
-// error.
-const CodeInvalidInput = "invalid_input"
+// the given format (spec §9 invalid_input).
+const CodeInvalidInput = query.CodeInvalidInput
 
 // apiError is the body of every error answer: {"error": apiError}.
 type apiError struct {
@@ -75,6 +77,12 @@ func queryStatus(e *query.Error) int {
 			return http.StatusGatewayTimeout
 		}
 		return http.StatusUnprocessableEntity
+	case query.CodeInvalidInput:
+		return http.StatusUnprocessableEntity
+	case query.CodeUnauthenticated:
+		return http.StatusUnauthorized
+	case query.CodeForbidden:
+		return http.StatusForbidden
 	case query.CodeUnavailable:
 		return http.StatusServiceUnavailable
 	}
@@ -83,16 +91,36 @@ func queryStatus(e *query.Error) int {
 
 func notFoundApp(app string) *apiError {
 	return &apiError{Status: http.StatusNotFound, Code: query.CodeNotFound, Field: "app",
-		Message: fmt.Sprintf("app %q not found", app)}
+		Message: fmt.Sprintf("app %s not found", event.Quote(app))}
 }
 
-// bodyError turns a request body read error into an answer: 413 when the
-// body is over limit.
-func bodyError(err error, limit int64) *apiError {
+// bodyLimitError turns a request body error caused by a limit into an
+// answer, or returns nil: 413 limit_exceeded for a body over limit as sent
+// (or, for an import, over Config.MaxImportDecompressedBytes once
+// decompressed), 408 limit_exceeded for a body not received within
+// Config.BodyTimeout (its connection is closed).
+func bodyLimitError(w http.ResponseWriter, err error, limit int64) *apiError {
 	var mb *http.MaxBytesError
-	if errors.As(err, &mb) {
+	switch {
+	case errors.As(err, &mb):
 		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: query.CodeLimitExceeded, Field: "body",
-			Message: fmt.Sprintf("request body is larger than the limit of %d bytes", limit)}
+			Message: fmt.Sprintf("request body is larger than the limit of %d bytes; nothing was stored", limit)}
+	case errors.Is(err, ingest.ErrTooLarge):
+		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: query.CodeLimitExceeded, Field: "body",
+			Message: err.Error() + "; nothing was stored"}
+	case errors.Is(err, errBodyTimeout):
+		w.Header().Set("Connection", "close")
+		return &apiError{Status: http.StatusRequestTimeout, Code: query.CodeLimitExceeded, Field: "body",
+			Message: err.Error() + "; nothing was stored"}
+	}
+	return nil
+}
+
+// bodyError turns a query request body read error into an answer: a limit
+// (bodyLimitError), else 400 invalid_query.
+func bodyError(w http.ResponseWriter, err error, limit int64) *apiError {
+	if e := bodyLimitError(w, err, limit); e != nil {
+		return e
 	}
 	return &apiError{Status: http.StatusBadRequest, Code: query.CodeInvalidQuery, Field: "body",
 		Message: "read request body: " + err.Error()}
@@ -135,9 +163,15 @@ func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"apps": out})
 }
 
+// internal answers a failure of the store or the server: 500 corruption
+// for a segment that failed its checksums, else 500 internal.
 func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {
 	s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-	writeError(w, &apiError{Status: http.StatusInternalServerError, Code: query.CodeInternal, Message: err.Error()})
+	code := query.CodeInternal
+	if errors.Is(err, segment.ErrCorruption) {
+		code = query.CodeCorruption
+	}
+	writeError(w, &apiError{Status: http.StatusInternalServerError, Code: code, Message: err.Error()})
 }
 
 func (s *Server) handleSchema(w http.ResponseWriter, r *http.Request) {
@@ -214,7 +248,7 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	st.End()
 	if err != nil {
-		e := bodyError(err, s.cfg.MaxBodyBytes)
+		e := bodyError(w, err, s.cfg.MaxBodyBytes)
 		s.met.observe("", e.Code, 0, nil)
 		writeError(w, e)
 		return
@@ -224,10 +258,10 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 	st.End()
 	if err == nil && q.App != "" && q.App != appName {
 		err = &query.Error{Code: query.CodeInvalidQuery, Field: "app",
-			Message: fmt.Sprintf("the query's app %q differs from the URL's %q", q.App, appName)}
+			Message: fmt.Sprintf("the query's app %s differs from the URL's %s", event.Quote(q.App), event.Quote(appName))}
 	}
 	if err == nil && !storage.ValidAppName(appName) {
-		err = &query.Error{Code: query.CodeNotFound, Field: "app", Message: fmt.Sprintf("app %q not found", appName)}
+		err = &query.Error{Code: query.CodeNotFound, Field: "app", Message: fmt.Sprintf("app %s not found", event.Quote(appName))}
 	}
 	if err != nil {
 		s.queryFailed(w, "", err, 0, body)

@@ -107,13 +107,9 @@ func parseImportParams(v url.Values, contentType string) (ingest.Options, storag
 			opt.Schema[pn] = t
 		}
 	}
-	tz := v.Get("tz")
-	if tz == "" {
-		tz = "UTC"
-	}
-	loc, err := time.LoadLocation(tz)
+	loc, err := event.LoadZone(v.Get("tz"))
 	if err != nil {
-		return bad("tz", "unknown time zone %q: want an IANA name such as Europe/Berlin", tz)
+		return bad("tz", "%v", err)
 	}
 	opt.Loc = loc
 	if s := v.Get("users"); s != "" {
@@ -201,7 +197,7 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 	appName := r.PathValue("app")
 	if !storage.ValidAppName(appName) {
 		writeError(w, &apiError{Status: http.StatusBadRequest, Code: query.CodeInvalidQuery, Field: "app",
-			Message: fmt.Sprintf("invalid app name %q: want [a-z0-9][a-z0-9_-]{0,63}", appName)})
+			Message: fmt.Sprintf("invalid app name %s: want [a-z0-9][a-z0-9_-]{0,63}", event.Quote(appName))})
 		return
 	}
 	opt, iopt, name, aerr := parseImportParams(r.URL.Query(), r.Header.Get("Content-Type"))
@@ -209,6 +205,8 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
+	opt.MaxDecompressedBytes = s.cfg.MaxImportDecompressedBytes
+	opt.MaxPropertyBytes = s.cfg.MaxPropertyBytes
 	limit := s.cfg.MaxImportBytes
 	body := http.MaxBytesReader(w, r.Body, limit)
 	fail := func(e *apiError, err error) {
@@ -218,12 +216,11 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 	}
 	rd, err := ingest.NewReader(body, name, opt)
 	if err != nil {
-		var mb *http.MaxBytesError
-		if errors.As(err, &mb) {
-			fail(bodyError(err, limit), err)
-		} else {
-			fail(&apiError{Status: http.StatusUnprocessableEntity, Code: CodeInvalidInput, Message: err.Error()}, err)
+		e := bodyLimitError(w, err, limit)
+		if e == nil {
+			e = &apiError{Status: http.StatusUnprocessableEntity, Code: CodeInvalidInput, Message: err.Error()}
 		}
+		fail(e, err)
 		return
 	}
 	defer rd.Close()
@@ -232,8 +229,11 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 		s.met.importRows.WithLabelValues("rejected").Add(float64(rep.Rejected))
 	}
 	var ie *storage.ImportError
-	var mb *http.MaxBytesError
 	var inErr *inputError
+	var limitErr *apiError // a body over a limit, or too slow: answered even though the read failure cancelled r.Context()
+	if err != nil {
+		limitErr = bodyLimitError(w, err, limit)
+	}
 	switch {
 	case err == nil:
 		s.met.imports.WithLabelValues("ok").Inc()
@@ -241,6 +241,8 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 		s.met.importRows.WithLabelValues("duplicate").Add(float64(rep.Duplicates))
 		s.autoCompact(r.Context(), appName)
 		writeJSON(w, http.StatusOK, newImportResponse(rep))
+	case limitErr != nil:
+		fail(limitErr, err)
 	case r.Context().Err() != nil:
 		s.met.imports.WithLabelValues("error").Inc()
 		s.log.Info("import cancelled: client went away; nothing applied", "app", appName)
@@ -253,12 +255,14 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 			Message: fmt.Sprintf("import aborted, nothing applied: %d bad row(s), at most %d allowed", ie.Report.Rejected, ie.Max)}
 		if len(rows) > 0 {
 			e.Field = rows[0].Field
-			e.Message += "; first: " + rows[0].Position + ": " + rows[0].Message
+			e.Message += "; first: " + rows[0].Position + ": "
+			if rows[0].Field != "" {
+				e.Message += "field " + event.Quote(rows[0].Field) + ": "
+			}
+			e.Message += rows[0].Message
 		}
 		s.log.Info("import aborted", "app", appName, "rejected", ie.Report.Rejected)
 		writeError(w, e)
-	case errors.As(err, &mb):
-		fail(bodyError(err, limit), err)
 	case errors.As(err, &inErr):
 		fail(&apiError{Status: http.StatusUnprocessableEntity, Code: CodeInvalidInput,
 			Message: "import aborted, nothing applied: " + err.Error()}, err)

@@ -12,19 +12,62 @@
 //	GET  /metrics                   Prometheus metrics
 //	GET  /healthz                   {"status": "ok"}
 //
-// Errors have the spec §9 shape {"error": {"code", "message", "field"}} and
-// these statuses:
+// Errors have the spec §9 shape {"error": {"code", "message", "field"}}
+// (field: the JSON path of the offending query field, e.g.
+// "series[0].where[1].value") and these statuses:
 //
 //	400 invalid_query    malformed JSON, unknown field, bad value, bad import parameter
+//	403 forbidden        Host not served (field "host") or a browser's cross-site request (field "origin")
 //	404 not_found        unknown app or API path
 //	405 invalid_query    wrong method for an API path (Allow names the right one)
-//	413 limit_exceeded   request body over the limit (field "body")
-//	422 invalid_input    import aborted by bad rows (nothing applied; "errors" lists them with file, line, field) or unreadable input
+//	408 limit_exceeded   request body not received within Config.BodyTimeout (field "body"; connection closed)
+//	413 limit_exceeded   request body over the limit as sent, or an import over its decompressed limit (field "body"; nothing stored)
+//	422 invalid_input    import aborted by bad rows (nothing applied; "errors" lists them with file, line, field) or unreadable input (a truncated gzip names the compressed byte offset)
 //	422 limit_exceeded   a query over a limit other than time
 //	504 limit_exceeded   query time limit exceeded (Config.QueryTimeout)
 //	503 unavailable      no query memory free within the wait (Config.MemoryTotal), or the server is shutting down; Retry-After: 5
 //	500 corruption       a segment failed its checksums
 //	500 internal         anything else
+//
+// Results may carry "warnings": [{code, message, field}] (spec §9): an event
+// name or a string filter value that occurs nowhere in the app.
+//
+// # Limits and request checks
+//
+// Defaults of a production Go server, each a Config field and a `spur
+// serve` flag:
+//
+//	headers        10 s (ReadHeaderTimeout, --read-header-timeout)
+//	body           60 s from the handler's start to the body's last byte,
+//	               imports included (BodyTimeout, --body-timeout); a client
+//	               that trickles is answered 408 and disconnected, so it
+//	               holds no goroutine past the limit
+//	idle           2 min between keep-alive requests (IdleTimeout, --idle-timeout)
+//	connections    1,024 open on the main listener (MaxConnections,
+//	               --max-connections); more wait in the kernel's accept queue
+//	query body     1 MiB (MaxBodyBytes, --max-body-bytes)
+//	import body    1 GiB as sent (MaxImportBytes, --max-import-bytes) and
+//	               200 MiB decompressed (MaxImportDecompressedBytes,
+//	               --max-import-decompressed-bytes, ingest.md §1's figure):
+//	               a 7 MB gzip that inflates to 3 GB is refused with 413
+//	               after 200 MiB, nothing stored
+//	property value 64 KiB per string value of an imported row
+//	               (MaxPropertyBytes, --max-property-bytes)
+//
+// There is no write timeout: a query is bounded by its own time limit.
+//
+// Every request's Host must be one the server serves (AllowedHosts,
+// --allowed-hosts; default: the listen hosts, localhost, 127.0.0.1, ::1,
+// any port), against DNS rebinding (ingest.md §4); others get 403
+// forbidden. Every endpoint refuses a browser's cross-site request with
+// 403 forbidden: an Origin header that is not this server's host:port, or
+// Sec-Fetch-Site: cross-site (a top-level GET navigation excepted, so a
+// link to the UI from elsewhere opens it). Clients that send neither
+// header (curl, scripts) are not affected. Routes registered with the
+// anyOrigin policy (the coming events endpoint, which browser SDKs call
+// cross-origin) allow every origin and answer CORS preflights instead. The
+// debug listener applies the same two checks, and always answers the
+// loopback names too.
 //
 // A query whose client disconnects is cancelled (its context is done) and
 // gets no answer; it is counted as "cancelled" in spur_queries_total.
@@ -49,6 +92,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
+
+	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/query"
 	"github.com/spurdb/spur/storage"
 )
@@ -109,10 +155,55 @@ type Config struct {
 	// Registry receives the server's metrics; nil means a new registry.
 	// It must not already hold Go or process collectors.
 	Registry *prometheus.Registry
+
+	// HTTP limits and request checks (see the package doc).
+
+	// ReadHeaderTimeout bounds reading a request's headers; 0 means 10 s.
+	ReadHeaderTimeout time.Duration
+	// BodyTimeout bounds reading a request's body, from the start of its
+	// handler to its last byte: a body still arriving then is cut off
+	// (408 limit_exceeded, connection closed, nothing stored). It applies
+	// to imports too, which read their body as they go. 0 means 60 s;
+	// negative means no limit.
+	BodyTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection idle this long between
+	// requests; 0 means 2 min.
+	IdleTimeout time.Duration
+	// MaxConnections bounds the main listener's open connections; further
+	// ones wait in the kernel's accept queue until one closes. 0 means
+	// DefaultMaxConnections; negative means no limit.
+	MaxConnections int
+	// MaxImportDecompressedBytes bounds the bytes a compressed import
+	// body decompresses to (413 limit_exceeded past it, nothing stored);
+	// 0 means DefaultMaxImportDecompressedBytes; negative means no limit.
+	// It is smaller than MaxImportBytes because sent bytes cost the
+	// sender its bandwidth and decompressed ones do not (a 7 MB gzip
+	// inflates to 3 GB).
+	MaxImportDecompressedBytes int64
+	// MaxPropertyBytes bounds one string property value (and insert id)
+	// of an imported row, bytes: a longer one is a bad row naming the
+	// field and the limit. 0 means event.DefaultMaxPropertyBytes (64
+	// KiB); negative means no limit.
+	MaxPropertyBytes int
+	// AllowedHosts lists the Host header values served (names or
+	// addresses, any port; "*.example.com" for subdomains; "*" for all);
+	// any other Host gets 403 forbidden, against DNS rebinding. nil means
+	// DefaultAllowedHosts() (loopback names only); `spur serve` passes
+	// DefaultAllowedHosts(--listen, --debug-listen) unless
+	// --allowed-hosts is given.
+	AllowedHosts []string
 }
 
 // DefaultMaxConcurrent is the MaxConcurrentQueries used when it is 0.
 const DefaultMaxConcurrent = 16
+
+// DefaultMaxConnections is the MaxConnections used when it is 0.
+const DefaultMaxConnections = 1024
+
+// DefaultMaxImportDecompressedBytes is the MaxImportDecompressedBytes used
+// when it is 0: 200 MiB, the decompressed limit ingest.md §1 sets for the
+// events endpoint.
+const DefaultMaxImportDecompressedBytes = 200 << 20
 
 // Server serves the API, the UI, /metrics and the debug endpoints. It is
 // safe for concurrent use and holds no package-level state.
@@ -174,6 +265,27 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MemoryBudget > cfg.MemoryTotal {
 		return nil, fmt.Errorf("server: query memory budget %d bytes is more than the total of all queries, %d bytes", cfg.MemoryBudget, cfg.MemoryTotal)
 	}
+	if cfg.ReadHeaderTimeout <= 0 {
+		cfg.ReadHeaderTimeout = 10 * time.Second
+	}
+	if cfg.BodyTimeout == 0 {
+		cfg.BodyTimeout = 60 * time.Second
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 2 * time.Minute
+	}
+	if cfg.MaxConnections == 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
+	switch {
+	case cfg.MaxImportDecompressedBytes == 0:
+		cfg.MaxImportDecompressedBytes = DefaultMaxImportDecompressedBytes
+	case cfg.MaxImportDecompressedBytes < 0:
+		cfg.MaxImportDecompressedBytes = 0 // ingest: no limit
+	}
+	if cfg.AllowedHosts == nil {
+		cfg.AllowedHosts = DefaultAllowedHosts()
+	}
 	s := &Server{
 		cfg:     cfg,
 		log:     cfg.Logger,
@@ -194,8 +306,10 @@ func New(cfg Config) (*Server, error) {
 		s.reg = prometheus.NewRegistry()
 	}
 	s.met = newMetrics(s.reg, s.store, s.log)
-	s.handler = s.wrap(s.routes())
-	s.debug = s.wrap(debugRoutes())
+	s.handler = s.wrap(s.routes(), newHostPolicy(cfg.AllowedHosts))
+	// The debug listener also answers the loopback names, so that `go
+	// tool pprof http://127.0.0.1:6060/…` works whatever --allowed-hosts.
+	s.debug = s.wrap(guardRoute(sameOriginOnly, debugRoutes()), newHostPolicy(append(DefaultAllowedHosts(), cfg.AllowedHosts...)))
 	return s, nil
 }
 
@@ -207,32 +321,45 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // profiles heap, allocs, goroutine, block, mutex, threadcreate).
 func (s *Server) DebugHandler() http.Handler { return s.debug }
 
-func (s *Server) routes() http.Handler {
-	mux := http.NewServeMux()
-	route := func(method, path string, h http.HandlerFunc) {
-		mux.HandleFunc(method+" "+path, h)
-		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Allow", method)
-			writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Code: query.CodeInvalidQuery,
-				Message: fmt.Sprintf("method %s not allowed on %s: use %s", r.Method, r.URL.Path, method)})
-		})
+// router registers routes with their cross-site policy.
+type router struct{ mux *http.ServeMux }
+
+// handle serves method on path with h under policy: sameOriginOnly refuses
+// browsers' cross-site requests (403), anyOrigin allows every origin and
+// answers CORS preflights (OPTIONS) for the path. Other methods get 405
+// with Allow.
+func (rt router) handle(method, path string, policy crossSite, h http.HandlerFunc) {
+	rt.mux.Handle(method+" "+path, guardRoute(policy, h))
+	allow := method
+	if policy == anyOrigin {
+		rt.mux.Handle("OPTIONS "+path, preflight(method))
+		allow += ", OPTIONS"
 	}
-	route("GET", "/api/apps", s.handleApps)
-	route("GET", "/api/apps/{app}/schema", s.handleSchema)
-	route("POST", "/api/apps/{app}/query", s.handleQuery)
-	route("POST", "/api/apps/{app}/import", s.handleImport)
-	route("GET", "/healthz", func(w http.ResponseWriter, r *http.Request) {
+	rt.mux.Handle(path, guardRoute(policy, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Code: query.CodeInvalidQuery,
+			Message: fmt.Sprintf("method %s not allowed on %s: use %s", event.Quote(r.Method), r.URL.Path, method)})
+	})))
+}
+
+func (s *Server) routes() http.Handler {
+	rt := router{http.NewServeMux()}
+	rt.handle("GET", "/api/apps", sameOriginOnly, s.handleApps)
+	rt.handle("GET", "/api/apps/{app}/schema", sameOriginOnly, s.handleSchema)
+	rt.handle("POST", "/api/apps/{app}/query", sameOriginOnly, s.handleQuery)
+	rt.handle("POST", "/api/apps/{app}/import", sameOriginOnly, s.handleImport)
+	rt.handle("GET", "/healthz", sameOriginOnly, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	route("GET", "/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
+	rt.handle("GET", "/metrics", sameOriginOnly, promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}).ServeHTTP)
-	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+	rt.mux.Handle("/api/", guardRoute(sameOriginOnly, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{Status: http.StatusNotFound, Code: query.CodeNotFound,
-			Message: fmt.Sprintf("no API endpoint %s %s", r.Method, r.URL.Path)})
-	})
-	mux.Handle("/", uiHandler())
-	return mux
+			Message: fmt.Sprintf("no API endpoint %s %s", event.Quote(r.Method), r.URL.Path)})
+	})))
+	rt.mux.Handle("/", guardRoute(sameOriginOnly, uiHandler()))
+	return rt.mux
 }
 
 func debugRoutes() http.Handler {
@@ -271,9 +398,10 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // wrap counts the handler as active (Serve waits for it), turns a panic
-// into a 500 internal error with a logged stack, and logs the request at
-// Debug level.
-func (s *Server) wrap(h http.Handler) http.Handler {
+// into a 500 internal error with a logged stack, logs the request at
+// Debug level, refuses a Host hosts does not allow (checkHost) and puts the body
+// under Config.BodyTimeout.
+func (s *Server) wrap(h http.Handler, hosts hostPolicy) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.active.Add(1)
 		defer s.active.Done()
@@ -292,6 +420,10 @@ func (s *Server) wrap(h http.Handler) http.Handler {
 			s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status,
 				"elapsed", time.Since(start), "remote", r.RemoteAddr)
 		}()
+		if !s.checkHost(sw, r, hosts) {
+			return
+		}
+		s.limitBody(sw, r)
 		h.ServeHTTP(sw, r)
 	})
 }
@@ -312,17 +444,21 @@ var errShuttingDown = errors.New("server shutting down")
 func (s *Server) Serve(ctx context.Context, ln, debugLn net.Listener) error {
 	errLog := slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
 	// Every request's context descends from base, so that a shutdown can
-	// cancel the queries still running.
+	// cancel the queries still running. No write timeout: a query is
+	// bounded by its own time limit, and /debug/pprof/profile and /trace
+	// stream for as many seconds as asked.
 	base, cancelRequests := context.WithCancelCause(context.Background())
 	defer cancelRequests(nil)
 	baseContext := func(net.Listener) context.Context { return base }
-	servers := []*http.Server{{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout: 2 * time.Minute, ErrorLog: errLog, BaseContext: baseContext}}
+	servers := []*http.Server{{Handler: s.handler, ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		IdleTimeout: s.cfg.IdleTimeout, ErrorLog: errLog, BaseContext: baseContext}}
+	if s.cfg.MaxConnections > 0 {
+		ln = netutil.LimitListener(ln, s.cfg.MaxConnections)
+	}
 	lns := []net.Listener{ln}
 	if debugLn != nil {
-		// No write timeout: /debug/pprof/profile and /trace stream for
-		// as many seconds as asked.
-		servers = append(servers, &http.Server{Handler: s.debug, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog})
+		servers = append(servers, &http.Server{Handler: s.debug, ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+			IdleTimeout: s.cfg.IdleTimeout, ErrorLog: errLog})
 		lns = append(lns, debugLn)
 	}
 	errc := make(chan error, len(servers))

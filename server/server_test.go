@@ -140,6 +140,10 @@ func (ts *testServer) do(t *testing.T, method, path, body string, hdr ...string)
 		t.Fatal(err)
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i] == "Host" {
+			req.Host = hdr[i+1]
+			continue
+		}
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	resp, err := ts.client.Do(req)

@@ -36,6 +36,7 @@ type importConfig struct {
 	progress  string
 	noCompact bool
 	url       string
+	maxProp   int
 }
 
 func newImportCmd(g *globals) *cobra.Command {
@@ -86,6 +87,7 @@ import of the server's.`,
 	f.StringVar(&c.tz, "tz", "UTC", "time zone for timestamps without an offset (IANA name)")
 	f.IntVar(&c.maxErrors, "max-errors", 0, "bad rows tolerated; more aborts the import with nothing applied")
 	f.StringVar(&c.progress, "progress", "auto", "progress bar: auto (on a terminal), always, never")
+	f.IntVar(&c.maxProp, "max-property-bytes", event.DefaultMaxPropertyBytes, "largest string property value (or insert id), bytes; a longer one is a bad row; negative: no limit")
 	f.BoolVar(&c.noCompact, "no-compact", false, "do not compact the app afterwards (by default shards with more than 8 runs of a kind are compacted)")
 	f.StringVar(&c.url, "url", "", "import through a running spur serve at this base URL (POST /api/apps/APP/import, one request per file) instead of the --data store")
 	cmd.MarkFlagRequired("app")
@@ -120,13 +122,14 @@ func runImport(cmd *cobra.Command, st *storage.Store, c *importConfig, files []s
 	if err != nil {
 		return nil, err
 	}
-	loc, err := time.LoadLocation(c.tz)
+	loc, err := event.LoadZone(c.tz)
 	if err != nil {
 		return nil, fmt.Errorf("--tz: %w", err)
 	}
 	opt := ingest.Options{
 		Format: ingest.Format(c.format), UserCol: c.userCol, TimeCol: c.timeCol, EventCol: c.eventCol,
 		InsertIDCol: c.insertCol, Schema: schema, Loc: loc, Users: c.users, ImportTime: time.Now().UnixMicro(),
+		MaxPropertyBytes: c.maxProp,
 	}
 	var total int64
 	var srcs []storage.Source

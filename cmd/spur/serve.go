@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/server"
 )
 
@@ -21,6 +23,41 @@ type serveConfig struct {
 	slowQuery       time.Duration
 	shutdownTimeout time.Duration
 	workers         int
+	http            serveHTTPLimits
+}
+
+// serveHTTPLimits are the HTTP limits and request checks of `spur serve`
+// (server.Config's fields of the same names).
+type serveHTTPLimits struct {
+	readHeaderTimeout    time.Duration
+	bodyTimeout          time.Duration
+	idleTimeout          time.Duration
+	maxConnections       int
+	maxImportInflated    int64
+	maxPropertyBytes     int
+	allowedHosts         []string
+	allowedHostsExplicit bool
+}
+
+// apply sets the HTTP limit fields of cfg; listen are the listen addresses
+// that the default allowed hosts derive from.
+func (h *serveHTTPLimits) apply(cfg *server.Config, listen ...string) {
+	cfg.ReadHeaderTimeout, cfg.BodyTimeout, cfg.IdleTimeout = h.readHeaderTimeout, h.bodyTimeout, h.idleTimeout
+	cfg.MaxConnections, cfg.MaxImportDecompressedBytes, cfg.MaxPropertyBytes = h.maxConnections, h.maxImportInflated, h.maxPropertyBytes
+	cfg.AllowedHosts = server.DefaultAllowedHosts(listen...)
+	if h.allowedHostsExplicit {
+		cfg.AllowedHosts = h.allowedHosts
+	}
+}
+
+func (h *serveHTTPLimits) flags(f *pflag.FlagSet) {
+	f.DurationVar(&h.readHeaderTimeout, "read-header-timeout", 10*time.Second, "time limit for reading a request's headers")
+	f.DurationVar(&h.bodyTimeout, "body-timeout", 60*time.Second, "time limit for receiving a request's body, imports included (408 limit_exceeded past it; a slow client's connection is closed); negative: none")
+	f.DurationVar(&h.idleTimeout, "idle-timeout", 2*time.Minute, "close keep-alive connections idle this long")
+	f.IntVar(&h.maxConnections, "max-connections", server.DefaultMaxConnections, "open connections of the API listener; more wait to be accepted; negative: no limit")
+	f.Int64Var(&h.maxImportInflated, "max-import-decompressed-bytes", server.DefaultMaxImportDecompressedBytes, "largest decompressed size of a compressed import body, bytes (413 limit_exceeded past it, nothing stored); negative: no limit")
+	f.IntVar(&h.maxPropertyBytes, "max-property-bytes", event.DefaultMaxPropertyBytes, "largest string property value (or insert id) of an imported row, bytes; a longer one is a bad row; negative: no limit")
+	f.StringSliceVar(&h.allowedHosts, "allowed-hosts", nil, "Host header values served, comma-separated (any port; *.example.com for subdomains; * for all); others get 403 against DNS rebinding (default: the listen hosts, localhost, 127.0.0.1, ::1)")
 }
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -34,10 +71,18 @@ at / and Prometheus metrics at /metrics. A second listener (--debug-listen)
 serves net/http/pprof under /debug/pprof/ (see docs/profiling.md).
 
 There is no authentication: both listeners default to loopback addresses.
+Requests whose Host is not served (--allowed-hosts) and browsers'
+cross-site requests (an Origin that is not this server, or
+Sec-Fetch-Site: cross-site) are refused with 403 on every endpoint; curl
+and scripts, which send neither, work. Limits: headers within
+--read-header-timeout, a body within --body-timeout, --max-connections open
+connections, --max-body-bytes per query, --max-import-bytes per import as
+sent and --max-import-decompressed-bytes once decompressed.
 SIGTERM or Ctrl-C shuts down gracefully: new connections are refused and
 in-flight requests get --shutdown-timeout to finish; queries still running a
 second before its end are cancelled (503 unavailable). A second signal ends
 the process at once.`,
+
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := c.limits.check(); err != nil {
@@ -48,12 +93,15 @@ the process at once.`,
 				return err
 			}
 			defer st.Close()
-			srv, err := server.New(server.Config{
+			scfg := server.Config{
 				Store: st, Workers: c.workers, QueryTimeout: c.limits.timeout, MemoryBudget: int64(c.limits.memory),
 				MemoryTotal: int64(c.limits.total), MaxBodyBytes: c.maxBodyBytes,
 				MaxImportBytes: c.maxImportBytes, MaxConcurrentQueries: c.maxConcurrent, SlowQuery: c.slowQuery,
 				ShutdownTimeout: c.shutdownTimeout, Logger: slog.Default(),
-			})
+			}
+			c.http.allowedHostsExplicit = cmd.Flags().Changed("allowed-hosts")
+			c.http.apply(&scfg, c.listen, c.debugListen)
+			srv, err := server.New(scfg)
 			if err != nil {
 				return err
 			}
@@ -91,6 +139,7 @@ the process at once.`,
 	f.DurationVar(&c.slowQuery, "slow-query", time.Second, "log queries taking at least this long at warn level with their JSON and stats; negative: never")
 	f.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may run after SIGTERM; queries still running a second before its end are cancelled")
 	f.IntVar(&c.workers, "workers", 0, "scan goroutines per query (0 = GOMAXPROCS)")
+	c.http.flags(f)
 	return cmd
 }
 

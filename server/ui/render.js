@@ -1,5 +1,6 @@
-// Result rendering: a Chart.js chart and a table per result kind, the
-// stats line, the timing tree of ?trace=1, and the loading and error states.
+// Result rendering: a Chart.js chart and a table per result kind, its
+// warnings, the stats line, the timing tree of ?trace=1, and the loading
+// and error states.
 
 import { h, clear } from './dom.js';
 
@@ -63,9 +64,20 @@ export function renderError(err) {
     h('span', {}, err.message || String(err))));
 }
 
+// renderWarnings shows a result's spec §9 warnings (an event or value
+// that occurs nowhere in the app) above the result.
+function renderWarnings(ws) {
+  if (!ws?.length) return;
+  $('status').append(...ws.map((w) => h('div', { class: 'warning', role: 'status' },
+    h('strong', {}, 'warning'),
+    w.field ? h('code', {}, w.field) : null,
+    h('span', {}, w.message))));
+}
+
 export function renderResult(q, res) {
   resetResult();
   $('result').removeAttribute('aria-busy');
+  renderWarnings(res.warnings);
   ({ trend: renderTrend, funnel: renderFunnel, retention: renderRetention }[res.kind])(q, res);
   renderStats(res.stats);
   if (res.trace) {
