@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/spurdb/spur/event"
-	"github.com/spurdb/spur/ingest"
 )
 
 // batchRows is the number of events per NextBatch.
@@ -14,27 +13,27 @@ const batchRows = 4096
 // Dictionaries of the string columns, shared by every batch (immutable, so
 // a consumer may cache per dictionary).
 var (
-	eventDict    = &ingest.Dict{Strs: eventNames[:]}
-	platformDict = &ingest.Dict{Strs: platforms[:]}
-	channelDict  = &ingest.Dict{Strs: channels[:]}
-	countryDict  = &ingest.Dict{Strs: countries[:]}
+	eventDict    = &event.Dict{Strs: eventNames[:]}
+	platformDict = &event.Dict{Strs: platforms[:]}
+	channelDict  = &event.Dict{Strs: channels[:]}
+	countryDict  = &event.Dict{Strs: countries[:]}
 )
 
 // Close implements ingest.Reader; a generator holds nothing to release.
 func (s Source) Close() error { return nil }
 
-// Rows implements ingest.ColumnReader: the number of events the generator
+// Rows implements event.BatchReader: the number of events the generator
 // emits in all (Config.Events).
 func (s Source) Rows() int64 { return s.G.p.cfg.Events }
 
-// NextBatch implements ingest.ColumnReader: it fills b with the next
+// NextBatch implements event.BatchReader: it fills b with the next
 // events (up to 4096), the same events Next would return, as columns —
 // user ids, times, event names and the platform, channel and country
 // properties as dictionary codes, session_id, and price (null on events
 // without one) — so that an import skips building an event.Event per row
 // (storage's batch path). It returns io.EOF when no event is left. Next
 // and NextBatch may be mixed freely.
-func (s Source) NextBatch(b *ingest.Batch) error {
+func (s Source) NextBatch(b *event.Batch) error {
 	g := s.G
 	cols := b.Columns(7)
 	user, name, plat, chn, ctry, sess, price := &cols[0], &cols[1], &cols[2], &cols[3], &cols[4], &cols[5], &cols[6]
@@ -79,7 +78,7 @@ func (s Source) NextBatch(b *ingest.Batch) error {
 
 // setCol resets c to an empty column of the given name, type and
 // dictionary, keeping its memory.
-func setCol(c *ingest.Column, name string, t event.Type, d *ingest.Dict) {
+func setCol(c *event.Column, name string, t event.Type, d *event.Dict) {
 	c.Name, c.Type, c.Dict = name, t, d
 	c.Null, c.Ints, c.Floats, c.Strs, c.Codes = c.Null[:0], c.Ints[:0], c.Floats[:0], c.Strs[:0], c.Codes[:0]
 }

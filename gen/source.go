@@ -9,7 +9,7 @@ import (
 // Source adapts a Generator to the reader shape of imports: storage.Source
 // and ingest.Reader (Next fills ev and returns io.EOF after the last event;
 // strings stay valid after later calls, ev.Props is overwritten by the
-// next call), and ingest.ColumnReader (NextBatch, batch.go), which imports
+// next call), and event.BatchReader (NextBatch, batch.go), which imports
 // read without an event.Event per row.
 type Source struct{ G *Generator }
 

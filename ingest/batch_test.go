@@ -29,7 +29,7 @@ func readBatches(t testing.TB, r Reader) ([]event.Event, []*event.RowError, erro
 	}
 	var evs []event.Event
 	var errs []*event.RowError
-	var b Batch
+	var b event.Batch
 	var ev event.Event
 	for {
 		err := cr.NextBatch(&b)
@@ -305,7 +305,7 @@ func TestParquetBatchDictCodes(t *testing.T) {
 	// column chunk.
 	r := parquetReaderOf(t, writeParquet(t, mixedRows(100, false)), Options{})
 	defer r.Close()
-	var b Batch
+	var b event.Batch
 	if err := r.(ColumnReader).NextBatch(&b); err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +330,7 @@ func TestParquetNextThenNextBatch(t *testing.T) {
 	if err := r.Next(&ev); err != nil {
 		t.Fatal(err)
 	}
-	var b Batch
+	var b event.Batch
 	if err := r.(ColumnReader).NextBatch(&b); err == nil || !strings.Contains(err.Error(), "not yet read by Next") {
 		t.Fatalf("NextBatch in the middle of a batch: %v", err)
 	}
@@ -353,7 +353,7 @@ func TestParquetBatchAllocs(t *testing.T) {
 	r := parquetReaderOf(t, body, Options{})
 	defer r.Close()
 	cr := r.(ColumnReader)
-	var b Batch
+	var b event.Batch
 	if err := cr.NextBatch(&b); err != nil {
 		t.Fatal(err)
 	}

@@ -488,3 +488,19 @@ func (o *Options) checkEvent(pos event.Pos, name string) error {
 	}
 	return nil
 }
+
+// ColumnReader is a Reader that can also hand out its rows a batch at a
+// time, column by column (event.BatchReader): the Parquet reader
+// implements it.
+type ColumnReader interface {
+	Reader
+	event.BatchReader
+}
+
+// resize returns s with length n, reusing its capacity.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}

@@ -63,8 +63,8 @@ type parquetReader struct {
 	props     []*pqCol
 	done      int64 // rows decoded before the current batch (cur or a NextBatch)
 
-	cur  Batch // the batch Next reads from
-	n, i int   // rows in cur, next row of cur
+	cur  event.Batch // the batch Next reads from
+	n, i int         // rows in cur, next row of cur
 
 	suspect []bool      // NextBatch: per row, whether fill must look at it
 	scratch event.Event // NextBatch: fill's output for suspect rows
@@ -117,7 +117,7 @@ type pqCol struct {
 	raw      []int64         // typed decoding scratch
 	rawF     []float64       //
 	dictOf   parquet.Dictionary
-	dict     *Dict // built from dictOf
+	dict     *event.Dict // built from dictOf
 }
 
 func newParquetReader(ra io.ReaderAt, size int64, src *source, opt Options) (_ *parquetReader, err error) {
@@ -343,7 +343,7 @@ func (r *parquetReader) Next(ev *event.Event) error {
 func (r *parquetReader) Rows() int64 { return r.file.NumRows() }
 
 // NextBatch implements ColumnReader.
-func (r *parquetReader) NextBatch(b *Batch) error {
+func (r *parquetReader) NextBatch(b *event.Batch) error {
 	if r.i < r.n {
 		return fmt.Errorf("%s: NextBatch called with %d rows of the current batch not yet read by Next", r.name, r.n-r.i)
 	}
@@ -355,9 +355,9 @@ func (r *parquetReader) NextBatch(b *Batch) error {
 	return nil
 }
 
-// decodeBatch decodes the next batch of rows of every column into b.cols
+// decodeBatch decodes the next batch of rows of every column into b.Cols
 // and returns its size; io.EOF at the end.
-func (r *parquetReader) decodeBatch(b *Batch) (n int, err error) {
+func (r *parquetReader) decodeBatch(b *event.Batch) (n int, err error) {
 	defer recoverParquet(r.name, &err)
 	for r.groupLeft == 0 {
 		r.group++
@@ -376,11 +376,11 @@ func (r *parquetReader) decodeBatch(b *Batch) (n int, err error) {
 		}
 	}
 	n = int(min(r.groupLeft, parquetBatchRows))
-	if len(b.cols) != len(r.cols) {
-		b.cols = make([]Column, len(r.cols))
+	if len(b.Cols) != len(r.cols) {
+		b.Cols = make([]event.Column, len(r.cols))
 	}
 	for _, c := range r.cols {
-		if err := r.decodeColumn(c, &b.cols[c.pos], n); err != nil {
+		if err := r.decodeColumn(c, &b.Cols[c.pos], n); err != nil {
 			return 0, err
 		}
 	}
@@ -469,10 +469,10 @@ func (c *pqCol) arenaStrs() bool {
 func (c *pqCol) strCol() bool { return c.role == roleUser || c.role == roleInsertID }
 
 // decodeColumn reads exactly n values of c into col, page by page.
-func (r *parquetReader) decodeColumn(c *pqCol, col *Column, n int) error {
-	col.Name, col.Type, col.Dict, col.nulls = c.name, c.typ, nil, 0
+func (r *parquetReader) decodeColumn(c *pqCol, col *event.Column, n int) error {
+	col.Name, col.Type, col.Dict, col.Fill.Nulls = c.name, c.typ, nil, 0
 	col.Null = resize(col.Null, n)
-	col.bad = col.bad[:0]
+	col.Fill.Bad = col.Fill.Bad[:0]
 	switch {
 	case c.typ == event.TypeFloat:
 		col.Floats = resize(col.Floats, n)
@@ -485,8 +485,8 @@ func (r *parquetReader) decodeColumn(c *pqCol, col *Column, n int) error {
 	if c.arenaStrs() {
 		col.Type = event.TypeString
 		col.Strs = resize(col.Strs, n)
-		col.offs = resize(col.offs, n)
-		col.arena = col.arena[:0]
+		col.Fill.Offs = resize(col.Fill.Offs, n)
+		col.Fill.Arena = col.Fill.Arena[:0]
 	}
 	fail := func(err error) error {
 		if err == io.EOF {
@@ -515,11 +515,11 @@ func (r *parquetReader) decodeColumn(c *pqCol, col *Column, n int) error {
 		c.pageOff += k
 	}
 	if c.arenaStrs() {
-		all := string(col.arena)
+		all := string(col.Fill.Arena)
 		start := int32(0)
 		for j := range n {
-			col.Strs[j] = all[start:col.offs[j]]
-			start = col.offs[j]
+			col.Strs[j] = all[start:col.Fill.Offs[j]]
+			start = col.Fill.Offs[j]
 		}
 	}
 	return nil
@@ -529,7 +529,7 @@ var errCorruptPage = errors.New("corrupt page: fewer values than rows")
 
 // decodeTyped decodes the next k rows of c's page into rows j0.. of col
 // from the page's typed data.
-func (r *parquetReader) decodeTyped(c *pqCol, col *Column, j0, k int) error {
+func (r *parquetReader) decodeTyped(c *pqCol, col *event.Column, j0, k int) error {
 	p := c.page
 	nulls := col.Null[j0 : j0+k]
 	nn := k // non-null values
@@ -548,7 +548,7 @@ func (r *parquetReader) decodeTyped(c *pqCol, col *Column, j0, k int) error {
 	} else {
 		clear(nulls)
 	}
-	col.nulls += k - nn
+	col.Fill.Nulls += k - nn
 	v0 := c.valOff
 	c.valOff += nn
 	data := p.Data()
@@ -605,7 +605,7 @@ func (r *parquetReader) decodeTyped(c *pqCol, col *Column, j0, k int) error {
 		copy(out, raw)
 		for t, us := range out {
 			if us < event.MinTime || us > event.MaxTime {
-				col.setBad(j0+t, errTimeRange)
+				col.SetBad(j0+t, errTimeRange)
 			}
 		}
 		return nil
@@ -727,7 +727,7 @@ func errBadIndex(x int32, n int) error {
 }
 
 // dictFor returns the Dict of parquet dictionary d, built on first use.
-func (c *pqCol) dictFor(d parquet.Dictionary) (*Dict, error) {
+func (c *pqCol) dictFor(d parquet.Dictionary) (*event.Dict, error) {
 	if c.dict != nil && c.dictOf == d {
 		return c.dict, nil
 	}
@@ -741,7 +741,7 @@ func (c *pqCol) dictFor(d parquet.Dictionary) (*Dict, error) {
 	}
 	all := string(bytes[offs[0]:offs[len(offs)-1]])
 	base := offs[0]
-	dict := &Dict{Strs: make([]string, len(offs)-1)}
+	dict := &event.Dict{Strs: make([]string, len(offs)-1)}
 	for e := range dict.Strs {
 		lo, hi := offs[e], offs[e+1]
 		if lo > hi || hi > offs[len(offs)-1] {
@@ -749,10 +749,10 @@ func (c *pqCol) dictFor(d parquet.Dictionary) (*Dict, error) {
 		}
 		s := all[lo-base : hi-base]
 		if !utf8.ValidString(s) {
-			if dict.bad == nil {
-				dict.bad = make([]string, len(dict.Strs))
+			if dict.Bad == nil {
+				dict.Bad = make([]string, len(dict.Strs))
 			}
-			dict.bad[e] = errNotUTF8
+			dict.Bad[e] = errNotUTF8
 			s = ""
 		}
 		dict.Strs[e] = s
@@ -766,9 +766,9 @@ const errNotUTF8 = "value is not valid UTF-8"
 // decodeDictStrs decodes k rows of dictionary indexes idx (one per non-null
 // row) into rows j0.. of col: as codes while the batch's rows so far use
 // the same Dict, else as strings.
-func decodeDictStrs(col *Column, d *Dict, idx []int32, j0, k int) error {
+func decodeDictStrs(col *event.Column, d *event.Dict, idx []int32, j0, k int) error {
 	if j0 > 0 && col.Dict != d {
-		col.toStrs(j0)
+		toStrs(col, j0)
 	}
 	if j0 == 0 {
 		col.Dict = d
@@ -790,15 +790,15 @@ func decodeDictStrs(col *Column, d *Dict, idx []int32, j0, k int) error {
 		} else {
 			col.Strs[j] = d.Strs[x]
 		}
-		if d.bad != nil && d.bad[x] != "" {
-			col.setBad(j, d.bad[x])
+		if d.Bad != nil && d.Bad[x] != "" {
+			col.SetBad(j, d.Bad[x])
 		}
 	}
 	return nil
 }
 
 // toStrs turns the first n rows of a dictionary-coded column into strings.
-func (col *Column) toStrs(n int) {
+func toStrs(col *event.Column, n int) {
 	if col.Dict == nil {
 		return
 	}
@@ -814,8 +814,8 @@ func (col *Column) toStrs(n int) {
 // decodePlainStrs decodes k rows of plain byte arrays (values v0..v0+nn of
 // data, one per non-null row) into rows j0.. of col as strings sharing one
 // allocation.
-func decodePlainStrs(col *Column, data *encoding.Values, v0, nn, j0, k int) error {
-	col.toStrs(j0)
+func decodePlainStrs(col *event.Column, data *encoding.Values, v0, nn, j0, k int) error {
+	toStrs(col, j0)
 	bytes, offs := data.ByteArray()
 	if len(offs) < v0+nn+1 {
 		return errCorruptPage
@@ -842,7 +842,7 @@ func decodePlainStrs(col *Column, data *encoding.Values, v0, nn, j0, k int) erro
 		s := all[a-lo : b-lo]
 		col.Strs[j] = s
 		if !ascii && !utf8.ValidString(s) {
-			col.setBad(j, errNotUTF8)
+			col.SetBad(j, errNotUTF8)
 		}
 	}
 	return nil
@@ -869,7 +869,7 @@ func isASCII(s string) bool {
 
 // decodeValues decodes the next k rows of c's page into rows j0.. of col
 // through the page's parquet.Value reader.
-func (r *parquetReader) decodeValues(c *pqCol, col *Column, j0, k int) error {
+func (r *parquetReader) decodeValues(c *pqCol, col *event.Column, j0, k int) error {
 	if c.vr == nil {
 		c.vr = c.page.Values()
 	}
@@ -887,12 +887,12 @@ func (r *parquetReader) decodeValues(c *pqCol, col *Column, j0, k int) error {
 		}
 	}
 	if c.typ == event.TypeString && !c.arenaStrs() {
-		col.toStrs(j0)
+		toStrs(col, j0)
 	}
 	for t, v := range c.vals[:k] {
 		r.decodeValue(c, col, j0+t, v)
 		if col.Null[j0+t] {
-			col.nulls++
+			col.Fill.Nulls++
 		}
 	}
 	return nil
@@ -905,33 +905,16 @@ const errNotFinite = "expected a finite float, found NaN or ±Inf"
 
 // checkFinite marks the rows j0.. of col whose value in vals is NaN or
 // ±Inf (x-x is 0 only for finite x). Nulls hold 0, so they pass.
-func checkFinite(col *Column, j0 int, vals []float64) {
+func checkFinite(col *event.Column, j0 int, vals []float64) {
 	for t, x := range vals {
 		if x-x != 0 {
-			col.setBad(j0+t, errNotFinite)
+			col.SetBad(j0+t, errNotFinite)
 		}
 	}
 }
 
-// setBad records a conversion error for row j.
-func (col *Column) setBad(j int, msg string) {
-	if len(col.bad) == 0 {
-		col.bad = resize(col.bad, len(col.Null))
-		clear(col.bad)
-	}
-	col.bad[j] = msg
-}
-
-// badAt returns row j's conversion error, or "".
-func (col *Column) badAt(j int) string {
-	if len(col.bad) == 0 {
-		return ""
-	}
-	return col.bad[j]
-}
-
 // setNull marks row j of col not set.
-func (r *parquetReader) setNull(c *pqCol, col *Column, j int) {
+func (r *parquetReader) setNull(c *pqCol, col *event.Column, j int) {
 	col.Null[j] = true
 	switch {
 	case c.typ == event.TypeFloat:
@@ -942,12 +925,12 @@ func (r *parquetReader) setNull(c *pqCol, col *Column, j int) {
 		col.Ints[j] = 0
 	}
 	if c.arenaStrs() {
-		col.offs[j] = int32(len(col.arena))
+		col.Fill.Offs[j] = int32(len(col.Fill.Arena))
 	}
 }
 
 // decodeValue decodes value v into row j of col.
-func (r *parquetReader) decodeValue(c *pqCol, col *Column, j int, v parquet.Value) {
+func (r *parquetReader) decodeValue(c *pqCol, col *event.Column, j int, v parquet.Value) {
 	if v.IsNull() {
 		r.setNull(c, col, j)
 		return
@@ -981,20 +964,20 @@ func (r *parquetReader) decodeValue(c *pqCol, col *Column, j int, v parquet.Valu
 	case pqString:
 		s := string(v.ByteArray())
 		if !utf8.ValidString(s) {
-			col.setBad(j, errNotUTF8)
+			col.SetBad(j, errNotUTF8)
 		}
 		col.Strs[j], col.Codes[j] = s, 0
 		return
 	case pqUUID:
-		col.arena = appendUUID(col.arena, v.ByteArray())
-		col.offs[j] = int32(len(col.arena))
+		col.Fill.Arena = appendUUID(col.Fill.Arena, v.ByteArray())
+		col.Fill.Offs[j] = int32(len(col.Fill.Arena))
 		return
 	case pqInt96:
 		w := v.Int96()
 		nanos := int64(uint64(w[1])<<32 | uint64(w[0]))
 		days := int64(int32(w[2])) - 2440588 // Julian day 2440588 = 1970-01-01
 		if days < event.MinTime/86400e6-1 || days > event.MaxTime/86400e6+1 {
-			col.setBad(j, errTimeRange) // and no overflow below
+			col.SetBad(j, errTimeRange) // and no overflow below
 			days = 0
 		}
 		raw = days*86400e6 + floorDiv(nanos, 1000)
@@ -1009,18 +992,18 @@ const errTimeRange = "timestamp out of range (years 0000-9999)"
 
 // setInt converts the raw integer of a non-null row j (the stored INT32 or
 // INT64 value; for INT96, microseconds) by c's kind and stores it.
-func (r *parquetReader) setInt(c *pqCol, col *Column, j int, raw int64) {
+func (r *parquetReader) setInt(c *pqCol, col *event.Column, j int, raw int64) {
 	i := raw
 	switch c.kind {
 	case pqUint64:
 		if raw < 0 {
-			col.setBad(j, "unsigned value "+strconv.FormatUint(uint64(raw), 10)+" out of the int64 range")
+			col.SetBad(j, "unsigned value "+strconv.FormatUint(uint64(raw), 10)+" out of the int64 range")
 		}
 	case pqTimestamp, pqTimeOfDay:
 		i = floorDiv(raw, c.div)
 		if c.mul != 1 {
 			if i > math.MaxInt64/c.mul || i < math.MinInt64/c.mul {
-				col.setBad(j, "timestamp out of range")
+				col.SetBad(j, "timestamp out of range")
 			}
 			i *= c.mul
 		}
@@ -1029,7 +1012,7 @@ func (r *parquetReader) setInt(c *pqCol, col *Column, j int, raw int64) {
 		}
 	case pqDate:
 		if raw < event.MinTime/86400e6-1 || raw > event.MaxTime/86400e6+1 {
-			col.setBad(j, errTimeRange) // and no overflow below
+			col.SetBad(j, errTimeRange) // and no overflow below
 			raw = 0
 		}
 		i = raw * 86400e6
@@ -1039,11 +1022,11 @@ func (r *parquetReader) setInt(c *pqCol, col *Column, j int, raw int64) {
 	}
 	col.Ints[j] = i
 	if c.arenaStrs() {
-		col.arena = strconv.AppendInt(col.arena, i, 10)
-		col.offs[j] = int32(len(col.arena))
+		col.Fill.Arena = strconv.AppendInt(col.Fill.Arena, i, 10)
+		col.Fill.Offs[j] = int32(len(col.Fill.Arena))
 	}
 	if c.typ == event.TypeTime && (i < event.MinTime || i > event.MaxTime) {
-		col.setBad(j, errTimeRange)
+		col.SetBad(j, errTimeRange)
 	}
 }
 
@@ -1091,16 +1074,16 @@ func appendUUID(dst, u []byte) []byte {
 }
 
 // fill converts row i of batch b into ev.
-func (r *parquetReader) fill(b *Batch, ev *event.Event, i int) error {
+func (r *parquetReader) fill(b *event.Batch, ev *event.Event, i int) error {
 	o := &r.opt
 	pos := event.Pos{File: b.Pos.File, Line: b.Pos.Line + int64(i)}
 	ev.Pos = pos
 	str := func(c *pqCol, what string) (string, error) {
-		col := &b.cols[c.pos]
+		col := &b.Cols[c.pos]
 		if col.Null[i] {
 			return "", rowErr(pos, c.name, "missing "+what)
 		}
-		if bad := col.badAt(i); bad != "" {
+		if bad := col.BadAt(i); bad != "" {
 			return "", rowErr(pos, c.name, bad)
 		}
 		return col.Str(i), nil
@@ -1122,7 +1105,7 @@ func (r *parquetReader) fill(b *Batch, ev *event.Event, i int) error {
 		}
 	}
 	ev.InsertID = ""
-	if r.insert != nil && !b.cols[r.insert.pos].Null[i] {
+	if r.insert != nil && !b.Cols[r.insert.pos].Null[i] {
 		if ev.InsertID, err = str(r.insert, "insert id"); err != nil {
 			return err
 		}
@@ -1132,17 +1115,17 @@ func (r *parquetReader) fill(b *Batch, ev *event.Event, i int) error {
 	}
 	ev.Time = o.ImportTime
 	if c := r.time; c != nil {
-		if ev.Time, err = r.timeOf(c, &b.cols[c.pos], i, pos); err != nil {
+		if ev.Time, err = r.timeOf(c, &b.Cols[c.pos], i, pos); err != nil {
 			return err
 		}
 	}
 	ev.Props = ev.Props[:0]
 	for _, c := range r.props {
-		col := &b.cols[c.pos]
+		col := &b.Cols[c.pos]
 		if col.Null[i] {
 			continue
 		}
-		if bad := col.badAt(i); bad != "" {
+		if bad := col.BadAt(i); bad != "" {
 			return rowErr(pos, c.name, bad)
 		}
 		v := col.Value(i)
@@ -1160,11 +1143,11 @@ func (r *parquetReader) fill(b *Batch, ev *event.Event, i int) error {
 }
 
 // timeOf returns the timestamp of row i from the time column.
-func (r *parquetReader) timeOf(c *pqCol, col *Column, i int, pos event.Pos) (int64, error) {
+func (r *parquetReader) timeOf(c *pqCol, col *event.Column, i int, pos event.Pos) (int64, error) {
 	if col.Null[i] {
 		return 0, rowErr(pos, c.name, "missing timestamp")
 	}
-	if bad := col.badAt(i); bad != "" {
+	if bad := col.BadAt(i); bad != "" {
 		return 0, rowErr(pos, c.name, bad)
 	}
 	us, err := r.micros(c, col, i)
@@ -1175,7 +1158,7 @@ func (r *parquetReader) timeOf(c *pqCol, col *Column, i int, pos event.Pos) (int
 }
 
 // micros converts row i of the (not null, not bad) time column to UTC µs.
-func (r *parquetReader) micros(c *pqCol, col *Column, i int) (int64, error) {
+func (r *parquetReader) micros(c *pqCol, col *event.Column, i int) (int64, error) {
 	switch c.kind {
 	case pqString:
 		return event.ParseTime(col.Str(i), r.opt.Loc)
@@ -1193,7 +1176,7 @@ func (r *parquetReader) micros(c *pqCol, col *Column, i int) (int64, error) {
 // or bad value, an out-of-limits user id or event name, a time or declared
 // type that does not convert); fill runs on the suspect rows only and its
 // error, if any, is the row's.
-func (r *parquetReader) check(b *Batch, n int) {
+func (r *parquetReader) check(b *event.Batch, n int) {
 	r.suspect = resize(r.suspect, n)
 	suspect := r.suspect
 	clear(suspect)
@@ -1202,16 +1185,16 @@ func (r *parquetReader) check(b *Batch, n int) {
 	b.Time = resize(b.Time, n)
 
 	// nullOrBad marks the rows where col is null (unless only bad) or bad.
-	nullOrBad := func(col *Column, null bool) {
-		if null && col.nulls > 0 {
+	nullOrBad := func(col *event.Column, null bool) {
+		if null && col.Fill.Nulls > 0 {
 			for j, isNull := range col.Null[:n] {
 				if isNull {
 					suspect[j] = true
 				}
 			}
 		}
-		if len(col.bad) > 0 {
-			for j, bad := range col.bad[:n] {
+		if len(col.Fill.Bad) > 0 {
+			for j, bad := range col.Fill.Bad[:n] {
 				if bad != "" && !col.Null[j] {
 					suspect[j] = true
 				}
@@ -1220,7 +1203,7 @@ func (r *parquetReader) check(b *Batch, n int) {
 	}
 	// lengths marks the rows whose string is empty (when empty is bad)
 	// or longer than max.
-	lengths := func(col *Column, empty bool, max int) {
+	lengths := func(col *event.Column, empty bool, max int) {
 		if d := col.Dict; d != nil {
 			for j, code := range col.Codes[:n] {
 				if l := len(d.Strs[code]); (empty && l == 0) || l > max {
@@ -1235,8 +1218,8 @@ func (r *parquetReader) check(b *Batch, n int) {
 			}
 		}
 	}
-	strs := func(c *pqCol, max int) *Column {
-		col := &b.cols[c.pos]
+	strs := func(c *pqCol, max int) *event.Column {
+		col := &b.Cols[c.pos]
 		nullOrBad(col, true)
 		lengths(col, true, max)
 		return col
@@ -1248,18 +1231,18 @@ func (r *parquetReader) check(b *Batch, n int) {
 	}
 	b.InsertID = nil
 	if r.insert != nil {
-		b.InsertID = &b.cols[r.insert.pos]
+		b.InsertID = &b.Cols[r.insert.pos]
 		nullOrBad(b.InsertID, false)
 		lengths(b.InsertID, false, r.opt.MaxPropertyBytes)
 	}
 	if c := r.time; c != nil {
-		col := &b.cols[c.pos]
+		col := &b.Cols[c.pos]
 		if c.kind == pqTimestamp || c.kind == pqDate || c.kind == pqInt96 {
 			copy(b.Time, col.Ints[:n]) // already µs
 			nullOrBad(col, true)
 		} else {
 			for j := range n {
-				if col.Null[j] || col.badAt(j) != "" {
+				if col.Null[j] || col.BadAt(j) != "" {
 					suspect[j] = true
 					continue
 				}
@@ -1275,12 +1258,12 @@ func (r *parquetReader) check(b *Batch, n int) {
 			b.Time[j] = r.opt.ImportTime
 		}
 	}
-	if len(b.conv) != len(r.props) {
-		b.conv = make([]Column, len(r.props))
+	if len(b.Conv) != len(r.props) {
+		b.Conv = make([]event.Column, len(r.props))
 	}
 	b.Props = b.Props[:0]
 	for k, c := range r.props {
-		col := &b.cols[c.pos]
+		col := &b.Cols[c.pos]
 		nullOrBad(col, false)
 		if col.Type == event.TypeString {
 			lengths(col, false, r.opt.MaxPropertyBytes)
@@ -1288,7 +1271,7 @@ func (r *parquetReader) check(b *Batch, n int) {
 		if c.decl != event.TypeNone && c.decl != col.Type {
 			// Bad rows are suspect already; rows that do not convert become so.
 			raw := col
-			col = raw.ConvertTo(&b.conv[k], c.decl, r.opt.Loc, func(j int) bool { return raw.badAt(j) != "" }, suspect)
+			col = raw.ConvertTo(&b.Conv[k], c.decl, r.opt.Loc, func(j int) bool { return raw.BadAt(j) != "" }, suspect)
 		}
 		b.Props = append(b.Props, col)
 	}

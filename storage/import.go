@@ -12,7 +12,6 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/spurdb/spur/event"
-	"github.com/spurdb/spur/ingest"
 	"github.com/spurdb/spur/storage/segment"
 )
 
@@ -27,7 +26,7 @@ const SetEvent = "$set"
 // (reused, valid until the next call), returns io.EOF at the end, an
 // *event.RowError for a bad row (the source stays usable) and any other
 // error for a fatal failure. A Source that also implements
-// ingest.ColumnReader (the Parquet reader) is read batch by batch,
+// event.BatchReader (the Parquet reader) is read batch by batch,
 // column by column, instead: the same rows, errors and result.
 type Source interface {
 	Next(ev *event.Event) error
@@ -194,17 +193,17 @@ type importer struct {
 
 	builders []*builder // one per flush worker, used by the background flush only
 
-	expect  int64 // rows the sources hold, 0 if unknown (ingest.ColumnReader.Rows)
+	expect  int64 // rows the sources hold, 0 if unknown (event.BatchReader.Rows)
 	flushed int64 // rows handed to flushes
 	dups    int64 // duplicate events dropped by finished flushes
 }
 
 // expectedRows returns the number of rows of srcs if every source knows
-// it (ingest.ColumnReader), else 0.
+// it (event.BatchReader), else 0.
 func expectedRows(srcs []Source) int64 {
 	var n int64
 	for _, src := range srcs {
-		cr, ok := src.(ingest.ColumnReader)
+		cr, ok := src.(event.BatchReader)
 		if !ok {
 			return 0
 		}
@@ -409,16 +408,16 @@ type colScratch struct {
 	slow    []bool   // per row: buffer it through add, as an event.Event
 	shard   []int32  // per row: the shard it was buffered in by addBatch, or -1
 	row     []uint32 // per row: its row in that shard's buffer
-	cols    []*ingest.Column
-	conv    []ingest.Column // per property column: its values coerced to the schema type
-	byShard []int32         // rows buffered by addBatch, grouped by shard (groupByShard)
-	bounds  []int32         // per shard: where its rows start in byShard; one more at the end
+	cols    []*event.Column
+	conv    []event.Column // per property column: its values coerced to the schema type
+	byShard []int32        // rows buffered by addBatch, grouped by shard (groupByShard)
+	bounds  []int32        // per shard: where its rows start in byShard; one more at the end
 	fill    []int32
 	ev      event.Event // a slow row
 
-	evDict   *ingest.Dict // event-name dictionary of evCodes
-	evCodes  []int32      // per entry of evDict: 0 unknown, -1 invalid name, else event code + 1
-	lastName string       // the last event name coded without a dictionary
+	evDict   *event.Dict // event-name dictionary of evCodes
+	evCodes  []int32     // per entry of evDict: 0 unknown, -1 invalid name, else event code + 1
+	lastName string      // the last event name coded without a dictionary
 	lastCode uint32
 	haveName bool
 
@@ -428,7 +427,7 @@ type colScratch struct {
 // dictCodes maps the entries of a batch's string dictionary to the codes
 // of an importer property's dictionary.
 type dictCodes struct {
-	dict  *ingest.Dict
+	dict  *event.Dict
 	codes []uint32 // per entry: 0 unknown, else code + 1
 }
 
@@ -442,7 +441,7 @@ type dictCodes struct {
 // row that needs more than that (a value that does not coerce, a column set
 // that fails validation) goes through add as an event.Event. It returns a
 // non-row error (loading the app's insert ids).
-func (im *importer) addBatch(b *ingest.Batch, rep *ImportReport) error {
+func (im *importer) addBatch(b *event.Batch, rep *ImportReport) error {
 	n := b.Rows
 	cs := &im.cb
 	cs.slow = resize(cs.slow, n)
@@ -454,7 +453,7 @@ func (im *importer) addBatch(b *ingest.Batch, rep *ImportReport) error {
 	// events file (or the reverse), or invalid or repeated property names.
 	allSlow := users != (b.Event == nil) || !validColumnNames(b.Props)
 	if len(cs.conv) < len(b.Props) {
-		cs.conv = make([]ingest.Column, len(b.Props))
+		cs.conv = make([]event.Column, len(b.Props))
 	}
 	cs.cols = cs.cols[:0]
 	for k, c := range b.Props {
@@ -542,7 +541,7 @@ func (im *importer) addBatch(b *ingest.Batch, rep *ImportReport) error {
 }
 
 // addSlow buffers good row i of b through add, counting it if rejected.
-func (im *importer) addSlow(b *ingest.Batch, i int, rep *ImportReport) error {
+func (im *importer) addSlow(b *event.Batch, i int, rep *ImportReport) error {
 	b.Row(&im.cb.ev, i)
 	if err := im.add(&im.cb.ev, rep); err != nil && !rejected(err, rep) {
 		return err
@@ -553,7 +552,7 @@ func (im *importer) addSlow(b *ingest.Batch, i int, rep *ImportReport) error {
 // validColumnNames reports whether every column name is a valid property
 // name and no name is repeated (what event.ValidateEvent checks of a row's
 // properties).
-func validColumnNames(cols []*ingest.Column) bool {
+func validColumnNames(cols []*event.Column) bool {
 	for k, c := range cols {
 		if event.ValidatePropName(c.Name) != nil {
 			return false
@@ -569,7 +568,7 @@ func validColumnNames(cols []*ingest.Column) bool {
 
 // eventCode returns the event code of row i's name (col a string column),
 // false if the name is invalid (event.ValidateEventName).
-func (cs *colScratch) eventCode(col *ingest.Column, i int, im *importer) (uint32, bool) {
+func (cs *colScratch) eventCode(col *event.Column, i int, im *importer) (uint32, bool) {
 	if d := col.Dict; d != nil {
 		if cs.evDict != d {
 			cs.evDict = d
@@ -627,7 +626,7 @@ func (cs *colScratch) groupByShard(shards int) {
 // buffered (grouped by groupByShard) to their shards' buffers. The first
 // such value of a property new to the schema fixes its type
 // (Schema.CoerceEvent's rule).
-func (im *importer) scatter(c *ingest.Column) error {
+func (im *importer) scatter(c *event.Column) error {
 	cs := &im.cb
 	count := 0
 	for _, i := range cs.byShard {

@@ -22,7 +22,7 @@ import (
 	"github.com/spurdb/spur/storage/segment"
 )
 
-// rowOnly hides that a reader is an ingest.ColumnReader, so Import reads
+// rowOnly hides that a reader is an event.BatchReader, so Import reads
 // it row by row: the reference the column path is compared with.
 type rowOnly struct{ r ingest.Reader }
 
@@ -142,7 +142,7 @@ func runImports(t *testing.T, steps []importStep, columns bool) (reps []string, 
 				t.Fatal(err)
 			}
 			defer r.Close()
-			if _, ok := r.(ingest.ColumnReader); !ok {
+			if _, ok := r.(event.BatchReader); !ok {
 				t.Fatalf("%s: not a ColumnReader", f)
 			}
 			if columns {
@@ -369,7 +369,7 @@ func TestShardBufUserHashCollisions(t *testing.T) {
 }
 
 // TestImportGeneratorColumnsMatchRows: the generator's batch path
-// (gen.Source as an ingest.ColumnReader) stores exactly what its row path
+// (gen.Source as an event.BatchReader) stores exactly what its row path
 // stores: same reports, same schema, same segments row by row.
 func TestImportGeneratorColumnsMatchRows(t *testing.T) {
 	run := func(columns bool) ([]string, []string) {
@@ -380,8 +380,8 @@ func TestImportGeneratorColumnsMatchRows(t *testing.T) {
 		}
 		var src Source = gen.Source{G: g}
 		if columns {
-			if _, ok := src.(ingest.ColumnReader); !ok {
-				t.Fatal("gen.Source is not an ingest.ColumnReader")
+			if _, ok := src.(event.BatchReader); !ok {
+				t.Fatal("gen.Source is not an event.BatchReader")
 			}
 		} else {
 			src = rowOnly{gen.Source{G: g}}

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/spurdb/spur/event"
-	"github.com/spurdb/spur/ingest"
 )
 
 // batchRows is how many rows the read-ahead stage hands over at a time.
@@ -16,10 +15,10 @@ const batchRows = 4096
 // rowBatch is a batch of rows read from a Source and detached from the
 // source's reused buffers: every string of the batch is a substring of one
 // string built once per batch, so the batch costs a handful of allocations
-// whatever its size. A batch read from an ingest.ColumnReader has its rows
+// whatever its size. A batch read from an event.BatchReader has its rows
 // in cols (and none in evs).
 type rowBatch struct {
-	cols *ingest.Batch // the rows of a column source, or nil
+	cols *event.Batch // the rows of a column source, or nil
 
 	evs    []event.Event
 	props  []event.Prop
@@ -118,7 +117,7 @@ func (b *rowBatch) seal() {
 // readAhead reads all sources in order on its own goroutine, so that
 // parsing overlaps with validation and buffering. It sends full batches on
 // the returned channel and finally a batch whose fatal is io.EOF or the
-// first non-row error. Sources that implement ingest.ColumnReader are read
+// first non-row error. Sources that implement event.BatchReader are read
 // batch by batch into rowBatch.cols; the others row by row. Batches are
 // recycled through free. It stops early when ctx is done.
 func readAhead(ctx context.Context, srcs []Source) (<-chan *rowBatch, chan<- *rowBatch) {
@@ -147,7 +146,7 @@ func readAhead(ctx context.Context, srcs []Source) (<-chan *rowBatch, chan<- *ro
 		b := get() // the row batch being filled
 		var ev event.Event
 		for _, src := range srcs {
-			if cr, ok := src.(ingest.ColumnReader); ok {
+			if cr, ok := src.(event.BatchReader); ok {
 				if len(b.evs) > 0 { // rows of an earlier row source go first
 					if !send(b) {
 						return
@@ -157,7 +156,7 @@ func readAhead(ctx context.Context, srcs []Source) (<-chan *rowBatch, chan<- *ro
 				for {
 					cb := get()
 					if cb.cols == nil {
-						cb.cols = &ingest.Batch{}
+						cb.cols = &event.Batch{}
 					}
 					err := cr.NextBatch(cb.cols)
 					if err == io.EOF {

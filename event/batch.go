@@ -1,17 +1,15 @@
-package ingest
+package event
 
 import (
 	"time"
-
-	"github.com/spurdb/spur/event"
 )
 
-// ColumnReader is a Reader that can also hand out its rows a batch at a
-// time, column by column, without an event.Event per row: the Parquet
-// reader implements it. A consumer that wants whole batches type-asserts a
-// Reader to ColumnReader.
-type ColumnReader interface {
-	Reader
+// BatchReader is an input that can hand out its rows a batch at a time,
+// column by column, without an Event per row: the Parquet reader
+// (package ingest) and the generator (package gen) implement it. A
+// consumer that wants whole batches type-asserts a row source to
+// BatchReader; the batches hold the rows its Next would return.
+type BatchReader interface {
 	// NextBatch fills b with the next batch of rows (up to a few thousand),
 	// reusing b's memory; b's previous content is overwritten. It returns
 	// io.EOF when no row is left, and any other error for a fatal failure
@@ -28,8 +26,8 @@ type ColumnReader interface {
 }
 
 // Batch is a batch of consecutive input rows in columns, filled by
-// ColumnReader.NextBatch. Every row is either bad (Errs[i] != nil: the
-// *event.RowError that Next would have returned for it) or good: then
+// BatchReader.NextBatch. Every row is either bad (Errs[i] != nil: the
+// *RowError that Next would have returned for it) or good: then
 // reading it with Next would have produced the event
 //
 //	{UserID: User.Str(i), Time: Time[i], Name: Event.Str(i) (or "" when
@@ -38,9 +36,9 @@ type ColumnReader interface {
 //	in order with !Props[k].Null[i], Pos: {Pos.File, Pos.Line + i}}
 //
 // (Batch.Row materialises it). For good rows the reader guarantees what
-// Next's rows guarantee: the user id passes event.ValidateUserID, the event
-// name (if any) event.ValidateEventName, every string is valid UTF-8, and
-// property names pass event.ValidatePropName.
+// Next's rows guarantee: the user id passes ValidateUserID, the event
+// name (if any) ValidateEventName, every string is valid UTF-8, and
+// property names pass ValidatePropName.
 //
 // The strings of a Batch (Strs, Dict.Strs) are immutable and never reused
 // by the reader: a consumer may keep them after the next NextBatch. The
@@ -50,9 +48,9 @@ type Batch struct {
 	// Rows is the number of rows.
 	Rows int
 	// Pos is the input position of row 0; row i is at line Pos.Line+i.
-	Pos event.Pos
+	Pos Pos
 	// Errs holds, per row, nil or the row's error.
-	Errs []*event.RowError
+	Errs []*RowError
 	// User holds the user ids (strings) of the good rows.
 	User *Column
 	// Time holds the timestamps of the good rows in UTC microseconds (the
@@ -68,8 +66,11 @@ type Batch struct {
 	// converted to the declared types of Options.Schema.
 	Props []*Column
 
-	cols []Column // decoded columns, one per parquetReader.cols
-	conv []Column // per property: the column converted to its declared type
+	// Cols and Conv are the memory of the reader that fills the batch
+	// (the Parquet reader: its decoded columns, and per property the
+	// column converted to its declared type); consumers ignore them.
+	Cols []Column
+	Conv []Column
 }
 
 // Column is one column of a Batch: a name, a type and one value per row.
@@ -78,7 +79,7 @@ type Column struct {
 	Name string
 	// Type is the type of the values: TypeString, TypeInt, TypeFloat,
 	// TypeBool or TypeTime. User, Event and InsertID are TypeString.
-	Type event.Type
+	Type Type
 	// Null[i] is true when row i has no value (not set).
 	Null []bool
 	// Ints holds the values of TypeInt, TypeBool (0 or 1) and TypeTime
@@ -94,10 +95,36 @@ type Column struct {
 	// Dict is the dictionary of Codes, or nil.
 	Dict *Dict
 
-	nulls int      // number of rows with Null set
-	bad   []string // per row: "" or why the value is bad; empty when no row is
-	arena []byte   // bytes of the strings built row by row (offs)
-	offs  []int32  // per row: end offset of its string in arena
+	// Fill is the state of the reader while it fills the column;
+	// consumers ignore it.
+	Fill ColumnFill
+}
+
+// ColumnFill is a column reader's working state (the Parquet reader's):
+// null count, per-row conversion errors, and the bytes of strings built
+// row by row.
+type ColumnFill struct {
+	Nulls int      // number of rows with Null set
+	Bad   []string // per row: "" or why the value is bad; empty when no row is
+	Arena []byte   // bytes of the strings built row by row (Offs)
+	Offs  []int32  // per row: end offset of its string in Arena
+}
+
+// SetBad records a conversion error for row j (the reader's).
+func (c *Column) SetBad(j int, msg string) {
+	if len(c.Fill.Bad) == 0 {
+		c.Fill.Bad = resize(c.Fill.Bad, len(c.Null))
+		clear(c.Fill.Bad)
+	}
+	c.Fill.Bad[j] = msg
+}
+
+// BadAt returns row j's conversion error, or "".
+func (c *Column) BadAt(j int) string {
+	if len(c.Fill.Bad) == 0 {
+		return ""
+	}
+	return c.Fill.Bad[j]
 }
 
 // Dict is a dictionary of string values, shared by the rows of one Parquet
@@ -107,18 +134,18 @@ type Dict struct {
 	// Strs are the values; an entry that is not valid UTF-8 is "" here and
 	// only appears in bad rows.
 	Strs []string
-
-	bad []string // per entry: "" or why the entry is bad; nil when none is
+	// Bad holds, per entry, "" or why the entry is bad; nil when none is.
+	Bad []string
 }
 
 // Columns returns n columns owned by b (their memory reused by the next
-// fill of b), for a ColumnReader outside this package to fill and point
+// fill of b), for a BatchReader to fill and point
 // User, Event, InsertID and Props at; the Parquet reader has its own.
 func (b *Batch) Columns(n int) []Column {
-	if len(b.cols) < n {
-		b.cols = append(b.cols, make([]Column, n-len(b.cols))...)
+	if len(b.Cols) < n {
+		b.Cols = append(b.Cols, make([]Column, n-len(b.Cols))...)
 	}
-	return b.cols[:n]
+	return b.Cols[:n]
 }
 
 // Str returns row i's string value of a TypeString column.
@@ -130,33 +157,33 @@ func (c *Column) Str(i int) string {
 }
 
 // Value returns row i's value (TypeNone when Null[i]).
-func (c *Column) Value(i int) event.Value {
+func (c *Column) Value(i int) Value {
 	if c.Null[i] {
-		return event.Value{}
+		return Value{}
 	}
 	switch c.Type {
-	case event.TypeString:
-		return event.String(c.Str(i))
-	case event.TypeFloat:
-		return event.Float(c.Floats[i])
+	case TypeString:
+		return String(c.Str(i))
+	case TypeFloat:
+		return Float(c.Floats[i])
 	}
-	return event.Value{Type: c.Type, Int: c.Ints[i]}
+	return Value{Type: c.Type, Int: c.Ints[i]}
 }
 
 // ConvertTo converts c's values to type to into out (its buffers reused)
-// with event.CoerceIn in loc (nil: UTC), as a row's coercion would, and
+// with CoerceIn in loc (nil: UTC), as a row's coercion would, and
 // returns out. Rows that are null in c or for which skip(i) reports true
 // are null in out; rows whose value does not convert are null in out and
 // set in failed (len(c.Null) entries), for the caller to take the row path
 // that reports them.
-func (c *Column) ConvertTo(out *Column, to event.Type, loc *time.Location, skip func(i int) bool, failed []bool) *Column {
+func (c *Column) ConvertTo(out *Column, to Type, loc *time.Location, skip func(i int) bool, failed []bool) *Column {
 	n := len(c.Null)
 	out.Name, out.Type, out.Dict = c.Name, to, nil
 	out.Null = resize(out.Null, n)
 	switch to {
-	case event.TypeFloat:
+	case TypeFloat:
 		out.Floats = resize(out.Floats, n)
-	case event.TypeString:
+	case TypeString:
 		out.Strs = resize(out.Strs, n)
 	default:
 		out.Ints = resize(out.Ints, n)
@@ -166,16 +193,16 @@ func (c *Column) ConvertTo(out *Column, to event.Type, loc *time.Location, skip 
 		if c.Null[i] || skip(i) {
 			continue
 		}
-		v, err := event.CoerceIn(c.Value(i), to, loc)
+		v, err := CoerceIn(c.Value(i), to, loc)
 		if err != nil {
 			failed[i] = true
 			continue
 		}
 		out.Null[i] = false
 		switch to {
-		case event.TypeFloat:
+		case TypeFloat:
 			out.Floats[i] = v.Float
-		case event.TypeString:
+		case TypeString:
 			out.Strs[i] = v.Str
 		default:
 			out.Ints[i] = v.Int
@@ -186,7 +213,7 @@ func (c *Column) ConvertTo(out *Column, to event.Type, loc *time.Location, skip 
 
 // Row fills ev with good row i (see Batch), reusing ev.Props' backing
 // array. The strings are the Batch's.
-func (b *Batch) Row(ev *event.Event, i int) {
+func (b *Batch) Row(ev *Event, i int) {
 	ev.UserID = b.User.Str(i)
 	ev.Time = b.Time[i]
 	ev.Name = ""
@@ -200,10 +227,10 @@ func (b *Batch) Row(ev *event.Event, i int) {
 	ev.Props = ev.Props[:0]
 	for _, c := range b.Props {
 		if !c.Null[i] {
-			ev.Props = append(ev.Props, event.Prop{Name: c.Name, Value: c.Value(i)})
+			ev.Props = append(ev.Props, Prop{Name: c.Name, Value: c.Value(i)})
 		}
 	}
-	ev.Pos = event.Pos{File: b.Pos.File, Line: b.Pos.Line + int64(i)}
+	ev.Pos = Pos{File: b.Pos.File, Line: b.Pos.Line + int64(i)}
 }
 
 // resize returns s with length n, reusing its capacity.
