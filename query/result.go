@@ -15,6 +15,7 @@ type TrendResult struct {
 	Range  ResolvedRange `json:"range"`
 	TZ     string        `json:"tz"`
 	Series []TrendSeries `json:"series"`
+	List   *ListResult   `json:"list,omitempty"` // the users of one point, when asked
 	Stats  Stats         `json:"stats"`
 }
 
@@ -111,8 +112,8 @@ type CohortResult struct {
 	Stats   Stats         `json:"stats"`
 }
 
-// ListResult is a page of the users behind a funnel step or retention
-// cell: Users is their number (equal to the count shown for that step or
+// ListResult is a page of the users behind a trend point, funnel step or
+// retention cell: Users is their number (equal to the count shown for that step or
 // cell), UserIDs the ids at [Offset, Offset+Limit) in byte order. The
 // other fields echo the request.
 type ListResult struct {
@@ -120,6 +121,8 @@ type ListResult struct {
 	UserIDs        []string `json:"user_ids"`
 	Offset         int      `json:"offset"`
 	Limit          int      `json:"limit"`
+	Series         int      `json:"series,omitempty"`
+	Bucket         string   `json:"bucket,omitempty"`
 	Step           int      `json:"step,omitempty"`
 	Dropped        bool     `json:"dropped,omitempty"`
 	CohortStart    string   `json:"cohort_start,omitempty"`

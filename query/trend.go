@@ -108,6 +108,12 @@ func (e *Engine) runTrend(ctx context.Context, p *plan) (*TrendResult, error) {
 			}
 		}
 	}
+	var tl *trendList
+	if q.List != nil {
+		if tl, err = p.parseTrendList(&spec); err != nil {
+			return nil, err
+		}
+	}
 	accs := make([]*analysis.Trend, e.cfg.Workers)
 	for i := range accs {
 		if accs[i], err = analysis.NewTrend(spec); err != nil {
@@ -133,8 +139,7 @@ func (e *Engine) runTrend(ctx context.Context, p *plan) (*TrendResult, error) {
 			res.Series = append(res.Series, p.trendSeries(q.Series[i], spec, kr.Series[i].Rows[0], nil))
 		}
 		p.stats.MergeMS = merge()
-		res.Stats = p.stats
-		return res, nil
+		return e.trendDone(ctx, p, res, tl, nil, nil)
 	}
 	// Rank each series' values by range total and keep the first limit.
 	first := acc.Result(nil)
@@ -184,6 +189,23 @@ func (e *Engine) runTrend(ctx context.Context, p *plan) (*TrendResult, error) {
 		}
 	}
 	p.stats.MergeMS += merge()
+	var r *ranked
+	if tl != nil {
+		r = &ranks[q.List.Series]
+	}
+	return e.trendDone(ctx, p, res, tl, bd, r)
+}
+
+// trendDone adds the users of the query's list to res, when it has one
+// (tl not nil; bd and r the breakdown and the listed series' ranking),
+// and sets its stats.
+func (e *Engine) trendDone(ctx context.Context, p *plan, res *TrendResult, tl *trendList, bd *breakdown, r *ranked) (*TrendResult, error) {
+	if tl != nil {
+		var err error
+		if res.List, err = e.listTrend(ctx, p, tl, bd, r); err != nil {
+			return nil, err
+		}
+	}
 	res.Stats = p.stats
 	return res, nil
 }
