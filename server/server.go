@@ -7,8 +7,11 @@
 //	GET  /                          the web UI (embedded files of ui/)
 //	GET  /api/apps                  {"apps": [{name, tz, events, user_rows, segments, bytes, min_time, max_time}]}
 //	GET  /api/apps/{app}/schema     storage.Schema: event names with counts, properties with types and top values (?top=N, default 20)
-//	POST /api/apps/{app}/query      body: a spec §9 query; answer: the §9 result (?trace=1 adds "trace", the timing tree)
+//	POST /api/apps/{app}/query      body: a spec §9 query; answer: the §9 result (?trace=1 adds "trace", the timing tree; ?output=csv tidy CSV)
 //	POST /api/apps/{app}/import     body: a CSV, NDJSON or Parquet file (gzip allowed), applied atomically
+//	     /api/apps/{app}/insights, dashboards, cohorts   saved documents: list, create, read, update (409 when stale), delete (insights.go)
+//	GET  /api/apps/{app}/insights/{id}/result             a saved insight's answer, cached by query and catalog version
+//	GET  /api/apps/{app}/users[/{id}[/events]]            users' current properties and one user's trail (users.go)
 //	GET  /metrics                   Prometheus metrics
 //	GET  /healthz                   {"status": "ok"}
 //
@@ -16,7 +19,8 @@
 // these statuses:
 //
 //	400 invalid_query    malformed JSON, unknown field, bad value, bad import parameter
-//	404 not_found        unknown app or API path
+//	404 not_found        unknown app, API path or saved document
+//	409 conflict         an update or delete naming a stale document version
 //	405 invalid_query    wrong method for an API path (Allow names the right one)
 //	413 limit_exceeded   request body over the limit (field "body")
 //	422 invalid_input    import aborted by bad rows (nothing applied; "errors" lists them with file, line, field) or unreadable input
@@ -119,6 +123,8 @@ type Server struct {
 
 	schemaMu sync.Mutex
 	schemas  map[string]cachedSchema
+
+	results resultCache // saved insights' answers (insights.go)
 }
 
 type cachedSchema struct {
@@ -199,6 +205,7 @@ func (s *Server) routes() http.Handler {
 	route("GET", "/api/apps/{app}/schema", s.handleSchema)
 	route("POST", "/api/apps/{app}/query", s.handleQuery)
 	route("POST", "/api/apps/{app}/import", s.handleImport)
+	s.registerEndpoints(mux)
 	route("GET", "/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
