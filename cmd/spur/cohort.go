@@ -134,7 +134,7 @@ evaluated at query time, so it is never stale.`,
 
 // withApp opens the store and the app and runs f.
 func withApp(g *globals, app string, f func(*storage.Store, *storage.App) error) error {
-	st, err := openStore(g)
+	st, err := openExistingStore(g)
 	if err != nil {
 		return err
 	}

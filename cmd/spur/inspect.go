@@ -20,7 +20,7 @@ func newInspectCmd(g *globals) *cobra.Command {
 		Short: "Print an app's segments, users, events and per-column storage (all apps without --app)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := openStore(g)
+			st, err := openExistingStore(g)
 			if err != nil {
 				return err
 			}

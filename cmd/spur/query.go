@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -19,41 +18,47 @@ func openStore(g *globals) (*storage.Store, error) {
 func newQueryCmd(g *globals) *cobra.Command {
 	var app string
 	var table bool
+	var output string
 	var workers int
 	cmd := &cobra.Command{
 		Use:   "query [--app NAME] QUERY.json|-",
-		Short: "Run a spec §9 JSON query and print the result JSON (or a table)",
+		Short: "Run a spec §9 JSON query and print the result as JSON, a table or CSV",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			form, err := resolveOutput(output, table)
+			if err != nil {
+				return err
+			}
 			var data []byte
-			var err error
 			if args[0] == "-" {
-				data, err = io.ReadAll(cmd.InOrStdin())
+				data, err = readQueryInput(cmd.InOrStdin(), cmd.ErrOrStderr())
 			} else {
 				data, err = os.ReadFile(args[0])
 			}
 			if err != nil {
 				return fmt.Errorf("read query: %w", err)
 			}
-			st, err := openStore(g)
+			st, err := openExistingStore(g)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
 			eng := query.New(st, query.Config{Workers: workers})
-			return runQuery(cmd, eng, data, app, table)
+			return runQuery(cmd, eng, data, app, form)
 		},
 	}
 	cmd.Flags().StringVar(&app, "app", "", "app to query (overrides the query's \"app\")")
-	cmd.Flags().BoolVar(&table, "table", false, "print a readable table instead of JSON")
+	cmd.Flags().BoolVar(&table, "table", false, "print a readable table (short for --output table)")
+	cmd.Flags().StringVar(&output, "output", outputJSON, "output form: json, table, or csv (one tidy row per series × bucket, funnel step, retention cell or listed user)")
 	cmd.Flags().IntVar(&workers, "workers", 0, "scan goroutines (0 = GOMAXPROCS)")
 	return cmd
 }
 
-// runQuery parses, runs and prints one query. On failure it prints the §9
-// error JSON to stdout (unless --table) and returns an error, so the process
-// exits non-zero with the message on stderr.
-func runQuery(cmd *cobra.Command, eng *query.Engine, data []byte, app string, table bool) error {
+// runQuery parses, runs and prints one query in the output form. On
+// failure it prints the §9 error JSON to stdout (for the json form) and
+// returns an error, so the process exits non-zero with the message on
+// stderr.
+func runQuery(cmd *cobra.Command, eng *query.Engine, data []byte, app, form string) error {
 	out := cmd.OutOrStdout()
 	q, err := query.Parse(data)
 	if err == nil {
@@ -63,16 +68,11 @@ func runQuery(cmd *cobra.Command, eng *query.Engine, data []byte, app string, ta
 		var res any
 		res, err = eng.Run(cmd.Context(), q)
 		if err == nil {
-			if table {
-				return query.WriteTable(out, res)
-			}
-			enc := json.NewEncoder(out)
-			enc.SetIndent("", "  ")
-			return enc.Encode(res)
+			return writeResult(out, res, form)
 		}
 	}
 	var qe *query.Error
-	if errors.As(err, &qe) && !table {
+	if errors.As(err, &qe) && form == outputJSON {
 		b, _ := json.Marshal(qe)
 		fmt.Fprintln(out, string(b))
 	}

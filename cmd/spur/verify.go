@@ -19,7 +19,7 @@ verify checks the whole store, like ClickHouse's CHECK TABLE. It prints one line
 per corrupt segment (file and offset) and exits non-zero if there is any.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := openStore(g)
+			st, err := openExistingStore(g)
 			if err != nil {
 				return err
 			}
