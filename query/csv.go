@@ -17,7 +17,7 @@ var (
 
 // WriteCSV writes a result as tidy CSV (RFC 4180, a header row first): a
 // trend as one row per series × breakdown value × bucket (series is the
-// row's position among the result's series, total its range total), a
+// query series' index, total the row's range total), a
 // funnel as one row per step (breakdown_value empty for all users, then
 // one row per breakdown value and step), a retention table as one row per
 // cohort × breakdown value × period, and a cohort, or any result that
@@ -37,9 +37,9 @@ func WriteCSV(w io.Writer, res any) error {
 	switch r := res.(type) {
 	case *TrendResult:
 		cw.Write(trendCSV)
-		for i, s := range r.Series {
+		for _, s := range r.Series {
 			for _, b := range s.Buckets {
-				cw.Write([]string{strconv.Itoa(i), s.Label, s.Event, s.Math, s.Property, strp(s.BreakdownValue), b.Start,
+				cw.Write([]string{strconv.Itoa(s.Series), s.Label, s.Event, s.Math, s.Property, strp(s.BreakdownValue), b.Start,
 					fnum(b.Value), strconv.FormatBool(b.Incomplete), fnum(s.Total)})
 			}
 		}

@@ -41,11 +41,11 @@ func TestWriteCSVEqualsResult(t *testing.T) {
 	tr := run(t, eng, genTrendAll).(*TrendResult)
 	rows := read(tr, trendCSV)
 	n := 0
-	for i, s := range tr.Series {
+	for _, s := range tr.Series {
 		for _, b := range s.Buckets {
 			r := rows[n]
 			n++
-			if r[0] != strconv.Itoa(i) || r[1] != s.Label || r[3] != s.Math || r[5] != *s.BreakdownValue || r[6] != b.Start ||
+			if r[0] != strconv.Itoa(s.Series) || r[1] != s.Label || r[3] != s.Math || r[5] != *s.BreakdownValue || r[6] != b.Start ||
 				f(r[7]) != b.Value || r[8] != strconv.FormatBool(b.Incomplete) || f(r[9]) != s.Total {
 				t.Fatalf("trend row %d: %v for %+v %+v", n, r, s, b)
 			}

@@ -21,6 +21,7 @@ type TrendResult struct {
 
 // TrendSeries is one series (× breakdown value) of a trend result.
 type TrendSeries struct {
+	Series         int           `json:"series"` // the index of the query series (0-based), as a list's "series" names it
 	Label          string        `json:"label"`
 	Event          string        `json:"event"`
 	Math           string        `json:"math"`

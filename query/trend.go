@@ -136,7 +136,7 @@ func (e *Engine) runTrend(ctx context.Context, p *plan) (*TrendResult, error) {
 	if bd == nil {
 		kr := acc.Result(nil)
 		for i := range q.Series {
-			res.Series = append(res.Series, p.trendSeries(q.Series[i], spec, kr.Series[i].Rows[0], nil))
+			res.Series = append(res.Series, p.trendSeries(i, spec, kr.Series[i].Rows[0], nil))
 		}
 		p.stats.MergeMS = merge()
 		return e.trendDone(ctx, p, res, tl, nil, nil)
@@ -175,9 +175,9 @@ func (e *Engine) runTrend(ctx context.Context, p *plan) (*TrendResult, error) {
 		}
 	}
 	merge = timer()
-	for i, s := range q.Series {
+	for i := range q.Series {
 		for _, k := range ranks[i].order {
-			res.Series = append(res.Series, p.trendSeries(s, spec, rows[i][k], bd))
+			res.Series = append(res.Series, p.trendSeries(i, spec, rows[i][k], bd))
 		}
 		if ranks[i].other {
 			row, ok := rows[i][otherKey]
@@ -185,7 +185,7 @@ func (e *Engine) runTrend(ctx context.Context, p *plan) (*TrendResult, error) {
 				row = analysis.TrendRow{Key: otherKey, Buckets: make([]float64, len(spec.Bounds)-1)}
 			}
 			row.Key = otherKey
-			res.Series = append(res.Series, p.trendSeries(s, spec, row, bd))
+			res.Series = append(res.Series, p.trendSeries(i, spec, row, bd))
 		}
 	}
 	p.stats.MergeMS += merge()
@@ -262,13 +262,14 @@ func (e *Engine) recomputeOther(ctx context.Context, p *plan, spec analysis.Tren
 	return out, nil
 }
 
-// trendSeries renders one row of a series.
-func (p *plan) trendSeries(s Series, spec analysis.TrendSpec, row analysis.TrendRow, bd *breakdown) TrendSeries {
+// trendSeries renders one row of query series i.
+func (p *plan) trendSeries(i int, spec analysis.TrendSpec, row analysis.TrendRow, bd *breakdown) TrendSeries {
+	s := p.q.Series[i]
 	mathName := s.Math
 	if mathName == "" {
 		mathName = "count"
 	}
-	sr := TrendSeries{Label: s.Label, Event: s.Event, Math: mathName, Property: s.Property, Total: row.Total}
+	sr := TrendSeries{Series: i, Label: s.Label, Event: s.Event, Math: mathName, Property: s.Property, Total: row.Total}
 	if sr.Label == "" {
 		sr.Label = s.Event
 	}

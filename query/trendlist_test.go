@@ -25,7 +25,7 @@ func TestTrendListsEqualCounts(t *testing.T) {
 		base := run(t, eng, fmt.Sprintf(trend, bd, "")).(*TrendResult)
 		checked := 0
 		for _, s := range base.Series {
-			series := int(s.Label[0] - '0')
+			series := s.Series
 			bvJSON := ""
 			if s.BreakdownValue != nil {
 				bvJSON = fmt.Sprintf(`,"breakdown_value":%q`, *s.BreakdownValue)
