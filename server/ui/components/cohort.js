@@ -55,7 +55,7 @@ function Window({ w, onChange, label }) {
       options=${[['range', 'in the query range'], ['last', 'in the last N days'], ['dates', 'between dates']]}
       onChange=${(m) => onChange(m === 'range' ? undefined : m === 'last' ? { last_days: 30 } : { from: '', to: '' })} />
     ${mode === 'last' ? html`<input type="number" min="1" aria-label=${`${label} days`} value=${w.last_days}
-      onChange=${(e) => onChange({ last_days: Number(e.target.value) || 1 })} />` : null}
+      onInput=${(e) => onChange({ last_days: Number(e.target.value) || 1 })} />` : null}
     ${mode === 'dates' ? html`<input type="date" aria-label=${`${label} from`} value=${w.from} onChange=${(e) => onChange({ ...w, from: e.target.value })} />
       <input type="date" aria-label=${`${label} to`} value=${w.to} onChange=${(e) => onChange({ ...w, to: e.target.value })} />` : null}
   </div>`;
@@ -79,7 +79,7 @@ export function CohortEditor({ node, onChange, path, root }) {
           <${Select} label=${`${path} count`} value=${node.count?.op || 'gte'} options=${[['gte', 'at least'], ['lte', 'at most'], ['eq', 'exactly']]}
             onChange=${(op) => onChange({ ...node, count: { op, value: node.count?.value ?? 1 } })} />
           <input type="number" min="0" aria-label=${`${path} times`} value=${node.count?.value ?? 1}
-            onChange=${(e) => onChange({ ...node, count: { op: node.count?.op || 'gte', value: Number(e.target.value) } })} /><span>times</span>
+            onInput=${(e) => onChange({ ...node, count: { op: node.count?.op || 'gte', value: Number(e.target.value) } })} /><span>times</span>
         </div>` : null}
         <${Window} w=${node.window} label=${path} onChange=${(w) => onChange(set(node, 'window', w))} />`;
       break;

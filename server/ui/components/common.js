@@ -77,7 +77,7 @@ export function BreakdownField({ q, onChange }) {
           onChange(set(q, 'breakdown', { ...b, property, source, limit: b?.limit || 10 }));
         }} />
       <label class="narrow">Top <input type="number" id="breakdown-limit" min="1" max="10000" disabled=${!b} value=${b?.limit || ''}
-        placeholder="25" onChange=${(e) => onChange(set(q, 'breakdown', set(b, 'limit', Number(e.target.value) || undefined)))} /></label>
+        placeholder="25" onInput=${(e) => onChange(set(q, 'breakdown', set(b, 'limit', Number(e.target.value) || undefined)))} /></label>
     </div>
   <//>`;
 }

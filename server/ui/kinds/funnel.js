@@ -31,7 +31,7 @@ function Builder({ q, onChange }) {
     <//>
     <${Field} title="Conversion window">
       <div class="row">
-        <input type="number" id="window-n" min="1" aria-label="Window length" value=${n} onChange=${(e) => setWindow(e.target.value, unit)} />
+        <input type="number" id="window-n" min="1" aria-label="Window length" value=${n} onInput=${(e) => setWindow(e.target.value, unit)} />
         <${Select} label="Window unit" value=${unit} onChange=${(u) => setWindow(n, u)}
           options=${[['s', 'seconds'], ['m', 'minutes'], ['h', 'hours'], ['d', 'days'], ['w', 'weeks'], ['mo', 'months (30 days)']]} />
       </div>

@@ -25,7 +25,7 @@ function Builder({ q, onChange }) {
         <${Select} label="Period" options=${INTERVALS.map((v) => [v, v])} value=${q.period || 'day'}
           onChange=${(v) => onChange({ ...q, period: v, periods: DEFAULT_PERIODS[v] })} />
         <input type="number" id="periods" min="1" max="100" aria-label="Periods" value=${q.periods || DEFAULT_PERIODS[q.period || 'day']}
-          onChange=${(e) => onChange(set(q, 'periods', Number(e.target.value) || undefined))} />
+          onInput=${(e) => onChange(set(q, 'periods', Number(e.target.value) || undefined))} />
       </div>
       <div class="row">
         <${Select} label="Cohort type" options=${[['first_time', 'first time'], ['recurring', 'recurring']]} value=${q.type || 'first_time'}

@@ -39,7 +39,11 @@ export function QueryPage() {
   const loc = useLocation();
   const urlQ = parseQuery(loc.query.q);
   const insightId = loc.query.insight || '';
-  const [draft, setDraft] = useState(urlQ);
+  const [draft, setDraftState] = useState(urlQ);
+  // draftRef is the latest draft: an input's change event (on blur) may
+  // come just before the Run click, before a re-render.
+  const draftRef = useRef(urlQ);
+  const setDraft = (q) => { draftRef.current = q; setDraftState(q); };
   const [run, setRun] = useState({}); // {q, res, err, busy, cancelled}
   const [notice, setNotice] = useState(null);
   const [keepFine, setKeepFine] = useState(false);
@@ -91,9 +95,14 @@ export function QueryPage() {
   const submit = (e) => {
     e?.preventDefault();
     setNotice(null);
-    const q = { ...draft, app };
+    const q = { ...draftRef.current, app };
     if (loc.query.q === JSON.stringify(q)) execute(q);
     else go(q);
+  };
+  const cancel = () => {
+    ctrl.current?.abort();
+    ctrl.current = null;
+    setRun((r) => ({ ...r, busy: false, cancelled: true }));
   };
   const drill = (list, title) => {
     setListTitle(title || '');
@@ -119,9 +128,10 @@ export function QueryPage() {
           <button type="button" class="icon" aria-label="Stop listing users" onClick=${() => setDraft(set(draft, 'list', undefined))}>×</button></p><//>` : null}
       <${JSONEditor} q=${draft} onChange=${setDraft} />
       <div class="run-bar">
+        ${/* Keys: two elements, so a click on Cancel never lands on a submit button it turned into. */ ''}
         ${run.busy
-          ? html`<button type="button" id="cancel" class="primary danger" onClick=${() => ctrl.current?.abort()}>Cancel</button>`
-          : html`<button type="submit" id="run" class="primary">Run query</button>`}
+          ? html`<button type="button" key="cancel" id="cancel" class="primary danger" onClick=${cancel}>Cancel</button>`
+          : html`<button type="submit" key="run" id="run" class="primary">Run query</button>`}
       </div>
     </form>
     <section id="result" aria-live="polite" aria-busy=${run.busy ? 'true' : null} class=${run.busy ? 'busy' : ''}>
