@@ -2,6 +2,7 @@ package query
 
 import (
 	"context"
+	"sort"
 
 	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/storage"
@@ -14,9 +15,15 @@ type trendList struct {
 	series analysis.TrendSeries
 	// from, to: the events that count, [from, to) UTC µs — the bucket's
 	// part of the query range, or the whole range for the range total. For
-	// wau and mau the window [E−W, E) ending at the bucket's end E.
+	// wau and mau the window [E−W, E) ending at the bucket's end E (for
+	// the total, the union of the buckets' windows).
 	from, to int64
 	page     int // ids to keep (offset + limit)
+	// ends and window: for the range total of wau and mau, the buckets'
+	// window ends E and the window W; an event counts if it lies in some
+	// [E−W, E).
+	ends   []int64
+	window int64
 }
 
 // parseTrendList validates the query's list against a trend plan: series
@@ -52,7 +59,14 @@ func (p *plan) parseTrendList(spec *analysis.TrendSpec) (*trendList, error) {
 			tl.from = tl.to - w
 		}
 	} else if w := tl.series.Math.Window(); w > 0 {
-		tl.from = p.from - w
+		// The range total counts the users of any bucket's window
+		// [E−W, E), E = min(bucket end, to); the windows may not touch.
+		b := spec.Bounds
+		tl.ends, tl.window = make([]int64, len(b)-1), w
+		for i := range tl.ends {
+			tl.ends[i] = min(b[i+1], p.to)
+		}
+		tl.from = tl.ends[0] - w
 	}
 	return tl, nil
 }
@@ -128,6 +142,11 @@ func (tl *trendList) match(t *trail.Trail, bd *breakdown, keep func(analysis.Key
 		}
 		if ts >= tl.to {
 			return false
+		}
+		if tl.ends != nil {
+			if b := sort.Search(len(tl.ends), func(i int) bool { return tl.ends[i] > ts }); b == len(tl.ends) || ts < tl.ends[b]-tl.window {
+				continue
+			}
 		}
 		if tl.series.Math.NeedsProperty() && !t.Cols[tl.series.Col].Set[i] {
 			continue
