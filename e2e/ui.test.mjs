@@ -299,21 +299,24 @@ test('funnel: per-step filters, window, breakdown; steps and drop-offs drill dow
   assert.deepEqual(ids, page2.list.user_ids);
   await shot('funnel-dropped-users');
 
-  // Breakdown by an event property with bare values: labels name it, and a
+  // Breakdown by a property with bare values: labels name it, and a
   // group's step drills to its users.
-  const bq = { ...q, breakdown: { property: 'value', source: 'event', limit: 3 } };
+  const bq = { ...q, breakdown: { property: 'up_votes', source: 'user', limit: 3 } };
   await page.goto(queryURL(bq));
   await waitResult('funnel');
   const bwant = await api(bq);
   const captions = await page.$$eval('table[data-kind="funnel"] caption', (cs) => cs.map((c) => c.textContent));
-  assert.deepEqual(captions, ['All users', ...bwant.breakdown.map((b) => `value = ${b.value}`)]);
+  assert.equal(bwant.breakdown.length, 4, 'three values and (other)');
+  assert.deepEqual(captions, ['All users', ...bwant.breakdown.map((b) => `up_votes = ${b.value}`)]);
   const g = bwant.breakdown[bwant.breakdown.length - 1];
   const cell = page.locator(`table[data-breakdown="${g.value}"] tr[data-step="1"] [data-col="users"] button`);
   assert.equal(await drillAndCount(cell), g.steps[0].users);
   assert.equal(urlQuery().list.breakdown_value, g.value);
+  assert.match(await page.textContent('[data-testid="builder-list"]'), /reached step 1, breakdown/);
   // Both scales: conversion (default with a breakdown) and users.
-  await page.click('text=Users');
   await shot('funnel-breakdown');
+  await page.click('[aria-label="Funnel scale"] >> text=Users');
+  await shot('funnel-breakdown-users');
 });
 
 test('retention: every option and a breakdown equal the API; a cell drills down to as many users', async () => {
