@@ -196,7 +196,13 @@ func checkCohort(s *Server, app string, b []byte) ([]byte, string, error) {
 			return nil, "", err
 		}
 	}
-	return nil, cb.Name, nil
+	// The body of storage's saved cohort documents (storage/cohorts.go).
+	out, err := json.Marshal(struct {
+		Definition  json.RawMessage `json:"definition"`
+		Description string          `json:"description,omitempty"`
+		SavedAt     string          `json:"saved_at"`
+	}{cb.Definition, cb.Description, time.Now().UTC().Format(time.RFC3339)})
+	return out, cb.Name, err
 }
 
 // docJSON renders a document: its body's fields plus id, version, created
@@ -223,6 +229,9 @@ func (s *Server) collectionOf(w http.ResponseWriter, r *http.Request, c *collect
 		return nil, nil, false
 	}
 	col, err := a.Collection(c.plural)
+	if err == nil && c.plural == "cohorts" {
+		err = a.MigrateCohorts() // a legacy cohorts.json becomes documents
+	}
 	if err != nil {
 		s.internal(w, r, err)
 		return nil, nil, false
@@ -232,227 +241,138 @@ func (s *Server) collectionOf(w http.ResponseWriter, r *http.Request, c *collect
 
 func (s *Server) listDocs(c *collection) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		a, col, ok := s.collectionOf(w, r, c)
+		_, col, ok := s.collectionOf(w, r, c)
 		if !ok {
 			return
 		}
-		out := []json.RawMessage{}
-		if c.plural == "cohorts" {
-			cs, err := a.Cohorts()
-			if err != nil {
-				s.docFailed(w, r, c, err)
-				return
-			}
-			for _, sc := range cs {
-				out = append(out, cohortJSON(sc))
-			}
-		} else {
-			docs, err := col.List()
-			if err != nil {
-				s.docFailed(w, r, c, err)
-				return
-			}
-			for _, d := range docs {
-				out = append(out, docJSON(c, d))
-			}
+		docs, err := col.List()
+		if err != nil {
+			s.docFailed(w, r, c, err)
+			return
+		}
+		out := make([]json.RawMessage, len(docs))
+		for i, d := range docs {
+			out[i] = docJSON(c, d)
 		}
 		writeJSON(w, http.StatusOK, map[string]any{c.plural: out})
 	}
 }
 
-// cohortJSON renders a saved cohort (which may still be in a legacy file,
-// version 0) like a document.
-func cohortJSON(sc storage.SavedCohort) json.RawMessage {
-	b, _ := json.Marshal(map[string]any{"id": sc.Name, "name": sc.Name, "version": sc.Version, "created": sc.SavedAt,
-		"updated": sc.SavedAt, "definition": sc.Definition, "description": sc.Description})
-	return b
-}
-
-// readBody reads a document request body, or answers.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+// readBody reads a document request body.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxDocBody))
 	if err != nil {
-		writeError(w, bodyError(err, maxDocBody))
-		return nil, false
+		return nil, answerError{bodyError(err, maxDocBody)}
 	}
-	return b, true
+	return b, nil
+}
+
+// answerError carries a ready answer through an error return.
+type answerError struct{ e *apiError }
+
+func (a answerError) Error() string { return a.e.Code + ": " + a.e.Message }
+
+// docOp is one operation on a document of an app's collection; it
+// returns the document to answer with (none for a delete).
+type docOp func(w http.ResponseWriter, r *http.Request, a *storage.App, col *storage.Collection) (storage.Doc, error)
+
+// docEndpoint answers a document operation: the app's collection is
+// found, op runs, and its document is answered with status (201 with a
+// Location, 204 without a body) or its error by docFailed.
+func (s *Server) docEndpoint(c *collection, status int, op docOp) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		a, col, ok := s.collectionOf(w, r, c)
+		if !ok {
+			return
+		}
+		d, err := op(w, r, a, col)
+		switch {
+		case err != nil:
+			s.docFailed(w, r, c, err)
+		case status == http.StatusNoContent:
+			w.WriteHeader(status)
+		default:
+			if status == http.StatusCreated {
+				w.Header().Set("Location", r.URL.Path+"/"+d.ID)
+			}
+			writeJSON(w, status, docJSON(c, d))
+		}
+	}
 }
 
 func (s *Server) createDoc(c *collection) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		a, col, ok := s.collectionOf(w, r, c)
-		if !ok {
-			return
-		}
-		b, ok := readBody(w, r)
-		if !ok {
-			return
+	return s.docEndpoint(c, http.StatusCreated, func(w http.ResponseWriter, r *http.Request, a *storage.App, col *storage.Collection) (storage.Doc, error) {
+		b, err := readBody(w, r)
+		if err != nil {
+			return storage.Doc{}, err
 		}
 		body, id, err := c.check(s, a.Name(), b)
 		if err != nil {
-			s.docFailed(w, r, c, err)
-			return
+			return storage.Doc{}, err
 		}
-		if c.plural == "cohorts" {
-			if _, err := a.Cohort(id); err == nil {
-				s.docFailed(w, r, c, fmt.Errorf("cohort %q already exists: %w", id, storage.ErrConflict))
-				return
-			}
-			s.saveCohort(w, r, a, b, http.StatusCreated)
-			return
-		}
-		d, err := col.Create("", body)
-		if err != nil {
-			s.docFailed(w, r, c, err)
-			return
-		}
-		w.Header().Set("Location", r.URL.Path+"/"+d.ID)
-		writeJSON(w, http.StatusCreated, docJSON(c, d))
-	}
-}
-
-// saveCohort stores a checked cohort body b as a saved cohort.
-func (s *Server) saveCohort(w http.ResponseWriter, r *http.Request, a *storage.App, b []byte, status int) {
-	var cb cohortBody
-	json.Unmarshal(b, &cb) // checked by checkCohort
-	var def bytes.Buffer
-	json.Compact(&def, cb.Definition)
-	sc := storage.SavedCohort{Name: cb.Name, Definition: def.Bytes(), Description: cb.Description,
-		SavedAt: time.Now().UTC().Format(time.RFC3339)}
-	if err := a.SaveCohort(sc); err != nil {
-		s.docFailed(w, r, s.collections()[2], err)
-		return
-	}
-	saved, err := a.Cohort(cb.Name)
-	if err != nil {
-		s.docFailed(w, r, s.collections()[2], err)
-		return
-	}
-	writeJSON(w, status, cohortJSON(saved))
+		return col.Create(id, body)
+	})
 }
 
 func (s *Server) getDoc(c *collection) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		a, col, ok := s.collectionOf(w, r, c)
-		if !ok {
-			return
-		}
-		if c.plural == "cohorts" {
-			sc, err := a.Cohort(r.PathValue("id"))
-			if err != nil {
-				s.docFailed(w, r, c, err)
-				return
-			}
-			writeJSON(w, http.StatusOK, cohortJSON(sc))
-			return
-		}
-		d, err := col.Get(r.PathValue("id"))
-		if err != nil {
-			s.docFailed(w, r, c, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, docJSON(c, d))
-	}
+	return s.docEndpoint(c, http.StatusOK, func(_ http.ResponseWriter, r *http.Request, _ *storage.App, col *storage.Collection) (storage.Doc, error) {
+		return col.Get(r.PathValue("id"))
+	})
 }
 
 func (s *Server) updateDoc(c *collection) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		a, col, ok := s.collectionOf(w, r, c)
-		if !ok {
-			return
-		}
-		b, ok := readBody(w, r)
-		if !ok {
-			return
+	return s.docEndpoint(c, http.StatusOK, func(w http.ResponseWriter, r *http.Request, a *storage.App, col *storage.Collection) (storage.Doc, error) {
+		var none storage.Doc
+		b, err := readBody(w, r)
+		if err != nil {
+			return none, err
 		}
 		// The version is a field of the request body, next to the
 		// document's own fields.
 		var fields map[string]json.RawMessage
 		if err := json.Unmarshal(b, &fields); err != nil {
-			s.docFailed(w, r, c, &query.Error{Code: query.CodeInvalidQuery, Message: "body: want a JSON object: " + err.Error()})
-			return
+			return none, &query.Error{Code: query.CodeInvalidQuery, Message: "body: want a JSON object: " + err.Error()}
 		}
 		var version int64
 		if err := json.Unmarshal(fields["version"], &version); err != nil || version < 1 {
-			s.docFailed(w, r, c, &query.Error{Code: query.CodeInvalidQuery, Field: "version", Message: "version is required: the version the update replaces (≥ 1)"})
-			return
+			return none, &query.Error{Code: query.CodeInvalidQuery, Field: "version", Message: "version is required: the version the update replaces (≥ 1)"}
 		}
 		delete(fields, "version")
 		id := r.PathValue("id")
-		if c.plural == "cohorts" {
-			if raw, ok := fields["name"]; !ok || string(raw) != strconv.Quote(id) {
-				s.docFailed(w, r, c, &query.Error{Code: query.CodeInvalidQuery, Field: "name", Message: "a cohort's name is its id: give the same name (save under a new name with POST)"})
-				return
-			}
+		if raw, ok := fields["name"]; c.plural == "cohorts" && (!ok || string(raw) != strconv.Quote(id)) {
+			return none, &query.Error{Code: query.CodeInvalidQuery, Field: "name", Message: "a cohort's name is its id: give the same name (save under a new name with POST)"}
 		}
 		rest, _ := json.Marshal(fields)
 		body, _, err := c.check(s, a.Name(), rest)
 		if err != nil {
-			s.docFailed(w, r, c, err)
-			return
+			return none, err
 		}
-		if c.plural == "cohorts" {
-			sc, err := a.Cohort(id)
-			if err == nil && sc.Version != version {
-				err = fmt.Errorf("cohort %q is at version %d, not %d: %w", id, sc.Version, version, storage.ErrConflict)
-			}
-			if err != nil {
-				s.docFailed(w, r, c, err)
-				return
-			}
-			s.saveCohort(w, r, a, rest, http.StatusOK)
-			return
-		}
-		d, err := col.Update(id, version, body)
-		if err != nil {
-			s.docFailed(w, r, c, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, docJSON(c, d))
-	}
+		return col.Update(id, version, body)
+	})
 }
 
 func (s *Server) deleteDoc(c *collection) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		a, col, ok := s.collectionOf(w, r, c)
-		if !ok {
-			return
-		}
+	return s.docEndpoint(c, http.StatusNoContent, func(_ http.ResponseWriter, r *http.Request, _ *storage.App, col *storage.Collection) (storage.Doc, error) {
 		var version int64
 		if v := r.URL.Query().Get("version"); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 1 {
-				writeError(w, badParam("version", "version: want an integer ≥ 1, found %q", v))
-				return
+				return storage.Doc{}, &query.Error{Code: query.CodeInvalidQuery, Field: "version", Message: fmt.Sprintf("version: want an integer ≥ 1, found %q", v)}
 			}
 			version = n
 		}
-		id := r.PathValue("id")
-		var err error
-		if c.plural == "cohorts" {
-			var sc storage.SavedCohort
-			if sc, err = a.Cohort(id); err == nil && version > 0 && sc.Version != version {
-				err = fmt.Errorf("cohort %q is at version %d, not %d: %w", id, sc.Version, version, storage.ErrConflict)
-			}
-			if err == nil {
-				err = a.DeleteCohort(id)
-			}
-		} else {
-			err = col.Delete(id, version)
-		}
-		if err != nil {
-			s.docFailed(w, r, c, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	}
+		return storage.Doc{}, col.Delete(r.PathValue("id"), version)
+	})
 }
 
 // docFailed answers a failed document request: invalid_query 400,
 // not_found 404, conflict 409, corruption and others 500.
 func (s *Server) docFailed(w http.ResponseWriter, r *http.Request, c *collection, err error) {
 	var qe *query.Error
+	var ae answerError
 	switch {
+	case errors.As(err, &ae):
+		writeError(w, ae.e)
 	case errors.As(err, &qe):
 		writeError(w, &apiError{Status: queryStatus(qe), Code: qe.Code, Field: qe.Field, Message: qe.Message})
 	case errors.Is(err, storage.ErrNotFound):

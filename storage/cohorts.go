@@ -45,7 +45,8 @@ type SavedCohort struct {
 	Version int64 `json:"version,omitempty"`
 }
 
-// cohortBody is the body of a saved cohort's document.
+// cohortBody is the body of a saved cohort's document (the server's
+// cohorts endpoints write the same fields).
 type cohortBody struct {
 	Definition  json.RawMessage `json:"definition"`
 	Description string          `json:"description,omitempty"`
@@ -122,7 +123,7 @@ func (a *App) SaveCohort(c SavedCohort) error {
 	if len(c.Definition) == 0 {
 		return errors.New("cohort definition is empty")
 	}
-	if err := a.migrateCohorts(); err != nil {
+	if err := a.MigrateCohorts(); err != nil {
 		return err
 	}
 	b, err := json.Marshal(cohortBody{Definition: c.Definition, Description: c.Description, SavedAt: c.SavedAt})
@@ -136,7 +137,7 @@ func (a *App) SaveCohort(c SavedCohort) error {
 // DeleteCohort removes the saved cohort name; the error matches
 // ErrNotFound when there is none.
 func (a *App) DeleteCohort(name string) error {
-	if err := a.migrateCohorts(); err != nil {
+	if err := a.MigrateCohorts(); err != nil {
 		return err
 	}
 	err := a.cohorts().Delete(name, 0)
@@ -197,10 +198,12 @@ func (a *App) readLegacyCohorts() ([]SavedCohort, error) {
 	return f.Cohorts, nil
 }
 
-// migrateCohorts moves a legacy cohorts.json into documents (those not
-// already saved as one) and renames it cohorts.json.migrated, under the
-// collection's lock. Without a legacy file it does nothing.
-func (a *App) migrateCohorts() error {
+// MigrateCohorts moves a legacy cohorts.json into documents of the
+// cohorts collection (those not already saved as one) and renames it
+// cohorts.json.migrated, under the collection's lock; a caller that works
+// on the collection directly calls it first. Without a legacy file it
+// does nothing. Errors: a malformed legacy file, I/O errors.
+func (a *App) MigrateCohorts() error {
 	if _, err := os.Stat(filepath.Join(a.dir, legacyCohorts)); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}

@@ -16,7 +16,9 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-func TestQueryOutputForms(t *testing.T) {
+// goodStore returns a store holding goodCSV as app "shop".
+func goodStore(t *testing.T) string {
+	t.Helper()
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.csv")
 	os.WriteFile(good, []byte(goodCSV), 0o644)
@@ -24,6 +26,11 @@ func TestQueryOutputForms(t *testing.T) {
 	if _, _, err := spur(t, "", "--data", data, "import", "--app", "shop", "--time", "ts", good); err != nil {
 		t.Fatal(err)
 	}
+	return data
+}
+
+func TestQueryOutputForms(t *testing.T) {
+	data := goodStore(t)
 	q := `{"kind":"funnel","range":{"from":"2021-05-01","to":"2021-05-03"},"steps":[{"event":"view"},{"event":"buy"}]}`
 	out, _, err := spur(t, q, "--data", data, "query", "--app", "shop", "--output", "csv", "-")
 	want := "breakdown_value,step,event,users,conversion,conversion_from_previous,avg_seconds,median_seconds\n,1,view,2,1,1,,\n,2,buy,1,0.5,0.5,300,300\n"
