@@ -238,7 +238,7 @@ func (e *Engine) runCohort(ctx context.Context, p *plan) (*CohortResult, error) 
 	if l == nil {
 		l = &List{}
 	}
-	if l.Step != 0 || l.Dropped || l.CohortStart != "" || l.Period != 0 || l.BreakdownValue != nil {
+	if l.Step != 0 || l.Dropped || l.CohortStart != "" || l.Period != 0 || l.BreakdownValue != nil || l.Series != 0 || l.Bucket != "" {
 		return nil, invalid("list", "a cohort list takes only limit and offset")
 	}
 	keep, err := listKeep(l)

@@ -35,12 +35,14 @@ type TrendResult struct {
 	Range    ResolvedRange `json:"range"`
 	TZ       string        `json:"tz"`
 	Series   []TrendSeries `json:"series"`
+	List     *ListResult   `json:"list,omitempty"`     // the users of one point, when asked
 	Warnings []Warning     `json:"warnings,omitempty"` // notes on the query (spec §9): unknown events and values
 	Stats    Stats         `json:"stats"`
 }
 
 // TrendSeries is one series (× breakdown value) of a trend result.
 type TrendSeries struct {
+	Series         int           `json:"series"` // the index of the query series (0-based), as a list's "series" names it
 	Label          string        `json:"label"`
 	Event          string        `json:"event"`
 	Math           string        `json:"math"`
@@ -135,8 +137,8 @@ type CohortResult struct {
 	Stats    Stats         `json:"stats"`
 }
 
-// ListResult is a page of the users behind a funnel step or retention
-// cell: Users is their number (equal to the count shown for that step or
+// ListResult is a page of the users behind a trend point, funnel step or
+// retention cell: Users is their number (equal to the count shown for that step or
 // cell), UserIDs the ids at [Offset, Offset+Limit) in byte order. The
 // other fields echo the request.
 type ListResult struct {
@@ -144,6 +146,8 @@ type ListResult struct {
 	UserIDs        []string `json:"user_ids"`
 	Offset         int      `json:"offset"`
 	Limit          int      `json:"limit"`
+	Series         int      `json:"series,omitempty"`
+	Bucket         string   `json:"bucket,omitempty"`
 	Step           int      `json:"step,omitempty"`
 	Dropped        bool     `json:"dropped,omitempty"`
 	CohortStart    string   `json:"cohort_start,omitempty"`

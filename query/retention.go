@@ -76,8 +76,8 @@ func (e *Engine) runRetention(ctx context.Context, p *plan) (*RetentionResult, e
 		spec.Breakdown = bd.src
 	}
 	if l := q.List; l != nil {
-		if l.Step != 0 || l.Dropped {
-			return nil, invalid("list", "a retention list takes cohort_start and period, not step or dropped")
+		if l.Step != 0 || l.Dropped || l.Series != 0 || l.Bucket != "" {
+			return nil, invalid("list", "a retention list takes cohort_start and period, not step, dropped, series or bucket")
 		}
 		t, ok := parseInstant(l.CohortStart, p.loc)
 		if !ok || t < cohortBounds[0] || t >= cohortBounds[nc] {

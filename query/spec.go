@@ -31,7 +31,7 @@ type Query struct {
 	Type      string     `json:"type,omitempty"`       // retention: first_time (default) | recurring
 	Windows   string     `json:"windows,omitempty"`    // retention: calendar (default) | rolling
 	Criterion string     `json:"criterion,omitempty"`  // retention: on (default) | on_or_after
-	List      *List      `json:"list,omitempty"`       // users to list: a cohort's, a funnel step's or a retention cell's (paged)
+	List      *List      `json:"list,omitempty"`       // users to list: a cohort's, a trend point's, a funnel step's or a retention cell's (paged)
 	Limits    *Limits    `json:"limits,omitempty"`     // tighter time and memory limits than the engine's (spec §9)
 }
 
@@ -84,7 +84,9 @@ type Breakdown struct {
 }
 
 // List asks for a page of the user ids behind a number (spec §7): the
-// users of a cohort (kind cohort), of a funnel step (Step; with Dropped
+// users of a cohort (kind cohort), of a trend point (Series, the 0-based
+// index of a query series, and Bucket, a bucket's start; without Bucket
+// the range total), of a funnel step (Step; with Dropped
 // the users whose furthest step is Step) or of a retention cell
 // (CohortStart, Period). BreakdownValue narrows a funnel or retention list
 // to one breakdown value as rendered in the result (including "(none)" and
@@ -93,6 +95,8 @@ type Breakdown struct {
 type List struct {
 	Limit          int     `json:"limit"`
 	Offset         int     `json:"offset"`
+	Series         int     `json:"series,omitempty"`
+	Bucket         string  `json:"bucket,omitempty"`
 	Step           int     `json:"step,omitempty"`
 	Dropped        bool    `json:"dropped,omitempty"`
 	CohortStart    string  `json:"cohort_start,omitempty"`

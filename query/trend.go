@@ -108,6 +108,12 @@ func (e *Engine) runTrend(ctx context.Context, p *plan) (*TrendResult, error) {
 			}
 		}
 	}
+	var tl *trendList
+	if q.List != nil {
+		if tl, err = p.parseTrendList(&spec); err != nil {
+			return nil, err
+		}
+	}
 	accs := make([]*analysis.Trend, e.cfg.Workers)
 	for i := range accs {
 		if accs[i], err = analysis.NewTrend(spec); err != nil {
@@ -134,11 +140,10 @@ func (e *Engine) runTrend(ctx context.Context, p *plan) (*TrendResult, error) {
 			return nil, err
 		}
 		for i := range q.Series {
-			res.Series = append(res.Series, p.trendSeries(q.Series[i], spec, starts, kr.Series[i].Rows[0], nil))
+			res.Series = append(res.Series, p.trendSeries(i, spec, starts, kr.Series[i].Rows[0], nil))
 		}
 		p.stats.MergeMS = merge()
-		res.Stats = p.stats
-		return res, nil
+		return e.trendDone(ctx, p, res, tl, nil, nil)
 	}
 	// Rank each series' values by range total and keep the first limit.
 	first := acc.Result(nil)
@@ -181,12 +186,12 @@ func (e *Engine) runTrend(ctx context.Context, p *plan) (*TrendResult, error) {
 		}
 	}
 	merge = timer()
-	for i, s := range q.Series {
+	for i := range q.Series {
 		for _, k := range ranks[i].order {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			res.Series = append(res.Series, p.trendSeries(s, spec, starts, rows[i][k], bd))
+			res.Series = append(res.Series, p.trendSeries(i, spec, starts, rows[i][k], bd))
 		}
 		if ranks[i].other {
 			row, ok := rows[i][otherKey]
@@ -194,10 +199,27 @@ func (e *Engine) runTrend(ctx context.Context, p *plan) (*TrendResult, error) {
 				row = analysis.TrendRow{Key: otherKey, Buckets: make([]float64, len(spec.Bounds)-1)}
 			}
 			row.Key = otherKey
-			res.Series = append(res.Series, p.trendSeries(s, spec, starts, row, bd))
+			res.Series = append(res.Series, p.trendSeries(i, spec, starts, row, bd))
 		}
 	}
 	p.stats.MergeMS += merge()
+	var r *ranked
+	if tl != nil {
+		r = &ranks[q.List.Series]
+	}
+	return e.trendDone(ctx, p, res, tl, bd, r)
+}
+
+// trendDone adds the users of the query's list to res, when it has one
+// (tl not nil; bd and r the breakdown and the listed series' ranking),
+// and sets its stats.
+func (e *Engine) trendDone(ctx context.Context, p *plan, res *TrendResult, tl *trendList, bd *breakdown, r *ranked) (*TrendResult, error) {
+	if tl != nil {
+		var err error
+		if res.List, err = e.listTrend(ctx, p, tl, bd, r); err != nil {
+			return nil, err
+		}
+	}
 	res.Stats = p.stats
 	return res, nil
 }
@@ -259,14 +281,15 @@ func (e *Engine) recomputeOther(ctx context.Context, p *plan, spec analysis.Tren
 	return out, nil
 }
 
-// trendSeries renders one row of a series; starts are the buckets' labels
-// (bucketStarts).
-func (p *plan) trendSeries(s Series, spec analysis.TrendSpec, starts []string, row analysis.TrendRow, bd *breakdown) TrendSeries {
+// trendSeries renders one row of query series i; starts are the buckets'
+// labels (bucketStarts).
+func (p *plan) trendSeries(i int, spec analysis.TrendSpec, starts []string, row analysis.TrendRow, bd *breakdown) TrendSeries {
+	s := p.q.Series[i]
 	mathName := s.Math
 	if mathName == "" {
 		mathName = "count"
 	}
-	sr := TrendSeries{Label: s.Label, Event: s.Event, Math: mathName, Property: s.Property, Total: row.Total}
+	sr := TrendSeries{Series: i, Label: s.Label, Event: s.Event, Math: mathName, Property: s.Property, Total: row.Total}
 	if sr.Label == "" {
 		sr.Label = s.Event
 	}

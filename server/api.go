@@ -268,29 +268,13 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q.App = appName
+	csv, err := csvOutput(r)
+	if err != nil {
+		s.queryFailed(w, q.Kind, err, 0, body)
+		return
+	}
 
-	qctx, cancel := ctx, context.CancelFunc(func() {})
-	if s.cfg.QueryTimeout > 0 {
-		qctx, cancel = context.WithTimeout(ctx, s.cfg.QueryTimeout)
-	}
-	defer cancel()
-	start := time.Now()
-	var res any
-	select {
-	case s.slots <- struct{}{}:
-		rctx, st := storage.StartStage(qctx, "run", -1)
-		res, err = s.runner.Run(rctx, q)
-		st.End()
-		<-s.slots
-	case <-qctx.Done():
-		err = &query.Error{Code: query.CodeLimitExceeded, Err: qctx.Err(),
-			Message: "query time limit exceeded while waiting for a free query slot"}
-		if errors.Is(qctx.Err(), context.Canceled) {
-			err = &query.Error{Code: query.CodeUnavailable, Err: qctx.Err(),
-				Message: "query cancelled while waiting for a free query slot: " + context.Cause(qctx).Error()}
-		}
-	}
-	d := time.Since(start)
+	res, d, err := s.execute(ctx, q)
 	if r.Context().Err() != nil && !errors.Is(context.Cause(r.Context()), errShuttingDown) {
 		s.met.observe(q.Kind, codeCancelled, d, nil)
 		s.log.Info("query cancelled: client went away", "app", appName, "kind", q.Kind, "elapsed", d)
@@ -308,6 +292,10 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 		s.log.Debug("query", "app", appName, "kind", q.Kind, "elapsed", d, statsAttr(stats))
 	}
 
+	if csv {
+		s.writeCSV(w, r, res)
+		return
+	}
 	_, st = storage.StartStage(ctx, "encode", -1)
 	out, err := json.Marshal(res)
 	st.End()

@@ -7,8 +7,11 @@
 //	GET  /                          the web UI (embedded files of ui/)
 //	GET  /api/apps                  {"apps": [{name, tz, events, user_rows, segments, bytes, min_time, max_time}]}
 //	GET  /api/apps/{app}/schema     storage.Schema: event names with counts, properties with types and top values (?top=N, default 20)
-//	POST /api/apps/{app}/query      body: a spec §9 query; answer: the §9 result (?trace=1 adds "trace", the timing tree)
+//	POST /api/apps/{app}/query      body: a spec §9 query; answer: the §9 result (?trace=1 adds "trace", the timing tree; ?output=csv tidy CSV)
 //	POST /api/apps/{app}/import     body: a CSV, NDJSON or Parquet file (gzip allowed), applied atomically
+//	     /api/apps/{app}/insights, dashboards, cohorts   saved documents: list, create, read, update (409 when stale), delete (insights.go)
+//	GET  /api/apps/{app}/insights/{id}/result             a saved insight's answer, cached by query and catalog version
+//	GET  /api/apps/{app}/users[/{id}[/events]]            users' current properties and one user's trail (users.go)
 //	GET  /metrics                   Prometheus metrics
 //	GET  /healthz                   {"status": "ok"}
 //
@@ -18,7 +21,8 @@
 //
 //	400 invalid_query    malformed JSON, unknown field, bad value, bad import parameter
 //	403 forbidden        Host not served (field "host") or a browser's cross-site request (field "origin")
-//	404 not_found        unknown app or API path
+//	404 not_found        unknown app, API path or saved document
+//	409 conflict         an update or delete naming a stale document version
 //	405 invalid_query    wrong method for an API path (Allow names the right one)
 //	408 limit_exceeded   request body not received within Config.BodyTimeout (field "body"; connection closed)
 //	413 limit_exceeded   request body over the limit as sent, or an import over its decompressed limit (field "body"; nothing stored)
@@ -87,6 +91,8 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -222,6 +228,8 @@ type Server struct {
 
 	schemaMu sync.Mutex
 	schemas  map[string]cachedSchema
+
+	results resultCache // saved insights' answers (insights.go)
 }
 
 type cachedSchema struct {
@@ -321,33 +329,57 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // profiles heap, allocs, goroutine, block, mutex, threadcreate).
 func (s *Server) DebugHandler() http.Handler { return s.debug }
 
-// router registers routes with their cross-site policy.
-type router struct{ mux *http.ServeMux }
+// router registers routes with their cross-site policy, and answers 405
+// with Allow for the other methods of a path (finish).
+type router struct {
+	mux   *http.ServeMux
+	paths []string            // in registration order
+	allow map[string][]string // per path: its methods
+	guard map[string]crossSite
+}
+
+func newRouter() *router {
+	return &router{mux: http.NewServeMux(), allow: map[string][]string{}, guard: map[string]crossSite{}}
+}
 
 // handle serves method on path with h under policy: sameOriginOnly refuses
 // browsers' cross-site requests (403), anyOrigin allows every origin and
-// answers CORS preflights (OPTIONS) for the path. Other methods get 405
-// with Allow.
-func (rt router) handle(method, path string, policy crossSite, h http.HandlerFunc) {
+// answers CORS preflights (OPTIONS) for the path. All methods of a path
+// share one policy.
+func (rt *router) handle(method, path string, policy crossSite, h http.HandlerFunc) {
 	rt.mux.Handle(method+" "+path, guardRoute(policy, h))
-	allow := method
+	if _, ok := rt.allow[path]; !ok {
+		rt.paths = append(rt.paths, path)
+		rt.guard[path] = policy
+	}
+	rt.allow[path] = append(rt.allow[path], method)
 	if policy == anyOrigin {
 		rt.mux.Handle("OPTIONS "+path, preflight(method))
-		allow += ", OPTIONS"
+		rt.allow[path] = append(rt.allow[path], "OPTIONS")
 	}
-	rt.mux.Handle(path, guardRoute(policy, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Allow", allow)
-		writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Code: query.CodeInvalidQuery,
-			Message: fmt.Sprintf("method %s not allowed on %s: use %s", event.Quote(r.Method), r.URL.Path, method)})
-	})))
+}
+
+// finish registers, per path, the 405 answer for the methods it does not
+// serve, and returns the mux.
+func (rt *router) finish() *http.ServeMux {
+	for _, path := range rt.paths {
+		allow := strings.Join(slices.Sorted(slices.Values(rt.allow[path])), ", ")
+		rt.mux.Handle(path, guardRoute(rt.guard[path], http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Code: query.CodeInvalidQuery,
+				Message: fmt.Sprintf("method %s not allowed on %s: use %s", event.Quote(r.Method), r.URL.Path, allow)})
+		})))
+	}
+	return rt.mux
 }
 
 func (s *Server) routes() http.Handler {
-	rt := router{http.NewServeMux()}
+	rt := newRouter()
 	rt.handle("GET", "/api/apps", sameOriginOnly, s.handleApps)
 	rt.handle("GET", "/api/apps/{app}/schema", sameOriginOnly, s.handleSchema)
 	rt.handle("POST", "/api/apps/{app}/query", sameOriginOnly, s.handleQuery)
 	rt.handle("POST", "/api/apps/{app}/import", sameOriginOnly, s.handleImport)
+	s.registerEndpoints(rt)
 	rt.handle("GET", "/healthz", sameOriginOnly, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -359,7 +391,7 @@ func (s *Server) routes() http.Handler {
 			Message: fmt.Sprintf("no API endpoint %s %s", event.Quote(r.Method), r.URL.Path)})
 	})))
 	rt.mux.Handle("/", guardRoute(sameOriginOnly, uiHandler()))
-	return rt.mux
+	return rt.finish()
 }
 
 func debugRoutes() http.Handler {

@@ -5,17 +5,27 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spurdb/spur/storage/vfs"
 )
 
+// Saved cohorts are the documents of the app's "cohorts" collection
+// (meta.go), id = cohort name. Stores written before the collection kept
+// them in one unchecksummed file, DIR/apps/APP/cohorts.json; reads merge
+// it in (a document wins over a legacy entry of the same name) and the
+// first write moves its entries into documents and renames it
+// cohorts.json.migrated (kept, never deleted).
 const (
-	cohortsName    = "cohorts.json"
-	cohortsVersion = 1
+	// CohortsCollection is the collection of saved cohorts.
+	CohortsCollection = "cohorts"
+	legacyCohorts     = "cohorts.json"
+	legacyCohortsDone = "cohorts.json.migrated"
+	legacyCohortsVer  = 1
 )
 
 // SavedCohort is a named cohort definition saved in an app (spec §7). It
@@ -32,11 +42,17 @@ type SavedCohort struct {
 	Description string `json:"description,omitempty"`
 	// SavedAt is when it was last saved, RFC 3339 UTC.
 	SavedAt string `json:"saved_at"`
+	// Version is the document version (1 when first saved, +1 per save);
+	// 0 for a cohort still in a legacy cohorts.json.
+	Version int64 `json:"version,omitempty"`
 }
 
-type cohortsFile struct {
-	FormatVersion int           `json:"format_version"`
-	Cohorts       []SavedCohort `json:"cohorts"`
+// cohortBody is the body of a saved cohort's document (the server's
+// cohorts endpoints write the same fields).
+type cohortBody struct {
+	Definition  json.RawMessage `json:"definition"`
+	Description string          `json:"description,omitempty"`
+	SavedAt     string          `json:"saved_at"`
 }
 
 // ValidCohortName reports whether name is a valid saved cohort name, the
@@ -44,24 +60,53 @@ type cohortsFile struct {
 func ValidCohortName(name string) bool { return appNameRE.MatchString(name) }
 
 // Cohorts returns the app's saved cohorts sorted by name (newly allocated;
-// empty when none were saved). Errors: an unreadable or malformed file
-// (naming it).
+// empty when none were saved). Errors: a corrupt document or legacy file
+// (naming it), I/O errors.
 func (a *App) Cohorts() ([]SavedCohort, error) {
-	f, err := a.readCohorts() // cohorts.json is replaced by rename: always whole
+	col := a.cohorts()
+	docs, err := col.List()
 	if err != nil {
 		return nil, err
 	}
-	return f.Cohorts, nil
+	out := make([]SavedCohort, 0, len(docs))
+	have := map[string]bool{}
+	for _, d := range docs {
+		c, err := cohortOf(col, d)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+		have[c.Name] = true
+	}
+	legacy, err := a.readLegacyCohorts()
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range legacy {
+		if !have[c.Name] {
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(x, y SavedCohort) int { return strings.Compare(x.Name, y.Name) })
+	return out, nil
 }
 
 // Cohort returns the saved cohort name; the error matches ErrNotFound when
 // the app has none by that name.
 func (a *App) Cohort(name string) (SavedCohort, error) {
-	cs, err := a.Cohorts()
-	if err != nil {
+	col := a.cohorts()
+	d, err := col.Get(name)
+	if err == nil {
+		return cohortOf(col, d)
+	}
+	if !errors.Is(err, ErrNotFound) {
 		return SavedCohort{}, err
 	}
-	for _, c := range cs {
+	legacy, lerr := a.readLegacyCohorts()
+	if lerr != nil {
+		return SavedCohort{}, lerr
+	}
+	for _, c := range legacy {
 		if c.Name == name {
 			return c, nil
 		}
@@ -69,11 +114,10 @@ func (a *App) Cohort(name string) (SavedCohort, error) {
 	return SavedCohort{}, fmt.Errorf("app %q has no saved cohort %q: %w", a.name, name, ErrNotFound)
 }
 
-// SaveCohort saves c in the app, replacing a cohort of the same name. The
-// file DIR/apps/APP/cohorts.json is rewritten atomically (temporary file,
-// fsync, rename, directory fsync) under a cross-process lock. Errors: an
-// invalid name, an empty definition, an app that was never imported into
-// (ErrNotFound), I/O errors.
+// SaveCohort saves c in the app, replacing a cohort of the same name
+// whatever its version, as a checksummed document written atomically.
+// Errors: an invalid name, an empty definition, an app that was never
+// imported into (ErrNotFound), I/O errors.
 func (a *App) SaveCohort(c SavedCohort) error {
 	if !ValidCohortName(c.Name) {
 		return fmt.Errorf("invalid cohort name %q: want [a-z0-9][a-z0-9_-]{0,63}", c.Name)
@@ -81,87 +125,121 @@ func (a *App) SaveCohort(c SavedCohort) error {
 	if len(c.Definition) == 0 {
 		return errors.New("cohort definition is empty")
 	}
-	return a.updateCohorts(func(f *cohortsFile) error {
-		i := slices.IndexFunc(f.Cohorts, func(x SavedCohort) bool { return x.Name == c.Name })
-		if i >= 0 {
-			f.Cohorts[i] = c
-		} else {
-			f.Cohorts = append(f.Cohorts, c)
-		}
-		return nil
-	})
+	if err := a.MigrateCohorts(); err != nil {
+		return err
+	}
+	b, err := json.Marshal(cohortBody{Definition: c.Definition, Description: c.Description, SavedAt: c.SavedAt})
+	if err != nil {
+		return fmt.Errorf("cohort %q: %w", c.Name, err)
+	}
+	_, err = a.cohorts().Put(c.Name, b)
+	return err
 }
 
 // DeleteCohort removes the saved cohort name; the error matches
 // ErrNotFound when there is none.
 func (a *App) DeleteCohort(name string) error {
-	return a.updateCohorts(func(f *cohortsFile) error {
-		i := slices.IndexFunc(f.Cohorts, func(x SavedCohort) bool { return x.Name == name })
-		if i < 0 {
-			return fmt.Errorf("app %q has no saved cohort %q: %w", a.name, name, ErrNotFound)
+	if err := a.MigrateCohorts(); err != nil {
+		return err
+	}
+	err := a.cohorts().Delete(name, 0)
+	if errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("app %q has no saved cohort %q: %w", a.name, name, ErrNotFound)
+	}
+	return err
+}
+
+func (a *App) cohorts() *Collection {
+	c, _ := a.Collection(CohortsCollection) // a valid constant name
+	return c
+}
+
+// cohortOf decodes a saved cohort's document strictly.
+func cohortOf(col *Collection, d Doc) (SavedCohort, error) {
+	var b cohortBody
+	dec := json.NewDecoder(bytes.NewReader(d.Body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil || len(b.Definition) == 0 {
+		if err == nil {
+			err = errors.New("no definition")
 		}
-		f.Cohorts = slices.Delete(f.Cohorts, i, i+1)
-		return nil
-	})
+		return SavedCohort{}, &DocCorruptionError{Path: filepath.Join(col.dir, d.ID+docExt), Reason: "saved cohort body: " + err.Error()}
+	}
+	return SavedCohort{Name: d.ID, Definition: b.Definition, Description: b.Description, SavedAt: b.SavedAt, Version: d.Version}, nil
 }
 
-// updateCohorts applies change to the cohorts file under the app's
-// writer role (a write, like an import: refused while another process
-// writes the app) and publishes the result atomically.
-func (a *App) updateCohorts(change func(*cohortsFile) error) error {
-	if a.Current().Generation == 0 {
-		return fmt.Errorf("app %q: %w", a.name, ErrNotFound)
-	}
-	t, err := a.beginWrite()
-	if err != nil {
-		return err
-	}
-	defer t.end()
-	f, err := a.readCohorts()
-	if err != nil {
-		return err
-	}
-	if err := change(f); err != nil {
-		return err
-	}
-	slices.SortFunc(f.Cohorts, func(x, y SavedCohort) int { return strings.Compare(x.Name, y.Name) })
-	b, err := json.MarshalIndent(f, "", " ")
-	if err != nil {
-		return err
-	}
-	if err := vfs.WriteFileAtomic(a.store.fs, a.dir, cohortsName, b); err != nil {
-		return fmt.Errorf("write saved cohorts: %w", err)
-	}
-	return nil
-}
-
-// readCohorts reads the cohorts file (an empty set when it does not exist).
-func (a *App) readCohorts() (*cohortsFile, error) {
-	path := filepath.Join(a.dir, cohortsName)
+// readLegacyCohorts reads a pre-collection cohorts.json (nil when there
+// is none), definitions compacted.
+func (a *App) readLegacyCohorts() ([]SavedCohort, error) {
+	path := filepath.Join(a.dir, legacyCohorts)
 	b, err := vfs.ReadFile(a.store.fs, path)
-	if errors.Is(err, os.ErrNotExist) {
-		return &cohortsFile{FormatVersion: cohortsVersion, Cohorts: []SavedCohort{}}, nil
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read saved cohorts: %w", err)
 	}
-	var f cohortsFile
+	var f struct {
+		FormatVersion int           `json:"format_version"`
+		Cohorts       []SavedCohort `json:"cohorts"`
+	}
 	if err := json.Unmarshal(b, &f); err != nil {
 		return nil, fmt.Errorf("saved cohorts %s: %w", path, err)
 	}
-	if f.FormatVersion > cohortsVersion {
-		return nil, fmt.Errorf("saved cohorts %s: format version %d is newer than this build supports (%d)", path, f.FormatVersion, cohortsVersion)
+	if f.FormatVersion > legacyCohortsVer {
+		return nil, fmt.Errorf("saved cohorts %s: format version %d is newer than this build supports (%d)", path, f.FormatVersion, legacyCohortsVer)
 	}
-	f.FormatVersion = cohortsVersion
-	if f.Cohorts == nil {
-		f.Cohorts = []SavedCohort{}
-	}
-	for i := range f.Cohorts { // the file is indented; hand definitions back compact
-		var b bytes.Buffer
-		if err := json.Compact(&b, f.Cohorts[i].Definition); err != nil {
+	for i := range f.Cohorts {
+		var c bytes.Buffer
+		if err := json.Compact(&c, f.Cohorts[i].Definition); err != nil {
 			return nil, fmt.Errorf("saved cohorts %s: cohort %q: %w", path, f.Cohorts[i].Name, err)
 		}
-		f.Cohorts[i].Definition = b.Bytes()
+		f.Cohorts[i].Definition = c.Bytes()
+		f.Cohorts[i].Version = 0
 	}
-	return &f, nil
+	return f.Cohorts, nil
+}
+
+// MigrateCohorts moves a legacy cohorts.json into documents of the
+// cohorts collection (those not already saved as one) and renames it
+// cohorts.json.migrated, under the collection's lock; a caller that works
+// on the collection directly calls it first. Without a legacy file it
+// does nothing. Errors: a malformed legacy file, I/O errors.
+func (a *App) MigrateCohorts() error {
+	if _, err := a.store.fs.Stat(filepath.Join(a.dir, legacyCohorts)); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	col := a.cohorts()
+	return col.locked(func() error {
+		legacy, err := a.readLegacyCohorts() // again, under the lock
+		if err != nil || legacy == nil {
+			return err
+		}
+		for _, c := range legacy {
+			if _, err := readDoc(a.store.fs, filepath.Join(col.dir, c.Name+docExt), c.Name); err == nil {
+				continue
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			if !ValidCohortName(c.Name) || len(c.Definition) == 0 {
+				return fmt.Errorf("saved cohorts %s: cohort %q: invalid name or empty definition", legacyCohorts, c.Name)
+			}
+			b, err := json.Marshal(cohortBody{Definition: c.Definition, Description: c.Description, SavedAt: c.SavedAt})
+			if err != nil {
+				return err
+			}
+			now := c.SavedAt
+			if _, err := time.Parse(time.RFC3339, now); err != nil {
+				now = "1970-01-01T00:00:00.000Z"
+			}
+			d := Doc{ID: c.Name, Version: 1, Created: now, Updated: now, Body: b}
+			if err := vfs.WriteFileAtomic(a.store.fs, col.dir, c.Name+docExt, encodeDoc(&d)); err != nil {
+				return err
+			}
+		}
+		if err := a.store.fs.Rename(filepath.Join(a.dir, legacyCohorts), filepath.Join(a.dir, legacyCohortsDone)); err != nil {
+			return fmt.Errorf("set aside migrated %s: %w", legacyCohorts, err)
+		}
+		return vfs.SyncDir(a.store.fs, a.dir)
+	})
 }

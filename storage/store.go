@@ -349,8 +349,8 @@ type App struct {
 	cur    *Version   // the current version; holds one reference
 	stamp  fileStamp  // the catalog file cur was loaded from (reload check)
 	files  map[string]*segFile
-	wrote  bool // this process published cur (no reload needed while it holds the role)
-	roleOK bool // this process holds the app's writer role now
+	roleOK bool                   // this process holds the app's writer role now
+	collMu map[string]*sync.Mutex // per document collection: this process's writers (Collection)
 }
 
 // Name returns the app name.

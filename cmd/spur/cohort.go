@@ -44,7 +44,7 @@ evaluated at query time, so it is never stale.`,
 			if err := json.Compact(&b, def); err != nil {
 				return fmt.Errorf("cohort definition %s: %w", args[1], err)
 			}
-			return withApp(g, app, func(st *storage.Store, a *storage.App) error {
+			return withApp(g, writeStore, app, func(st *storage.Store, a *storage.App) error {
 				if err := query.New(st, query.Config{}).CheckCohort(app, b.Bytes()); err != nil {
 					return err
 				}
@@ -64,7 +64,7 @@ evaluated at query time, so it is never stale.`,
 		Short: "List the app's saved cohorts",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withApp(g, app, func(_ *storage.Store, a *storage.App) error {
+			return withApp(g, readStore, app, func(_ *storage.Store, a *storage.App) error {
 				cs, err := a.Cohorts()
 				if err != nil {
 					return err
@@ -86,7 +86,7 @@ evaluated at query time, so it is never stale.`,
 		Short: "Print a saved cohort's definition and evaluate it now: its number of users and the first ids",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withApp(g, app, func(st *storage.Store, a *storage.App) error {
+			return withApp(g, readStore, app, func(st *storage.Store, a *storage.App) error {
 				c, err := a.Cohort(args[0])
 				if err != nil {
 					return err
@@ -119,7 +119,7 @@ evaluated at query time, so it is never stale.`,
 		Short: "Delete a saved cohort",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withApp(g, app, func(_ *storage.Store, a *storage.App) error {
+			return withApp(g, writeStore, app, func(_ *storage.Store, a *storage.App) error {
 				err := a.DeleteCohort(args[0])
 				if err == nil {
 					fmt.Fprintf(cmd.OutOrStdout(), "deleted cohort %s from app %s\n", args[0], app)
@@ -132,9 +132,9 @@ evaluated at query time, so it is never stale.`,
 	return cmd
 }
 
-// withApp opens the store and the app and runs f.
-func withApp(g *globals, app string, f func(*storage.Store, *storage.App) error) error {
-	st, err := openStore(g, writeStore, "spur cohort")
+// withApp opens the store (in mode) and the app and runs f.
+func withApp(g *globals, mode storeMode, app string, f func(*storage.Store, *storage.App) error) error {
+	st, err := openStore(g, mode, "spur cohort")
 	if err != nil {
 		return err
 	}

@@ -103,13 +103,7 @@ func TestImportBadCSVChangesNothing(t *testing.T) {
 }
 
 func TestQueryCommand(t *testing.T) {
-	dir := t.TempDir()
-	good := filepath.Join(dir, "good.csv")
-	os.WriteFile(good, []byte(goodCSV), 0o644)
-	data := filepath.Join(dir, "store")
-	if _, _, err := spur(t, "", "--data", data, "import", "--app", "shop", "--time", "ts", good); err != nil {
-		t.Fatal(err)
-	}
+	data := goodStore(t)
 	q := `{"kind":"funnel","range":{"from":"2021-05-01","to":"2021-05-03"},"steps":[{"event":"view"},{"event":"buy"}]}`
 	out, _, err := spur(t, q, "--data", data, "query", "--app", "shop", "-")
 	if err != nil {

@@ -4,9 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 	"github.com/spurdb/spur/query"
@@ -35,7 +35,9 @@ func openStore(g *globals, mode storeMode, holder string) (*storage.Store, error
 		ReadOnly: mode == readStore, Writer: mode == serveStore}
 	st, err := storage.Open(cfg)
 	if err != nil && mode == readStore && errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("no Spur store at --data %s (a typo? the default is ./spur-data)", g.dataDir)
+		abs, _ := filepath.Abs(g.dataDir)
+		return nil, fmt.Errorf("--data %s: no Spur store there (no %s directory): give the directory of an existing store (`spur import` or `spur demo --keep DIR` creates one)",
+			g.dataDir, filepath.Join(abs, "apps"))
 	}
 	return st, err
 }
@@ -43,11 +45,12 @@ func openStore(g *globals, mode storeMode, holder string) (*storage.Store, error
 func newQueryCmd(g *globals) *cobra.Command {
 	var app string
 	var table bool
+	var output string
 	var workers int
 	var lim queryLimits
 	cmd := &cobra.Command{
 		Use:   "query [--app NAME] QUERY.json|-",
-		Short: "Run a spec §9 JSON query and print the result JSON (or a table)",
+		Short: "Run a spec §9 JSON query and print the result as JSON, a table or CSV",
 		Long: `Query runs a spec §9 JSON query on the embedded store and prints the result.
 On SIGINT or SIGTERM the query is cancelled and the command exits with status 1
 within a second (a second signal ends it at once).`,
@@ -56,13 +59,16 @@ within a second (a second signal ends it at once).`,
 			if err := lim.check(); err != nil {
 				return err
 			}
+			form, err := resolveOutput(output, table)
+			if err != nil {
+				return err
+			}
 			if g.exit != nil {
 				defer exitAfterInterrupt(cmd.Context(), interruptGrace, cmd.ErrOrStderr(), g.exit)()
 			}
 			var data []byte
-			var err error
 			if args[0] == "-" {
-				data, err = io.ReadAll(cmd.InOrStdin())
+				data, err = readQueryInput(cmd.InOrStdin(), cmd.ErrOrStderr())
 			} else {
 				data, err = os.ReadFile(args[0])
 			}
@@ -74,20 +80,22 @@ within a second (a second signal ends it at once).`,
 				return err
 			}
 			defer st.Close()
-			return runQuery(cmd, query.New(st, lim.engineConfig(workers)), data, app, table)
+			return runQuery(cmd, query.New(st, lim.engineConfig(workers)), data, app, form)
 		},
 	}
 	cmd.Flags().StringVar(&app, "app", "", "app to query (overrides the query's \"app\")")
-	cmd.Flags().BoolVar(&table, "table", false, "print a readable table instead of JSON")
+	cmd.Flags().BoolVar(&table, "table", false, "print a readable table (short for --output table)")
+	cmd.Flags().StringVar(&output, "output", outputJSON, "output form: json, table, or csv (one tidy row per series × bucket, funnel step, retention cell or listed user)")
 	cmd.Flags().IntVar(&workers, "workers", 0, "scan goroutines (0 = GOMAXPROCS)")
 	lim.register(cmd.Flags(), 0, "time limit of the query (e.g. 30s, 5m): past it the query fails with limit_exceeded; 0: none")
 	return cmd
 }
 
-// runQuery parses, runs and prints one query. On failure it prints the §9
-// error JSON to stdout (unless --table) and returns an error, so the process
-// exits non-zero with the message on stderr.
-func runQuery(cmd *cobra.Command, eng *query.Engine, data []byte, app string, table bool) error {
+// runQuery parses, runs and prints one query in the output form. On
+// failure it prints the §9 error JSON to stdout (for the json form) and
+// returns an error, so the process exits non-zero with the message on
+// stderr.
+func runQuery(cmd *cobra.Command, eng *query.Engine, data []byte, app, form string) error {
 	out := cmd.OutOrStdout()
 	q, err := query.Parse(data)
 	if err == nil {
@@ -97,16 +105,11 @@ func runQuery(cmd *cobra.Command, eng *query.Engine, data []byte, app string, ta
 		var res any
 		res, err = eng.Run(cmd.Context(), q)
 		if err == nil {
-			if table {
-				return query.WriteTable(out, res)
-			}
-			enc := json.NewEncoder(out)
-			enc.SetIndent("", "  ")
-			return enc.Encode(res)
+			return writeResult(out, res, form)
 		}
 	}
 	var qe *query.Error
-	if errors.As(err, &qe) && !table {
+	if errors.As(err, &qe) && form == outputJSON {
 		b, _ := json.Marshal(qe)
 		fmt.Fprintln(out, string(b))
 	}

@@ -42,8 +42,9 @@ func slowData(t *testing.T, bin string) string {
 }
 
 // slowQuery is an hourly trend of n distinct users series over all the
-// events: about 0.1 s per series per core on 2 M events, with little
-// memory.
+// events: about 20 ms per series per core on 2 M events on a quiet 2-core
+// machine (0.1 s when loaded), with little memory. 60 series keep a query
+// running for more than a second either way.
 func slowQuery(n int) string {
 	var series []string
 	for k := range n {
@@ -62,7 +63,7 @@ func TestQueryExitsOnSignal(t *testing.T) {
 	bin := buildSpur(t)
 	data := slowData(t, bin)
 	qf := filepath.Join(t.TempDir(), "q.json")
-	if err := os.WriteFile(qf, []byte(slowQuery(24)), 0o644); err != nil {
+	if err := os.WriteFile(qf, []byte(slowQuery(60)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
@@ -136,7 +137,7 @@ func TestServeShutdownWithRunningQueries(t *testing.T) {
 	defer cancel()
 	for range 16 {
 		wg.Go(func() {
-			req, err := http.NewRequestWithContext(ctx, "POST", url+"api/apps/g/query", strings.NewReader(slowQuery(8)))
+			req, err := http.NewRequestWithContext(ctx, "POST", url+"api/apps/g/query", strings.NewReader(slowQuery(20)))
 			if err != nil {
 				answers <- answer{err: err}
 				return

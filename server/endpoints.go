@@ -1,0 +1,111 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/spurdb/spur/query"
+	"github.com/spurdb/spur/storage"
+)
+
+// Scope is the access a key needs for an endpoint (ingest.md §4: an
+// ingest key sends events, a query key queries an app and saves its
+// cohorts, insights and dashboards, an admin key does everything). There
+// are no keys yet: every endpoint is open on the loopback listener. The
+// scopes are declared with the endpoints, so that an authentication
+// middleware can look them up.
+type Scope string
+
+// Scopes of ingest.md §4.
+const (
+	ScopeIngest Scope = "ingest"
+	ScopeQuery  Scope = "query"
+	ScopeAdmin  Scope = "admin"
+)
+
+// endpoint is one API method and path pattern (net/http ServeMux syntax)
+// with its handler and the scope a key needs.
+type endpoint struct {
+	method, path string
+	scope        Scope
+	h            http.HandlerFunc
+}
+
+// endpoints are the saved-document and user endpoints (insights.go,
+// users.go): per app, all of scope query.
+func (s *Server) endpoints() []endpoint {
+	var eps []endpoint
+	for _, c := range s.collections() {
+		base := "/api/apps/{app}/" + c.plural
+		eps = append(eps,
+			endpoint{"GET", base, ScopeQuery, s.listDocs(c)},
+			endpoint{"POST", base, ScopeQuery, s.createDoc(c)},
+			endpoint{"GET", base + "/{id}", ScopeQuery, s.getDoc(c)},
+			endpoint{"PUT", base + "/{id}", ScopeQuery, s.updateDoc(c)},
+			endpoint{"DELETE", base + "/{id}", ScopeQuery, s.deleteDoc(c)})
+	}
+	return append(eps,
+		endpoint{"GET", "/api/apps/{app}/insights/{id}/result", ScopeQuery, s.handleInsightResult},
+		endpoint{"GET", "/api/apps/{app}/users", ScopeQuery, s.handleUsers},
+		endpoint{"GET", "/api/apps/{app}/users/{id}", ScopeQuery, s.handleUser},
+		endpoint{"GET", "/api/apps/{app}/users/{id}/events", ScopeQuery, s.handleUserEvents},
+	)
+}
+
+// registerEndpoints adds the endpoints to mux: each "METHOD path", and
+// for each path an answer 405 with Allow naming its methods.
+func (s *Server) registerEndpoints(rt *router) {
+	for _, ep := range s.endpoints() {
+		rt.handle(ep.method, ep.path, sameOriginOnly, ep.h)
+	}
+}
+
+// appOf returns the app named in the request path, or answers 404.
+func (s *Server) appOf(w http.ResponseWriter, r *http.Request) (*storage.App, bool) {
+	name := r.PathValue("app")
+	if !storage.ValidAppName(name) {
+		writeError(w, notFoundApp(name))
+		return nil, false
+	}
+	a, err := s.store.App(name)
+	if err != nil {
+		if errors.Is(err, storage.ErrNotFound) {
+			writeError(w, notFoundApp(name))
+		} else {
+			s.internal(w, r, err)
+		}
+		return nil, false
+	}
+	return a, true
+}
+
+// execute runs q in a query slot within the server's query time limit,
+// and returns its result and run time. The error is the runner's, or
+// limit_exceeded when no slot freed up in time.
+func (s *Server) execute(ctx context.Context, q *query.Query) (any, time.Duration, error) {
+	qctx, cancel := ctx, context.CancelFunc(func() {})
+	if s.cfg.QueryTimeout > 0 {
+		qctx, cancel = context.WithTimeout(ctx, s.cfg.QueryTimeout)
+	}
+	defer cancel()
+	start := time.Now()
+	var res any
+	var err error
+	select {
+	case s.slots <- struct{}{}:
+		rctx, st := storage.StartStage(qctx, "run", -1)
+		res, err = s.runner.Run(rctx, q)
+		st.End()
+		<-s.slots
+	case <-qctx.Done():
+		err = &query.Error{Code: query.CodeLimitExceeded, Err: qctx.Err(),
+			Message: "query time limit exceeded while waiting for a free query slot"}
+		if errors.Is(qctx.Err(), context.Canceled) {
+			err = &query.Error{Code: query.CodeUnavailable, Err: qctx.Err(),
+				Message: "query cancelled while waiting for a free query slot: " + context.Cause(qctx).Error()}
+		}
+	}
+	return res, time.Since(start), err
+}

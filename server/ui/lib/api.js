@@ -1,0 +1,70 @@
+// The one client of Spur's HTTP API (server/server.go lists the
+// endpoints). Every call returns the decoded JSON body or throws an
+// ApiError carrying the spec §9 error {code, message, field}.
+
+export class ApiError extends Error {
+  constructor(status, err) {
+    super(err?.message || `HTTP ${status}`);
+    this.status = status;
+    this.code = err?.code || 'internal';
+    this.field = err?.field || '';
+    this.errors = err?.errors;
+  }
+}
+
+const enc = encodeURIComponent;
+
+async function request(method, path, { body, signal, raw } = {}) {
+  const opts = { method, signal, headers: {} };
+  if (body !== undefined) {
+    opts.body = typeof body === 'string' ? body : JSON.stringify(body);
+    opts.headers['Content-Type'] = 'application/json';
+  }
+  const resp = await fetch(path, opts);
+  if (resp.status === 204) return null;
+  if (raw && resp.ok) return resp;
+  let data;
+  try {
+    data = await resp.json();
+  } catch {
+    throw new ApiError(resp.status, { code: 'internal', message: `HTTP ${resp.status}: the answer is not JSON` });
+  }
+  if (!resp.ok) throw new ApiError(resp.status, data?.error);
+  return data;
+}
+
+const app = (a) => `/api/apps/${enc(a)}`;
+
+export const api = {
+  apps: () => request('GET', '/api/apps').then((r) => r.apps),
+  schema: (a) => request('GET', `${app(a)}/schema`),
+  // query runs a spec §9 query; signal cancels it (AbortController).
+  query: (a, q, { signal, trace } = {}) => request('POST', `${app(a)}/query${trace ? '?trace=1' : ''}`, { body: q, signal }),
+  // queryCSV returns the query's tidy CSV as a Blob.
+  queryCSV: (a, q, { signal } = {}) => request('POST', `${app(a)}/query?output=csv`, { body: q, signal, raw: true }).then((r) => r.blob()),
+
+  // Saved documents: coll is insights, dashboards or cohorts.
+  list: (a, coll) => request('GET', `${app(a)}/${coll}`).then((r) => r[coll]),
+  get: (a, coll, id) => request('GET', `${app(a)}/${coll}/${enc(id)}`),
+  create: (a, coll, body) => request('POST', `${app(a)}/${coll}`, { body }),
+  update: (a, coll, id, version, body) => request('PUT', `${app(a)}/${coll}/${enc(id)}`, { body: { ...body, version } }),
+  remove: (a, coll, id, version) => request('DELETE', `${app(a)}/${coll}/${enc(id)}${version ? `?version=${version}` : ''}`),
+  insightResult: (a, id, { refresh, signal } = {}) => request('GET', `${app(a)}/insights/${enc(id)}/result${refresh ? '?refresh=1' : ''}`, { signal }),
+
+  users: (a, ids) => request('GET', `${app(a)}/users?${ids.map((i) => 'id=' + enc(i)).join('&')}`).then((r) => r.users),
+  user: (a, id) => request('GET', `${app(a)}/users/${enc(id)}`),
+  userEvents: (a, id, { offset = 0, limit = 100, tz } = {}) =>
+    request('GET', `${app(a)}/users/${enc(id)}/events?offset=${offset}&limit=${limit}${tz ? '&tz=' + enc(tz) : ''}`),
+};
+
+// download saves a Blob or a data: URL as a file.
+export function download(data, name) {
+  const url = typeof data === 'string' ? data : URL.createObjectURL(data);
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = name;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  if (typeof data !== 'string') setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}

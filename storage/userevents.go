@@ -1,0 +1,251 @@
+package storage
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/storage/segment"
+)
+
+// Reading one user: the events of a user's trail and their current user
+// properties, for the UI's drill-down and the user endpoints. A user lives
+// in one shard (hash of the id); of that shard's segments only the blocks
+// whose user-hash range holds the user's hash are decoded, so the cost is
+// a few blocks, not a scan.
+
+// UserEvent is one event of a user's trail.
+type UserEvent struct {
+	Time     int64        // UTC microseconds
+	Event    string       // event name
+	InsertID string       // the event's insert_id ("" when it had none)
+	Props    []event.Prop // the properties set on the event, by name (newly allocated)
+}
+
+// UserTrail is a page of one user's events in trail order (spec §1:
+// timestamp, then arrival).
+type UserTrail struct {
+	Total         int64       // the user's events in the snapshot
+	Events        []UserEvent // events [offset, offset+limit) of the trail
+	BlocksRead    int         // blocks decoded (both passes)
+	SegmentsCount int         // segments of the user's shard whose hash range holds the user
+}
+
+// MaxUserTrailRows bounds the events of one user that UserEvents orders:
+// it holds 24 bytes per event to find a page, so at most 24 MiB.
+const MaxUserTrailRows = 1 << 20
+
+// userRow locates one of the user's events: its time, the index of its
+// segment among those read (so arrival order between segments) and its
+// row in that segment's block.
+type userRow struct {
+	time  int64
+	seg   int32
+	block int32
+	row   int32
+}
+
+// UserEvents returns the events [offset, offset+limit) of user id's trail
+// in trail order, with their properties, and the number of the user's
+// events. An unknown user has Total 0. It reads the user's shard only,
+// and of its events segments (in arrival order) the blocks whose hash
+// range holds the user: first without properties to order the rows, then
+// with every property for the blocks of the page. Errors: offset or limit
+// negative, a user with more than MaxUserTrailRows events, corruption
+// (errors.Is(err, segment.ErrCorruption)), I/O errors, ctx.Err().
+func (s *Version) UserEvents(ctx context.Context, id string, offset, limit int) (*UserTrail, error) {
+	if offset < 0 || limit < 0 {
+		return nil, fmt.Errorf("storage: UserEvents offset %d, limit %d: want ≥ 0", offset, limit)
+	}
+	out := &UserTrail{Events: []UserEvent{}}
+	refs := s.userSegments(KindEvents, id)
+	out.SegmentsCount = len(refs)
+	var rows []userRow
+	var blk segment.Block
+	err := s.eachUserBlock(ctx, refs, id, nil, &blk, func(seg, block int, r *segment.Reader, b *segment.Block, from, to int) error {
+		out.BlocksRead++
+		if len(rows)+to-from > MaxUserTrailRows {
+			return fmt.Errorf("storage: user %q has more than %d events: too many to order for a page", id, MaxUserTrailRows)
+		}
+		for i := from; i < to; i++ {
+			rows = append(rows, userRow{time: b.Times[i], seg: int32(seg), block: int32(block), row: int32(i - from)})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Segments were read in arrival order and a user's rows within one
+	// block are in trail order: a stable sort by time gives trail order.
+	slices.SortStableFunc(rows, func(a, b userRow) int { return cmp.Compare(a.time, b.time) })
+	out.Total = int64(len(rows))
+	if offset >= len(rows) || limit == 0 {
+		return out, nil
+	}
+	page := rows[offset:min(len(rows), offset+limit)]
+	out.Events = make([]UserEvent, len(page))
+	// where[seg][block] lists the page positions of each (segment, block)
+	// and their rows within the user.
+	type at struct{ pos, row int }
+	where := map[[2]int32][]at{}
+	for p, r := range page {
+		k := [2]int32{r.seg, r.block}
+		where[k] = append(where[k], at{pos: p, row: int(r.row)})
+	}
+	err = s.eachUserBlock(ctx, refs, id, func(seg, block int) bool { return where[[2]int32{int32(seg), int32(block)}] != nil }, &blk,
+		func(seg, block int, r *segment.Reader, b *segment.Block, from, _ int) error {
+			out.BlocksRead++
+			m := r.Meta()
+			for _, a := range where[[2]int32{int32(seg), int32(block)}] {
+				i := from + a.row
+				ev := UserEvent{Time: b.Times[i], Event: m.EventNames[b.Events[i]]}
+				for j := range m.Props {
+					v, ok := propValue(&m.Props[j], &b.Props[j], i)
+					switch {
+					case !ok:
+					case m.Props[j].Name == InsertIDProp:
+						ev.InsertID = v.Str
+					default:
+						ev.Props = append(ev.Props, event.Prop{Name: m.Props[j].Name, Value: v})
+					}
+				}
+				slices.SortFunc(ev.Props, func(x, y event.Prop) int { return strings.Compare(x.Name, y.Name) })
+				out.Events[a.pos] = ev
+			}
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// UserProperties returns user id's current user properties (spec §1: the
+// latest write by its timestamp wins, a tie goes to the later arrival),
+// sorted by name, newly allocated; empty for a user without any. It reads
+// the users segments of the user's shard, the blocks whose hash range
+// holds the user. Errors: corruption, I/O errors, ctx.Err().
+func (s *Version) UserProperties(ctx context.Context, id string) ([]event.Prop, error) {
+	type best struct {
+		time int64
+		v    event.Value
+	}
+	cur := map[string]best{}
+	var blk segment.Block
+	err := s.eachUserBlock(ctx, s.userSegments(KindUsers, id), id, nil, &blk, func(_, _ int, r *segment.Reader, b *segment.Block, from, to int) error {
+		m := r.Meta()
+		for j := range m.Props {
+			for i := from; i < to; i++ {
+				v, ok := propValue(&m.Props[j], &b.Props[j], i)
+				if !ok {
+					continue
+				}
+				// Later segments and later rows arrive later: >= lets a
+				// tie go to them.
+				if o, seen := cur[m.Props[j].Name]; !seen || b.Times[i] >= o.time {
+					cur[m.Props[j].Name] = best{time: b.Times[i], v: v}
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]event.Prop, 0, len(cur))
+	for name, b := range cur {
+		out = append(out, event.Prop{Name: name, Value: b.v})
+	}
+	slices.SortFunc(out, func(x, y event.Prop) int { return strings.Compare(x.Name, y.Name) })
+	return out, nil
+}
+
+// userSegments returns the segments of kind in user id's shard whose
+// user-hash range may hold the user (an unknown range may), in arrival
+// (Seq) order.
+func (s *Version) userSegments(kind SegmentKind, id string) []SegmentRef {
+	h := segment.UserHash([]byte(id))
+	shard := int(h & uint64(s.Shards-1))
+	var refs []SegmentRef
+	for _, ref := range s.Segments {
+		if ref.Kind != kind || ref.Shard != shard || ref.Rows == 0 {
+			continue
+		}
+		if ref.FirstHash != 0 || ref.LastHash != 0 {
+			if h < ref.FirstHash || h > ref.LastHash {
+				continue
+			}
+		}
+		refs = append(refs, ref)
+	}
+	slices.SortStableFunc(refs, func(a, b SegmentRef) int { return cmp.Compare(a.SeqMax, b.SeqMax) })
+	return refs
+}
+
+// eachUserBlock decodes, in each segment of refs, the blocks whose hash
+// range holds user id (those want accepts, when not nil; with every
+// property when want is set or the kind is users, else none) into blk, and
+// calls f with the segment's and block's index and the user's rows
+// [from, to) when the block holds the user.
+func (s *Version) eachUserBlock(ctx context.Context, refs []SegmentRef, id string, want func(seg, block int) bool, blk *segment.Block,
+	f func(seg, block int, r *segment.Reader, b *segment.Block, from, to int) error) error {
+	bid := []byte(id)
+	h := segment.UserHash(bid)
+	var props []int
+	for si, ref := range refs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		r, err := s.Reader(ref)
+		if err != nil {
+			return fmt.Errorf("read user %q: %w", id, err)
+		}
+		m := r.Meta()
+		props = props[:0]
+		if want != nil || ref.Kind == KindUsers {
+			for j := range m.Props {
+				props = append(props, j)
+			}
+		}
+		for bi := range m.Blocks {
+			bm := &m.Blocks[bi]
+			if h < bm.FirstHash || h > bm.LastHash || want != nil && !want(si, bi) {
+				continue
+			}
+			if err := r.ReadBlock(bi, props, blk); err != nil {
+				return fmt.Errorf("read user %q: %w", id, err)
+			}
+			for u := range len(blk.UserStarts) - 1 {
+				if blockHash(blk, u) == h && bytes.Equal(blk.UserID(u), bid) {
+					if err := f(si, bi, r, blk, int(blk.UserStarts[u]), int(blk.UserStarts[u+1])); err != nil {
+						return err
+					}
+					break
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// propValue returns row i's value of property pm in column pd, and
+// whether it is set.
+func propValue(pm *segment.PropMeta, pd *segment.PropData, i int) (event.Value, bool) {
+	if pd.Present[i>>6]>>(i&63)&1 == 0 {
+		return event.Value{}, false
+	}
+	x := pd.Index(i)
+	switch pm.Type {
+	case event.TypeString:
+		return event.String(pm.Dict[pd.Strs[x]]), true
+	case event.TypeFloat:
+		return event.Float(pd.Floats[x]), true
+	case event.TypeInt, event.TypeBool, event.TypeTime:
+		return event.Value{Type: pm.Type, Int: pd.Ints[x]}, true
+	}
+	return event.Value{}, false
+}
