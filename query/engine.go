@@ -33,6 +33,9 @@ type Config struct {
 	// memory is released and the engine stays usable. A query's "limits"
 	// may ask for less (spec §9).
 	MemoryBudget int64
+	// NoThinning turns off the scan's thinning of rows no analysis needs
+	// (storage.Thin): answers are the same either way; tests compare them.
+	NoThinning bool
 	// Admission, when not nil, bounds the budgets of the queries running
 	// at once (storage.md §5): each query reserves its budget there before
 	// it starts. Share one Admission among the engines of a process.
