@@ -72,6 +72,9 @@ type cursor struct {
 	// user's writes in one segment are in time order, so the last one
 	// wins.
 	noTimes bool
+	// onceCode is the event code of SetOnceEvent in a users segment, -1
+	// when it has no such rows.
+	onceCode int
 }
 
 // continues reports whether c's current user has more rows in the
@@ -147,6 +150,10 @@ func (sc *shardScanner) open(c *cursor, ref SegmentRef, r *segment.Reader) (bool
 			return false, fmt.Errorf("storage: users plan for segment %s has %d values, want %d", ref.File, len(up.Cols), sc.spec.UserProps)
 		}
 		c.uplan = up
+		c.onceCode = slices.Index(meta.EventNames, SetOnceEvent)
+		if c.onceCode >= 0 {
+			c.noTimes = false // set-once writes need their times
+		}
 		return true, nil
 	}
 	if sc.spec.Compile != nil {

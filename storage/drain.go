@@ -59,7 +59,7 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 	if len(ucs) == 1 {
 		// From its next block on: no times, and no hashes where the
 		// ids imply them (joinInStep matches by id).
-		ucs[0].noTimes, ucs[0].keys = true, segment.KeysIDs
+		ucs[0].noTimes, ucs[0].keys = ucs[0].onceCode < 0, segment.KeysIDs
 	}
 	// From the next block on: without a join or lists the users are
 	// visited by position and their keys are not decoded; a join under
@@ -204,6 +204,7 @@ func (sc *shardScanner) drainUsers(ctx context.Context, c *cursor, hi int, t *tr
 			if err != nil {
 				return err
 			}
+			sc.finishUserValues()
 		}
 		switch {
 		case carry:
@@ -373,10 +374,12 @@ func (sc *shardScanner) joinInStep(ctx context.Context, ucs []*cursor, b *segmen
 			if c > 0 {
 				return ucs, nil // the user has no property writes
 			}
-		} else if visited {
-			sc.userValues(uc)
 		}
-		// Past a match, or past a user with writes but no rows here.
+		// Past a match (its writes applied when visited), or past a user
+		// with writes but no rows here.
+		if err := sc.userWrites(ctx, uc, match && visited); err != nil {
+			return nil, err
+		}
 		ok, err := sc.advance(ctx, uc)
 		if err != nil {
 			return nil, err
@@ -428,6 +431,24 @@ func (sc *shardScanner) unsetUserValues() {
 	for j := range sc.trail.User {
 		sc.trail.User[j] = trail.Value{}
 		sc.ubest[j] = math.MinInt64
+		sc.uonce[j], sc.uonceAt[j] = trail.Value{}, math.MaxInt64
+	}
+}
+
+// userWrites applies (apply) or passes over users cursor c's current
+// user's writes in every block they continue in, leaving c at the user's
+// last block, ready for advance.
+func (sc *shardScanner) userWrites(ctx context.Context, c *cursor, apply bool) error {
+	for {
+		if apply {
+			sc.userValues(c)
+		}
+		if !c.continues() {
+			return nil
+		}
+		if _, err := sc.nextPart(ctx, c); err != nil {
+			return err
+		}
 	}
 }
 
@@ -468,7 +489,9 @@ func (sc *shardScanner) joinUserValues(ctx context.Context, ucs []*cursor, h uin
 		slices.SortFunc(at, func(a, b *cursor) int { return cmp.Compare(a.seq, b.seq) })
 	}
 	for _, uc := range at {
-		sc.userValues(uc)
+		if err := sc.userWrites(ctx, uc, true); err != nil {
+			return nil, err
+		}
 	}
 	sc.ucsAt = at
 	// Past the user: the cursors that were at it move on.

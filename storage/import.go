@@ -19,8 +19,15 @@ import (
 // insert_id (spec §1 deduplication key).
 const InsertIDProp = "$insert_id"
 
-// SetEvent is the event name of the rows of users segments.
+// SetEvent is the event name of the rows of users segments that set
+// user properties: the latest write (by timestamp, then arrival) wins.
 const SetEvent = "$set"
+
+// SetOnceEvent is the event name of users rows that set user properties
+// only where the user has none (ingest.md §1 user_properties_once): for a
+// property no SetEvent row sets, the earliest such write (by timestamp,
+// then arrival) wins.
+const SetOnceEvent = "$set_once"
 
 // Source yields input rows; ingest.Reader satisfies it. Next fills ev
 // (reused, valid until the next call), returns io.EOF at the end, an
@@ -372,8 +379,16 @@ func rejected(err error, rep *ImportReport) bool {
 func (im *importer) add(ev *event.Event, rep *ImportReport) error {
 	name := ev.Name
 	if im.opt.Kind == KindUsers {
-		name = SetEvent
-		if err := event.ValidateUser(ev); err != nil {
+		// A users row names no event (or SetEvent); SetOnceEvent marks a
+		// set-once write (live ingestion's user_properties_once).
+		u := *ev
+		switch name = SetEvent; u.Name {
+		case SetOnceEvent:
+			name, u.Name = SetOnceEvent, ""
+		case SetEvent:
+			u.Name = ""
+		}
+		if err := event.ValidateUser(&u); err != nil {
 			return err
 		}
 	} else if err := event.ValidateEvent(ev); err != nil {
