@@ -50,6 +50,11 @@ type CompactOptions struct {
 	// Force compacts every shard and kind that has a segment, also those
 	// that are one run already (to re-split them by MaxSegmentRows).
 	Force bool
+	// Tiered compacts by size tiers (planTiered: TierFanout consecutive
+	// runs of one tier at a time) instead of all of a shard's segments:
+	// the policy under continuous ingestion, which bounds write
+	// amplification. MinRuns and Force are ignored.
+	Tiered bool
 	// BlockRows is passed to the segment writer (rows per block); 0 means
 	// its default.
 	BlockRows int
@@ -132,7 +137,11 @@ func (a *App) Compact(ctx context.Context, opt CompactOptions) (*CompactReport, 
 	}
 	// Nothing to do in the current version: no lock taken, so a no-op
 	// after every import costs nothing and cannot fail on a busy lock.
-	if cur := a.Current(); len(planCompaction(cur, opt)) == 0 {
+	plan := planCompaction
+	if opt.Tiered {
+		plan = func(m *Catalog, _ CompactOptions) []compactGroup { return planTiered(m) }
+	}
+	if cur := a.Current(); len(plan(cur, opt)) == 0 {
 		return noop(cur)
 	}
 	if err := ctx.Err(); err != nil {
@@ -144,7 +153,7 @@ func (a *App) Compact(ctx context.Context, opt CompactOptions) (*CompactReport, 
 	}
 	defer t.end()
 	base := t.base
-	groups := planCompaction(base, opt)
+	groups := plan(base, opt)
 	if len(groups) == 0 {
 		return noop(base)
 	}
