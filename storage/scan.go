@@ -80,7 +80,7 @@ type ScanSpec struct {
 // slot boundary (a calendar retention's return events; a distinct-users
 // trend). A row with other mask bits is never omitted and ends a run.
 //
-// It is a hint: only the AVX-512 row filter thins (filterDeltasBlock;
+// It is a hint: only the AVX-512 row filter thins (segment.FilterDeltasBlock;
 // blocks without property columns or row masks), and only rows less than
 // 2^51 µs (71 years) from Origin, or, in blocks wholly in [From, To)
 // whose time unit (segment.Block.TimeGCD) divides Slot, 2^51 of those
@@ -301,7 +301,7 @@ func (s *Snapshot) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) 
 const sparseNum, sparseDen = 1, 16
 
 // vectorNum/vectorDen bounds the share of a segment's rows that can match
-// for drain to use filterDeltasBlock's vector kernel (cursor.vector).
+// for drain to use segment.FilterDeltasBlock's vector kernel (cursor.vector).
 // Measured at 100M events with bench/ab.sh, kernel against the per-user
 // loop: funnels on 13 %, 24 % and 41 % of the rows ×0.85, ×0.93 and
 // ×0.90; distinct users (every row) ×1.05.
@@ -335,9 +335,9 @@ type shardScanner struct {
 	rows     []int32        // block row of each event appended by appendRows (with columns)
 	trail    trail.Trail
 	ubest    []int64 // per user value: the time of the write it holds
-	fs       filterScratch
-	bd       blockDeltas // drainUsers' deltas for filterDeltasBlock
-	excRank  rankCache   // bd's exception rank, reset by drain at each block
+	fs       segment.FilterScratch
+	bd       segment.BlockDeltas // drainUsers' deltas for segment.FilterDeltasBlock
+	excRank  segment.RankCache   // bd's exception rank, reset by drain at each block
 	// mergeParts scratch
 	perm, perm2 []int32
 	sTimes      []int64
@@ -358,7 +358,7 @@ type cursor struct {
 	uplan *UserSegmentPlan
 	masks []uint64
 	live  []uint64  // bit set of event codes with a non-zero mask
-	live8 [8]uint64 // live's first 8 words (filterDeltasBlock)
+	live8 [8]uint64 // live's first 8 words (segment.FilterDeltasBlock)
 	// rowWise: row masks come from plan.Rows into rowMask (per block row)
 	rowWise bool
 	rowMask []uint64
@@ -375,13 +375,13 @@ type cursor struct {
 	// times itself
 	deltas bool
 	// vector: a dense deltas cursor whose blocks drain filters with
-	// filterDeltasBlock: the CPU has AVX-512, codes are below 512 (live8),
+	// segment.FilterDeltasBlock: the CPU has AVX-512, codes are below 512 (live8),
 	// and at most vectorNum/vectorDen of the segment's rows can match
 	vector bool
 	// thin: the vector filter's thinning (ScanSpec.Thin; nil: none),
 	// pointing to thinBuf
-	thin    *thinning
-	thinBuf thinning
+	thin    *segment.Thinning
+	thinBuf segment.Thinning
 	// keys: the user keys blocks are decoded with: KeysAll but for
 	// drain's cursors (KeysNone without a join under ScanSpec.NoIDs,
 	// KeysIDs with one under it and for its single users cursor)
@@ -422,7 +422,7 @@ func (sc *shardScanner) bufferBytes() int64 {
 	for _, c := range sc.trail.Cols {
 		n += int64(cap(c.Bits))*8 + int64(cap(c.Set))
 	}
-	return n + sc.fs.bytes()
+	return n + sc.fs.Bytes()
 }
 
 func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error {
@@ -589,15 +589,15 @@ func (sc *shardScanner) open(c *cursor, ref SegmentRef, r *segment.Reader) (bool
 	c.thin = nil
 	var thinRows int64
 	if th := sc.spec.Thin; th.Mask != 0 && th.Slot > 0 {
-		c.thinBuf = thinning{origin: th.Origin, slot: th.Slot}
+		c.thinBuf = segment.Thinning{Origin: th.Origin, Slot: th.Slot}
 		for code, m := range c.masks {
-			if m == th.Mask && code < 64*len(c.thinBuf.codes) {
-				c.thinBuf.codes[code>>6] |= 1 << (code & 63)
+			if m == th.Mask && code < 64*len(c.thinBuf.Codes) {
+				c.thinBuf.Codes[code>>6] |= 1 << (code & 63)
 				thinRows += meta.EventRows[code]
 			}
 		}
 	}
-	c.vector = useAVX512 && c.deltas && !c.sparse && len(c.live) <= len(c.live8) && (live-thinRows)*vectorDen <= meta.Rows*vectorNum
+	c.vector = segment.HasAVX512() && c.deltas && !c.sparse && len(c.live) <= len(c.live8) && (live-thinRows)*vectorDen <= meta.Rows*vectorNum
 	if c.vector && thinRows > 0 {
 		c.thin = &c.thinBuf
 	}
@@ -633,8 +633,8 @@ func (sc *shardScanner) drainable() int {
 // users cursors ucs (users with no passing row are skipped past, as the
 // general path never visits them). A vector cursor's blocks are filtered
 // and visited in pieces of whole users of about denseRows rows
-// (drainUsers). Blocks read with deltas are filtered by filterDeltasBlock
-// (vector cursors), filterDeltas and its variants, blocks with property
+// (drainUsers). Blocks read with deltas are filtered by segment.FilterDeltasBlock
+// (vector cursors), segment.FilterDeltas and its variants, blocks with property
 // columns or row masks by filterColumns. It returns read errors and
 // ctx.Err().
 func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) error {
@@ -669,10 +669,10 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 	for {
 		b := &c.blk
 		users := len(b.UserStarts) - 1
-		sc.excRank = rankCache{}
+		sc.excRank = segment.RankCache{}
 		for c.user < users {
 			// The block's users c.user..hi-1: all of them, or, for
-			// filterDeltasBlock, whole users of about denseRows rows, so
+			// segment.FilterDeltasBlock, whole users of about denseRows rows, so
 			// that its buffers and the visitors' reads of them stay in
 			// cache.
 			hi := users
@@ -696,7 +696,7 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 	}
 }
 
-// denseRows is the rows per call of filterDeltasBlock in drain (whole
+// denseRows is the rows per call of segment.FilterDeltasBlock in drain (whole
 // users, so a little more). Measured on bench/queries/funnel4.json and
 // distinct_users.json at 100M events: see the commit message.
 const denseRows = 4096
@@ -708,7 +708,7 @@ func (sc *shardScanner) drainUsers(ctx context.Context, c *cursor, hi int, t *tr
 	b := &c.blk
 	from, span := sc.spec.From, uint64(sc.spec.To)-uint64(sc.spec.From)
 	rows := int(b.UserStarts[hi] - b.UserStarts[c.user])
-	// 8 spare entries for filterDeltasBlock's whole-register stores
+	// 8 spare entries for segment.FilterDeltasBlock's whole-register stores
 	times := slices.Grow(sc.blkTimes[:0], rows+8)[:rows]
 	masks := slices.Grow(sc.blkMask[:0], rows+8)[:rows]
 	ends := slices.Grow(sc.blkEnds[:0], hi-c.user)[:hi-c.user]
@@ -717,21 +717,14 @@ func (sc *shardScanner) drainUsers(ctx context.Context, c *cursor, hi int, t *tr
 		sc.filterColumns(c, times, masks, ends)
 	case c.sparse:
 		rows := slices.Grow(sc.rows[:0], len(times))[:len(times)]
-		k := filterDeltasSparse(times, masks, rows, ends, b, b.Events, b.UserStarts[c.user:], c.masks, b.TimeBase, b.TimeGCD, from, span)
+		k := segment.FilterDeltasSparse(times, masks, rows, ends, b, b.Events, b.UserStarts[c.user:], c.masks, b.TimeBase, b.TimeGCD, from, span)
 		sc.rows = rows[:k]
 		sc.gatherCols(c)
 	case c.vector:
 		// Deltas at 16 bits stay packed (the kernel widens them);
 		// other widths are unpacked whole.
-		bd := &sc.bd
-		*bd = blockDeltas{deltas: b.Deltas}
-		if pd, ok := b.PackedDeltas(); ok && pd.W == 16 {
-			*bd = blockDeltas{lows: pd.Lows, excRows: pd.ExcRows, excBits: pd.ExcBits, excHighs: pd.Highs, excRank: &sc.excRank}
-		} else if ok {
-			b.UnpackDeltas()
-			bd.deltas = b.Deltas
-		}
-		filterDeltasBlock(times, masks, ends, bd, b.Events, b.UserStarts[c.user:], c.masks, &c.live8, b.TimeBase, b.TimeGCD, c.inRange, from, span, c.thin, &sc.fs)
+		sc.bd.Reset(b, &sc.excRank)
+		segment.FilterDeltasBlock(times, masks, ends, &sc.bd, b.Events, b.UserStarts[c.user:], c.masks, &c.live8, b.TimeBase, b.TimeGCD, c.inRange, from, span, c.thin, &sc.fs)
 	default:
 		// Dense, no columns: one call per user. One call for all of
 		// the block's users spilled registers and was slower per
@@ -741,9 +734,9 @@ func (sc *shardScanner) drainUsers(ctx context.Context, c *cursor, hi int, t *tr
 		for u, k := c.user, 0; u < hi; u++ {
 			s, e := b.UserStarts[u], b.UserStarts[u+1]
 			if c.inRange {
-				k += filterDeltas(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD)
+				k += segment.FilterDeltas(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD)
 			} else {
-				k += filterDeltasInRange(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD, from, span)
+				k += segment.FilterDeltasInRange(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD, from, span)
 			}
 			ends[u-c.user] = int32(k)
 		}
@@ -983,15 +976,15 @@ func (sc *shardScanner) appendRows(c *cursor) {
 	switch {
 	case c.sparse:
 		var end [1]int32
-		k = filterDeltasSparse(out, outm, rows, end[:], b, b.Events, b.UserStarts[c.user:c.user+2], masks, b.TimeBase, b.TimeGCD, from, span)
+		k = segment.FilterDeltasSparse(out, outm, rows, end[:], b, b.Events, b.UserStarts[c.user:c.user+2], masks, b.TimeBase, b.TimeGCD, from, span)
 	case !c.deltas && c.rowWise:
 		k = filterRowsAt(out, outm, rows, b.Times[s:e], c.rowMask[s:e:e], s, from, span)
 	case !c.deltas:
 		k = filterCodesAt(out, outm, rows, b.Times[s:e], codes, masks, s, from, span)
 	case c.inRange:
-		k = filterDeltas(out, outm, b.Deltas[s:e], codes, masks, b.TimeBase, b.TimeGCD)
+		k = segment.FilterDeltas(out, outm, b.Deltas[s:e], codes, masks, b.TimeBase, b.TimeGCD)
 	default:
-		k = filterDeltasInRange(out, outm, b.Deltas[s:e], codes, masks, b.TimeBase, b.TimeGCD, from, span)
+		k = segment.FilterDeltasInRange(out, outm, b.Deltas[s:e], codes, masks, b.TimeBase, b.TimeGCD, from, span)
 	}
 	sc.rows = rows[:k]
 	for j := range sc.trail.Cols {
@@ -1070,132 +1063,11 @@ func (sc *shardScanner) userValues(c *cursor) {
 	}
 }
 
-// filterDeltas sums a user's time deltas (see segment.Block.Deltas: the
-// first from base) into times and writes every row's time and mask to
-// out/outm, returning how many rows have a non-zero mask, compacted to the
-// front. It is the hot loop of a scan, fused so that the block's times are
-// never written to memory: one multiply-add and one table lookup per event
-// and no branch on the match (the write position advances by (m | -m) >>
-// 63, 1 for any non-zero m), since which events match is unpredictable.
-// len(out), len(outm) ≥ len(deltas) = len(codes). It is kept out of line:
-// inlined into appendRows, register pressure spilled k and t to the stack
-// and the loop ran at ~11 cycles per event instead of ~3.
-//
-//go:noinline
-func filterDeltas(out []int64, outm []uint64, deltas []uint64, codes []uint32, masks []uint64, base int64, g uint64) int {
-	k := 0
-	out, outm = out[:len(deltas)], outm[:len(deltas)]
-	codes = codes[:len(deltas)]
-	t := base
-	for i, d := range deltas {
-		t += int64(d * g)
-		m := masks[codes[i]]
-		out[k] = t
-		outm[k] = m
-		k += int((m | -m) >> 63)
-	}
-	return k
-}
-
-// filterDeltasSparse is filterDeltas for segments where few rows match
-// (see cursor.sparse), also requiring from ≤ t < from+span, over the
-// users u = 0..len(ends)-1 of a block at once, user u holding rows
-// [starts[u], starts[u+1]) of deltas and codes. It writes the passing
-// rows' times, masks and block rows back to back from out[0], outm[0] and
-// rows[0], the end of user u's rows in them to ends[u], and returns the
-// total. It looks for matching codes first,
-// branching on the match (which the predictor gets right for almost every
-// row), and sums a user's deltas only up to each match (sumDeltas): the
-// deltas after a user's last match, and all of a user with none, are
-// never read. One call per block: a call per user cost more than the
-// rows of a typical user.
-//
-//go:noinline
-func filterDeltasSparse(out []int64, outm []uint64, rows []int32, ends []int32, b *segment.Block, codes []uint32, starts []int32, masks []uint64, base int64, g uint64, from int64, span uint64) int {
-	k, u := 0, 0
-	starts = starts[:len(ends)+1]
-	end := int(starts[len(ends)])
-	codes = codes[:end]
-	p, next := int(starts[0]), int(starts[1]) // user u's deltas[starts[u]:p] are in sum
-	var sum uint64                            // wrapping, like the times
-	for i := p; ; i++ {
-		if i = nextMatch(codes, masks, i); i == end {
-			break
-		}
-		m := masks[codes[i]]
-		if i >= next { // the match is a later user's
-			for i >= next {
-				ends[u] = int32(k)
-				u++
-				next = int(starts[u+1])
-			}
-			p, sum = int(starts[u]), 0
-		}
-		sum += b.SumDeltas(p, i+1)
-		p = i + 1
-		// base + g·Σd ≡ base + Σ(g·d) (mod 2^64): the times filterDeltas sums.
-		if t := base + int64(sum*g); uint64(t)-uint64(from) < span {
-			out[k] = t
-			outm[k] = m
-			rows[k] = int32(i)
-			k++
-		}
-	}
-	for ; u < len(ends); u++ {
-		ends[u] = int32(k)
-	}
-	return k
-}
-
-// nextMatch returns the first row r ≥ i with a non-zero masks[codes[r]],
-// or len(codes). Out of line, so that the loop has registers to itself.
-//
-//go:noinline
-func nextMatch(codes []uint32, masks []uint64, i int) int {
-	// Four rows per test: one branch per four rows, and the four
-	// lookups issue together (BenchmarkFilterDeltas/sparse, 2.5% of rows
-	// live: 102 -> 83 µs; eight rows per test: 99 µs).
-	for ; i+4 <= len(codes); i += 4 {
-		c := codes[i : i+4 : i+4]
-		if masks[c[0]]|masks[c[1]]|masks[c[2]]|masks[c[3]] != 0 {
-			break
-		}
-	}
-	for ; i < len(codes); i++ {
-		if masks[codes[i]] != 0 {
-			return i
-		}
-	}
-	return len(codes)
-}
-
-// filterDeltasInRange is filterDeltas that also requires from ≤ t <
-// from+span (span as an unsigned width, so the full int64 range works):
-// the subtraction's borrow is 1 exactly when t-from < span. Out of line
-// like filterDeltas.
-//
-//go:noinline
-func filterDeltasInRange(out []int64, outm []uint64, deltas []uint64, codes []uint32, masks []uint64, base int64, g uint64, from int64, span uint64) int {
-	k := 0
-	out, outm = out[:len(deltas)], outm[:len(deltas)]
-	codes = codes[:len(deltas)]
-	t := base
-	for i, d := range deltas {
-		t += int64(d * g)
-		m := masks[codes[i]]
-		out[k] = t
-		outm[k] = m
-		_, in := bits.Sub64(uint64(t)-uint64(from), span, 0)
-		k += int(((m | -m) >> 63) & in)
-	}
-	return k
-}
-
 // filterCodesAt writes every row's time and mask (masks[codes[i]]) and
 // its block row s+i to out/outm/rows and returns how many rows pass (a
 // non-zero mask and from ≤ t < from+span), compacted to the front: the
 // row filter of blocks read with property columns, branch-free and out of
-// line like filterDeltas (inlined, the loop spilled its counters).
+// line like segment.FilterDeltas (inlined, the loop spilled its counters).
 //
 //go:noinline
 func filterCodesAt(out []int64, outm []uint64, rows []int32, times []int64, codes []uint32, masks []uint64, s int32, from int64, span uint64) int {
