@@ -38,7 +38,7 @@ func (sc *shardScanner) drainable() int {
 // users cursors ucs (users with no passing row are skipped past, as the
 // general path never visits them). A vector cursor's blocks are filtered
 // and visited in pieces of whole users of about denseRows rows
-// (drainUsers). Blocks read with deltas are filtered by filterDeltasBlock
+// (drainUsers). Blocks read with deltas are filtered by segment.FilterDeltasBlock
 // (vector cursors), filterDeltas and its variants, blocks with property
 // columns or row masks by filterColumns. It returns read errors and
 // ctx.Err().
@@ -75,10 +75,10 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 	for {
 		b := &c.blk
 		users := len(b.UserStarts) - 1
-		sc.excRank = rankCache{}
+		sc.excRank = segment.RankCache{}
 		for c.user < users {
 			// The block's users c.user..hi-1: all of them, or, for
-			// filterDeltasBlock, whole users of about denseRows rows, so
+			// segment.FilterDeltasBlock, whole users of about denseRows rows, so
 			// that its buffers and the visitors' reads of them stay in
 			// cache.
 			hi := users
@@ -127,7 +127,7 @@ func sameUserThrough(m *segment.Meta, from, to int) bool {
 	return true
 }
 
-// denseRows is the rows per call of filterDeltasBlock in drain (whole
+// denseRows is the rows per call of segment.FilterDeltasBlock in drain (whole
 // users, so a little more). Measured on bench/queries/funnel4.json and
 // distinct_users.json at 100M events: see the commit message.
 const denseRows = 4096
@@ -139,7 +139,7 @@ func (sc *shardScanner) drainUsers(ctx context.Context, c *cursor, hi int, t *tr
 	b := &c.blk
 	from, span := sc.spec.From, uint64(sc.spec.To)-uint64(sc.spec.From)
 	rows := int(b.UserStarts[hi] - b.UserStarts[c.user])
-	// 8 spare entries for filterDeltasBlock's whole-register stores
+	// 8 spare entries for segment.FilterDeltasBlock's whole-register stores
 	times := slices.Grow(sc.blkTimes[:0], rows+8)[:rows]
 	masks := slices.Grow(sc.blkMask[:0], rows+8)[:rows]
 	ends := slices.Grow(sc.blkEnds[:0], hi-c.user)[:hi-c.user]
@@ -148,21 +148,14 @@ func (sc *shardScanner) drainUsers(ctx context.Context, c *cursor, hi int, t *tr
 		sc.filterColumns(c, times, masks, ends)
 	case c.sparse:
 		rows := slices.Grow(sc.rows[:0], len(times))[:len(times)]
-		k := filterDeltasSparse(times, masks, rows, ends, b, b.Events, b.UserStarts[c.user:], c.masks, b.TimeBase, b.TimeGCD, from, span)
+		k := segment.FilterDeltasSparse(times, masks, rows, ends, b, b.Events, b.UserStarts[c.user:], c.masks, b.TimeBase, b.TimeGCD, from, span)
 		sc.rows = rows[:k]
 		sc.gatherCols(c)
 	case c.vector:
 		// Deltas at 16 bits stay packed (the kernel widens them);
 		// other widths are unpacked whole.
-		bd := &sc.bd
-		*bd = blockDeltas{deltas: b.Deltas}
-		if pd, ok := b.PackedDeltas(); ok && pd.W == 16 {
-			*bd = blockDeltas{lows: pd.Lows, excRows: pd.ExcRows, excBits: pd.ExcBits, excHighs: pd.Highs, excRank: &sc.excRank}
-		} else if ok {
-			b.UnpackDeltas()
-			bd.deltas = b.Deltas
-		}
-		filterDeltasBlock(times, masks, ends, bd, b.Events, b.UserStarts[c.user:], c.masks, &c.live8, b.TimeBase, b.TimeGCD, c.inRange, from, span, c.thin, &sc.fs)
+		sc.bd.Reset(b, &sc.excRank)
+		segment.FilterDeltasBlock(times, masks, ends, &sc.bd, b.Events, b.UserStarts[c.user:], c.masks, &c.live8, b.TimeBase, b.TimeGCD, c.inRange, from, span, c.thin, &sc.fs)
 	default:
 		// Dense, no columns: one call per user. One call for all of
 		// the block's users spilled registers and was slower per
@@ -172,9 +165,9 @@ func (sc *shardScanner) drainUsers(ctx context.Context, c *cursor, hi int, t *tr
 		for u, k := c.user, 0; u < hi; u++ {
 			s, e := b.UserStarts[u], b.UserStarts[u+1]
 			if c.inRange {
-				k += filterDeltas(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD)
+				k += segment.FilterDeltas(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD)
 			} else {
-				k += filterDeltasInRange(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD, from, span)
+				k += segment.FilterDeltasInRange(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD, from, span)
 			}
 			ends[u-c.user] = int32(k)
 		}

@@ -38,9 +38,9 @@ type shardScanner struct {
 	uonce    []trail.Value
 	uonceAt  []int64
 	onceSeen bool
-	fs       filterScratch
-	bd       blockDeltas // drainUsers' deltas for filterDeltasBlock
-	excRank  rankCache   // bd's exception rank, reset by drain at each block
+	fs       segment.FilterScratch
+	bd       segment.BlockDeltas // drainUsers' deltas for segment.FilterDeltasBlock
+	excRank  segment.RankCache   // bd's exception rank, reset by drain at each block
 	// mergeParts scratch
 	perm, perm2 []int32
 	sTimes      []int64
@@ -101,7 +101,7 @@ func (sc *shardScanner) bufferBytes() int64 {
 	for _, c := range sc.trail.Cols {
 		n += int64(cap(c.Bits))*8 + int64(cap(c.Set))
 	}
-	return n + sc.fs.bytes()
+	return n + sc.fs.Bytes()
 }
 
 func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error {
@@ -351,15 +351,15 @@ func (sc *shardScanner) appendRows(c *cursor, part int) {
 	switch {
 	case c.sparse:
 		var end [1]int32
-		k = filterDeltasSparse(out, outm, rows, end[:], b, b.Events, b.UserStarts[c.user:c.user+2], masks, b.TimeBase, b.TimeGCD, from, span)
+		k = segment.FilterDeltasSparse(out, outm, rows, end[:], b, b.Events, b.UserStarts[c.user:c.user+2], masks, b.TimeBase, b.TimeGCD, from, span)
 	case !c.deltas && c.rowWise:
 		k = filterRowsAt(out, outm, rows, b.Times[s:e], c.rowMask[s:e:e], s, from, span)
 	case !c.deltas:
 		k = filterCodesAt(out, outm, rows, b.Times[s:e], codes, masks, s, from, span)
 	case c.inRange:
-		k = filterDeltas(out, outm, b.Deltas[s:e], codes, masks, b.TimeBase, b.TimeGCD)
+		k = segment.FilterDeltas(out, outm, b.Deltas[s:e], codes, masks, b.TimeBase, b.TimeGCD)
 	default:
-		k = filterDeltasInRange(out, outm, b.Deltas[s:e], codes, masks, b.TimeBase, b.TimeGCD, from, span)
+		k = segment.FilterDeltasInRange(out, outm, b.Deltas[s:e], codes, masks, b.TimeBase, b.TimeGCD, from, span)
 	}
 	sc.rows = rows[:k]
 	for j := range sc.trail.Cols {
