@@ -645,23 +645,32 @@ func TestDiffCohort(t *testing.T) {
 		for _, w := range d.data.Users {
 			universe[w.User] = true
 		}
-		got := map[string]bool{}
-		for u := range universe {
-			var fl uint64
-			for i, f := range flags {
-				if f.Holds(current[u][f.Prop]) {
-					fl |= 1 << i
+		users := slices.Sorted(maps.Keys(universe))
+		// One state for every user, whole trails or chunks of every
+		// length.
+		st := analysis.NewCohortState(&kc)
+		for _, fd := range append([]feeder{{}}, chunkFeeders(seed)...) {
+			got := map[string]bool{}
+			for _, u := range users {
+				var fl uint64
+				for i, f := range flags {
+					if f.Holds(current[u][f.Prop]) {
+						fl |= 1 << i
+					}
+				}
+				tr := byUser[u]
+				fd.add(&tr, st.Add)
+				if st.In(fl) {
+					got[u] = true
 				}
 			}
-			tr := byUser[u]
-			if kc.Eval(&tr, fl) {
-				got[u] = true
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("seed %d: cohort %+v fed chunks of about %d events\nkernel %v\nnaive  %v", seed, nc, fd.maxLen, got, want)
+			}
+			if fd.maxLen == 0 {
+				members += len(got)
 			}
 		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("seed %d: cohort %+v\nkernel %v\nnaive  %v", seed, nc, got, want)
-		}
-		members += len(got)
 	}
 	if members < diffSeeds {
 		t.Errorf("only %d members over %d seeds", members, diffSeeds)
