@@ -237,7 +237,10 @@ func (e *Engine) scan(ctx context.Context, p *plan, from, to int64, vs []*visito
 	}
 	visitors := make([]storage.Visitor, len(vs))
 	for i, v := range vs {
-		visitors[i] = v
+		visitors[i] = v.scanVisitor()
+		if chunkTrails != nil {
+			visitors[i] = chunkTrails(visitors[i], i)
+		}
 	}
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -269,13 +272,18 @@ func (e *Engine) scan(ctx context.Context, p *plan, from, to int64, vs []*visito
 	return nil
 }
 
+// chunkTrails, set by tests, wraps a scan's visitor of worker i: the
+// driver of chunks_test.go that hands the visitor each trail of the scan
+// in chunks (package trail), as long trails will come. nil otherwise.
+var chunkTrails func(v storage.Visitor, i int) storage.Visitor
+
 // newVisitors returns n visitors over accumulators made by mk, which
 // returns the accumulator's add and bytes functions.
 func newVisitors(p *plan, n int, mk func(i int) (add func(*trail.Trail), bytes func() int64)) []*visitor {
 	vs := make([]*visitor, n)
 	for i := range vs {
 		add, bytes := mk(i)
-		vs[i] = &visitor{p: p, add: add, bytes: bytes}
+		vs[i] = &visitor{adm: newAdmission(p), add: add, bytes: bytes}
 	}
 	return vs
 }
