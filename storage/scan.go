@@ -132,6 +132,7 @@ const (
 	ColInt    ColumnKind = iota // int, bool (0/1) and time (µs) properties: the int64
 	ColFloat                    // float properties: math.Float64bits, with -0 stored as +0
 	ColString                   // string properties: Remap[dictionary code]
+	ColEvent                    // the row's event name, always set: Remap[event code] (Prop is ignored)
 )
 
 // ColumnSource says where one trail column (or user value) comes from in
@@ -1006,6 +1007,13 @@ func (sc *shardScanner) appendRows(c *cursor) {
 // appendCol appends the values of the given block rows to trail column
 // col.
 func appendCol(col *trail.Column, src ColumnSource, b *segment.Block, rows []int32) {
+	if src.Kind == ColEvent {
+		for _, r := range rows {
+			col.Set = append(col.Set, true)
+			col.Bits = append(col.Bits, uint64(src.Remap[b.Events[r]]))
+		}
+		return
+	}
 	if src.Prop < 0 {
 		for range rows {
 			col.Set = append(col.Set, false)
