@@ -67,8 +67,9 @@ type Stats struct {
 }
 
 // Run validates and runs q. q.App must be set. The result is one of
-// *TrendResult, *FunnelResult, *RetentionResult, *CohortResult. Every
-// error is an *Error: invalid_query (with the offending field), not_found
+// *TrendResult, *FunnelResult, *RetentionResult, *CohortResult,
+// *StickinessResult, *LifecycleResult, *PathsResult, *AttributionResult.
+// Every error is an *Error: invalid_query (with the offending field), not_found
 // (unknown app or saved cohort), corruption (a segment failed its
 // checksums; no answer is given), limit_exceeded (timeout or memory
 // budget) or internal.
@@ -134,6 +135,14 @@ func (e *Engine) run(ctx context.Context, q *Query, start time.Time) (any, error
 		res, err = e.runRetention(ctx, p)
 	case "cohort":
 		res, err = e.runCohort(ctx, p)
+	case "stickiness":
+		res, err = e.runStickiness(ctx, p)
+	case "lifecycle":
+		res, err = e.runLifecycle(ctx, p)
+	case "paths":
+		res, err = e.runPaths(ctx, p)
+	case "attribution":
+		res, err = e.runAttribution(ctx, p)
 	}
 	if err != nil {
 		return nil, err
@@ -155,6 +164,14 @@ func StatsOf(res any) *Stats {
 	case *RetentionResult:
 		return &r.Stats
 	case *CohortResult:
+		return &r.Stats
+	case *StickinessResult:
+		return &r.Stats
+	case *LifecycleResult:
+		return &r.Stats
+	case *PathsResult:
+		return &r.Stats
+	case *AttributionResult:
 		return &r.Stats
 	}
 	return nil

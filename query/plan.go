@@ -63,9 +63,10 @@ type matcher struct {
 // column is an event property carried in the trails (Trail.Cols) or a
 // user property value (Trail.User).
 type column struct {
-	name string
-	user bool
-	typ  event.Type
+	name  string
+	user  bool
+	event bool // the event name (paths items), typ string: its dict holds event names
+	typ   event.Type
 	// dict is the query-wide dictionary of a string property: the sorted
 	// union of the dictionaries of the segments read; remap maps each
 	// segment's codes to it, by segment file.
@@ -81,11 +82,11 @@ type userFlag struct {
 
 func (e *Engine) newPlan(q *Query, snap *storage.Snapshot) (*plan, error) {
 	switch q.Kind {
-	case "trend", "funnel", "retention", "cohort":
+	case "trend", "funnel", "retention", "cohort", "stickiness", "lifecycle", "paths", "attribution":
 	case "":
-		return nil, invalid("kind", "kind is required: trend, funnel, retention or cohort")
+		return nil, invalid("kind", "kind is required: %s", kindNames)
 	default:
-		return nil, invalid("kind", "unknown kind %q: want trend, funnel, retention or cohort", q.Kind)
+		return nil, invalid("kind", "unknown kind %q: want %s", q.Kind, kindNames)
 	}
 	p := &plan{q: q, snap: snap, budget: newBudget(e.cfg.MemoryBudget)}
 	tz := q.TZ
@@ -265,10 +266,9 @@ func (p *plan) prepare(from, to int64) error {
 			if err != nil {
 				return err
 			}
-			meta := r.Meta()
-			if mi := propIndex(meta, c.name); mi >= 0 {
-				dicts[ref.File] = meta.Props[mi].Dict
-				all = append(all, meta.Props[mi].Dict...)
+			if d, ok := columnDict(r.Meta(), c); ok {
+				dicts[ref.File] = d
+				all = append(all, d...)
 			}
 		}
 		slices.Sort(all)
@@ -408,6 +408,9 @@ func (p *plan) compileSegment(ref storage.SegmentRef, meta *segment.Meta) (*stor
 		src := storage.ColumnSource{Prop: -1, Kind: columnKind(c.typ), Remap: c.remap[ref.File]}
 		if mi := propIndex(meta, c.name); mi >= 0 {
 			src.Prop = need(mi)
+		}
+		if c.event {
+			src.Kind = storage.ColEvent
 		}
 		sp.Cols = append(sp.Cols, src)
 	}

@@ -36,6 +36,10 @@ type Query struct {
 	Windows   string     `json:"windows,omitempty"`    // retention: calendar (default) | rolling
 	Criterion string     `json:"criterion,omitempty"`  // retention: on (default) | on_or_after
 	List      *List      `json:"list,omitempty"`       // users to list: a cohort's, a funnel step's or a retention cell's (paged)
+
+	// AnalysisQuery holds the fields of kinds stickiness, lifecycle,
+	// paths and attribution (kinds.go).
+	AnalysisQuery
 }
 
 // RawJSON is an unparsed JSON value kept for a later stage.
@@ -101,6 +105,10 @@ type List struct {
 	CohortStart    string  `json:"cohort_start,omitempty"`
 	Period         int     `json:"period,omitempty"`
 	BreakdownValue *string `json:"breakdown_value,omitempty"`
+
+	// ListCoords are the coordinates of stickiness, lifecycle, paths and
+	// attribution lists (kinds.go).
+	ListCoords
 }
 
 // Parse decodes a JSON query. Unknown fields are rejected (a typo should not
@@ -109,9 +117,11 @@ func Parse(data []byte) (*Query, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var q Query
-	if err := dec.Decode(&q); err != nil {
+	target, done := decodeTarget(data, &q)
+	if err := dec.Decode(target); err != nil {
 		return nil, jsonError(err)
 	}
+	done()
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, &Error{Code: CodeInvalidQuery, Message: "trailing data after the query object"}
 	}

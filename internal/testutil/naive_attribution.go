@@ -154,7 +154,7 @@ func NaiveAttribution(d Data, q AttributionQuery) ([]AttributionRow, Attribution
 				var ws []float64
 				var sum float64
 				for _, x := range el {
-					w := math.Pow(2, -float64(youngest-x.e.Time)/float64(q.HalfLife))
+					w := math.Exp2(-float64(youngest-x.e.Time) / float64(q.HalfLife))
 					ws = append(ws, w)
 					sum += w
 				}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/spurdb/spur/event"
 )
@@ -149,4 +150,52 @@ func (q *PathsQuery) cut(s []pathItem) []pathItem {
 	out := slices.Clone(s[:h])
 	out = append(out, pathItem{item: "...", t: s[h].t})
 	return append(out, s[len(s)-k:]...)
+}
+
+// PathsResultEdges keeps the edges of a paths result (spec §15, PostHog's
+// paths) from all of a query's edges: those with at least minSessions
+// sessions, the maxEdges with the most sessions (ties: source, then
+// target, byte-wise), and of those the ones whose source can be reached
+// from a position-1 node along kept edges (a depth-first walk, as
+// PostHog's validate_results). The result is ordered by sessions
+// descending, source, target.
+func PathsResultEdges(all []PathEdge, minSessions int64, maxEdges int) []PathEdge {
+	var es []PathEdge
+	for _, e := range all {
+		if e.Sessions >= minSessions {
+			es = append(es, e)
+		}
+	}
+	slices.SortFunc(es, func(a, b PathEdge) int {
+		return cmp.Or(cmp.Compare(b.Sessions, a.Sessions), cmp.Compare(a.Source, b.Source), cmp.Compare(a.Target, b.Target))
+	})
+	if len(es) > maxEdges {
+		es = es[:maxEdges]
+	}
+	next := map[string][]string{}
+	var stack []string
+	for _, e := range es {
+		next[e.Source] = append(next[e.Source], e.Target)
+		if strings.HasPrefix(e.Source, "1_") {
+			stack = append(stack, e.Source)
+		}
+	}
+	seen := map[string]bool{}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		seen[n] = true
+		for _, m := range next[n] {
+			if !seen[m] {
+				stack = append(stack, m)
+			}
+		}
+	}
+	out := []PathEdge{}
+	for _, e := range es {
+		if seen[e.Source] {
+			out = append(out, e)
+		}
+	}
+	return out
 }
