@@ -310,3 +310,30 @@ func (p *plan) breakdownList(bd *breakdown, r *ranked, run func(src analysis.Key
 	}
 	return run(bd.src, groupBy(r), gk)
 }
+
+// jsonField returns the JSON path of a decoding error's field without the
+// Go names of embedded structs (encoding/json reports
+// "Query.AnalysisQuery.max_edges" for "max_edges").
+func jsonField(f string) string {
+	parts := strings.Split(f, ".")
+	out := parts[:0]
+	for _, p := range parts {
+		if p != "Query" && p != "AnalysisQuery" && p != "ListCoords" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, ".")
+}
+
+// MarshalJSON renders q as Parse reads it: a paths query's step limit as
+// "steps" (PathSteps is not a JSON field of its own).
+func (q Query) MarshalJSON() ([]byte, error) {
+	type plain Query // without this method
+	if q.Kind != "paths" || q.PathSteps == 0 {
+		return json.Marshal(plain(q))
+	}
+	return json.Marshal(struct {
+		plain
+		Steps int `json:"steps"`
+	}{plain(q), q.PathSteps})
+}

@@ -135,7 +135,8 @@ func jsonError(err error) *Error {
 	case errors.As(err, &se):
 		return &Error{Code: CodeInvalidQuery, Message: fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, se)}
 	case errors.As(err, &te):
-		return &Error{Code: CodeInvalidQuery, Field: te.Field, Message: fmt.Sprintf("field %q: want a JSON %s, found %s", te.Field, te.Type, te.Value)}
+		f := jsonField(te.Field)
+		return &Error{Code: CodeInvalidQuery, Field: f, Message: fmt.Sprintf("field %q: want a JSON %s, found %s", f, te.Type, te.Value)}
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		return &Error{Code: CodeInvalidQuery, Field: f, Message: fmt.Sprintf("unknown field %q", f)}
