@@ -113,7 +113,9 @@ type AttributionList struct {
 // AttributionCell is the credit of one channel (× key × bucket):
 // Conversions the sum of the conversions' shares, Users the users with a
 // positive conversion share, Value Σ share × value, SubEvents and
-// SubValue the same for subsequent events. Sums are exact, rounded once.
+// SubValue the same for subsequent events. Each user's shares are summed
+// in float64 in trail order, the users' sums exactly (rounded once), so
+// the result is the same for any split of the users.
 type AttributionCell struct {
 	Conversions, Value, SubEvents, SubValue float64
 	Users                                   int64
@@ -141,12 +143,22 @@ type AttributionResult struct {
 	List        *UserList // the listed users (nil without a list); points into the accumulator
 }
 
-// attrCell is the state of one AttributionCell.
+// attrCell is the state of one AttributionCell: exact sums over users
+// and the current user's float sums (pend: conversions, value,
+// subsequent events, subsequent value), added in trail order and flushed
+// into the exact sums when the user ends, so the result does not depend
+// on how users are split or merged.
 type attrCell struct {
 	conv, value, subEv, subVal ExactSum
 	users                      int64
 	gen                        uint32 // user generation that last counted users
+	pgen                       uint32 // user generation of pend
+	pend                       [4]float64
 }
+
+// cellRef locates a cell: row r of group g, its total (b = -1) or bucket
+// b.
+type cellRef struct{ g, r, b int32 }
 
 type attrRow struct {
 	channel Key
@@ -194,6 +206,8 @@ type Attribution struct {
 
 	conv, users, subEv int64
 	value, subVal      ExactSum
+	uValue, uSubVal    float64   // the current user's value sums (trail order)
+	touched            []cellRef // cells with a pending sum of the current user
 
 	// current user
 	gen      uint32
@@ -206,6 +220,8 @@ type Attribution struct {
 	lastOK   bool
 	lastT    int64
 	last     []chShare // shares of the latest conversion
+	lastRows []int32   // rows of last's channels in group lastG (-1: not resolved)
+	lastG    int32
 	shares   []chShare // scratch
 	weights  []float64 // scratch
 	eligible []int32   // scratch: indexes into touches
@@ -282,8 +298,9 @@ func (a *Attribution) ensure(g int32) {
 	}
 }
 
-// row returns the row of channel ch in group g, creating it.
-func (a *Attribution) row(g int32, ch Key) *attrRow {
+// row returns the index of the row of channel ch in group g, creating
+// it.
+func (a *Attribution) row(g int32, ch Key) int32 {
 	gr := &a.gs[g]
 	r, ok := gr.channels.get(ch)
 	if !ok {
@@ -296,11 +313,11 @@ func (a *Attribution) row(g int32, ch Key) *attrRow {
 		gr.channels.put(ch, r)
 		a.bytes += int64(a.nb+1)*attrCellSize + 16 + gr.channels.bytes() - before
 	}
-	return &gr.rows[r]
+	return r
 }
 
 // attrCellSize is the size of an attrCell without its digits.
-const attrCellSize = 4*40 + 16
+const attrCellSize = 4*40 + 16 + 8 + 32
 
 // Add accumulates one chunk of a user's trail (package trail). The chunk
 // is borrowed only for the call. Cost: O(events) plus, per conversion,
@@ -359,7 +376,34 @@ func (a *Attribution) Add(tr *trail.Trail) {
 	}
 	if !tr.More {
 		a.touches, a.head = a.touches[:0], 0
+		a.flush()
 	}
+}
+
+// flush adds the current user's float sums to the exact sums.
+func (a *Attribution) flush() {
+	for _, ref := range a.touched {
+		c := a.cellAt(ref)
+		for k, s := range [4]*ExactSum{&c.conv, &c.value, &c.subEv, &c.subVal} {
+			if c.pend[k] != 0 {
+				a.addExact(s, c.pend[k])
+			}
+		}
+		c.pend = [4]float64{}
+	}
+	a.touched = a.touched[:0]
+	a.addExact(&a.value, a.uValue)
+	a.addExact(&a.subVal, a.uSubVal)
+	a.uValue, a.uSubVal = 0, 0
+}
+
+// cellAt returns the cell ref points to.
+func (a *Attribution) cellAt(ref cellRef) *attrCell {
+	r := &a.gs[ref.g].rows[ref.r]
+	if ref.b < 0 {
+		return &r.total
+	}
+	return &r.buckets[ref.b]
 }
 
 // beginUser resets the per-user state.
@@ -369,9 +413,9 @@ func (a *Attribution) beginUser(tr *trail.Trail) {
 		for gi := range a.gs {
 			for ri := range a.gs[gi].rows {
 				r := &a.gs[gi].rows[ri]
-				r.total.gen = 0
+				r.total.gen, r.total.pgen = 0, 0
 				for b := range r.buckets {
-					r.buckets[b].gen = 0
+					r.buckets[b].gen, r.buckets[b].pgen = 0, 0
 				}
 			}
 		}
@@ -495,14 +539,14 @@ func positionShare(k, n int) float64 {
 func (a *Attribution) convert(tr *trail.Trail, k int, t int64) {
 	a.shareOut(t)
 	a.last = append(a.last[:0], a.shares...)
-	a.lastOK, a.lastT = true, t
+	a.lastOK, a.lastT, a.lastG = true, t, -1
 	sp := &a.spec
 	if t < sp.From {
 		return
 	}
 	v := colValue(tr, sp.Value, k)
 	a.conv++
-	a.addExact(&a.value, v)
+	a.uValue += v
 	if !a.counted {
 		a.counted = true
 		a.users++
@@ -516,10 +560,10 @@ func (a *Attribution) convert(tr *trail.Trail, k int, t int64) {
 		b = a.idx.of(t)
 	}
 	for _, s := range a.shares {
-		r := a.row(g, s.ch)
-		a.credit(&r.total, s.share, v, false)
+		ri := a.row(g, s.ch)
+		a.credit(cellRef{g, ri, -1}, s.share, v, false)
 		if b >= 0 {
-			a.credit(&r.buckets[b], s.share, v, false)
+			a.credit(cellRef{g, ri, int32(b)}, s.share, v, false)
 		}
 		if l := sp.List; l != nil && !a.listed && s.share > 0 && s.ch == l.Channel && a.groups.keys[g] == l.Key {
 			a.list.Add(tr.ID)
@@ -534,25 +578,37 @@ func (a *Attribution) subsequent(tr *trail.Trail, k int, s int64) {
 	sp := &a.spec
 	v := colValue(tr, sp.SubsequentValue, k)
 	a.subEv++
-	a.addExact(&a.subVal, v)
+	a.uSubVal += v
 	g := a.keyGroup(tr, k)
 	if g < 0 {
 		return
 	}
-	shares := a.last
+	shares, inherit := a.last, true
 	if !a.lastOK || s-a.lastT > sp.SubsequentWindow {
+		inherit = false
 		a.shares = append(a.shares[:0], chShare{ch: Unattributed, share: 1})
 		shares = a.shares
+	} else if a.lastG != g { // the rows of the conversion's channels, once per group
+		a.lastRows = a.lastRows[:0]
+		for _, sh := range shares {
+			a.lastRows = append(a.lastRows, a.row(g, sh.ch))
+		}
+		a.lastG = g
 	}
 	b := -1
 	if a.nb > 0 {
 		b = a.idx.of(s)
 	}
-	for _, sh := range shares {
-		r := a.row(g, sh.ch)
-		a.credit(&r.total, sh.share, v, true)
+	for k, sh := range shares {
+		var ri int32
+		if inherit {
+			ri = a.lastRows[k]
+		} else {
+			ri = a.row(g, sh.ch)
+		}
+		a.credit(cellRef{g, ri, -1}, sh.share, v, true)
 		if b >= 0 {
-			a.credit(&r.buckets[b], sh.share, v, true)
+			a.credit(cellRef{g, ri, int32(b)}, sh.share, v, true)
 		}
 	}
 }
@@ -566,15 +622,20 @@ func (a *Attribution) keyGroup(tr *trail.Trail, k int) int32 {
 }
 
 // credit adds a share of a conversion (sub false) or subsequent event
-// with value v to cell c.
-func (a *Attribution) credit(c *attrCell, share, v float64, sub bool) {
+// with value v to the current user's sums of cell ref.
+func (a *Attribution) credit(ref cellRef, share, v float64, sub bool) {
+	c := a.cellAt(ref)
+	if c.pgen != a.gen {
+		c.pgen = a.gen
+		a.touched = append(a.touched, ref)
+	}
 	if sub {
-		a.addExact(&c.subEv, share)
-		a.addExact(&c.subVal, share*v)
+		c.pend[2] += share
+		c.pend[3] += share * v
 		return
 	}
-	a.addExact(&c.conv, share)
-	a.addExact(&c.value, share*v)
+	c.pend[0] += share
+	c.pend[1] += share * v
 	if share > 0 && c.gen != a.gen {
 		c.gen = a.gen
 		c.users++
@@ -613,7 +674,7 @@ func (a *Attribution) Merge(o *Attribution) {
 		a.ensure(g)
 		for ri := range o.gs[og].rows {
 			or := &o.gs[og].rows[ri]
-			r := a.row(g, or.channel)
+			r := &a.gs[g].rows[a.row(g, or.channel)]
 			a.mergeCell(&r.total, &or.total)
 			for b := range or.buckets {
 				a.mergeCell(&r.buckets[b], &or.buckets[b])
@@ -647,7 +708,7 @@ func (a *Attribution) mergeExact(s, o *ExactSum) {
 // budget.
 func (a *Attribution) Bytes() int64 {
 	return a.bytes + a.groups.bytes() + a.list.Bytes() +
-		int64(cap(a.last)+cap(a.shares))*24 + int64(cap(a.weights))*8 + int64(cap(a.eligible))*4
+		int64(cap(a.last)+cap(a.shares))*24 + int64(cap(a.weights))*8 + int64(cap(a.eligible)+cap(a.lastRows))*4 + int64(cap(a.touched))*12
 }
 
 // Result returns the rows and totals in newly allocated slices owned by

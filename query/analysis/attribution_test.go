@@ -122,9 +122,10 @@ func naiveAttrRows(rows []testutil.AttributionRow, tot testutil.AttributionTotal
 	return out
 }
 
-// close reports whether a and b agree to 1e-9 relative (floats) and
-// exactly otherwise. Time-decay weights are computed differently by the
-// kernel and the naive reference, so sums may differ in the last bits.
+// closeAttr reports whether a and b agree to 1e-9 relative (floats) and
+// exactly otherwise: the kernel sums each user's shares in float64 before
+// the exact sum over users, the naive reference sums every share exactly,
+// so sums may differ in the last bits.
 func closeAttr(a, b attrRows) bool {
 	near := func(x, y float64) bool { return x == y || math.Abs(x-y) <= 1e-9*math.Max(math.Abs(x), math.Abs(y)) }
 	cellNear := func(x, y testutil.AttributionCell) bool {

@@ -187,20 +187,22 @@ func (s *Stickiness) Add(tr *trail.Trail) {
 	if !perEvent && g < 0 {
 		i = len(times) // the group function dropped the user's key
 	}
-	ns, gen, minEv := int32(s.ns), s.gen, int32(s.spec.MinEvents)
+	ns, gen, minEv, all := int32(s.ns), s.gen, int32(s.spec.MinEvents), s.seriesMask
 	b, next := int32(0), int64(minTime)
+	var reached uint64 // series whose bucket b counts (one group only)
 	for ; i < len(times); i++ {
 		t := times[i]
 		if t >= to {
 			break
 		}
-		m := masks[i] & s.seriesMask
+		m := masks[i] & all
 		if m == 0 {
 			continue
 		}
 		if t >= next {
 			b = int32(s.idx.of(t))
 			next = s.spec.Bounds[b+1]
+			reached = 0
 		}
 		if perEvent {
 			if g = s.group(s.spec.Breakdown.event(tr, i)); g < 0 {
@@ -208,7 +210,8 @@ func (s *Stickiness) Add(tr *trail.Trail) {
 			}
 		}
 		for ; m != 0; m &= m - 1 {
-			ix := g*ns + int32(s.bitSeries[bits.TrailingZeros64(m)])
+			bit := bits.TrailingZeros64(m)
+			ix := g*ns + int32(s.bitSeries[bit])
 			mk := &s.marks[ix]
 			if mk.gen != gen {
 				*mk = stickMark{gen: gen, bucket: -1}
@@ -223,6 +226,14 @@ func (s *Stickiness) Add(tr *trail.Trail) {
 					mk.n++
 				}
 			}
+			if mk.cnt == minEv {
+				reached |= 1 << bit
+			}
+		}
+		if reached == all && !perEvent {
+			// Every series counts bucket b: its other events change
+			// nothing.
+			i = skipBelow(times, i, next) - 1
 		}
 	}
 	if !tr.More {
