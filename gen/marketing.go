@@ -86,8 +86,8 @@ func (p *plan) userChannel(i int64) uint8 {
 // delay (mean 40 min) before the install, a second one 1 to 48 hours
 // earlier; impressions uniform over the 7 days before the install, in
 // the user's channel (70 %, for paid search and social) or in paid
-// search or social. Times are clamped to the span's start and kept in
-// time order.
+// search or social. Times are clamped to the span's start (then spread
+// 1 ms apart) and kept in time order.
 func (p *plan) drawTouches(i int64, ch uint8, signup int64, b *touchBuf) {
 	r := newRNG(p.seed, i, streamTouch)
 	imps, clicks := touchCounts(&r, ch)
@@ -117,6 +117,14 @@ func (p *plan) drawTouches(i int64, ch uint8, signup int64, b *touchBuf) {
 			c = ch
 		}
 		add(t, evAdImpression, c)
+	}
+	// Touchpoints clamped to the span's start would share one instant,
+	// whose order (the tie-break of last touch) a table sorted by time
+	// does not keep: 1 ms apart instead, still before the install.
+	for k := 1; k < b.n; k++ {
+		if b.t[k] <= b.t[k-1] && b.t[k-1]+1000 < signup {
+			b.t[k] = b.t[k-1] + 1000
+		}
 	}
 }
 
