@@ -205,13 +205,7 @@ func (e *Engine) runAttribution(ctx context.Context, p *plan) (*AttributionResul
 	if spec.First {
 		scanFrom = minTime
 	}
-	run := func(spec analysis.AttributionSpec) (analysis.AttributionResult, error) {
-		acc, err := runKernel(ctx, e, p, scanFrom, p.to, func() (*analysis.Attribution, error) { return analysis.NewAttribution(spec) })
-		if err != nil {
-			return analysis.AttributionResult{}, err
-		}
-		return acc.Result(), nil
-	}
+	run := passRunner(ctx, e, p, scanFrom, p.to, analysis.NewAttribution, (*analysis.Attribution).Result)
 	kr, err := run(spec)
 	if err != nil {
 		return nil, err
@@ -301,40 +295,34 @@ func (e *Engine) runAttribution(ctx context.Context, p *plan) (*AttributionResul
 	}
 	p.stats.MergeMS = merge()
 	if list != nil {
-		// The list's own pass, once the channel's key is known.
-		want := *q.List.Channel
-		l := &analysis.UserList{}
+		// The list's own pass, once the channel's key is known (no one
+		// when no channel has that label).
 		var chKey *analysis.Key
 		for _, row := range kr.Rows {
-			if channelLabel(row.Channel) == want {
+			if channelLabel(row.Channel) == *q.List.Channel {
 				chKey = &row.Channel
 				break
 			}
 		}
-		switch {
-		case chKey != nil && bd == nil:
+		if chKey == nil {
+			res.List = listResult(q.List, &analysis.UserList{})
+		} else {
 			list.Channel = *chKey
-			ls := spec
-			ls.List = list
-			lr, err := run(ls)
-			if err != nil {
-				return nil, err
+			set := func(s analysis.AttributionSpec, src analysis.KeySource, g groupFunc, k analysis.Key) analysis.AttributionSpec {
+				s.Breakdown, s.Group, s.List, list.Key = src, g, list, k
+				return s
 			}
-			l = lr.List
-		case chKey != nil:
-			list.Channel = *chKey
-			l, err = p.breakdownList(bd, &r, func(src analysis.KeySource, group func(analysis.Key) (analysis.Key, bool), key analysis.Key) (*analysis.UserList, error) {
-				ls := spec
-				ls.Breakdown, ls.Group, ls.List = src, group, list
-				list.Key = key
-				lr, err := run(ls)
-				return lr.List, err
-			})
-			if err != nil {
+			if bd == nil { // no main-pass list: the channel's key was unknown before it
+				lr, err := run(set(spec, spec.Breakdown, nil, analysis.Key{}))
+				if err != nil {
+					return nil, err
+				}
+				res.List = listResult(q.List, lr.List)
+			} else if res.List, err = kindList(p, bd, &r, nil, spec, set, run,
+				func(r analysis.AttributionResult) *analysis.UserList { return r.List }); err != nil {
 				return nil, err
 			}
 		}
-		res.List = listResult(q.List, l)
 	}
 	res.Stats = p.stats
 	return res, nil

@@ -239,7 +239,7 @@ func (p *plan) calendar(def string) (timebucket.Interval, timebucket.WeekStart, 
 
 // groupBy returns a Group function mapping the keys r keeps to themselves
 // and the others to otherKey.
-func groupBy(r *ranked) func(analysis.Key) (analysis.Key, bool) {
+func groupBy(r *ranked) groupFunc {
 	return func(k analysis.Key) (analysis.Key, bool) { return r.group(k), true }
 }
 
@@ -295,20 +295,52 @@ func columnDict(meta *segment.Meta, c *column) ([]string, bool) {
 	return nil, false
 }
 
-// breakdownList returns the users of a list under a breakdown: over all
-// users (run without a breakdown) when the list has no breakdown_value,
-// else the users of the value's group under ranking r (run with the
-// breakdown, r's grouping and the group's key), or none when no value
-// has that label. run runs the list's own pass.
-func (p *plan) breakdownList(bd *breakdown, r *ranked, run func(src analysis.KeySource, group func(analysis.Key) (analysis.Key, bool), key analysis.Key) (*analysis.UserList, error)) (*analysis.UserList, error) {
-	if p.q.List.BreakdownValue == nil {
-		return run(analysis.KeySource{}, nil, analysis.Key{})
+// groupFunc maps a raw breakdown key to the key it is counted under
+// (false: dropped); the kernels' Group.
+type groupFunc = func(analysis.Key) (analysis.Key, bool)
+
+// passRunner returns a function that runs one scan of p over [from, to)
+// with the kernel mk makes from a spec and returns result of the merged
+// accumulator.
+func passRunner[S any, A kernel[A], R any](ctx context.Context, e *Engine, p *plan, from, to int64, mk func(S) (A, error), result func(A) R) func(S) (R, error) {
+	return func(spec S) (R, error) {
+		acc, err := runKernel(ctx, e, p, from, to, func() (A, error) { return mk(spec) })
+		if err != nil {
+			var zero R
+			return zero, err
+		}
+		return result(acc), nil
 	}
-	gk, ok := p.listGroup(bd, r)
-	if !ok {
-		return &analysis.UserList{}, nil
+}
+
+// kindList renders the users of the query's list. Without a breakdown
+// they are main's (the main pass listed them). With one, a pass of its
+// own runs spec as set(spec, source, group, key) makes it: over all users
+// (no breakdown) when the list has no breakdown_value, else under the
+// value's group of ranking r, listing the group key (no one when no
+// value has that label).
+func kindList[S, R any](p *plan, bd *breakdown, r *ranked, main *analysis.UserList, spec S,
+	set func(S, analysis.KeySource, groupFunc, analysis.Key) S, run func(S) (R, error), list func(R) *analysis.UserList) (*ListResult, error) {
+	l := main
+	switch {
+	case bd == nil:
+	case p.q.List.BreakdownValue == nil:
+		res, err := run(set(spec, analysis.KeySource{}, nil, analysis.Key{}))
+		if err != nil {
+			return nil, err
+		}
+		l = list(res)
+	default:
+		l = &analysis.UserList{}
+		if gk, ok := p.listGroup(bd, r); ok {
+			res, err := run(set(spec, bd.src, groupBy(r), gk))
+			if err != nil {
+				return nil, err
+			}
+			l = list(res)
+		}
 	}
-	return run(bd.src, groupBy(r), gk)
+	return listResult(p.q.List, l), nil
 }
 
 // jsonField returns the JSON path of a decoding error's field without the

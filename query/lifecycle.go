@@ -103,13 +103,7 @@ func (e *Engine) runLifecycle(ctx context.Context, p *plan) (*LifecycleResult, e
 	// they are active: the rows of the first-seen matcher alone (or of
 	// the activity matcher, when it is the same) may be thinned.
 	p.thin = thinning(seen, spec.Bounds, p.from, p.to)
-	run := func(spec analysis.LifecycleSpec) (analysis.LifecycleResult, error) {
-		acc, err := runKernel(ctx, e, p, minTime, p.to, func() (*analysis.Lifecycle, error) { return analysis.NewLifecycle(spec) })
-		if err != nil {
-			return analysis.LifecycleResult{}, err
-		}
-		return acc.Result(), nil
-	}
+	run := passRunner(ctx, e, p, minTime, p.to, analysis.NewLifecycle, (*analysis.Lifecycle).Result)
 	main := spec
 	if bd == nil {
 		main.List = list
@@ -179,20 +173,14 @@ func (e *Engine) runLifecycle(ctx context.Context, p *plan) (*LifecycleResult, e
 	}
 	p.stats.MergeMS = merge()
 	if list != nil {
-		l := kr.List
-		if bd != nil {
-			l, err = p.breakdownList(bd, &r, func(src analysis.KeySource, group func(analysis.Key) (analysis.Key, bool), key analysis.Key) (*analysis.UserList, error) {
-				ls := spec
-				ls.Breakdown, ls.Group, ls.List = src, group, list
-				list.Key = key
-				lr, err := run(ls)
-				return lr.List, err
-			})
-			if err != nil {
-				return nil, err
-			}
+		set := func(s analysis.LifecycleSpec, src analysis.KeySource, g groupFunc, k analysis.Key) analysis.LifecycleSpec {
+			s.Breakdown, s.Group, s.List, list.Key = src, g, list, k
+			return s
 		}
-		res.List = listResult(q.List, l)
+		if res.List, err = kindList(p, bd, &r, kr.List, spec, set, run,
+			func(r analysis.LifecycleResult) *analysis.UserList { return r.List }); err != nil {
+			return nil, err
+		}
 	}
 	res.Stats = p.stats
 	return res, nil

@@ -102,13 +102,7 @@ func (e *Engine) runStickiness(ctx context.Context, p *plan) (*StickinessResult,
 			}
 		}
 	}
-	run := func(spec analysis.StickinessSpec) (analysis.StickinessResult, error) {
-		acc, err := runKernel(ctx, e, p, p.from, p.to, func() (*analysis.Stickiness, error) { return analysis.NewStickiness(spec) })
-		if err != nil {
-			return analysis.StickinessResult{}, err
-		}
-		return acc.Result(), nil
-	}
+	run := passRunner(ctx, e, p, p.from, p.to, analysis.NewStickiness, (*analysis.Stickiness).Result)
 	main := spec
 	if bd == nil {
 		main.List = list
@@ -192,20 +186,14 @@ func (e *Engine) runStickiness(ctx context.Context, p *plan) (*StickinessResult,
 	}
 	p.stats.MergeMS = merge()
 	if list != nil {
-		l := kr.List
-		if bd != nil {
-			l, err = p.breakdownList(bd, &ranks[list.Series], func(src analysis.KeySource, group func(analysis.Key) (analysis.Key, bool), key analysis.Key) (*analysis.UserList, error) {
-				ls := spec
-				ls.Breakdown, ls.Group, ls.List = src, group, list
-				list.Key = key
-				lr, err := run(ls)
-				return lr.List, err
-			})
-			if err != nil {
-				return nil, err
-			}
+		set := func(s analysis.StickinessSpec, src analysis.KeySource, g groupFunc, k analysis.Key) analysis.StickinessSpec {
+			s.Breakdown, s.Group, s.List, list.Key = src, g, list, k
+			return s
 		}
-		res.List = listResult(q.List, l)
+		if res.List, err = kindList(p, bd, &ranks[list.Series], kr.List, spec, set, run,
+			func(r analysis.StickinessResult) *analysis.UserList { return r.List }); err != nil {
+			return nil, err
+		}
 	}
 	res.Stats = p.stats
 	return res, nil

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/spurdb/spur/internal/testutil"
+	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/trail"
 )
 
@@ -72,4 +73,41 @@ func sameForEveryChunking[A chunkKernel[A], R any](t *testing.T, trails []testut
 		}
 	}
 	return first
+}
+
+// regroup draws the breakdown values a second pass keeps among labels
+// and returns them, the pass's Group function (kept keys stay, the others
+// merge into otherKey) and the labels of its result ("~other" for
+// otherKey, as relabel names the merged rest).
+func (d *diffCase) regroup(labels []string, label func(analysis.Key) string) (map[string]bool, func(analysis.Key) (analysis.Key, bool), func(analysis.Key) string) {
+	kept := d.pickKept(labels)
+	group := func(k analysis.Key) (analysis.Key, bool) {
+		if kept[label(k)] {
+			return k, true
+		}
+		return otherKey, true
+	}
+	grouped := func(k analysis.Key) string {
+		if k == otherKey {
+			return "~other"
+		}
+		return label(k)
+	}
+	return kept, group, grouped
+}
+
+// noAllocs checks that adding n trails (add(i) adds trail i) does not
+// allocate once an accumulator has seen them twice.
+func noAllocs(t *testing.T, n int, add func(i int)) {
+	t.Helper()
+	all := func() {
+		for i := range n {
+			add(i)
+		}
+	}
+	all()
+	all()
+	if a := testing.AllocsPerRun(20, all); a != 0 {
+		t.Fatalf("Add allocates %.1f times per pass over %d trails", a, n)
+	}
 }

@@ -202,23 +202,12 @@ func TestDiffLifecycle(t *testing.T) {
 		for l := range got.Rows {
 			labels = append(labels, l)
 		}
-		kept := d.pickKept(labels)
+		kept, group, glabel := d.regroup(labels, label)
 		gspec := spec
-		gspec.List = nil
-		gspec.Group = func(k analysis.Key) (analysis.Key, bool) {
-			if kept[label(k)] {
-				return k, true
-			}
-			return otherKey, true
-		}
+		gspec.List, gspec.Group = nil, group
 		grouped := lifeResult(runChunked(t, trails, d.plan, d.r, chunkLens[d.r.IntN(len(chunkLens))], func() (*analysis.Lifecycle, error) {
 			return analysis.NewLifecycle(gspec)
-		}).Result(), func(k analysis.Key) string {
-			if k == otherKey {
-				return "~other"
-			}
-			return label(k)
-		})
+		}).Result(), glabel)
 		rq := q
 		rq.Breakdown = &testutil.Breakdown{Prop: "_g", User: true}
 		if w := naiveLifeRows(testutil.NaiveLifecycle(relabelUsers(d.data, q.Breakdown, kept), rq)); !reflect.DeepEqual(grouped.Rows, w) {
@@ -260,14 +249,6 @@ func TestLifecycleAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addAll := func() {
-		for i := range trails {
-			acc.Add(&trails[i].Trail)
-		}
-	}
-	addAll()
-	if a := testing.AllocsPerRun(20, addAll); a != 0 {
-		t.Fatalf("Add allocates %.1f times per pass over %d trails", a, len(trails))
-	}
+	noAllocs(t, len(trails), func(i int) { acc.Add(&trails[i].Trail) })
 	acc.Add(&trail.Trail{})
 }

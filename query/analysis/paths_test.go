@@ -307,14 +307,6 @@ func TestPathsAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addAll := func() {
-		for i := range c.trails {
-			acc.Add(&c.trails[i].Trail)
-		}
-	}
-	addAll()
-	if a := testing.AllocsPerRun(20, addAll); a != 0 {
-		t.Fatalf("Add allocates %.1f times per pass over %d trails", a, len(c.trails))
-	}
+	noAllocs(t, len(c.trails), func(i int) { acc.Add(&c.trails[i].Trail) })
 	acc.Add(&trail.Trail{Cols: make([]trail.Column, 2)})
 }

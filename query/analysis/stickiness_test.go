@@ -190,26 +190,15 @@ func TestDiffStickiness(t *testing.T) {
 		for l := range got.Rows[0] {
 			labels = append(labels, l)
 		}
-		kept := d.pickKept(labels)
+		kept, group, glabel := d.regroup(labels, label)
 		gspec := spec
-		gspec.List = nil
-		gspec.Group = func(k analysis.Key) (analysis.Key, bool) {
-			if kept[label(k)] {
-				return k, true
-			}
-			return otherKey, true
-		}
+		gspec.List, gspec.Group = nil, group
 		rq := q
 		rq.Breakdown = &testutil.Breakdown{Prop: "_g"}
 		want := testutil.NaiveStickiness(relabel(d.data, q.Breakdown, kept), rq)
 		grouped := stickResult(runChunked(t, trails, d.plan, d.r, chunkLens[d.r.IntN(len(chunkLens))], func() (*analysis.Stickiness, error) {
 			return analysis.NewStickiness(gspec)
-		}).Result(), len(q.Events), func(k analysis.Key) string {
-			if k == otherKey {
-				return "~other"
-			}
-			return label(k)
-		})
+		}).Result(), len(q.Events), glabel)
 		for s := range q.Events {
 			w := map[string][]int64{}
 			for _, row := range want[s] {
@@ -257,15 +246,7 @@ func TestStickinessAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addAll := func() {
-		for i := range trails {
-			acc.Add(&trails[i].Trail)
-		}
-	}
-	addAll()
-	if a := testing.AllocsPerRun(20, addAll); a != 0 {
-		t.Fatalf("Add allocates %.1f times per pass over %d trails", a, len(trails))
-	}
+	noAllocs(t, len(trails), func(i int) { acc.Add(&trails[i].Trail) })
 	before := acc.Result()
 	acc.Add(&trail.Trail{Cols: make([]trail.Column, 1)}) // a user visited without events counts nowhere
 	if after := acc.Result(); !reflect.DeepEqual(before, after) {
