@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"reflect"
 	"runtime"
@@ -253,4 +254,50 @@ func TestKindTables(t *testing.T) {
 			t.Errorf("table without %q:\n%s", c.want, b.String())
 		}
 	}
+}
+
+// TestPathsManyEventNames: with more event names than free matcher bits,
+// paths read the names from a column (storage.ColEvent) and still equal
+// the naive reference.
+func TestPathsManyEventNames(t *testing.T) {
+	var names []string
+	for i := range 70 {
+		names = append(names, fmt.Sprintf("e%02d", i))
+	}
+	evs := testutil.RandomEvents(7, testutil.RandomOptions{Users: 20, Events: 3000, Names: names, Props: true})
+	st := openStore(t, t.TempDir(), 4)
+	if _, err := st.Import(context.Background(), "d", []storage.Source{&evSource{evs: evs}}, storage.ImportOptions{BlockRows: 50}); err != nil {
+		t.Fatal(err)
+	}
+	eng := New(st, Config{Workers: 2})
+	from, to := at("2021-03-26T00:00:00Z"), at("2021-03-30T00:00:00Z")
+	for _, js := range []string{
+		`{"kind":"paths","app":"d","range":{"from":"2021-03-26","to":"2021-03-30"},"steps":4,"max_edges":10000,"session_gap":"1h"}`,
+		`{"kind":"paths","app":"d","range":{"from":"2021-03-26","to":"2021-03-30"},"steps":6,"max_edges":10000,"item_property":"s","start":{"event":"e03"},"exclude":["x"]}`,
+	} {
+		q, _ := Parse([]byte(js))
+		pq := testutil.PathsQuery{SessionGap: 3600e6, Steps: 4, From: from, To: to}
+		if q.ItemProperty != "" {
+			pq = testutil.PathsQuery{SessionGap: 30 * 60e6, Steps: 6, From: from, To: to, ItemProp: "s", Start: &testutil.Matcher{Event: "e03"}, Exclude: []string{"x"}}
+		}
+		want := testutil.PathsResultEdges(testutil.NaivePaths(testutil.Data{Events: evs}, pq), 0, 10000)
+		res := run(t, eng, js).(*PathsResult)
+		if len(res.Edges) != len(want) || len(want) == 0 {
+			t.Fatalf("%s: %d edges, want %d", js, len(res.Edges), len(want))
+		}
+		for i, w := range want {
+			e := res.Edges[i]
+			if e.Source != w.Source || e.Target != w.Target || e.Sessions != w.Sessions || e.Users != int64(len(w.Users)) {
+				t.Fatalf("%s: edge %d %+v, want %+v", js, i, e, w)
+			}
+		}
+	}
+}
+
+func at(s string) int64 {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		panic(err)
+	}
+	return t.UnixMicro()
 }

@@ -4,12 +4,14 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/query/analysis"
+	"github.com/spurdb/spur/storage"
 )
 
 // Paths defaults and limits (spec §15).
@@ -87,23 +89,15 @@ func (e *Engine) runPaths(ctx context.Context, p *plan) (*PathsResult, error) {
 	if q.MinSessions < 0 {
 		return nil, invalid("min_sessions", "want at least 0 sessions, found %d", q.MinSessions)
 	}
-	spec := analysis.PathsSpec{From: p.from, To: p.to, SessionGap: gap, Steps: steps, PropCol: -1}
-	events := []string{AnyEvent}
+	spec := analysis.PathsSpec{From: p.from, To: p.to, SessionGap: gap, Steps: steps, NameCol: -1, PropCol: -1}
+	var listed []string // the events' names; nil for "$any"
 	if q.Events != nil {
 		if len(*q.Events) == 0 {
 			return nil, invalid("events", "want \"$any\" or a non-empty list of event names")
 		}
-		events = *q.Events
-		if slices.Contains(events, AnyEvent) {
-			events = []string{AnyEvent}
+		if !slices.Contains(*q.Events, AnyEvent) {
+			listed = *q.Events
 		}
-	}
-	for i, name := range events {
-		bit, err := p.addMatcher(Matcher{Event: name}, fieldIdx("events", i), true)
-		if err != nil {
-			return nil, err
-		}
-		spec.Include |= 1 << bit
 	}
 	if q.Start != nil {
 		bit, err := p.addMatcher(*q.Start, "start", true)
@@ -119,7 +113,6 @@ func (e *Engine) runPaths(ctx context.Context, p *plan) (*PathsResult, error) {
 		}
 		spec.End = 1 << bit
 	}
-	spec.NameCol = p.addEventCol()
 	if name := q.ItemProperty; name != "" {
 		t, ok := p.propType(name, false)
 		if !ok {
@@ -139,10 +132,46 @@ func (e *Engine) runPaths(ctx context.Context, p *plan) (*PathsResult, error) {
 	if err := p.parseCohortFilter(); err != nil {
 		return nil, err
 	}
+	// An event's name is its item unless its item property is set. With
+	// one matcher bit per name (the listed events, or every name of the
+	// range's segments when they fit in the free bits) the name comes
+	// from the event's mask; otherwise from a column of names, which the
+	// scan gathers row by row (10M generated events, paths from
+	// screen_view: 188–200 ms with the column, 99–162 ms with bits, three
+	// interleaved runs of 7 on the shared 2-core box).
+	names := listed
+	if listed == nil {
+		if names, err = p.eventNames(p.from, p.to); err != nil {
+			return nil, err
+		}
+	}
+	var bitName [64]string
+	if listed != nil || (len(names) > 0 && len(names) <= 64-len(p.matchers)) {
+		for i, name := range names {
+			field := "events"
+			if listed != nil {
+				field = fieldIdx("events", i)
+			}
+			bit, err := p.addMatcher(Matcher{Event: name}, field, true)
+			if err != nil {
+				return nil, err
+			}
+			spec.Include |= 1 << bit
+			bitName[bit] = name
+		}
+		spec.NameBits = spec.Include
+	} else {
+		bit, err := p.addMatcher(Matcher{Event: AnyEvent}, "events", true)
+		if err != nil {
+			return nil, err
+		}
+		spec.Include = 1 << bit
+		spec.NameCol = p.addEventCol()
+	}
 	if err := p.prepareFor(p.from, p.to); err != nil {
 		return nil, err
 	}
-	items := p.pathItems(&spec)
+	items := p.pathItems(&spec, &bitName)
 	if len(items) >= analysis.MaxPathItems {
 		return nil, &Error{Code: CodeLimitExceeded, Message: fmt.Sprintf("%d distinct path items; at most %d", len(items), analysis.MaxPathItems-1)}
 	}
@@ -187,11 +216,18 @@ func (e *Engine) runPaths(ctx context.Context, p *plan) (*PathsResult, error) {
 
 // pathItems returns the sorted item dictionary of a paths query (the
 // event names and the item property's values; "..." is among them) and
-// points the plan's event-name column and spec.PropItem at it.
-func (p *plan) pathItems(spec *analysis.PathsSpec) []string {
-	names := p.cols[spec.NameCol]
-	items := slices.Concat(names.dict, []string{ellipsisItem})
-	var prop *column
+// points spec at it: the items of the name bits (bitName[bit] names bit's
+// event), or the plan's event-name column, and PropItem.
+func (p *plan) pathItems(spec *analysis.PathsSpec, bitName *[64]string) []string {
+	items := []string{ellipsisItem}
+	var names, prop *column
+	if spec.NameCol >= 0 {
+		names = p.cols[spec.NameCol]
+		items = append(items, names.dict...)
+	}
+	for m := spec.NameBits; m != 0; m &= m - 1 {
+		items = append(items, bitName[bits.TrailingZeros64(m)])
+	}
 	if spec.PropCol >= 0 {
 		prop = p.cols[spec.PropCol]
 		items = append(items, prop.dict...)
@@ -202,11 +238,17 @@ func (p *plan) pathItems(spec *analysis.PathsSpec) []string {
 		i, _ := slices.BinarySearch(items, s)
 		return uint32(i)
 	}
-	// The event-name column reads item ids straight from each segment's
-	// event codes.
-	for _, m := range names.remap {
-		for i, v := range m {
-			m[i] = id(names.dict[v])
+	for m := spec.NameBits; m != 0; m &= m - 1 {
+		b := bits.TrailingZeros64(m)
+		spec.BitItem[b] = id(bitName[b])
+	}
+	if names != nil {
+		// The event-name column reads item ids straight from each
+		// segment's event codes.
+		for _, m := range names.remap {
+			for i, v := range m {
+				m[i] = id(names.dict[v])
+			}
 		}
 	}
 	if prop != nil {
@@ -217,6 +259,25 @@ func (p *plan) pathItems(spec *analysis.PathsSpec) []string {
 	}
 	spec.Ellipsis = id(ellipsisItem)
 	return items
+}
+
+// eventNames returns the sorted event names of the events segments a scan
+// of [from, to) reads.
+func (p *plan) eventNames(from, to int64) ([]string, error) {
+	from, to = p.scanRange(from, to)
+	var names []string
+	for _, ref := range p.snap.Manifest.Segments {
+		if ref.Kind != storage.KindEvents || ref.Rows == 0 || ref.MaxTime < from || ref.MinTime >= to {
+			continue
+		}
+		r, err := p.snap.Reader(ref)
+		if err != nil {
+			return nil, err
+		}
+		names = append(names, r.Meta().EventNames...)
+	}
+	slices.Sort(names)
+	return slices.Compact(names), nil
 }
 
 // parseNode parses a node "{position}_{item}".

@@ -3,6 +3,7 @@ package analysis
 import (
 	"cmp"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sort"
 
@@ -26,10 +27,15 @@ type PathsSpec struct {
 	Include uint64
 	// Start and End are the masks of the start and end matchers (0: none).
 	Start, End uint64
-	// NameCol is the trail column holding each event's item as an event
-	// name (always set); PropCol, if ≥ 0, the column of the item property
+	// An event's name is its item unless the item property is set. With
+	// NameBits, each name has a mask bit of its own (an included event has
+	// exactly one of them) and BitItem[bit] is its item; without, NameCol
+	// is the trail column holding each event's item as an event name
+	// (always set). PropCol, if ≥ 0, is the column of the item property
 	// (string value ids), whose value, when set, is the event's item
 	// through PropItem.
+	NameBits         uint64
+	BitItem          [64]uint32
 	NameCol, PropCol int
 	PropItem         []uint32
 	// Exclude[item], when true, drops the item's events (a nil or short
@@ -120,6 +126,7 @@ type Paths struct {
 
 // NewPaths validates spec and returns an empty accumulator. It copies
 // spec.PropItem and spec.Exclude. Errors: empty range, no included bit,
+// included bits without a name bit (with NameBits) or no name column,
 // Steps outside [2, MaxPathSteps], SessionGap ≤ 0, item ids out of range,
 // a list out of range.
 func NewPaths(spec PathsSpec) (*Paths, error) {
@@ -129,13 +136,17 @@ func NewPaths(spec PathsSpec) (*Paths, error) {
 	if spec.Include == 0 {
 		return nil, fmt.Errorf("analysis: paths: no included events")
 	}
+	if spec.NameBits != 0 && spec.Include&^spec.NameBits != 0 || spec.NameBits == 0 && spec.NameCol < 0 {
+		return nil, fmt.Errorf("analysis: paths: included events without a name bit or a name column")
+	}
 	if spec.Steps < 2 || spec.Steps > MaxPathSteps {
 		return nil, fmt.Errorf("analysis: paths: %d steps, want 2 to %d", spec.Steps, MaxPathSteps)
 	}
 	if spec.SessionGap <= 0 {
 		return nil, fmt.Errorf("analysis: paths: session gap %dµs, want > 0", spec.SessionGap)
 	}
-	if spec.Ellipsis >= MaxPathItems || slices.ContainsFunc(spec.PropItem, func(i uint32) bool { return i >= MaxPathItems }) {
+	tooBig := func(i uint32) bool { return i >= MaxPathItems }
+	if tooBig(spec.Ellipsis) || slices.ContainsFunc(spec.PropItem, tooBig) || slices.ContainsFunc(spec.BitItem[:], tooBig) {
 		return nil, fmt.Errorf("analysis: paths: item ids must be below %d", MaxPathItems)
 	}
 	if l := spec.List; l != nil && (l.Pos < 1 || l.Pos >= spec.Steps || l.Source >= MaxPathItems || l.Target >= MaxPathItems || l.Keep < 0 || l.Keep > MaxListKeep) {
@@ -177,7 +188,10 @@ func (p *Paths) Add(tr *trail.Trail) {
 	if len(times) > 0 && times[0] < sp.From {
 		i = sort.Search(len(times), func(j int) bool { return times[j] >= sp.From })
 	}
-	names := tr.Cols[sp.NameCol].Bits
+	var names []uint64
+	if sp.NameBits == 0 {
+		names = tr.Cols[sp.NameCol].Bits
+	}
 	var propSet []bool
 	var propBits []uint64
 	if sp.PropCol >= 0 {
@@ -193,7 +207,12 @@ func (p *Paths) Add(tr *trail.Trail) {
 		if m&sp.Include == 0 {
 			continue
 		}
-		item := uint32(names[i])
+		var item uint32
+		if names != nil {
+			item = uint32(names[i])
+		} else {
+			item = sp.BitItem[bits.TrailingZeros64(m&sp.NameBits)]
+		}
 		if propSet != nil && propSet[i] {
 			item = sp.PropItem[propBits[i]]
 		}

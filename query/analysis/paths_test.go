@@ -22,17 +22,39 @@ type pathsCase struct {
 	items  []string
 }
 
-func newPathsCase(d testutil.Data, q testutil.PathsQuery) *pathsCase {
+// newPathsCase builds the kernel input of q over d: with byBits one
+// matcher bit per event name (the listed events, or every name of the
+// data), else one included matcher and an event-name column.
+func newPathsCase(d testutil.Data, q testutil.PathsQuery, byBits bool) *pathsCase {
+	names := map[string]bool{}
+	for _, e := range d.Events {
+		names[e.Name] = true
+	}
 	var ms []testutil.Matcher
-	var include uint64
-	if q.Events == nil {
-		ms, include = []testutil.Matcher{{Event: testutil.Any}}, 1
+	spec := analysis.PathsSpec{From: q.From, To: q.To, SessionGap: q.SessionGap, Steps: q.Steps, NameCol: -1, PropCol: -1}
+	var bitName []string
+	switch {
+	case byBits:
+		bitName = q.Events
+		if q.Events == nil {
+			for n := range names {
+				bitName = append(bitName, n)
+			}
+			slices.Sort(bitName)
+		}
+		for _, n := range bitName {
+			spec.Include |= 1 << len(ms)
+			ms = append(ms, testutil.Matcher{Event: n})
+		}
+		spec.NameBits = spec.Include
+	case q.Events == nil:
+		ms, spec.Include = []testutil.Matcher{{Event: testutil.Any}}, 1
+	default:
+		for _, n := range q.Events {
+			spec.Include |= 1 << len(ms)
+			ms = append(ms, testutil.Matcher{Event: n})
+		}
 	}
-	for _, n := range q.Events {
-		include |= 1 << len(ms)
-		ms = append(ms, testutil.Matcher{Event: n})
-	}
-	spec := analysis.PathsSpec{From: q.From, To: q.To, Include: include, SessionGap: q.SessionGap, Steps: q.Steps, NameCol: 0, PropCol: -1}
 	if q.Start != nil {
 		spec.Start = 1 << len(ms)
 		ms = append(ms, *q.Start)
@@ -42,15 +64,14 @@ func newPathsCase(d testutil.Data, q testutil.PathsQuery) *pathsCase {
 		ms = append(ms, *q.End)
 	}
 	ts := testutil.TrailSpec{Matchers: ms, Cols: []string{"_name"}}
+	if !byBits {
+		spec.NameCol = 0
+	}
 	if q.ItemProp != "" {
 		ts.Cols = append(ts.Cols, q.ItemProp)
 		spec.PropCol = 1
 	}
 	trails, dicts := testutil.BuildTrailsWith(d, ts)
-	names := map[string]bool{}
-	for _, e := range d.Events {
-		names[e.Name] = true
-	}
 	var items []string
 	for n := range names {
 		items = append(items, n)
@@ -67,6 +88,9 @@ func newPathsCase(d testutil.Data, q testutil.PathsQuery) *pathsCase {
 		for j, ix := range trails[i].Index {
 			c.Set[j], c.Bits[j] = true, uint64(id(d.Events[ix].Name))
 		}
+	}
+	for b, n := range bitName {
+		spec.BitItem[b] = id(n)
 	}
 	for _, v := range dicts[q.ItemProp] {
 		spec.PropItem = append(spec.PropItem, id(v))
@@ -139,21 +163,27 @@ func naivePathRows(c *pathsCase, es []testutil.PathEdge) pathsRows {
 	return out
 }
 
-func runPaths(t *testing.T, evs []testutil.Ev, q testutil.PathsQuery) (*pathsCase, pathsRows) {
+// runPaths runs q over evs with event names from a column and from mask
+// bits, checks that both agree with the naive reference and returns the
+// result.
+func runPaths(t *testing.T, evs []testutil.Ev, q testutil.PathsQuery) pathsRows {
 	t.Helper()
-	c := newPathsCase(testutil.Data{Events: evs}, q)
-	acc, err := analysis.NewPaths(c.spec)
-	if err != nil {
-		t.Fatal(err)
+	var out pathsRows
+	for _, byBits := range []bool{false, true} {
+		c := newPathsCase(testutil.Data{Events: evs}, q, byBits)
+		acc, err := analysis.NewPaths(c.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range c.trails {
+			acc.Add(&c.trails[i].Trail)
+		}
+		out = c.result(acc.Result())
+		if want := naivePathRows(c, testutil.NaivePaths(testutil.Data{Events: evs}, q)); !reflect.DeepEqual(out, want) {
+			t.Fatalf("names by bits %v: kernel %+v\nnaive  %+v", byBits, out, want)
+		}
 	}
-	for i := range c.trails {
-		acc.Add(&c.trails[i].Trail)
-	}
-	got := c.result(acc.Result())
-	if want := naivePathRows(c, testutil.NaivePaths(testutil.Data{Events: evs}, q)); !reflect.DeepEqual(got, want) {
-		t.Fatalf("kernel %+v\nnaive  %+v", got, want)
-	}
-	return c, got
+	return out
 }
 
 // edgesOf renders a result as "source>target:sessions/users/seconds".
@@ -187,7 +217,7 @@ func TestPathsSpec(t *testing.T) {
 	q := testutil.PathsQuery{SessionGap: 30 * 60e6, Steps: 5, From: base, To: base + 86400e6}
 	check := func(name string, evs []testutil.Ev, q testutil.PathsQuery, want ...string) {
 		t.Helper()
-		_, got := runPaths(t, evs, q)
+		got := runPaths(t, evs, q)
 		if g := edgesOf(got); !slices.Equal(g, want) {
 			t.Errorf("%s: edges %q, want %q", name, g, want)
 		}
@@ -270,7 +300,7 @@ func TestDiffPaths(t *testing.T) {
 		if d.r.IntN(2) == 0 {
 			q.End = &testutil.Matcher{Event: diffMatchers[d.r.IntN(len(diffMatchers))]}
 		}
-		c := newPathsCase(d.data, q)
+		c := newPathsCase(d.data, q, d.r.IntN(2) == 0)
 		naive := testutil.NaivePaths(d.data, q)
 		var listed []string
 		if len(naive) > 0 {
@@ -302,7 +332,7 @@ func TestPathsAllocs(t *testing.T) {
 	d := newDiffCase(7)
 	q := testutil.PathsQuery{SessionGap: 3600e6, Steps: 6, From: at("2021-03-26T00:00:00Z"), To: at("2021-03-30T00:00:00Z"), ItemProp: "s",
 		Start: &testutil.Matcher{Event: "a"}, End: &testutil.Matcher{Event: "c"}}
-	c := newPathsCase(d.data, q)
+	c := newPathsCase(d.data, q, true)
 	acc, err := analysis.NewPaths(c.spec)
 	if err != nil {
 		t.Fatal(err)
