@@ -17,6 +17,7 @@ var (
 	platformDict = &event.Dict{Strs: platforms[:]}
 	channelDict  = &event.Dict{Strs: channels[:]}
 	countryDict  = &event.Dict{Strs: countries[:]}
+	urlDict      = &event.Dict{Strs: urls}
 )
 
 // Close implements ingest.Reader; a generator holds nothing to release.
@@ -29,14 +30,16 @@ func (s Source) Rows() int64 { return s.G.p.cfg.Events }
 // NextBatch implements event.BatchReader: it fills b with the next
 // events (up to 4096), the same events Next would return, as columns —
 // user ids, times, event names and the platform, channel and country
-// properties as dictionary codes, session_id, and price (null on events
-// without one) — so that an import skips building an event.Event per row
+// properties as dictionary codes, session_id, price and revenue (null on
+// events without one) and url (codes; null on events without one) — so
+// that an import skips building an event.Event per row
 // (storage's batch path). It returns io.EOF when no event is left. Next
 // and NextBatch may be mixed freely.
 func (s Source) NextBatch(b *event.Batch) error {
 	g := s.G
-	cols := b.Columns(7)
+	cols := b.Columns(9)
 	user, name, plat, chn, ctry, sess, price := &cols[0], &cols[1], &cols[2], &cols[3], &cols[4], &cols[5], &cols[6]
+	rev, url := &cols[7], &cols[8]
 	setCol(user, "user_id", event.TypeString, nil)
 	setCol(name, "event", event.TypeString, eventDict)
 	setCol(plat, PropPlatform, event.TypeString, platformDict)
@@ -44,6 +47,8 @@ func (s Source) NextBatch(b *event.Batch) error {
 	setCol(ctry, PropCountry, event.TypeString, countryDict)
 	setCol(sess, PropSessionID, event.TypeInt, nil)
 	setCol(price, PropPrice, event.TypeFloat, nil)
+	setCol(rev, PropRevenue, event.TypeFloat, nil)
+	setCol(url, PropURL, event.TypeString, urlDict)
 	b.Time = b.Time[:0]
 	n := 0
 	for ; n < batchRows; n++ {
@@ -52,14 +57,18 @@ func (s Source) NextBatch(b *event.Batch) error {
 			break
 		}
 		user.Strs = append(user.Strs, g.uid)
-		b.Time = append(b.Time, g.time())
+		b.Time = append(b.Time, g.evTime)
 		name.Codes = append(name.Codes, uint32(nm))
 		plat.Codes = append(plat.Codes, uint32(g.a.platform))
-		chn.Codes = append(chn.Codes, uint32(g.a.channel))
+		chn.Codes = append(chn.Codes, uint32(g.evChannel))
 		ctry.Codes = append(ctry.Codes, uint32(g.a.country))
 		sess.Ints = append(sess.Ints, g.sessionID)
 		price.Floats = append(price.Floats, p)
 		price.Null = append(price.Null, p == 0)
+		rev.Floats = append(rev.Floats, g.evRevenue)
+		rev.Null = append(rev.Null, g.evRevenue == 0)
+		url.Codes = append(url.Codes, uint32(max(g.evURL, 0)))
+		url.Null = append(url.Null, g.evURL < 0)
 	}
 	if n == 0 {
 		return io.EOF
@@ -72,7 +81,7 @@ func (s Source) NextBatch(b *event.Batch) error {
 	b.Errs = slices.Grow(b.Errs[:0], n)[:n]
 	clear(b.Errs)
 	b.User, b.Event, b.InsertID = user, name, nil
-	b.Props = append(b.Props[:0], plat, chn, ctry, sess, price)
+	b.Props = append(b.Props[:0], plat, chn, ctry, sess, price, rev, url)
 	return nil
 }
 

@@ -12,22 +12,34 @@
 //     install-only users, rescaled so that the total is exactly
 //     Config.Events and the mean is Events/Users; the truncation keeps the
 //     heaviest user near 0.1 % of all events on large data sets.
-//   - Each user's first event is "install" at the signup time; heavy users
-//     sign up earlier. Activity is grouped in sessions (events seconds
+//   - Each user's first event in the app is "install" at the signup time;
+//     heavy users sign up earlier. Before it come the user's ad
+//     touchpoints ("ad_impression", "ad_click", carrying the ad's
+//     channel): users acquired through paid search or social see 1 to 3
+//     impressions in the 7 days before and click once or twice, the last
+//     click 40 minutes (mean) before the install; referral and email users
+//     click; organic users see an impression now and then and click none
+//     (marketing.go). Touchpoints are about 7 % of the events, taken from
+//     the events beyond the installs. Activity is grouped in sessions (events seconds
 //     apart, opened by "app_open" or "notification_open") whose starts are
 //     spread over the user's active lifetime with a decaying density.
 //     Times have millisecond resolution (counted from Config.Start), as
 //     analytics SDKs send them; events in the same millisecond are ties.
-//   - About 40 event names with Zipf (s = 1) frequencies, plus the funnel
+//   - 34 event names with Zipf (s = 1) frequencies ("screen_view" is
+//     "page_view" for web users), plus the funnel
 //     view_item → add_to_cart → begin_checkout → purchase, where each step
 //     immediately follows the previous one with probability 0.30, 0.40 and
 //     0.60. A purchase may carry several items that share one timestamp (the
 //     intended exact timestamp ties); "install" and the first "app_open" also
 //     share one.
-//   - Event properties: platform, channel, country (fixed per user),
-//     session_id (int, unique over the data set) and price (float, log-normal,
-//     on add_to_cart and purchase only). User properties (UserStream):
-//     platform, channel, country and signup_time.
+//   - Event properties: platform, channel, country (fixed per user; on ad
+//     touchpoints channel is the ad's), session_id (int, unique over the
+//     data set), price (float, log-normal, on add_to_cart and purchase
+//     only), revenue (float, on purchase: the price less a discount on one
+//     purchase in four) and url (string, on web users' events after the
+//     install: the page the event happens on, e.g. "/product/17", moving
+//     along the session). User properties (UserStream): platform, channel
+//     (the acquisition channel), country and signup_time.
 //
 // Randomness: each user has its own wyrand stream (Wang Yi's wyhash PRNG)
 // seeded from (Seed, user index) through SplitMix64, so a user's attributes
@@ -112,9 +124,21 @@ var eventNames = [...]string{
 	"video_complete", "sign_up", "add_shipping_info", "add_payment_info", "rate_item",
 	"write_review", "profile_update", "settings_change", "invite_friend", "tutorial_begin",
 	"tutorial_complete", "level_up", "refund", "app_update", "error", "crash",
+	// marketing names (marketing.go): screen_view on the web, and the ad
+	// touchpoints before an install
+	"page_view", "ad_impression", "ad_click",
 }
 
-// EventNames returns the 40 event names the generator emits, in a fixed
+// Indexes of the names after the Zipf-drawn ones.
+const (
+	evScreenView   = nSpecial + 1 // Zipf rank 1; page_view on the web
+	nBaseNames     = 40           // the names drawn by the session and Zipf logic
+	evPageView     = nBaseNames
+	evAdImpression = nBaseNames + 1
+	evAdClick      = nBaseNames + 2
+)
+
+// EventNames returns the 43 event names the generator emits, in a fixed
 // order. The returned slice is a fresh copy owned by the caller.
 func EventNames() []string {
 	return append([]string(nil), eventNames[:]...)
@@ -132,6 +156,9 @@ var (
 	}
 )
 
+// platformWeb is the index of "web" in platforms.
+const platformWeb = 2
+
 // Property names used on events and users.
 const (
 	PropPlatform   = "platform"    // string: ios, android, web
@@ -140,6 +167,8 @@ const (
 	PropSessionID  = "session_id"  // int: unique per session over the data set
 	PropPrice      = "price"       // float: on add_to_cart and purchase only
 	PropSignupTime = "signup_time" // time (user property): the install time
+	PropRevenue    = "revenue"     // float: on purchase only, the price less any discount
+	PropURL        = "url"         // string: on web users' events after the install, the page
 )
 
 // table is a 4096-entry sampling table: index with the top 12 bits of a
@@ -182,6 +211,8 @@ type tables struct {
 	platform *table
 	channel  *table
 	country  *table
+	page     *table        // index into pageTargets, Zipf
+	product  *table        // product, Zipf
 	log1p    *[257]float64 // log1p[k] = ln(1 + k/256), for expDraw
 }
 
@@ -199,7 +230,7 @@ func (t *tables) expDraw(x uint64) float64 {
 }
 
 func newTables() tables {
-	w := zipfWeights(len(eventNames) - nSpecial)
+	w := zipfWeights(nBaseNames - nSpecial)
 	w[0], w[1] = w[1], w[0] // view_item is listed first but has rank 2
 	var l [257]float64
 	for k := range l {
@@ -210,6 +241,8 @@ func newTables() tables {
 		platform: newTable(platformWeight[:]),
 		channel:  newTable(channelWeight[:]),
 		country:  newTable(zipfWeights(len(countries))),
+		page:     newTable(zipfWeights(len(pageTargets))),
+		product:  newTable(zipfWeights(nProducts)),
 		log1p:    &l,
 	}
 }
@@ -293,6 +326,8 @@ func paretoCap(events, users int64) float64 {
 const (
 	streamWeight = 1
 	streamUser   = 2
+	streamTouch  = 3 // ad touchpoints (marketing.go)
+	streamExtra  = 4 // URLs and revenue (marketing.go)
 )
 
 // rng is wyrand (Wang Yi, public domain): a 64-bit state advanced by a Weyl
@@ -418,27 +453,49 @@ type Generator struct {
 	t        int64   // time of the last event, µs
 
 	sessionID    int64   // global, incremented per session
+	install      bool    // the install is the user's next non-touchpoint event
 	afterInstall bool    // the install was the last event: app_open follows at the same time
 	funnel       int     // funnel step of the last event: 0 none, 1..3
 	items        int64   // further purchase items to emit at the same time
 	cartPrice    float64 // price of the last add_to_cart
+
+	// marketing (marketing.go)
+	noTouch bool     // touchpoints do not fit the event budget: none at all
+	touch   touchBuf // the user's touchpoints
+	rx      rng      // the user's stream for URLs and revenue
+	url     int      // the web user's current page (urls index)
+	product int      // the web user's current product
+
+	// the event step produced
+	evTime    int64   // µs, millisecond resolution
+	evChannel uint8   // channels index: the user's, or the ad's
+	evURL     int     // urls index, -1 for none
+	evRevenue float64 // 0 for none
 }
 
 // New validates cfg and returns a Generator positioned before the first
-// event. It reads every user's raw weight once (O(Users) time, about 70 ns
-// each: 3 s for the 41.7 M users of 1 B events) to rescale the
-// events-per-user law to exactly cfg.Events. It returns an error naming the
+// event. It reads every user's raw weight and number of touchpoints once
+// (O(Users) time, about 100 ns each: 4 s for the 41.7 M users of 1 B
+// events) to rescale the events-per-user law to exactly cfg.Events. It returns an error naming the
 // field when cfg is out of range.
 func New(cfg Config) (*Generator, error) {
 	p, err := newPlan(cfg)
 	if err != nil {
 		return nil, err
 	}
-	g := &Generator{p: p, extra: uint64(p.cfg.Events - p.cfg.Users)}
+	g := &Generator{p: p}
 	g.ids.width = p.idWidth
+	var touches int64
 	for i := range p.cfg.Users {
 		g.totalWeight += p.rawWeight(i)
+		touches += int64(p.touchCount(i, p.userChannel(i)))
 	}
+	// Touchpoints come out of the events beyond the installs; when they
+	// do not fit (installs nearly all the events), there are none.
+	if p.cfg.Events-p.cfg.Users < touches {
+		g.noTouch, touches = true, 0
+	}
+	g.extra = uint64(p.cfg.Events - p.cfg.Users - touches)
 	if g.totalWeight == 0 {
 		g.uniform = true
 		g.totalWeight = uint64(p.cfg.Users)
@@ -474,6 +531,12 @@ func (g *Generator) startUser() {
 	g.uid = g.ids.id(i, g.p.cfg.Users)
 	g.r = newRNG(g.p.seed, i, streamUser)
 	g.a = g.p.attrs(raw, &g.r)
+	g.rx = newRNG(g.p.seed, i, streamExtra)
+	g.touch.n, g.touch.next = 0, 0
+	if !g.noTouch {
+		g.p.drawTouches(i, g.a.channel, g.a.signup, &g.touch)
+	}
+	g.install, g.url, g.product = true, urlHome, 0
 	meanLen := 3 + 7*g.r.float() // the user's mean session length, events
 	g.sessions = 1 + int64(float64(n-1)/meanLen)
 	// Active lifetime: log-normal, median 2 days × n^0.7, within the span.
@@ -527,18 +590,24 @@ func (g *Generator) Next(ev *event.Event) bool {
 		return false
 	}
 	ev.UserID = g.uid
-	ev.Time = g.time()
+	ev.Time = g.evTime
 	ev.Name = eventNames[name]
 	ev.InsertID = ""
 	ev.Pos = event.Pos{}
 	ps := append(ev.Props[:0],
 		event.Prop{Name: PropPlatform, Value: event.Value{Type: event.TypeString, Str: platforms[g.a.platform]}},
-		event.Prop{Name: PropChannel, Value: event.Value{Type: event.TypeString, Str: channels[g.a.channel]}},
+		event.Prop{Name: PropChannel, Value: event.Value{Type: event.TypeString, Str: channels[g.evChannel]}},
 		event.Prop{Name: PropCountry, Value: event.Value{Type: event.TypeString, Str: countries[g.a.country]}},
 		event.Prop{Name: PropSessionID, Value: event.Value{Type: event.TypeInt, Int: g.sessionID}},
 	)
 	if price != 0 {
 		ps = append(ps, event.Prop{Name: PropPrice, Value: event.Value{Type: event.TypeFloat, Float: price}})
+	}
+	if g.evRevenue != 0 {
+		ps = append(ps, event.Prop{Name: PropRevenue, Value: event.Value{Type: event.TypeFloat, Float: g.evRevenue}})
+	}
+	if g.evURL >= 0 {
+		ps = append(ps, event.Prop{Name: PropURL, Value: event.Value{Type: event.TypeString, Str: urls[g.evURL]}})
 	}
 	ev.Props = ps
 	return true
@@ -551,14 +620,41 @@ func (g *Generator) time() int64 { return g.t - (g.t-g.p.cfg.Start)%1000 }
 
 // step advances to the next event and returns its event name index and
 // price (0: no price property); ok is false after the last event. The
-// user (g.uid, g.a), time and session are in g.
+// user (g.uid, g.a) and session are in g, the event's time, channel, URL
+// and revenue in g.ev….
 func (g *Generator) step() (name int, price float64, ok bool) {
-	switch {
-	case g.left == 0:
+	if g.left == 0 && g.touch.next == g.touch.n {
 		if g.next == g.p.cfg.Users {
 			return 0, 0, false
 		}
 		g.startUser()
+	}
+	if tb := &g.touch; tb.next < tb.n { // an ad touchpoint before the install
+		k := tb.next
+		tb.next++
+		g.evTime, g.evChannel, g.evURL, g.evRevenue = tb.t[k], tb.ch[k], -1, 0
+		return int(tb.name[k]), 0, true
+	}
+	name, price = g.appStep()
+	g.evTime, g.evChannel, g.evURL, g.evRevenue = g.time(), g.a.channel, -1, 0
+	if g.a.platform == platformWeb {
+		if name == evScreenView {
+			name = evPageView
+		}
+		g.evURL = g.nextURL(name)
+	}
+	if name == evPurchase {
+		g.evRevenue = g.revenue(price)
+	}
+	return name, price, true
+}
+
+// appStep advances to the user's next event after the touchpoints (the
+// install, then the sessions) and returns its event name index and price.
+func (g *Generator) appStep() (name int, price float64) {
+	switch {
+	case g.install:
+		g.install = false
 		name = evInstall
 		g.afterInstall = true
 	case g.items > 0:
@@ -581,7 +677,7 @@ func (g *Generator) step() (name int, price float64, ok bool) {
 	}
 	g.left--
 	g.sessLeft--
-	return name, price, true
+	return name, price
 }
 
 // sessionStart returns the start time of the session just opened. Session

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -62,12 +63,13 @@ func checkStream(t testing.TB, cfg Config, keep bool) []event.Event {
 	full := g.Config()
 	start, end := full.Start, full.Start+int64(full.Days)*dayMicros
 	var (
-		ev       event.Event
-		out      []event.Event
-		n, users int64
-		prev     event.Event
-		lastSess int64
-		fixed    [3]string
+		ev        event.Event
+		out       []event.Event
+		n, users  int64
+		prev      event.Event
+		lastSess  int64
+		fixed     [3]string
+		installed bool
 	)
 	for g.Next(&ev) {
 		n++
@@ -82,43 +84,82 @@ func checkStream(t testing.TB, cfg Config, keep bool) []event.Event {
 			t.Fatalf("event %d props %v", n, ev.Props)
 		}
 		sess := ev.Props[3].Value.Int
+		ad := ev.Name == "ad_impression" || ev.Name == "ad_click"
 		if ev.UserID != prev.UserID {
 			if n > 1 && ev.UserID <= prev.UserID {
 				t.Fatalf("event %d: user %q after %q", n, ev.UserID, prev.UserID)
 			}
+			if n > 1 && !installed {
+				t.Fatalf("user %s never installs", prev.UserID)
+			}
 			users++
-			if ev.Name != "install" {
-				t.Fatalf("user %s starts with %q", ev.UserID, ev.Name)
-			}
-			for k := range fixed {
-				fixed[k] = ev.Props[k].Value.Str
-			}
+			installed = false
 			if sess <= lastSess {
 				t.Fatalf("event %d: session %d not after %d", n, sess, lastSess)
 			}
 		} else {
-			if ev.Name == "install" {
-				t.Fatalf("user %s installs twice", ev.UserID)
-			}
 			if ev.Time < prev.Time {
 				t.Fatalf("user %s: time %d before %d", ev.UserID, ev.Time, prev.Time)
 			}
 			if sess < lastSess {
 				t.Fatalf("user %s: session %d after %d", ev.UserID, sess, lastSess)
 			}
+		}
+		// Ad touchpoints come before the install, which is once; the
+		// user's platform, country and (but on ads) channel are fixed.
+		switch {
+		case ad && installed:
+			t.Fatalf("user %s: %s after the install", ev.UserID, ev.Name)
+		case !ad && !installed:
+			if ev.Name != "install" {
+				t.Fatalf("user %s: %q before the install", ev.UserID, ev.Name)
+			}
+			installed = true
 			for k := range fixed {
-				if ev.Props[k].Value.Str != fixed[k] {
-					t.Fatalf("user %s: %s changed from %q to %q", ev.UserID, ev.Props[k].Name, fixed[k], ev.Props[k].Value.Str)
-				}
+				fixed[k] = ev.Props[k].Value.Str
+			}
+		case ev.Name == "install":
+			t.Fatalf("user %s installs twice", ev.UserID)
+		}
+		for k := range fixed {
+			if v := ev.Props[k].Value.Str; installed && v != fixed[k] && !(ad && k == 1) {
+				t.Fatalf("user %s: %s changed from %q to %q", ev.UserID, ev.Props[k].Name, fixed[k], v)
 			}
 		}
-		lastSess = sess
-		priced := ev.Name == "add_to_cart" || ev.Name == "purchase"
-		if priced != (len(ev.Props) == 5) {
-			t.Fatalf("event %d %q props %v", n, ev.Name, ev.Props)
+		if ad && ev.Props[1].Value.Str == "organic" {
+			t.Fatalf("event %d: an organic ad", n)
 		}
-		if priced && (ev.Props[4].Name != PropPrice || ev.Props[4].Value.Type != event.TypeFloat || !(ev.Props[4].Value.Float > 0)) {
-			t.Fatalf("event %d %q price %v", n, ev.Name, ev.Props[4])
+		lastSess = sess
+		// Optional properties, in order: price on add_to_cart and
+		// purchase, revenue on purchase, url on web users' events after
+		// the install.
+		want := []string{}
+		if ev.Name == "add_to_cart" || ev.Name == "purchase" {
+			want = append(want, PropPrice)
+		}
+		if ev.Name == "purchase" {
+			want = append(want, PropRevenue)
+		}
+		if ev.Props[0].Value.Str == "web" && !ad {
+			want = append(want, PropURL)
+		}
+		var got []string
+		for _, p := range ev.Props[4:] {
+			got = append(got, p.Name)
+			switch {
+			case p.Name == PropURL && (p.Value.Type != event.TypeString || !strings.HasPrefix(p.Value.Str, "/")),
+				p.Name != PropURL && (p.Value.Type != event.TypeFloat || !(p.Value.Float > 0)):
+				t.Fatalf("event %d %q: %v", n, ev.Name, p)
+			}
+		}
+		if !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
+			t.Fatalf("event %d %q props %v, want %v", n, ev.Name, ev.Props, want)
+		}
+		if len(want) >= 2 && want[1] == PropRevenue && ev.Props[5].Value.Float > ev.Props[4].Value.Float {
+			t.Fatalf("event %d: revenue %v above the price %v", n, ev.Props[5].Value.Float, ev.Props[4].Value.Float)
+		}
+		if (ev.Name == "screen_view" && ev.Props[0].Value.Str == "web") || (ev.Name == "page_view" && ev.Props[0].Value.Str != "web") {
+			t.Fatalf("event %d: %s on %s", n, ev.Name, ev.Props[0].Value.Str)
 		}
 		if keep {
 			c := ev
@@ -126,6 +167,9 @@ func checkStream(t testing.TB, cfg Config, keep bool) []event.Event {
 			out = append(out, c)
 		}
 		prev.UserID, prev.Time = ev.UserID, ev.Time
+	}
+	if n > 0 && !installed {
+		t.Fatalf("user %s never installs", prev.UserID)
 	}
 	if n != full.Events {
 		t.Fatalf("%+v: %d events, want %d", cfg, n, full.Events)
@@ -187,8 +231,8 @@ func TestDefaults(t *testing.T) {
 	if got := g.Config(); got != want {
 		t.Fatalf("Config() = %+v, want %+v", got, want)
 	}
-	if len(EventNames()) != 40 {
-		t.Fatalf("EventNames() has %d names, want 40", len(EventNames()))
+	if len(EventNames()) != 43 {
+		t.Fatalf("EventNames() has %d names, want 43", len(EventNames()))
 	}
 }
 
@@ -213,7 +257,9 @@ func TestShape(t *testing.T) {
 		} else if ev.Time == prevTime {
 			ties++
 		}
-		counts[len(counts)-1]++
+		if ev.Name != "ad_impression" && ev.Name != "ad_click" {
+			counts[len(counts)-1]++ // the user's events after the touchpoints
+		}
 		if s := ev.Props[3].Value.Int; s != prevSess {
 			sessions++
 			prevSess = s
@@ -242,12 +288,13 @@ func TestShape(t *testing.T) {
 	if l := float64(events) / float64(sessions); l < 3 || l > 12 {
 		t.Errorf("mean session length %.1f events", l)
 	}
-	// Zipf: screen_view (rank 1) about twice view_item (rank 2), rank 3
-	// about a third of rank 1.
-	if r := float64(names["screen_view"]) / float64(names["view_item"]); r < 1.6 || r > 2.4 {
+	// Zipf: screen_view (rank 1; page_view on the web) about twice
+	// view_item (rank 2), rank 3 about a third of rank 1.
+	views := float64(names["screen_view"] + names["page_view"])
+	if r := views / float64(names["view_item"]); r < 1.6 || r > 2.4 {
 		t.Errorf("screen_view/view_item = %.2f, want ~2", r)
 	}
-	if r := float64(names["screen_view"]) / float64(names["scroll"]); r < 2.4 || r > 3.6 {
+	if r := views / float64(names["scroll"]); r < 2.4 || r > 3.6 {
 		t.Errorf("screen_view/scroll = %.2f, want ~3", r)
 	}
 }

@@ -15,8 +15,8 @@ import (
 )
 
 // EventRow is one row of the events Parquet file written by WriteParquet:
-// one event with its properties as columns. Price is nil (null) when the
-// event has no price. (A pointer, not a zero-means-null float64 with the
+// one event with its properties as columns. Price, Revenue and URL are nil
+// (null) when the event has none. (A pointer, not a zero-means-null float64 with the
 // optional tag: parquet-go v0.32 writes some such zeros as non-null 0.)
 type EventRow struct {
 	UserID    string   `parquet:"user_id"`
@@ -27,6 +27,8 @@ type EventRow struct {
 	Platform  string   `parquet:"platform,dict"`
 	Channel   string   `parquet:"channel,dict"`
 	Country   string   `parquet:"country,dict"`
+	Revenue   *float64 `parquet:"revenue,optional"`
+	URL       *string  `parquet:"url,optional,dict"`
 }
 
 // UserRow is one row of the users Parquet file written by
@@ -65,11 +67,13 @@ func writerOptions(dictColumns ...string) []parquet.WriterOption {
 	return opts
 }
 
-// eventBatch is a reusable batch of rows; Price pointers point into prices.
+// eventBatch is a reusable batch of rows; Price and Revenue pointers point
+// into prices and revenues, URL pointers into urls.
 type eventBatch struct {
-	rows   []EventRow
-	prices []float64
-	n      int
+	rows     []EventRow
+	prices   []float64
+	revenues []float64
+	n        int
 }
 
 // fill fills b with up to len(b.rows) events of g.
@@ -84,10 +88,18 @@ func (b *eventBatch) fill(g *Generator, ev *event.Event) {
 		r.Channel = ev.Props[1].Value.Str
 		r.Country = ev.Props[2].Value.Str
 		r.SessionID = ev.Props[3].Value.Int
-		r.Price = nil
-		if len(ev.Props) > 4 {
-			b.prices[b.n] = ev.Props[4].Value.Float
-			r.Price = &b.prices[b.n]
+		r.Price, r.Revenue, r.URL = nil, nil, nil
+		for k := 4; k < len(ev.Props); k++ {
+			switch pr := &ev.Props[k]; pr.Name {
+			case PropPrice:
+				b.prices[b.n] = pr.Value.Float
+				r.Price = &b.prices[b.n]
+			case PropRevenue:
+				b.revenues[b.n] = pr.Value.Float
+				r.Revenue = &b.revenues[b.n]
+			case PropURL:
+				r.URL = &urls[g.evURL]
+			}
 		}
 		b.n++
 	}
@@ -106,13 +118,13 @@ func WriteParquet(w io.Writer, cfg Config, progress func(events int64)) error {
 		return err
 	}
 	bw := bufio.NewWriterSize(w, bufferBytes)
-	pw := parquet.NewGenericWriter[EventRow](bw, writerOptions("event", "platform", "channel", "country")...)
+	pw := parquet.NewGenericWriter[EventRow](bw, writerOptions("event", "platform", "channel", "country", "url")...)
 
 	// free and full both have room for every batch, so sends never block.
 	free := make(chan *eventBatch, batchesAhead)
 	full := make(chan *eventBatch, batchesAhead)
 	for range batchesAhead {
-		free <- &eventBatch{rows: make([]EventRow, writeBatch), prices: make([]float64, writeBatch)}
+		free <- &eventBatch{rows: make([]EventRow, writeBatch), prices: make([]float64, writeBatch), revenues: make([]float64, writeBatch)}
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

@@ -82,14 +82,22 @@ func TestParquetRoundTrip(t *testing.T) {
 			Platform: ev.Props[0].Value.Str, Channel: ev.Props[1].Value.Str, Country: ev.Props[2].Value.Str,
 			SessionID: ev.Props[3].Value.Int,
 		}
-		if len(ev.Props) == 5 {
-			want.Price = &ev.Props[4].Value.Float
-			priced++
+		for _, p := range ev.Props[4:] {
+			switch p.Name {
+			case PropPrice:
+				want.Price = &p.Value.Float
+				priced++
+			case PropRevenue:
+				want.Revenue = &p.Value.Float
+			case PropURL:
+				want.URL = &p.Value.Str
+			}
 		}
-		if (r.Price == nil) != (want.Price == nil) || r.Price != nil && *r.Price != *want.Price {
-			t.Fatalf("row %d price %v, want %v", i, r.Price, want.Price)
+		same := func(a, b *float64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+		if !same(r.Price, want.Price) || !same(r.Revenue, want.Revenue) || (r.URL == nil) != (want.URL == nil) || r.URL != nil && *r.URL != *want.URL {
+			t.Fatalf("row %d price %v revenue %v url %v, want %v %v %v", i, r.Price, r.Revenue, r.URL, want.Price, want.Revenue, want.URL)
 		}
-		r.Price, want.Price = nil, nil
+		r.Price, want.Price, r.Revenue, want.Revenue, r.URL, want.URL = nil, nil, nil, nil, nil, nil
 		if r != want {
 			t.Fatalf("row %d = %+v, want %+v", i, r, want)
 		}

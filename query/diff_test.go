@@ -316,11 +316,11 @@ func pageOf(ids []string, off, lim int) []string {
 	return append([]string{}, ids[off:min(len(ids), off+lim)]...)
 }
 
-func diffSeed(t *testing.T, seed int64) { diffQueries(t, seed, true) }
-
-// diffQueries runs the queries of one seed of TestDifferentialAgainstNaive;
-// funnel false leaves the funnel query out.
-func diffQueries(t *testing.T, seed int64, funnel bool) {
+// diffStore imports seeded random trails with many ties, repeated
+// events, event properties and user property writes (in 1-2 imports into
+// 1-8 shards, so that trails span segments) and returns the random
+// source, the data and an engine with 1-3 workers.
+func diffStore(t *testing.T, seed int64) (*rand.Rand, testutil.Data, *Engine) {
 	r := rand.New(rand.NewPCG(uint64(seed), 99))
 	evs := testutil.RandomEvents(seed, testutil.RandomOptions{Users: 3 + r.IntN(25), Events: 50 + r.IntN(500), Props: true})
 	data := testutil.Data{Events: evs, Users: testutil.RandomUsers(seed, evs)}
@@ -351,6 +351,15 @@ func diffQueries(t *testing.T, seed int64, funnel bool) {
 		}
 	}
 	eng := New(st, Config{Workers: 1 + r.IntN(3)})
+	return r, data, eng
+}
+
+func diffSeed(t *testing.T, seed int64) { diffQueries(t, seed, true) }
+
+// diffQueries runs the queries of one seed of TestDifferentialAgainstNaive;
+// funnel false leaves the funnel query out.
+func diffQueries(t *testing.T, seed int64, funnel bool) {
+	r, data, eng := diffStore(t, seed)
 	tz := zones[r.IntN(len(zones))]
 	loc, _ := time.LoadLocation(tz)
 	span0 := time.Date(2021, 3, 25, 0, 0, 0, 0, time.UTC).UnixMicro()

@@ -77,8 +77,9 @@ type Stats struct {
 }
 
 // Run validates and runs q. q.App must be set. The result is one of
-// *TrendResult, *FunnelResult, *RetentionResult, *CohortResult. Every
-// error is an *Error: invalid_query (with the offending field), not_found
+// *TrendResult, *FunnelResult, *RetentionResult, *CohortResult,
+// *StickinessResult, *LifecycleResult, *PathsResult, *AttributionResult.
+// Every error is an *Error: invalid_query (with the offending field), not_found
 // (unknown app or saved cohort), corruption (a segment failed its
 // checksums; no answer is given), limit_exceeded (time limit or memory
 // budget), unavailable (no memory free in the Admission within its wait,
@@ -171,6 +172,14 @@ func (e *Engine) run(ctx context.Context, q *Query, start time.Time, memory int6
 		res, err = e.runRetention(ctx, p)
 	case "cohort":
 		res, err = e.runCohort(ctx, p)
+	case "stickiness":
+		res, err = e.runStickiness(ctx, p)
+	case "lifecycle":
+		res, err = e.runLifecycle(ctx, p)
+	case "paths":
+		res, err = e.runPaths(ctx, p)
+	case "attribution":
+		res, err = e.runAttribution(ctx, p)
 	}
 	if err != nil {
 		return nil, err
@@ -203,6 +212,14 @@ func resultParts(res any) (*Stats, *[]Warning) {
 	case *RetentionResult:
 		return &r.Stats, &r.Warnings
 	case *CohortResult:
+		return &r.Stats, &r.Warnings
+	case *StickinessResult:
+		return &r.Stats, &r.Warnings
+	case *LifecycleResult:
+		return &r.Stats, &r.Warnings
+	case *PathsResult:
+		return &r.Stats, &r.Warnings
+	case *AttributionResult:
 		return &r.Stats, &r.Warnings
 	}
 	return nil, nil

@@ -13,7 +13,7 @@ import (
 // invalid_query or not_found (never internal, never a panic). It fuzzes
 // the filter, breakdown, cohort-tree and list validation and compilation.
 func FuzzRun(f *testing.F) {
-	for _, s := range []string{genTrendAll, genFunnelAll, genRetAll, genCohort,
+	for _, s := range []string{genTrendAll, genFunnelAll, genRetAll, genCohort, genStickiness, genStickinessEvent, genLifecycle, genPaths, genPathsEnd, genAttribution, genAttributionFirst,
 		`{"kind":"trend","series":[{"event":"purchase","where":[{"property":"price","op":"in","value":[1,"2",3.5]}]}]}`,
 		`{"kind":"cohort","cohort":{"or":[{"not":{"first_performed":{"event":"install"}}},{"user_property":{"property":"signup_time","op":"lt","value":"2024-02-01"}}]}}`,
 		`{"kind":"cohort","cohort":"x"}`,

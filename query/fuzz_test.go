@@ -8,7 +8,7 @@ import (
 // FuzzParse: any input either parses or returns an *Error with code
 // invalid_query; a parsed query survives a JSON round trip unchanged.
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{genTrend, genFunnel, genRet, `{}`, `{"kind":"funnel","steps":[{"event":"a","where":[{"property":"p","op":"eq","value":1}]}]}`, `[`, `{"kind":1}`} {
+	for _, s := range append([]string{genTrend, genFunnel, genRet, `{}`, `{"kind":"funnel","steps":[{"event":"a","where":[{"property":"p","op":"eq","value":1}]}]}`, `[`, `{"kind":1}`}, genKindQueries...) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

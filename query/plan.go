@@ -65,9 +65,10 @@ type matcher struct {
 // column is an event property carried in the trails (Trail.Cols) or a
 // user property value (Trail.User).
 type column struct {
-	name string
-	user bool
-	typ  event.Type
+	name  string
+	user  bool
+	event bool // the event name (paths items), typ string: its dict holds event names
+	typ   event.Type
 	// dict is the query-wide dictionary of a string property: the sorted
 	// union of the dictionaries of the segments read; remap maps each
 	// segment's codes to it, by segment file.
@@ -85,11 +86,11 @@ type userFlag struct {
 // memory budget is memory bytes.
 func (e *Engine) newPlan(q *Query, snap *storage.Version, memory int64) (*plan, error) {
 	switch q.Kind {
-	case "trend", "funnel", "retention", "cohort":
+	case "trend", "funnel", "retention", "cohort", "stickiness", "lifecycle", "paths", "attribution":
 	case "":
-		return nil, invalid("kind", "kind is required: trend, funnel, retention or cohort")
+		return nil, invalid("kind", "kind is required: %s", kindNames)
 	default:
-		return nil, invalid("kind", "unknown kind %s: want trend, funnel, retention or cohort", event.Quote(q.Kind))
+		return nil, invalid("kind", "unknown kind %s: want %s", event.Quote(q.Kind), kindNames)
 	}
 	p := &plan{q: q, snap: snap, budget: newBudget(memory)}
 	tz := q.TZ
@@ -261,10 +262,9 @@ func (p *plan) prepare(from, to int64) error {
 			if err != nil {
 				return err
 			}
-			meta := r.Meta()
-			if mi := propIndex(meta, c.name); mi >= 0 {
-				dicts[ref.File] = meta.Props[mi].Dict
-				all = append(all, meta.Props[mi].Dict...)
+			if d, ok := columnDict(r.Meta(), c); ok {
+				dicts[ref.File] = d
+				all = append(all, d...)
 			}
 		}
 		slices.Sort(all)
@@ -404,6 +404,9 @@ func (p *plan) compileSegment(ref storage.SegmentRef, meta *segment.Meta) (*stor
 		src := storage.ColumnSource{Prop: -1, Kind: columnKind(c.typ), Remap: c.remap[ref.File]}
 		if mi := propIndex(meta, c.name); mi >= 0 {
 			src.Prop = need(mi)
+		}
+		if c.event {
+			src.Kind = storage.ColEvent
 		}
 		sp.Cols = append(sp.Cols, src)
 	}

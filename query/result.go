@@ -153,4 +153,7 @@ type ListResult struct {
 	CohortStart    string   `json:"cohort_start,omitempty"`
 	Period         int      `json:"period,omitempty"`
 	BreakdownValue *string  `json:"breakdown_value,omitempty"`
+
+	// ListCoords echo the coordinates of the new kinds' lists (kinds.go).
+	ListCoords
 }

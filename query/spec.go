@@ -33,6 +33,10 @@ type Query struct {
 	Criterion string     `json:"criterion,omitempty"`  // retention: on (default) | on_or_after
 	List      *List      `json:"list,omitempty"`       // users to list: a cohort's, a trend point's, a funnel step's or a retention cell's (paged)
 	Limits    *Limits    `json:"limits,omitempty"`     // tighter time and memory limits than the engine's (spec §9)
+
+	// AnalysisQuery holds the fields of kinds stickiness, lifecycle,
+	// paths and attribution (kinds.go).
+	AnalysisQuery
 }
 
 // RawJSON is an unparsed JSON value kept for a later stage.
@@ -102,6 +106,10 @@ type List struct {
 	CohortStart    string  `json:"cohort_start,omitempty"`
 	Period         int     `json:"period,omitempty"`
 	BreakdownValue *string `json:"breakdown_value,omitempty"`
+
+	// ListCoords are the coordinates of stickiness, lifecycle, paths and
+	// attribution lists (kinds.go).
+	ListCoords
 }
 
 // Parse decodes a JSON query with DecodeJSON: unknown fields are rejected
@@ -110,9 +118,11 @@ type List struct {
 // invalid_query.
 func Parse(data []byte) (*Query, error) {
 	var q Query
-	if err := DecodeJSON(data, &q); err != nil {
+	target, done := decodeTarget(data, &q)
+	if err := DecodeJSON(data, target); err != nil {
 		return nil, err
 	}
+	done()
 	return &q, nil
 }
 

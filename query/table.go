@@ -36,6 +36,8 @@ func WriteTable(w io.Writer, res any) error {
 	case *CohortResult:
 		fmt.Fprintf(tw, "cohort (range %s .. %s, %s): %d users\n", r.Range.From, r.Range.To, r.TZ, r.Users)
 		writeIDs(tw, r.UserIDs, r.Offset, r.Users)
+	case *StickinessResult, *LifecycleResult, *PathsResult, *AttributionResult:
+		writeKindTable(tw, r)
 	default:
 		return fmt.Errorf("no table form for %T", res)
 	}

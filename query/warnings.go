@@ -50,7 +50,7 @@ func (p *plan) warnings() []Warning {
 		}
 		for i, v := range f.vals {
 			if ok, err := p.valueSeen(f.prop, f.user, v.Str); err == nil && !ok {
-				kind := kindOf(f.user)
+				kind := propSource(f.user)
 				add(Warning{Code: WarnUnknownValue, Field: f.valFields[i],
 					Message: fmt.Sprintf("no %s in app %q has the value %s for property %s: the filter %s matches %s",
 						kind, p.q.App, event.Quote(v.Str), event.Quote(f.prop), f.op, matchesWhat(f.op, kind))})
@@ -80,7 +80,7 @@ func (p *plan) warnings() []Warning {
 	return out
 }
 
-func kindOf(user bool) string {
+func propSource(user bool) string {
 	if user {
 		return "user"
 	}

@@ -81,7 +81,7 @@ func (m *metrics) observe(kind, code string, d time.Duration, stats *query.Stats
 // kindLabel bounds the label's values: anything but a known kind is "other".
 func kindLabel(kind string) string {
 	switch kind {
-	case "trend", "funnel", "retention", "cohort":
+	case "trend", "funnel", "retention", "cohort", "stickiness", "lifecycle", "paths", "attribution":
 		return kind
 	}
 	return "other"

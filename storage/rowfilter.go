@@ -11,6 +11,13 @@ import (
 // appendCol appends the values of the given block rows to trail column
 // col.
 func appendCol(col *trail.Column, src ColumnSource, b *segment.Block, rows []int32) {
+	if src.Kind == ColEvent {
+		for _, r := range rows {
+			col.Set = append(col.Set, true)
+			col.Bits = append(col.Bits, uint64(src.Remap[b.Events[r]]))
+		}
+		return
+	}
 	if src.Prop < 0 {
 		for range rows {
 			col.Set = append(col.Set, false)

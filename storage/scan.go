@@ -145,6 +145,7 @@ const (
 	ColInt    ColumnKind = iota // int, bool (0/1) and time (µs) properties: the int64
 	ColFloat                    // float properties: math.Float64bits, with -0 stored as +0
 	ColString                   // string properties: Remap[dictionary code]
+	ColEvent                    // the row's event name, always set: Remap[event code] (Prop is ignored)
 )
 
 // ColumnSource says where one trail column (or user value) comes from in

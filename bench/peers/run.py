@@ -87,7 +87,7 @@ class Query:
             raise Unsupported("global where")
         if self.breakdown and self.breakdown.get("limit"):
             raise Unsupported("breakdown limit")
-        if self.kind not in ("trend", "funnel", "retention"):
+        if self.kind not in ("trend", "funnel", "retention", "stickiness", "lifecycle", "paths", "attribution"):
             raise Unsupported(f"kind {self.kind}")
 
 
@@ -150,6 +150,10 @@ class ClickHouse(Dialect):
             return f"intDiv(dateDiff('day', {a}, {b}), 7)"
         return f"dateDiff('{interval}', {a}, {b})"
 
+    def label(self, local, interval):
+        """A day, week or month start (naive local datetime) as a literal comparable with bucket()."""
+        return f"toDate('{local:%Y-%m-%d}')"
+
     def agg(self, math_, cond, prop, levels=None):
         if math_ == "count":
             return f"countIf({cond})"
@@ -179,6 +183,10 @@ class DuckDB(Dialect):
 
     def diff(self, interval, a, b):
         return f"date_diff('{interval}', {a}, {b})"
+
+    def label(self, local, interval):
+        """A bucket start (naive local datetime) as a literal comparable with bucket()."""
+        return f"TIMESTAMP '{local:%Y-%m-%d %H:%M:%S}'"
 
     def agg(self, math_, cond, prop, levels=None):
         if math_ == "count":
@@ -414,6 +422,252 @@ def retention_plan(q, d):
     return sql, rows_to_result
 
 
+
+# ------------------------------------------- stickiness, lifecycle, paths, attribution
+
+
+def local_floor(us, interval, tz, week_start="monday"):
+    """The local start (naive datetime) and UTC µs of the calendar bucket
+    holding instant us (spec §2; day, week and month)."""
+    zone = ZoneInfo(tz)
+    t = dt.datetime.fromtimestamp(us / 1e6, zone).replace(tzinfo=None)
+    d = dt.datetime(t.year, t.month, t.day)
+    if interval == "week":
+        wd = (d.weekday() + (1 if week_start == "sunday" else 0)) % 7
+        d -= dt.timedelta(days=wd)
+    elif interval == "month":
+        d = d.replace(day=1)
+    elif interval != "day":
+        raise Unsupported(f"interval {interval}")
+    return d, int(d.replace(tzinfo=zone).timestamp()) * 1_000_000
+
+
+def prev_bucket(local, interval):
+    if interval == "month":
+        return (local.replace(day=1) - dt.timedelta(days=1)).replace(day=1)
+    return local - dt.timedelta(days=7 if interval == "week" else 1)
+
+
+def step_sql(interval):
+    return {"day": "INTERVAL 1 DAY", "week": "INTERVAL 7 DAY", "month": "INTERVAL 1 MONTH"}[interval]
+
+
+def plain_matcher(m, what):
+    """An event name matcher without filters (the translations below take no others)."""
+    if set(m) - {"event"} or m.get("event", "$any") == "$any":
+        raise Unsupported(f"{what}: only a plain event name")
+    return m["event"]
+
+
+def stickiness_plan(q, d):
+    """Per user, the buckets holding at least min_events matching events in
+    [from, to); users per number of such buckets (spec §13)."""
+    r = q.q
+    if q.breakdown or r.get("cumulative") or len(r["series"]) != 1 or r.get("series")[0].get("math"):
+        raise Unsupported("stickiness other than one series without breakdown or cumulative")
+    b = d.bucket(r.get("interval", "day"), q.tz, week_start=r.get("week_start", "monday"))
+    cnt = "count()" if isinstance(d, ClickHouse) else "count(*)"
+    sql = (f"SELECT n, {cnt} FROM (SELECT user_id, sum(CASE WHEN c >= {int(r.get('min_events', 1))} THEN 1 ELSE 0 END) AS n FROM ("
+           f"SELECT user_id, {b} AS b, {cnt} AS c FROM events WHERE timestamp >= {d.ts(q.frm)} AND timestamp < {d.ts(q.to)} "
+           f"AND {d.matcher(r['series'][0])} GROUP BY user_id, b) GROUP BY user_id) WHERE n > 0 GROUP BY n")
+
+    def rows_to_result(rows):
+        return {"kind": "stickiness", "counts": {str(int(n)): int(c) for n, c in rows}}
+
+    return sql, rows_to_result
+
+
+def lifecycle_plan(q, d):
+    """Spec §14: per user the first event of any kind (before `to`) and the
+    buckets with a matching event (in [from, to), or anywhere in the bucket
+    before the range); new / returning / resurrecting per active bucket of
+    the range, dormant in the bucket after an active one when it is not."""
+    r = q.q
+    if q.breakdown:
+        raise Unsupported("lifecycle breakdown")
+    iv, ws = r.get("interval", "day"), r.get("week_start", "monday")
+    ev = r["event"] if isinstance(r["event"], dict) else {"event": r["event"]}
+    first_local, first_us = local_floor(q.frm, iv, q.tz, ws)
+    hist_local = prev_bucket(first_local, iv)
+    hist_us = int(hist_local.replace(tzinfo=ZoneInfo(q.tz)).timestamp()) * 1_000_000
+    end_local = dt.datetime.fromtimestamp(q.to / 1e6, ZoneInfo(q.tz)).replace(tzinfo=None)
+    step = step_sql(iv)
+    bk = d.bucket(iv, q.tz, week_start=ws)
+    act = (f"{d.matcher(ev)} AND ((timestamp >= {d.ts(q.frm)} AND timestamp < {d.ts(q.to)}) "
+           f"OR (timestamp >= {d.ts(hist_us)} AND timestamp < {d.ts(first_us)}))")
+    if isinstance(d, ClickHouse):
+        end = f"toDateTime('{end_local:%Y-%m-%d %H:%M:%S}', {d.str(q.tz)})"
+        sql = (f"SELECT t.1 AS b, t.2 AS s, count() FROM (SELECT arrayJoin(arrayConcat("
+               f"arrayMap(x -> (x, multiIf(x = {d.bucket(iv, q.tz, 'first', ws)}, 0, has(bs, x - {step}), 1, 2)), "
+               f"arrayFilter(x -> x >= {d.label(first_local, iv)}, bs)), "
+               f"arrayMap(x -> (x + {step}, 3), arrayFilter(x -> NOT has(bs, x + {step}) AND toDateTime(x + {step}, {d.str(q.tz)}) < {end}, bs)))) AS t "
+               f"FROM (SELECT user_id, min(timestamp) AS first, groupUniqArrayIf({bk}, {act}) AS bs FROM events "
+               f"WHERE timestamp < {d.ts(q.to)} GROUP BY user_id)) GROUP BY b, s")
+    else:
+        end = f"TIMESTAMP '{end_local:%Y-%m-%d %H:%M:%S.%f}'"
+        sql = (f"WITH fs AS (SELECT user_id, min(timestamp) AS first FROM events WHERE timestamp < {d.ts(q.to)} GROUP BY user_id), "
+               f"act AS (SELECT DISTINCT user_id, {bk} AS b FROM events WHERE {act}), "
+               f"st AS (SELECT a.b, CASE WHEN a.b = {d.bucket(iv, q.tz, 'fs.first', ws)} THEN 0 WHEN p.user_id IS NOT NULL THEN 1 ELSE 2 END AS s "
+               f"FROM act a JOIN fs USING (user_id) LEFT JOIN act p ON p.user_id = a.user_id AND p.b = a.b - {step} "
+               f"WHERE a.b >= {d.label(first_local, iv)}) "
+               f"SELECT b, s, count(*) FROM st GROUP BY ALL UNION ALL "
+               f"SELECT a.b + {step}, 3, count(*) FROM act a LEFT JOIN act n ON n.user_id = a.user_id AND n.b = a.b + {step} "
+               f"WHERE n.user_id IS NULL AND a.b + {step} < {end} GROUP BY ALL")
+
+    def rows_to_result(rows):
+        out = {}
+        for b, st, c in rows:
+            out.setdefault(norm_label(b), [0, 0, 0, 0])[int(st)] += int(c)
+        return {"kind": "lifecycle", "buckets": out}
+
+    return sql, rows_to_result
+
+
+def path_edges(edges, min_sessions, max_edges):
+    """Spec §15's selection of the edges of a result (as Spur's pathEdges):
+    at least min_sessions, the max_edges heaviest (ties: source, target,
+    byte-wise), those reachable from a position-1 node."""
+    es = sorted((e for e in edges if e[2] >= min_sessions),
+                key=lambda e: (-e[2], e[0].encode(), e[1].encode()))[:max_edges]
+    reached = set()
+    for e in sorted(es, key=lambda e: int(e[0].split("_", 1)[0])):
+        if e[0].startswith("1_") or e[0] in reached:
+            reached.update((e[0], e[1]))
+    return {f"{e[0]}>{e[1]}": [e[2], e[3], e[4]] for e in es if e[0] in reached}
+
+
+def paths_plan(q, d):
+    """Spec §15 for paths of event names from a start event: per user the
+    range's events in time order, cut into sessions at gaps ≥ session_gap,
+    runs of one event collapsed into their last, each session's path from
+    its first start event, `steps` long; edges counted per position. The
+    selection of the edges (min_sessions, max_edges, reachability) is done
+    on the rows, as Spur does after its scan."""
+    r = q.q
+    if r.get("events", "$any") != "$any" or r.get("item_property") or r.get("exclude") or r.get("end") or "start" not in r:
+        raise Unsupported("paths other than $any events from a start event")
+    start = plain_matcher(r["start"], "start")
+    steps = int(r.get("steps", 5))
+    gap = parse_duration_us(r.get("session_gap", "30m"))
+    rng = f"timestamp >= {d.ts(q.frm)} AND timestamp < {d.ts(q.to)}"
+    if isinstance(d, ClickHouse):
+        sql = (f"SELECT e.1 AS pos, e.2 AS src, e.3 AS dst, count() AS sessions, uniqExact(user_id) AS users, sum(e.4) AS us FROM ("
+               f"SELECT user_id, arrayJoin(arrayMap(i -> (i, p[i].2, p[i + 1].2, p[i + 1].1 - p[i].1), range(1, length(p)))) AS e FROM ("
+               f"SELECT user_id, arraySlice(c, indexOf(arrayMap(x -> x.2, c), {d.str(start)}), {steps}) AS p, "
+               f"indexOf(arrayMap(x -> x.2, c), {d.str(start)}) AS k FROM ("
+               f"SELECT user_id, arrayFilter((x, i) -> i = length(s) OR s[i + 1].2 != x.2, s, arrayEnumerate(s)) AS c FROM ("
+               f"SELECT user_id, arraySort(x -> x.1, groupArray((toUnixTimestamp64Micro(timestamp), toString(event)))) AS evs "
+               f"FROM events WHERE {rng} GROUP BY user_id) "
+               f"ARRAY JOIN arraySplit((x, i) -> i > 1 AND x.1 - evs[i - 1].1 >= {gap}, evs, arrayEnumerate(evs)) AS s) WHERE k > 0)) "
+               f"GROUP BY pos, src, dst")
+    else:
+        sql = (f"WITH e AS (SELECT user_id, epoch_us(timestamp) AS ts, event AS item FROM events WHERE {rng}), "
+               f"w1 AS (SELECT *, lag(ts) OVER w AS pts, lead(ts) OVER w AS nts, lead(item) OVER w AS nitem FROM e "
+               f"WINDOW w AS (PARTITION BY user_id ORDER BY ts)), "
+               f"w2 AS (SELECT user_id, ts, item, (nts IS NULL OR nts - ts >= {gap} OR nitem != item) AS keep, "
+               f"sum(CASE WHEN pts IS NULL OR ts - pts >= {gap} THEN 1 ELSE 0 END) OVER (PARTITION BY user_id ORDER BY ts ROWS UNBOUNDED PRECEDING) AS sess FROM w1), "
+               f"k AS (SELECT user_id, sess, ts, item, row_number() OVER (PARTITION BY user_id, sess ORDER BY ts) AS p0 FROM w2 WHERE keep), "
+               f"st AS (SELECT *, min(CASE WHEN item = {d.str(start)} THEN p0 END) OVER (PARTITION BY user_id, sess) AS sp FROM k), "
+               f"p AS (SELECT user_id, sess, ts, item, p0 - sp + 1 AS pos FROM st WHERE p0 >= sp AND p0 < sp + {steps}), "
+               f"ed AS (SELECT user_id, pos, item, lead(item) OVER w AS nitem, lead(ts) OVER w - ts AS dt FROM p "
+               f"WINDOW w AS (PARTITION BY user_id, sess ORDER BY pos)) "
+               f"SELECT pos, item, nitem, count(*), count(DISTINCT user_id), sum(dt) FROM ed WHERE nitem IS NOT NULL GROUP BY ALL")
+
+    def rows_to_result(rows):
+        edges = [(f"{int(pos)}_{a}", f"{int(pos) + 1}_{b}", int(n), int(u), int(us) / int(n) / 1e6) for pos, a, b, n, u, us in rows]
+        return {"kind": "paths", "edges": path_edges(edges, int(r.get("min_sessions", 0)), int(r.get("max_edges", 50)))}
+
+    return sql, rows_to_result
+
+
+def attribution_plan(q, d):
+    """Spec §10 for all conversions of one event, touchpoints of plain
+    event names (that match no other matcher) with their lookbacks,
+    last_touch (ASOF joins: the latest touchpoint of each matcher at or
+    before the conversion, the first matcher's if within its lookback, else
+    the next's) or time_decay (every eligible touchpoint weighted
+    2^(−age/half-life), normalised per conversion), and subsequent events
+    inheriting the shares of the user's latest conversion within the
+    window (an ASOF join)."""
+    r = q.q
+    model = r.get("model", "last_touch")
+    if q.breakdown or r.get("interval") or r.get("conversions", "all") != "all" or r.get("value") \
+            or model not in ("last_touch", "time_decay") or r.get("channel") != "channel":
+        raise Unsupported("attribution other than last_touch/time_decay of all conversions by channel, without value, interval or breakdown")
+    conv = plain_matcher(r["conversion"], "conversion")
+    tps = [(plain_matcher({k: v for k, v in t.items() if k != "lookback"}, "touchpoint"), parse_duration_us(t["lookback"]))
+           for t in r["touchpoints"]]
+    if len({n for n, _ in tps} | {conv}) != len(tps) + 1:
+        raise Unsupported("touchpoints matching the same events")
+    sub = r.get("subsequent")
+    win = parse_duration_us(sub["window"]) if sub else 0
+    conv_from = q.frm - win
+    look = max(lb for _, lb in tps)
+    ch = isinstance(d, ClickHouse)
+    us = (lambda c: f"toUnixTimestamp64Micro({c})") if ch else (lambda c: f"epoch_us({c})")
+    parts = [f"conv AS (SELECT user_id, {us('timestamp')} AS t FROM events WHERE event = {d.str(conv)} "
+             f"AND timestamp >= {d.ts(conv_from)} AND timestamp < {d.ts(q.to)})"]
+    for i, (name, lb) in enumerate(tps):
+        parts.append(f"tp{i} AS (SELECT user_id, {us('timestamp')} AS tt, channel, {lb} AS lb FROM events WHERE event = {d.str(name)} "
+                     f"AND timestamp >= {d.ts(conv_from - lb)} AND timestamp < {d.ts(q.to)})")
+    if model == "last_touch":
+        joins = " ".join(f"ASOF LEFT JOIN tp{i} k{i} ON c.user_id = k{i}.user_id AND c.t >= k{i}.tt" for i in range(len(tps)))
+        case = " ".join(f"WHEN c.t - k{i}.tt <= {lb} THEN k{i}.channel" for i, (_, lb) in enumerate(tps))
+        parts.append(f"sh AS (SELECT c.user_id AS user_id, c.t AS t, CASE {case} ELSE '(unattributed)' END AS ch, 1.0 AS share FROM conv c {joins})")
+    else:
+        h = parse_duration_us(r.get("half_life", "7d"))
+        union = " UNION ALL ".join(f"SELECT * FROM tp{i}" for i in range(len(tps)))
+        parts += [
+            f"el AS (SELECT c.user_id AS user_id, c.t AS t, k.channel AS channel, k.tt AS tt FROM conv c JOIN ({union}) k ON c.user_id = k.user_id "
+            f"WHERE k.tt <= c.t AND c.t - k.tt <= k.lb)",
+            f"wd AS (SELECT user_id, t, channel, {'exp2(' if ch else 'pow(2.0, '}(tt - max(tt) OVER (PARTITION BY user_id, t)) / {h}) AS wgt FROM el)",
+            f"wt AS (SELECT user_id, t, channel, wgt, sum(wgt) OVER (PARTITION BY user_id, t) AS tot FROM wd)",
+            f"sh AS (SELECT user_id, t, channel AS ch, sum(wgt / tot) AS share FROM wt GROUP BY user_id, t, channel "
+            f"UNION ALL SELECT c.user_id AS user_id, c.t AS t, '(unattributed)', 1.0 FROM conv c LEFT JOIN (SELECT DISTINCT user_id, t FROM el) e2 "
+            f"ON e2.user_id = c.user_id AND e2.t = c.t WHERE e2.user_id IS NULL)",
+        ]
+    cnt = "count()" if ch else "count(*)"
+    uniq = "uniqExactIf(user_id, share > 0)" if ch else "count(DISTINCT user_id) FILTER (WHERE share > 0)"
+    sel = [f"SELECT ch, 0 AS k, sum(share) AS a, {uniq} AS b FROM sh WHERE t >= {q.frm} GROUP BY ch",
+           f"SELECT '', 1, {cnt}, {'uniqExact(user_id)' if ch else 'count(DISTINCT user_id)'} FROM conv WHERE t >= {q.frm}"]
+    if sub:
+        sname = plain_matcher({"event": sub["event"]}, "subsequent")
+        val = f"coalesce({sub['value']}, 0)" if sub.get("value") else "0"
+        if sub.get("value") not in (None, "revenue", "price"):
+            raise Unsupported(f"subsequent value {sub.get('value')}")
+        parts += [
+            f"pu AS (SELECT user_id, {us('timestamp')} AS s, {val} AS v FROM events WHERE event = {d.str(sname)} "
+            f"AND timestamp >= {d.ts(q.frm)} AND timestamp < {d.ts(q.to)})",
+            f"pc AS (SELECT p.user_id AS user_id, p.s AS s, p.v AS v, CASE WHEN p.s - c.t <= {win} THEN c.t END AS ct FROM pu p "
+            f"ASOF LEFT JOIN conv c ON p.user_id = c.user_id AND p.s >= c.t)",
+            f"ps AS (SELECT pc.v, coalesce(sh.ch, '(unattributed)') AS ch, coalesce(sh.share, 1.0) AS share FROM pc "
+            f"LEFT JOIN sh ON sh.user_id = pc.user_id AND sh.t = pc.ct)",
+        ]
+        sel += [f"SELECT ch, 2, sum(share), sum(share * v) FROM ps GROUP BY ch",
+                f"SELECT '', 3, {cnt}, sum(v) FROM pu"]
+    sql = f"WITH {', '.join(parts)} " + " UNION ALL ".join(sel)
+    if ch:
+        sql += " SETTINGS join_use_nulls = 1"
+
+    def rows_to_result(rows):
+        out = {"kind": "attribution", "total": {}, "channels": {}}
+        for chv, k, a, b in rows:
+            k = int(k)
+            if k == 1:
+                out["total"].update(conversions=int(a), users=int(b))
+            elif k == 3:
+                out["total"].update(sub_events=int(a), sub_value=float(b or 0))
+            else:
+                c = out["channels"].setdefault(chv, {"conversions": 0.0, "users": 0, "sub_events": 0.0, "sub_value": 0.0})
+                if k == 0:
+                    c.update(conversions=float(a), users=int(b))
+                else:
+                    c.update(sub_events=float(a), sub_value=float(b or 0))
+        return out
+
+    return sql, rows_to_result
+
+
 def plan(q, engine):
     """(SQL, decoder of its rows into the canonical result) for one engine;
     raises Unsupported for what the translation does not cover."""
@@ -423,6 +677,8 @@ def plan(q, engine):
         return trend_plan(q, d)
     if q.kind == "funnel":
         return (funnel_plan_clickhouse if engine == "chdb" else funnel_plan_duckdb)(q, d)
+    if q.kind in ("stickiness", "lifecycle", "paths", "attribution"):
+        return globals()[q.kind + "_plan"](q, d)
     return retention_plan(q, d)
 
 
@@ -521,7 +777,8 @@ def load_chdb(parquet, path):
     q("DROP TABLE IF EXISTS events SYNC")
     q("CREATE TABLE events (user_id String, timestamp DateTime64(6, 'UTC'), event LowCardinality(String), "
       "session_id Int64, price Nullable(Float64), platform LowCardinality(String), "
-      "channel LowCardinality(String), country LowCardinality(String)) "
+      "channel LowCardinality(String), country LowCardinality(String), revenue Nullable(Float64), "
+      "url LowCardinality(Nullable(String))) "
       "ENGINE = MergeTree ORDER BY (user_id, timestamp)")
     t0 = time.perf_counter()
     q(f"INSERT INTO events SELECT * FROM file('{os.path.abspath(parquet)}', Parquet)")
@@ -533,8 +790,8 @@ def load_chdb(parquet, path):
     parts = data["data"][0][0]
     b = json.loads(q("SELECT sum(bytes_on_disk) FROM system.parts WHERE table = 'events' AND active").bytes())
     n, last = json.loads(q("SELECT count(), toUnixTimestamp64Micro(max(timestamp)) FROM events").bytes())["data"][0]
-    varying = json.loads(q("SELECT count() FROM (SELECT user_id FROM events GROUP BY user_id HAVING "
-                           "uniqExact(platform) > 1 OR uniqExact(channel) > 1 OR uniqExact(country) > 1)").bytes())
+    varying = json.loads(q("SELECT count() FROM (SELECT user_id FROM events WHERE event NOT IN ('ad_impression', 'ad_click') "
+                           "GROUP BY user_id HAVING uniqExact(platform) > 1 OR uniqExact(channel) > 1 OR uniqExact(country) > 1)").bytes())
     s.close()
     return {"events": int(n), "data_end_us": int(last) + 1, "insert_s": insert_s, "optimize_s": optimize_s, "parts": int(parts),
             "bytes_on_disk": int(b["data"][0][0]), "users_with_varying_props": int(varying["data"][0][0])}
@@ -623,8 +880,10 @@ def export_users(parquet, csv):
     import duckdb
     c = duckdb.connect()
     c.execute("SET enable_progress_bar = false")
+    # An ad touchpoint carries the ad's channel: the user's is on the other events.
     c.execute(f"COPY (SELECT user_id, any_value(platform) AS platform, any_value(channel) AS channel, "
               f"any_value(country) AS country FROM read_parquet('{os.path.abspath(parquet)}') "
+              f"WHERE event NOT IN ('ad_impression', 'ad_click') "
               f"GROUP BY user_id ORDER BY user_id) TO '{csv}' (HEADER, DELIMITER ',')")
     c.close()
 
@@ -730,6 +989,29 @@ def spur_canonical(q, res):
         if q.breakdown:
             out["breakdown"] = {str(b["value"]): st(b["steps"]) for b in res.get("breakdown") or []}
         return out
+    if q.kind == "stickiness":
+        return {"kind": "stickiness", "counts": {str(i + 1): c for i, c in enumerate(res["series"][0]["counts"]) if c}}
+    if q.kind == "lifecycle":
+        out = {}
+        for b in res["buckets"]:
+            v = [b["new"], b["returning"], b["resurrecting"], -b["dormant"]]
+            if any(v):
+                out[norm_label(b["start"])] = v
+        return {"kind": "lifecycle", "buckets": out}
+    if q.kind == "paths":
+        return {"kind": "paths", "edges": {f"{e['source']}>{e['target']}": [e["sessions"], e["users"], e["avg_seconds"]]
+                                           for e in res["edges"]}}
+    if q.kind == "attribution":
+        t = res["total"]
+        tot = {"conversions": t["conversions"], "users": t["users"]}
+        if t.get("subsequent"):
+            tot.update(sub_events=t["subsequent"]["events"], sub_value=t["subsequent"]["value"])
+        chans = {}
+        for c in res["channels"]:
+            sub = c.get("subsequent") or {"events": 0.0, "value": 0.0}
+            chans[c["channel"]] = {"conversions": c["conversions"], "users": c["users"],
+                                   "sub_events": sub["events"], "sub_value": sub["value"]}
+        return {"kind": "attribution", "total": tot, "channels": chans}
     n = None
     cohorts = {}
     for c in res["cohorts"]:
@@ -786,6 +1068,36 @@ def compare(q, ref, got):
                 for f in ("avg_seconds", "median_seconds"):
                     if a[f] is not None and b[f] is not None and not same(a[f], b[f], False):
                         diffs.append(f"{name} step {k}: {f} {a[f]} vs {b[f]}")
+    elif q.kind == "stickiness":
+        bad = [(n, ref["counts"].get(n), got["counts"].get(n)) for n in sorted(set(ref["counts"]) | set(got["counts"]), key=int)
+               if not same(ref["counts"].get(n), got["counts"].get(n), True)]
+        if bad:
+            diffs.append(f"{len(bad)} count(s) differ, e.g. " + "; ".join(f"n={n}: {a} vs {b}" for n, a, b in bad[:4]))
+    elif q.kind == "lifecycle":
+        z = [0, 0, 0, 0]
+        bad = [(lb, ref["buckets"].get(lb, z), got["buckets"].get(lb, z))
+               for lb in sorted(set(ref["buckets"]) | set(got["buckets"])) if ref["buckets"].get(lb, z) != got["buckets"].get(lb, z)]
+        if bad:
+            diffs.append(f"{len(bad)} bucket(s) differ ([new, returning, resurrecting, dormant]), e.g. " +
+                         "; ".join(f"{lb}: {a} vs {b}" for lb, a, b in bad[:3]))
+    elif q.kind == "paths":
+        re_, ge = ref["edges"], got["edges"]
+        only = sorted(set(re_) ^ set(ge))
+        if only:
+            diffs.append(f"{len(only)} edge(s) in one result only, e.g. {only[:3]}")
+        bad = [k for k in sorted(set(re_) & set(ge)) if re_[k][:2] != ge[k][:2] or not same(re_[k][2], ge[k][2], False)]
+        if bad:
+            diffs.append(f"{len(bad)} edge(s) differ, e.g. " + "; ".join(f"{k}: {re_[k]} vs {ge[k]}" for k in bad[:3]))
+    elif q.kind == "attribution":
+        for f, v in ref["total"].items():
+            if not same(v, got["total"].get(f), f in ("conversions", "users", "sub_events")):
+                diffs.append(f"total {f}: {v} vs {got['total'].get(f)}")
+        zero = {"conversions": 0.0, "users": 0, "sub_events": 0.0, "sub_value": 0.0}
+        for c in sorted(set(ref["channels"]) | set(got["channels"])):
+            a, b = ref["channels"].get(c, zero), got["channels"].get(c, zero)
+            bad = [f for f in zero if not same(a[f], b[f], f == "users")]
+            if bad:
+                diffs.append(f"channel {c}: " + ", ".join(f"{f} {a[f]} vs {b[f]}" for f in bad))
     else:
         rc, gc = ref["cohorts"], got["cohorts"]
         n = min(ref["periods"] or 0, got["periods"] or 0)
@@ -978,7 +1290,7 @@ def write_report(a, ctx):
         "run query by query just before the peers' runs of the same query"
         + (f"; users import {spi['users_seconds']:.1f} s" if spi.get("users_seconds") else "") + ".",
         "",
-        "### Semantics of the SQL (same as spec §4–§6)",
+        "### Semantics of the SQL (same as spec §4–§6, §10, §13–§15)",
         "",
         "- Funnel, ClickHouse: `windowFunnel(W, 'strict_once')` over `toUInt64(toUnixTimestamp64Micro(timestamp))` "
         "(W in µs, inclusive), step 1 also requires `timestamp ∈ [from, to)`, rows read from `from` to `to + W`; users "
@@ -989,13 +1301,31 @@ def write_report(a, ctx):
         "(PostHog's latest-entry rule) whenever each event matches at most one step, as in the bench funnels; "
         "avg/median seconds (linear-interpolated median) are compared.",
         "- User-property breakdowns group by the event's `platform`/`channel`/`country` column: the generator fixes "
-        f"them per user (checked at load: {L['chdb']['users_with_varying_props']} users with more than one value).",
+        "them per user on every event but ad touchpoints, whose channel is the ad's (checked at load: "
+        f"{L['chdb']['users_with_varying_props']} users with more than one value elsewhere).",
         "- Retention (first_time, calendar, `on`): start = the user's earliest start event in all data, cohort = its "
         "day if in [from, to), retained at k if some return event falls on day start+k. ClickHouse: one "
         "`GROUP BY user_id` pass with `minIf` and `groupUniqArrayIf`; DuckDB: the same as a join of starts and distinct (user, day).",
         "- Trends: `count`, exact users `uniqExact` / `count(DISTINCT)`, percentiles `quantilesExactInclusive` "
         "(R-7 = NumPy linear) / `quantile_cont`, in one scan with `GROUPING SETS ((breakdown, bucket), (breakdown))` "
         "for the range totals; the cohort filter is `user_id IN (users with ≥ N matching events in [from, to))`.",
+        "- Stickiness (spec §13): per user the buckets with ≥ min_events matching events in [from, to), users per "
+        "number of buckets (`GROUP BY user_id, bucket`, then by user).",
+        "- Lifecycle (spec §14): per user the first event of any kind and the buckets with a matching event (in "
+        "[from, to), or anywhere in the bucket before the range); new / returning / resurrecting per active bucket, "
+        "dormant after an active bucket. ClickHouse: one `GROUP BY user_id` pass with `min` and `groupUniqArrayIf`, "
+        "then arrays; DuckDB: self-joins of the distinct (user, bucket) pairs.",
+        "- Paths (spec §15) from a start event: the range's events in time order per user, split into sessions at "
+        "gaps ≥ session_gap, runs of one event collapsed into the last, each session from its first start event, "
+        "`steps` long, edges per position with sessions, users and mean µs. ClickHouse: `groupArray`, `arraySplit`, "
+        "`arrayFilter` (PostHog's shape); DuckDB: window functions (`lag`, `lead`, running `sum`, `row_number`). The "
+        "edges kept (min_sessions, the max_edges heaviest, reachable from position 1) are chosen from the rows as "
+        "Spur does after its scan.",
+        "- Attribution (spec §10), all conversions of one event, touchpoints of distinct event names with lookbacks: "
+        "last_touch by ASOF joins (the latest touchpoint of each matcher at or before the conversion; the first "
+        "matcher's if within its lookback, else the next's), time_decay by joining every eligible touchpoint, "
+        "weight 2^(−age/half-life) normalised per conversion; subsequent events take the shares of the user's "
+        "latest conversion (ASOF join) within the window. Shares are compared to 1e-9 relative.",
         "",
         "### Reproduce",
         "",

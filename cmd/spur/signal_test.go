@@ -137,7 +137,7 @@ func TestServeShutdownWithRunningQueries(t *testing.T) {
 	defer cancel()
 	for range 16 {
 		wg.Go(func() {
-			req, err := http.NewRequestWithContext(ctx, "POST", url+"api/apps/g/query", strings.NewReader(slowQuery(20)))
+			req, err := http.NewRequestWithContext(ctx, "POST", url+"api/apps/g/query", strings.NewReader(slowQuery(60)))
 			if err != nil {
 				answers <- answer{err: err}
 				return
@@ -153,7 +153,7 @@ func TestServeShutdownWithRunningQueries(t *testing.T) {
 			answers <- answer{status: resp.StatusCode, retry: resp.Header.Get("Retry-After"), code: body.Error.Code}
 		})
 	}
-	time.Sleep(time.Second) // the 16 queries need about 10 s together on 2 cores
+	time.Sleep(time.Second) // the 16 queries need about 10 s together on a quiet 2-core machine
 	sent := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

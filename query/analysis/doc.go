@@ -1,10 +1,11 @@
 // Package analysis holds Spur's in-memory analysis kernels: trends (every
-// math of spec §4, breakdowns, rolling active users), ordered funnels (§5)
-// and retention (§6), each per breakdown key and able to list the users
-// behind a step or cell, and the cohort condition evaluator (§7). The
+// math of spec §4, breakdowns, rolling active users), ordered funnels (§5),
+// retention (§6), query-time attribution (§10), stickiness (§13),
+// lifecycle (§14) and paths (§15), each per breakdown key and able to list
+// the users behind a number, and the cohort condition evaluator (§7). The
 // storage scan feeds them one user's trail at a time, in chunks (package
-// trail) — times, matcher masks, the requested event property columns and
-// user property values — and they never see storage.
+// trail: Offset, More) — times, matcher masks, the requested event
+// property columns and user property values — and they never see storage.
 //
 // Breakdown keys are Values (typed bits, strings as query-wide ids); a
 // kernel groups by key with an allocation-free open-addressing table and
