@@ -318,35 +318,7 @@ func pageOf(ids []string, off, lim int) []string {
 
 func diffSeed(t *testing.T, seed int64) {
 	r := rand.New(rand.NewPCG(uint64(seed), 99))
-	evs := testutil.RandomEvents(seed, testutil.RandomOptions{Users: 3 + r.IntN(25), Events: 50 + r.IntN(500), Props: true})
-	data := testutil.Data{Events: evs, Users: testutil.RandomUsers(seed, evs)}
-	st := openStore(t, t.TempDir(), 1<<r.IntN(4))
-	// Split into consecutive imports: arrival order is preserved.
-	cuts := []int{0, r.IntN(len(evs) + 1), len(evs)}
-	if r.IntN(2) == 0 {
-		cuts = []int{0, len(evs)}
-	}
-	for i := 0; i+1 < len(cuts); i++ {
-		if cuts[i] == cuts[i+1] {
-			continue
-		}
-		_, err := st.Import(context.Background(), "d", []storage.Source{&evSource{evs: evs[cuts[i]:cuts[i+1]]}},
-			storage.ImportOptions{BlockRows: 1 + r.IntN(100), FlushRows: 10 + r.IntN(300)})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	ucut := r.IntN(len(data.Users) + 1)
-	for _, part := range [][]testutil.UserWrite{data.Users[:ucut], data.Users[ucut:]} {
-		if len(part) == 0 {
-			continue
-		}
-		if _, err := st.Import(context.Background(), "d", []storage.Source{&userSource{ws: part}},
-			storage.ImportOptions{Kind: storage.KindUsers, BlockRows: 1 + r.IntN(50)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	eng := New(st, Config{Workers: 1 + r.IntN(3)})
+	data, eng := diffStore(t, r, seed)
 	tz := zones[r.IntN(len(zones))]
 	loc, _ := time.LoadLocation(tz)
 	span0 := time.Date(2021, 3, 25, 0, 0, 0, 0, time.UTC).UnixMicro()
@@ -571,4 +543,38 @@ func runJSON(t *testing.T, eng *Engine, q map[string]any) any {
 		t.Fatal(err)
 	}
 	return run(t, eng, string(b))
+}
+
+// diffStore imports random data for a seed (in 1–3 imports into 1–8
+// shards, with user property writes) and returns it and an engine over it.
+func diffStore(t *testing.T, r *rand.Rand, seed int64) (testutil.Data, *Engine) {
+	evs := testutil.RandomEvents(seed, testutil.RandomOptions{Users: 3 + r.IntN(25), Events: 50 + r.IntN(500), Props: true})
+	data := testutil.Data{Events: evs, Users: testutil.RandomUsers(seed, evs)}
+	st := openStore(t, t.TempDir(), 1<<r.IntN(4))
+	// Split into consecutive imports: arrival order is preserved.
+	cuts := []int{0, r.IntN(len(evs) + 1), len(evs)}
+	if r.IntN(2) == 0 {
+		cuts = []int{0, len(evs)}
+	}
+	for i := 0; i+1 < len(cuts); i++ {
+		if cuts[i] == cuts[i+1] {
+			continue
+		}
+		_, err := st.Import(context.Background(), "d", []storage.Source{&evSource{evs: evs[cuts[i]:cuts[i+1]]}},
+			storage.ImportOptions{BlockRows: 1 + r.IntN(100), FlushRows: 10 + r.IntN(300)})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ucut := r.IntN(len(data.Users) + 1)
+	for _, part := range [][]testutil.UserWrite{data.Users[:ucut], data.Users[ucut:]} {
+		if len(part) == 0 {
+			continue
+		}
+		if _, err := st.Import(context.Background(), "d", []storage.Source{&userSource{ws: part}},
+			storage.ImportOptions{Kind: storage.KindUsers, BlockRows: 1 + r.IntN(50)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return data, New(st, Config{Workers: 1 + r.IntN(3)})
 }

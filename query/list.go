@@ -51,5 +51,6 @@ func listResult(q *List, l *analysis.UserList) *ListResult {
 		limit = DefaultListLimit
 	}
 	return &ListResult{Users: l.Count(), UserIDs: l.Page(q.Offset, limit), Offset: q.Offset, Limit: limit,
-		Step: q.Step, Dropped: q.Dropped, CohortStart: q.CohortStart, Period: q.Period, BreakdownValue: q.BreakdownValue}
+		Step: q.Step, Dropped: q.Dropped, Bucket: q.Bucket, Status: q.Status, Bin: q.Bin, CohortStart: q.CohortStart, Period: q.Period,
+		BreakdownValue: q.BreakdownValue}
 }

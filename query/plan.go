@@ -27,7 +27,11 @@ type plan struct {
 	loc  *time.Location
 	now  int64 // UTC µs
 
-	from, to  int64 // query range [from, to), UTC µs
+	from, to int64 // query range [from, to), UTC µs
+	// calendar: from and to are local midnights by construction (dates,
+	// a relative range in days, weeks, months or years, or the default
+	// range), so a "previous" comparison counts calendar days.
+	calendar  bool
 	dataStart int64 // earliest stored event, UTC µs
 	dataEnd   int64 // latest stored event + 1 µs; 0 when the app has no events
 	hasData   bool
@@ -112,25 +116,8 @@ func (e *Engine) newPlan(q *Query, snap *storage.Snapshot) (*plan, error) {
 	if lo, hi, ok := snap.Manifest.TimeRange(storage.KindEvents); ok {
 		p.dataStart, p.dataEnd, p.hasData = lo, hi+1, true
 	}
-	if q.Range == nil {
-		if !p.hasData {
-			p.from, p.to = p.now, p.now+1
-		} else {
-			p.from = startOfDay(p.dataStart, loc)
-			p.to = startOfDay(p.dataEnd-1, loc)
-			p.to = time.UnixMicro(p.to).In(loc).AddDate(0, 0, 1).UnixMicro()
-		}
-	} else {
-		var ok bool
-		if p.from, ok = parseInstant(q.Range.From, loc); !ok {
-			return nil, invalid("range.from", "want a date YYYY-MM-DD or an RFC 3339 instant, found %q", q.Range.From)
-		}
-		if p.to, ok = parseInstant(q.Range.To, loc); !ok {
-			return nil, invalid("range.to", "want a date YYYY-MM-DD or an RFC 3339 instant, found %q", q.Range.To)
-		}
-		if p.to <= p.from {
-			return nil, invalid("range", "range.to (%s) must be after range.from (%s)", q.Range.To, q.Range.From)
-		}
+	if err := p.resolveRange(q.Range); err != nil {
+		return nil, err
 	}
 	for i, f := range q.Where {
 		pf, err := p.parseFilter(f, fieldIdx("where", i))
@@ -140,6 +127,47 @@ func (e *Engine) newPlan(q *Query, snap *storage.Snapshot) (*plan, error) {
 		p.global = append(p.global, pf)
 	}
 	return p, nil
+}
+
+// resolveRange sets the plan's [from, to) from the query's range: absolute
+// bounds, a relative range (spec §2, at the plan's now) or, without one,
+// the app's data by day.
+func (p *plan) resolveRange(r *Range) error {
+	loc := p.loc
+	switch {
+	case r == nil:
+		if !p.hasData {
+			p.from, p.to = p.now, p.now+1
+			return nil
+		}
+		p.from = startOfDay(p.dataStart, loc)
+		p.to = startOfDay(p.dataEnd-1, loc)
+		p.to = time.UnixMicro(p.to).In(loc).AddDate(0, 0, 1).UnixMicro()
+		p.calendar = true
+	case r.Last != "":
+		if r.From != "" || r.To != "" {
+			return invalid("range", "a range is either {\"from\", \"to\"} or {\"last\"}, not both")
+		}
+		from, to, err := relativeRange(r.Last, p.now, loc)
+		if err != nil {
+			return invalid("range.last", "%v", err)
+		}
+		d, _ := ParseDurationSpec(r.Last, false)
+		p.from, p.to, p.calendar = from, to, d.Calendar()
+	default:
+		var ok, fromDate, toDate bool
+		if p.from, fromDate, ok = parseBound(r.From, loc); !ok {
+			return invalid("range.from", "want a date YYYY-MM-DD or an RFC 3339 instant, found %q", r.From)
+		}
+		if p.to, toDate, ok = parseBound(r.To, loc); !ok {
+			return invalid("range.to", "want a date YYYY-MM-DD or an RFC 3339 instant, found %q", r.To)
+		}
+		if p.to <= p.from {
+			return invalid("range", "range.to (%s) must be after range.from (%s)", r.To, r.From)
+		}
+		p.calendar = fromDate && toDate
+	}
+	return nil
 }
 
 func startOfDay(us int64, loc *time.Location) int64 {

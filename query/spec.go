@@ -36,16 +36,40 @@ type Query struct {
 	Windows   string     `json:"windows,omitempty"`    // retention: calendar (default) | rolling
 	Criterion string     `json:"criterion,omitempty"`  // retention: on (default) | on_or_after
 	List      *List      `json:"list,omitempty"`       // users to list: a cohort's, a funnel step's or a retention cell's (paged)
+	// Funnel modes and views (spec §11).
+	Order      string      `json:"order,omitempty"`      // funnel: ordered (default) | strict | unordered
+	Exclusions []Exclusion `json:"exclusions,omitempty"` // funnel: events that exclude attempts between two steps
+	View       string      `json:"view,omitempty"`       // funnel: steps (default) | trends | time_to_convert
+	FromStep   int         `json:"from_step,omitempty"`  // funnel trends and time to convert: default 1
+	ToStep     int         `json:"to_step,omitempty"`    // funnel trends and time to convert: default the last step
+	Bins       int         `json:"bins,omitempty"`       // time to convert: 1..90, default ⌈∛users⌉ clamped to 1..60
+	// Trend formulas and comparison (spec §12).
+	Formulas []string `json:"formulas,omitempty"` // formulas over the series lettered A, B, …
+	Formula  string   `json:"formula,omitempty"`  // one formula (added after formulas)
+	Compare  string   `json:"compare,omitempty"`  // "previous" or a signed offset such as "-1w"
+}
+
+// Exclusion excludes a funnel attempt between two steps (spec §11): an
+// event matching Event and Where after the attempt reached step j,
+// FromStep ≤ j < ToStep, within the window.
+type Exclusion struct {
+	Event    string   `json:"event"`
+	Where    []Filter `json:"where,omitempty"`
+	FromStep int      `json:"from_step,omitempty"` // default 1
+	ToStep   int      `json:"to_step,omitempty"`   // default the last step
 }
 
 // RawJSON is an unparsed JSON value kept for a later stage.
 type RawJSON = json.RawMessage
 
 // Range is a query time range [From, To): dates (local midnight in the
-// query's time zone) or RFC 3339 instants.
+// query's time zone) or RFC 3339 instants; or a relative range Last (spec
+// §2: "7d", "4w", "3mo", "1y" are calendar days, weeks, months or years
+// in the zone ending with today, "24h" and "90m" end at now).
 type Range struct {
-	From string `json:"from"`
-	To   string `json:"to"`
+	From string `json:"from,omitempty"`
+	To   string `json:"to,omitempty"`
+	Last string `json:"last,omitempty"`
 }
 
 // Matcher selects events: by name ("$any" for every event) and filters.
@@ -84,11 +108,15 @@ type Breakdown struct {
 	Property string `json:"property"`
 	Source   string `json:"source,omitempty"`
 	Limit    int    `json:"limit,omitempty"`
+	// Attribution (funnels, event properties; spec §11): "entry"
+	// (default), "first_touch", "last_touch", "all_steps" or {"step": k}.
+	Attribution RawJSON `json:"attribution,omitempty"`
 }
 
 // List asks for a page of the user ids behind a number (spec §7): the
 // users of a cohort (kind cohort), of a funnel step (Step; with Dropped
-// the users whose furthest step is Step) or of a retention cell
+// the users whose furthest step is Step), of a funnel-trends bucket
+// (Bucket, Status), of a time-to-convert bin (Bin) or of a retention cell
 // (CohortStart, Period). BreakdownValue narrows a funnel or retention list
 // to one breakdown value as rendered in the result (including "(none)" and
 // "(other)"). Ids are sorted by byte order; Limit defaults to 100 (at most
@@ -101,6 +129,11 @@ type List struct {
 	CohortStart    string  `json:"cohort_start,omitempty"`
 	Period         int     `json:"period,omitempty"`
 	BreakdownValue *string `json:"breakdown_value,omitempty"`
+	// Funnel trends: the bucket (a date or instant in it) and "entered"
+	// or "converted"; time to convert: the bin (0-based).
+	Bucket string `json:"bucket,omitempty"`
+	Status string `json:"status,omitempty"`
+	Bin    *int   `json:"bin,omitempty"`
 }
 
 // Parse decodes a JSON query. Unknown fields are rejected (a typo should not

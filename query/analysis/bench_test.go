@@ -72,7 +72,7 @@ func benchFunnel(b *testing.B, d *benchData) {
 	spec := analysis.FunnelSpec{Steps: 4, Window: 7 * day, From: d.from, To: d.to}
 	b.ReportAllocs()
 	for b.Loop() {
-		f, err := analysis.NewFunnel(spec, analysis.KeySource{}, nil)
+		f, err := analysis.NewFunnel(spec, analysis.FunnelOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -177,7 +177,7 @@ func logUniformMicros(r *rand.Rand) int64 {
 func BenchmarkFunnelResult(b *testing.B) {
 	const users = 2_000_000
 	spec := analysis.FunnelSpec{Steps: 4, Window: 7 * day, From: benchStart, To: benchStart + 30*day}
-	f, err := analysis.NewFunnel(spec, analysis.KeySource{}, nil)
+	f, err := analysis.NewFunnel(spec, analysis.FunnelOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
