@@ -401,10 +401,13 @@ func (p *plan) compileSegment(ref storage.SegmentRef, meta *segment.Meta) (*stor
 				}
 				continue
 			}
-			if meta.Props[mi].Type != f.typ {
+			if meta.Props[mi].Type != f.typ && !widenedCol(meta.Props[mi].Type, f.typ) {
 				return nil, fmt.Errorf("segment %s: property %q is %s, the app schema says %s", ref.File, f.prop, meta.Props[mi].Type, f.typ)
 			}
 			pr := compilePred(f, meta.Props[mi].Dict)
+			if meta.Props[mi].Type != f.typ {
+				pr.widen()
+			}
 			if pr.none {
 				dead = true
 				break
@@ -435,7 +438,13 @@ func (p *plan) compileSegment(ref storage.SegmentRef, meta *segment.Meta) (*stor
 	for _, c := range p.cols {
 		src := storage.ColumnSource{Prop: -1, Kind: columnKind(c.typ), Remap: c.remap[ref.File]}
 		if mi := propIndex(meta, c.name); mi >= 0 {
+			if meta.Props[mi].Type != c.typ && !widenedCol(meta.Props[mi].Type, c.typ) {
+				return nil, fmt.Errorf("segment %s: property %q is %s, the app schema says %s", ref.File, c.name, meta.Props[mi].Type, c.typ)
+			}
 			src.Prop = need(mi)
+			if meta.Props[mi].Type != c.typ {
+				src.Kind = storage.ColIntFloat
+			}
 		}
 		sp.Cols = append(sp.Cols, src)
 	}
@@ -477,8 +486,11 @@ func (p *plan) compileUsers(ref storage.SegmentRef, meta *segment.Meta) (*storag
 	for _, c := range p.ucols {
 		src := storage.ColumnSource{Prop: -1, Kind: columnKind(c.typ), Remap: c.remap[ref.File]}
 		if mi := propIndex(meta, c.name); mi >= 0 {
-			if meta.Props[mi].Type != c.typ {
+			if meta.Props[mi].Type != c.typ && !widenedCol(meta.Props[mi].Type, c.typ) {
 				return nil, fmt.Errorf("users segment %s: property %q is %s, the app schema says %s", ref.File, c.name, meta.Props[mi].Type, c.typ)
+			}
+			if meta.Props[mi].Type != c.typ {
+				src.Kind = storage.ColIntFloat
 			}
 			src.Prop = len(up.Props)
 			up.Props = append(up.Props, mi)
@@ -487,6 +499,11 @@ func (p *plan) compileUsers(ref storage.SegmentRef, meta *segment.Meta) (*storag
 	}
 	return up, nil
 }
+
+// widenedCol reports whether a segment's column of type seg holds a
+// property the app now types app after spec §1's widening: ints of a
+// property that became float.
+func widenedCol(seg, app event.Type) bool { return seg == event.TypeInt && app == event.TypeFloat }
 
 func columnKind(t event.Type) storage.ColumnKind {
 	switch t {

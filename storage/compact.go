@@ -518,7 +518,9 @@ func (cp *compactor) run(ctx context.Context) ([]SegmentRef, error) {
 }
 
 // open opens the group's inputs and derives the output columns: the union
-// of the inputs' property columns by name, sorted (types must agree).
+// of the inputs' property columns by name, sorted (types must agree, but
+// for an int column of a property widened to float later, spec §1: the
+// output is float).
 func (cp *compactor) open() error {
 	types := map[string]event.Type{}
 	for i, ref := range cp.g.inputs {
@@ -531,11 +533,15 @@ func (cp *compactor) open() error {
 			evMap: make([]uint32, len(meta.EventNames)), strMap: make([][]uint32, len(meta.Props))}
 		cp.cursors = append(cp.cursors, c)
 		for j, p := range meta.Props {
-			if t, ok := types[p.Name]; ok && t != p.Type {
+			switch t, ok := types[p.Name]; {
+			case !ok:
+				types[p.Name] = p.Type
+			case t != p.Type && widened(t, p.Type):
+				types[p.Name] = event.TypeFloat
+			case t != p.Type:
 				return fmt.Errorf("compact app %q: property %q is %v in segment %s but %v in an earlier segment of shard %d",
 					cp.app.name, p.Name, p.Type, ref.File, t, cp.g.shard)
 			}
-			types[p.Name] = p.Type
 			c.props = append(c.props, j)
 			if p.Type == event.TypeString {
 				c.strMap[j] = make([]uint32, len(p.Dict))
@@ -558,6 +564,12 @@ func (cp *compactor) open() error {
 		}
 	}
 	return nil
+}
+
+// widened reports whether types a and b of one property are int and
+// float, in either order: an int property widened to float (spec §1).
+func widened(a, b event.Type) bool {
+	return (a == event.TypeInt && b == event.TypeFloat) || (a == event.TypeFloat && b == event.TypeInt)
 }
 
 // outBufs are one worker's output row arrays, handed from group to group
@@ -762,6 +774,12 @@ func (cp *compactor) copyRows(c *compactCursor, s, e, at int) {
 		col := &oc.col
 		switch col.Type {
 		case event.TypeFloat:
+			if c.meta.Props[pi].Type == event.TypeInt { // widened since
+				for r := s; r < e; r++ {
+					col.Floats[at+r-s] = float64(pd.Ints[r])
+				}
+				break
+			}
 			copy(col.Floats[at:], pd.Floats[s:e])
 		case event.TypeString:
 			m, dict := c.strMap[pi], c.meta.Props[pi].Dict

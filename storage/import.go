@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -281,6 +282,8 @@ type importer struct {
 
 	expect  int64 // rows the sources hold, 0 if unknown (ingest.ColumnReader.Rows)
 	flushed int64 // rows handed to flushes
+
+	widenings int // schema.Widenings() the buffers are typed for
 }
 
 // expectedRows returns the number of rows of srcs if every source knows
@@ -464,10 +467,20 @@ func (im *importer) add(ev *event.Event, rep *ImportReport) error {
 	} else if err := event.ValidateEvent(ev); err != nil {
 		return err
 	}
+	if im.opt.Kind == KindEvents {
+		for _, p := range ev.Props {
+			if p.Name == InsertIDProp {
+				return &event.RowError{Pos: ev.Pos, Field: p.Name, Msg: reservedInsertID}
+			}
+		}
+	}
 	// Coerce every property before buffering anything: a bad row leaves no
 	// trace, in the buffers or in the schema.
 	if err := im.schema.CoerceEvent(ev); err != nil {
 		return err
+	}
+	if im.schema.Widenings() != im.widenings {
+		im.widen()
 	}
 	if ev.InsertID != "" && im.opt.Kind == KindEvents {
 		dup, err := im.seenInsertID(ev.InsertID)
@@ -566,13 +579,20 @@ func (im *importer) addBatch(b *ingest.Batch, rep *ImportReport) error {
 	users := im.opt.Kind == KindUsers
 	// Rows that would fail validation as a whole: a users import of an
 	// events file (or the reverse), or invalid or repeated property names.
-	allSlow := users != (b.Event == nil) || !validColumnNames(b.Props)
+	allSlow := users != (b.Event == nil) || !validColumnNames(b.Props, users)
 	if len(cs.conv) < len(b.Props) {
 		cs.conv = make([]ingest.Column, len(b.Props))
 	}
 	cs.cols = cs.cols[:0]
 	for k, c := range b.Props {
-		if t, known := im.schema.Type(c.Name); known && t != c.Type && !allSlow {
+		t, known := im.schema.Type(c.Name)
+		if known && t == event.TypeInt && c.Type == event.TypeFloat && !allSlow && hasFraction(c, b.Errs) {
+			// A non-integer number widens the int property (spec §1).
+			im.schema.WidenToFloat(c.Name)
+			im.widen()
+			t = event.TypeFloat
+		}
+		if known && t != c.Type && !allSlow {
 			// As Schema.CoerceEvent does (UTC); rows that do not coerce
 			// take the row path, which rejects them with the right error.
 			c = c.ConvertTo(&cs.conv[k], t, nil, func(i int) bool { return b.Errs[i] != nil }, cs.slow)
@@ -674,12 +694,51 @@ func (im *importer) addSlow(b *ingest.Batch, i int, rep *ImportReport) error {
 	return nil
 }
 
+// reservedInsertID is the error of an event property named InsertIDProp.
+const reservedInsertID = "property " + InsertIDProp + " is the name of this store's column of insert ids " +
+	"(until that column leaves the property namespace): rename the property"
+
+// hasFraction reports whether float column c holds a value an int cannot
+// (a fraction, or beyond int64) on a row without an error.
+func hasFraction(c *ingest.Column, errs []*event.RowError) bool {
+	for i, v := range c.Floats {
+		if !c.Null[i] && errs[i] == nil && (v != math.Trunc(v) || v < -1<<63 || v >= 1<<63) {
+			return true
+		}
+	}
+	return false
+}
+
+// widen converts the buffered values of the properties the schema has
+// widened from int to float (spec §1) since the buffers were last typed.
+// The generation being flushed keeps its types: its segments hold ints,
+// which readers of a float property convert.
+func (im *importer) widen() {
+	im.widenings = im.schema.Widenings()
+	for pi := range im.props {
+		p := &im.props[pi]
+		if t, _ := im.schema.Type(p.name); p.typ != event.TypeInt || t != event.TypeFloat {
+			continue
+		}
+		p.typ = event.TypeFloat
+		for _, sb := range im.shards {
+			if pi < len(sb.props) {
+				sp := &sb.props[pi]
+				for _, v := range sp.ints {
+					sp.floats = append(sp.floats, float64(v))
+				}
+				sp.ints = sp.ints[:0]
+			}
+		}
+	}
+}
+
 // validColumnNames reports whether every column name is a valid property
-// name and no name is repeated (what event.ValidateEvent checks of a row's
-// properties).
-func validColumnNames(cols []*ingest.Column) bool {
+// name (and, for events, not InsertIDProp) and no name is repeated (what
+// event.ValidateEvent checks of a row's properties).
+func validColumnNames(cols []*ingest.Column, users bool) bool {
 	for k, c := range cols {
-		if event.ValidatePropName(c.Name) != nil {
+		if event.ValidatePropName(c.Name) != nil || (!users && c.Name == InsertIDProp) {
 			return false
 		}
 		for _, d := range cols[:k] {

@@ -132,6 +132,10 @@ const (
 	ColInt    ColumnKind = iota // int, bool (0/1) and time (µs) properties: the int64
 	ColFloat                    // float properties: math.Float64bits, with -0 stored as +0
 	ColString                   // string properties: Remap[dictionary code]
+	// ColIntFloat reads an int column of a property the app types float
+	// (widened after the segment was written, spec §1): the int64 as
+	// math.Float64bits of its float64 (exact up to 2^53).
+	ColIntFloat
 )
 
 // ColumnSource says where one trail column (or user value) comes from in
@@ -1036,6 +1040,8 @@ func columnBits(pd *segment.PropData, src ColumnSource, r int) uint64 {
 		return 0 // -0 as +0
 	case ColString:
 		return uint64(src.Remap[pd.Strs[r]])
+	case ColIntFloat:
+		return math.Float64bits(float64(pd.Ints[r]) + 0)
 	}
 	return uint64(pd.Ints[r])
 }
