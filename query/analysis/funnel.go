@@ -323,6 +323,7 @@ type Funnel struct {
 	gen      *genWalker
 	uno      *unoWalker
 	captures bool // walkers capture the entry value of step-1 events
+	fast     bool // a whole trail goes straight through FunnelUser and addPath
 	// fast mode, entry values across chunks
 	fkeys, fkeys2 []fastKey
 	refs          []int32
@@ -403,6 +404,7 @@ func NewFunnel(spec FunnelSpec, opt FunnelOptions) (*Funnel, error) {
 	case spec.Order == OrderStrict || len(spec.Exclusions) > 0 || opt.View == ViewTrends:
 		f.mode = modeGeneral
 	}
+	f.fast = f.mode == modeFast && opt.Attribution == AttrEntry && opt.Observe == nil && opt.View == ViewSteps
 	f.env = newWalkEnv(&f.spec, opt.View == ViewTrends, opt.Bounds, f.captures)
 	switch f.mode {
 	case modeGeneral:
@@ -422,7 +424,7 @@ func NewFunnel(spec FunnelSpec, opt FunnelOptions) (*Funnel, error) {
 // on the user's last chunk, accumulates the user's outcomes. The trail is
 // borrowed only for the call.
 func (f *Funnel) Add(tr *trail.Trail) {
-	if f.mode == modeFast && f.rows == nil && !tr.More && tr.Offset == 0 && f.opt.Attribution == AttrEntry && f.opt.Observe == nil {
+	if f.fast && !tr.More && tr.Offset == 0 {
 		// The common case: a whole trail in one chunk.
 		if p := FunnelUser(tr, &f.spec, &f.st); p.Step > 0 {
 			k := Key{}
@@ -432,7 +434,11 @@ func (f *Funnel) Add(tr *trail.Trail) {
 			case KeyUser:
 				k = f.opt.Key.user(tr)
 			}
-			f.addPath(f.stats(k), p, tr.ID)
+			g, ok := f.table.get(k)
+			if !ok {
+				g = f.newGroup(k)
+			}
+			f.addSteps(&f.groups[g], p, tr.ID)
 		}
 		return
 	}
@@ -593,13 +599,19 @@ func (f *Funnel) touchChunk(tr *trail.Trail, last bool) {
 func (f *Funnel) stats(k Key) *funnelStats {
 	g, ok := f.table.get(k)
 	if !ok {
-		g = int32(len(f.groups))
-		f.groups = append(f.groups, funnelStats{key: k})
-		f.initStats(&f.groups[g])
-		f.table.put(k, g)
-		f.bytes += int64(unsafe.Sizeof(funnelStats{})) + int64(len(f.groups[g].entered))*16
+		g = f.newGroup(k)
 	}
 	return &f.groups[g]
+}
+
+// newGroup adds the group of key k (absent) and returns its index.
+func (f *Funnel) newGroup(k Key) int32 {
+	g := int32(len(f.groups))
+	f.groups = append(f.groups, funnelStats{key: k})
+	f.initStats(&f.groups[g])
+	f.table.put(k, g)
+	f.bytes += int64(unsafe.Sizeof(funnelStats{})) + int64(len(f.groups[g].entered))*16
+	return g
 }
 
 func (f *Funnel) initStats(st *funnelStats) {
@@ -610,13 +622,18 @@ func (f *Funnel) initStats(st *funnelStats) {
 	}
 }
 
-// addPath accumulates a steps-view outcome.
+// addPath accumulates an outcome computed by FunnelUser.
 func (f *Funnel) addPath(st *funnelStats, p *FunnelPath, id []byte) {
 	if f.opt.View != ViewSteps {
 		o := funnelOutcome{step: int32(p.Step), times: p.Times}
 		f.addOutcome(st, &o, id)
 		return
 	}
+	f.addSteps(st, p, id)
+}
+
+// addSteps accumulates a steps-view outcome computed by FunnelUser.
+func (f *Funnel) addSteps(st *funnelStats, p *FunnelPath, id []byte) {
 	st.reached[p.Step]++
 	for k := 2; k <= p.Step; k++ {
 		before := cap(st.durs[k])

@@ -34,6 +34,11 @@ type FunnelPath struct {
 // its step events.
 type FunnelScratch struct {
 	have uint64 // bit k set: level k holds an attempt
+	// base is the whole-trail index of the current chunk's first event:
+	// event indices are kept relative to it while a user's chunks are
+	// walked (so the loops add nothing), rebased when a chunk starts and
+	// made whole-trail indices on the last one.
+	base int32
 	// times[k][j] is when the level-k attempt reached step j+1;
 	// times[k][0] is its entry time t1.
 	times [MaxFunnelSteps + 1][MaxFunnelSteps]int64
@@ -65,7 +70,9 @@ type FunnelScratch struct {
 func FunnelUser(tr *trail.Trail, spec *FunnelSpec, st *FunnelScratch) *FunnelPath {
 	n := spec.Steps
 	if tr.Offset == 0 {
-		st.have, st.path.Step = 0, 0
+		st.have, st.path.Step, st.base = 0, 0, 0
+	} else if d := int32(tr.Offset) - st.base; d != 0 {
+		st.rebase(d)
 	}
 	if st.path.Step < n {
 		stepMask := uint64(1)<<uint(n) - 1
@@ -73,18 +80,38 @@ func FunnelUser(tr *trail.Trail, spec *FunnelSpec, st *FunnelScratch) *FunnelPat
 		span := uint64(spec.To - spec.From)
 		times := tr.Times
 		masks := tr.Mask[:len(times)]
-		off := int32(tr.Offset)
 		for i := 0; i < len(times) && st.path.Step < n; {
-			i = st.lone(times, masks, i, stepMask, from, span, spec.Window, n, off)
+			i = st.lone(times, masks, i, stepMask, from, span, spec.Window, n)
 			if i < len(times) && st.path.Step < n {
-				i = st.group(times, masks, i, stepMask, uint64(times[i]-from) < span, spec.Window, off)
+				i = st.group(times, masks, i, stepMask, uint64(times[i]-from) < span, spec.Window)
 			}
 		}
 	}
 	if tr.More {
 		return nil
 	}
+	if st.base != 0 {
+		for j := range st.path.Step {
+			st.path.Events[j] += st.base
+		}
+		st.base = 0
+	}
 	return &st.path
+}
+
+// rebase moves the held event indices to a chunk starting d events after
+// the previous one.
+func (st *FunnelScratch) rebase(d int32) {
+	for j := range st.path.Step {
+		st.path.Events[j] -= d
+	}
+	for h := st.have; h != 0; h &= h - 1 {
+		k := bits.TrailingZeros64(h)
+		for j := range k {
+			st.evs[k][j] -= d
+		}
+	}
+	st.base += d
 }
 
 // lone processes events from index i up to the first tie group (or the
@@ -93,8 +120,7 @@ func FunnelUser(tr *trail.Trail, spec *FunnelSpec, st *FunnelScratch) *FunnelPat
 // level bits and the result step stay in registers. A lone event's
 // timestamp is unique in the trail (a chunk never splits a tie group), so
 // no attempt entered at t exists yet (step 1 always opens) and the event
-// is part of no attempt (no "already used" test). off is the chunk's
-// Offset: event indices are stored as whole-trail indices.
+// is part of no attempt (no "already used" test).
 //
 // Runs of consecutive lone events with the same single step are
 // collapsed: for step 1 only the run's last event matters (each opens an
@@ -102,7 +128,7 @@ func FunnelUser(tr *trail.Trail, spec *FunnelSpec, st *FunnelScratch) *FunnelPat
 // set the result), for a step k ≥ 2 only the first (the rest find the
 // same level k-1 attempt and either fail the same way or find it already
 // at step k).
-func (st *FunnelScratch) lone(times []int64, masks []uint64, i int, stepMask uint64, from int64, span uint64, w int64, n int, off int32) int {
+func (st *FunnelScratch) lone(times []int64, masks []uint64, i int, stepMask uint64, from int64, span uint64, w int64, n int) int {
 	masks = masks[:len(times)]
 	have, best := st.have, st.path.Step
 	for ; i < len(times); i++ {
@@ -118,7 +144,7 @@ func (st *FunnelScratch) lone(times []int64, masks []uint64, i int, stepMask uin
 			if best == 0 {
 				best = 1
 				st.path.Times[0] = t
-				st.path.Events[0] = int32(i) + off
+				st.path.Events[0] = int32(i)
 			}
 			// Skip to the last lone in-range step-1 event of the run.
 			for i+1 < len(times) && masks[i+1]&stepMask == 1 && uint64(times[i+1]-from) < span &&
@@ -127,7 +153,7 @@ func (st *FunnelScratch) lone(times []int64, masks []uint64, i int, stepMask uin
 			}
 			have |= 2
 			st.times[1][0] = times[i]
-			st.evs[1][0] = int32(i) + off
+			st.evs[1][0] = int32(i)
 			continue
 		}
 		// last is the final event of this event's run: itself, or for a
@@ -147,7 +173,7 @@ func (st *FunnelScratch) lone(times []int64, masks []uint64, i int, stepMask uin
 			if b == 0 {
 				have |= 2
 				cur[0] = t
-				curEv[0] = int32(i) + off
+				curEv[0] = int32(i)
 			} else {
 				prev := &st.times[b]
 				e := prev[0]
@@ -161,7 +187,7 @@ func (st *FunnelScratch) lone(times []int64, masks []uint64, i int, stepMask uin
 					curEv[j] = prevEv[j]
 				}
 				cur[b] = t
-				curEv[b] = int32(i) + off
+				curEv[b] = int32(i)
 			}
 			if b >= best {
 				best = b + 1
@@ -182,7 +208,7 @@ func (st *FunnelScratch) lone(times []int64, masks []uint64, i int, stepMask uin
 
 // group processes the events with timestamp times[i] starting at index i
 // and returns the index after the group.
-func (st *FunnelScratch) group(times []int64, masks []uint64, i int, stepMask uint64, inRange bool, w int64, off int32) int {
+func (st *FunnelScratch) group(times []int64, masks []uint64, i int, stepMask uint64, inRange bool, w int64) int {
 	t := times[i]
 	drop := uint64(0)
 	if !inRange {
@@ -209,7 +235,7 @@ func (st *FunnelScratch) group(times []int64, masks []uint64, i int, stepMask ui
 			for m != 0 {
 				b := 63 - bits.LeadingZeros64(m)
 				m &^= 1 << uint(b)
-				st.step(b+1, int32(e)+off, t, w, false)
+				st.step(b+1, int32(e), t, w, false)
 			}
 		}
 		return j
@@ -218,14 +244,14 @@ func (st *FunnelScratch) group(times []int64, masks []uint64, i int, stepMask ui
 		b := bits.TrailingZeros64(u)
 		for e := i; e < j; e++ {
 			if masks[e]&(1<<uint(b)) != 0 {
-				st.step(b+1, int32(e)+off, t, w, true)
+				st.step(b+1, int32(e), t, w, true)
 			}
 		}
 	}
 	return j
 }
 
-// step processes event i (a whole-trail index) at time t for step k.
+// step processes event i (an index in the chunk) at time t for step k.
 // checkUsed enables the "event already part of the attempt" test, which
 // can only fail in mixed groups (within one event, steps run from highest
 // to lowest, so the attempt at level k-1 never contains the event itself).
@@ -275,10 +301,10 @@ func (st *FunnelScratch) step(k int, i int32, t, w int64, checkUsed bool) {
 // the counted attempt in a later chunk).
 func (st *FunnelScratch) entryEvents(dst []int32) []int32 {
 	if st.path.Step > 0 {
-		dst = append(dst, st.path.Events[0])
+		dst = append(dst, st.path.Events[0]+st.base)
 	}
 	for h := st.have; h != 0; h &= h - 1 {
-		dst = append(dst, st.evs[bits.TrailingZeros64(h)][0])
+		dst = append(dst, st.evs[bits.TrailingZeros64(h)][0]+st.base)
 	}
 	return dst
 }

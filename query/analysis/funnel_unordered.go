@@ -8,15 +8,6 @@ import (
 	"github.com/spurdb/spur/trail"
 )
 
-// unoEv is a step event the unordered walker holds: time, steps matched,
-// index and captured value.
-type unoEv struct {
-	t   int64
-	m   uint64
-	id  int32
-	key Key
-}
-
 // maskCount counts the events of one multi-step mask in a window.
 type maskCount struct {
 	m uint64
@@ -45,8 +36,13 @@ type unoOut struct {
 // window's counts (per step for one-step events, per mask for the rest)
 // maintained as the window slides, and the exclusion times.
 type unoWalker struct {
-	env   *walkEnv
-	evs   []unoEv
+	env *walkEnv
+	// The step events held, as columns: time, steps matched, index and
+	// (when keys are captured) value.
+	ts    []int64
+	ms    []uint64
+	ids   []int32
+	keys  []Key
 	ws    int // events [ws, we) are counted in the window
 	we    int
 	next  int // the next pending start
@@ -55,6 +51,7 @@ type unoWalker struct {
 	multi []maskCount
 	xs    []int64 // exclusion times, ascending
 	xh    int
+	full  bool // steps view: a window holds every step, no later one counts
 	outs  []unoOut
 	done  []funnelOutcome
 	seen  [MaxFunnelSteps]int64 // scratch: first time of each step
@@ -70,27 +67,32 @@ func newUnoWalker(env *walkEnv) *unoWalker {
 }
 
 func (w *unoWalker) reset() {
-	w.evs, w.multi, w.xs, w.outs, w.done = w.evs[:0], w.multi[:0], w.xs[:0], w.outs[:0], w.done[:0]
-	w.ws, w.we, w.next, w.xh, w.u = 0, 0, 0, 0, 0
+	w.ts, w.ms, w.ids, w.keys = w.ts[:0], w.ms[:0], w.ids[:0], w.keys[:0]
+	w.multi, w.xs, w.outs, w.done = w.multi[:0], w.xs[:0], w.outs[:0], w.done[:0]
+	w.ws, w.we, w.next, w.xh, w.u, w.full = 0, 0, 0, 0, 0, false
 	w.cnt = [MaxFunnelSteps]int32{}
 }
 
 func (w *unoWalker) clone() *unoWalker {
 	c := *w
-	c.evs, c.multi, c.xs, c.outs, c.done = slices.Clone(w.evs), slices.Clone(w.multi), slices.Clone(w.xs), slices.Clone(w.outs), slices.Clone(w.done)
+	c.ts, c.ms, c.ids, c.keys = slices.Clone(w.ts), slices.Clone(w.ms), slices.Clone(w.ids), slices.Clone(w.keys)
+	c.multi, c.xs, c.outs, c.done = slices.Clone(w.multi), slices.Clone(w.xs), slices.Clone(w.outs), slices.Clone(w.done)
 	c.multi2, c.left = nil, nil
 	return &c
 }
 
 func (w *unoWalker) bytes() int64 {
-	return int64(unsafe.Sizeof(*w)) + int64(cap(w.evs))*int64(unsafe.Sizeof(unoEv{})) + int64(cap(w.multi))*16 +
+	return int64(unsafe.Sizeof(*w)) + int64(cap(w.ts))*20 + int64(cap(w.keys))*16 + int64(cap(w.multi))*16 +
 		int64(cap(w.xs))*8 + int64(cap(w.outs))*int64(unsafe.Sizeof(unoOut{})) + int64(cap(w.done))*int64(unsafe.Sizeof(funnelOutcome{}))
 }
 
 func (w *unoWalker) chunk(tr *trail.Trail, masks []uint64, keys *trail.Column) {
+	if w.full {
+		return
+	}
 	times := tr.Times
 	base := int32(tr.Offset)
-	for i := 0; i < len(times); {
+	for i := 0; i < len(times) && !w.full; {
 		j := i + 1
 		for j < len(times) && times[j] == times[i] {
 			j++
@@ -114,11 +116,12 @@ func (w *unoWalker) group(times []int64, masks []uint64, keys *trail.Column, i, 
 	for e := i; e < j; e++ {
 		m := masks[e]
 		if s := m & env.stepMask; s != 0 {
-			ev := unoEv{t: t, m: s, id: base + int32(e)}
+			w.ts = append(w.ts, t)
+			w.ms = append(w.ms, s)
+			w.ids = append(w.ids, base+int32(e))
 			if keys != nil {
-				ev.key = Key{Bits: keys.Bits[e], Set: keys.Set[e]}
+				w.keys = append(w.keys, Key{Bits: keys.Bits[e], Set: keys.Set[e]})
 			}
-			w.evs = append(w.evs, ev)
 			step = true
 		}
 		xs |= m & env.exclMask
@@ -132,20 +135,26 @@ func (w *unoWalker) group(times []int64, masks []uint64, keys *trail.Column, i, 
 // with all).
 func (w *unoWalker) finalize(t int64, all bool) {
 	spec := w.env.spec
-	for w.next < len(w.evs) {
-		s := w.evs[w.next].t
+	for w.next < len(w.ts) && !w.full {
+		s := w.ts[w.next]
 		if s >= spec.To || (!all && t-s <= spec.Window) {
 			break
 		}
 		w.window(w.next)
-		for w.next < len(w.evs) && w.evs[w.next].t == s {
+		for w.next < len(w.ts) && w.ts[w.next] == s {
 			w.next++
 		}
 	}
 	// Events before the window start are no longer needed.
-	if w.ws > 64 && w.ws > len(w.evs)/2 {
-		n := copy(w.evs, w.evs[w.ws:])
-		w.evs = w.evs[:n]
+	if w.ws > 64 && w.ws > len(w.ts)/2 {
+		n := copy(w.ts, w.ts[w.ws:])
+		copy(w.ms, w.ms[w.ws:])
+		copy(w.ids, w.ids[w.ws:])
+		w.ts, w.ms, w.ids = w.ts[:n], w.ms[:n], w.ids[:n]
+		if len(w.keys) > 0 {
+			copy(w.keys, w.keys[w.ws:])
+			w.keys = w.keys[:n]
+		}
 		w.we -= w.ws
 		w.next -= w.ws
 		w.ws = 0
@@ -161,13 +170,13 @@ func (w *unoWalker) finalize(t int64, all bool) {
 func (w *unoWalker) window(p int) {
 	env := w.env
 	n := env.n
-	s := w.evs[p].t
+	s := w.ts[p]
 	end := s + env.spec.Window
 	for ; w.ws < p; w.ws++ {
-		w.count(w.evs[w.ws].m, -1)
+		w.count(w.ms[w.ws], -1)
 	}
-	for ; w.we < len(w.evs) && w.evs[w.we].t <= end; w.we++ {
-		w.count(w.evs[w.we].m, 1)
+	for ; w.we < len(w.ts) && w.ts[w.we] <= end; w.we++ {
+		w.count(w.ms[w.we], 1)
 	}
 	for w.xh < len(w.xs) && w.xs[w.xh] <= s {
 		w.xh++
@@ -176,9 +185,9 @@ func (w *unoWalker) window(p int) {
 	limit := w.we // events [p, limit) form the window's content
 	if w.xh < len(w.xs) && w.xs[w.xh] <= end {
 		x := w.xs[w.xh]
-		for limit = p; limit < w.we && w.evs[limit].t < x; limit++ {
+		for limit = p; limit < w.we && w.ts[limit] < x; limit++ {
 		}
-		if w.valueOf(w.evs[p:limit]) == n {
+		if w.valueOf(w.ms[p:limit]) == n {
 			val = n
 		}
 	} else {
@@ -195,17 +204,21 @@ func (w *unoWalker) window(p int) {
 	// A better window: its times are the first event of each step there.
 	var present uint64
 	for q := p; q < limit && present != env.stepMask; q++ {
-		for m := w.evs[q].m &^ present; m != 0; m &= m - 1 {
-			w.seen[bits.TrailingZeros64(m)] = w.evs[q].t
+		for m := w.ms[q] &^ present; m != 0; m &= m - 1 {
+			w.seen[bits.TrailingZeros64(m)] = w.ts[q]
 		}
-		present |= w.evs[q].m
+		present |= w.ms[q]
 	}
 	ts := o.out.times[:0]
 	for m := present; m != 0; m &= m - 1 {
 		ts = append(ts, w.seen[bits.TrailingZeros64(m)])
 	}
 	slices.Sort(ts)
-	o.out.step, o.out.first, o.out.key = int32(val), w.evs[p].id, w.evs[p].key
+	o.out.step, o.out.first = int32(val), w.ids[p]
+	w.full = val == n && !env.every
+	if len(w.keys) > 0 {
+		o.out.key = w.keys[p]
+	}
 }
 
 // out returns the best-window record of bucket b, reporting the earlier
@@ -275,26 +288,26 @@ func (w *unoWalker) finish() []funnelOutcome {
 	return w.done
 }
 
-// valueOf returns the number of steps the events evs fill, one step per
-// event.
-func (w *unoWalker) valueOf(evs []unoEv) int {
+// valueOf returns the number of steps events with the step masks ms
+// fill, one step per event.
+func (w *unoWalker) valueOf(ms []uint64) int {
 	var u uint64
 	multi := w.multi2[:0]
-	for _, e := range evs {
-		if e.m&(e.m-1) == 0 {
-			u |= e.m
+	for _, m := range ms {
+		if m&(m-1) == 0 {
+			u |= m
 			continue
 		}
 		found := false
 		for i := range multi {
-			if multi[i].m == e.m {
+			if multi[i].m == m {
 				multi[i].c++
 				found = true
 				break
 			}
 		}
 		if !found {
-			multi = append(multi, maskCount{m: e.m, c: 1})
+			multi = append(multi, maskCount{m: m, c: 1})
 		}
 	}
 	w.multi2 = multi

@@ -122,6 +122,7 @@ type genWalker struct {
 	free     []int32
 	lv       [MaxFunnelSteps + 1][]int32
 	nonEmpty uint64 // bit f: lv[f] is not empty
+	dirty    uint64 // bit f: lv[f] may hold attempts prune drops (trends view)
 	lastOpen int64
 	opened   bool
 	outs     []genOutcome // steps view: outs[0]; trends view: buckets not yet final, ascending
@@ -141,7 +142,7 @@ func (w *genWalker) reset() {
 	for f := range w.lv {
 		w.lv[f] = w.lv[f][:0]
 	}
-	w.nonEmpty, w.opened = 0, false
+	w.nonEmpty, w.dirty, w.opened = 0, 0, false
 	w.outs = w.outs[:0]
 	if !w.env.every {
 		w.outs = append(w.outs, genOutcome{c: w.outsCands()})
@@ -160,7 +161,7 @@ func (w *genWalker) outsCands() []genCand {
 // clone returns an independent copy of w (for breakdowns by the value of
 // step k, which fork a walker at a value's first event).
 func (w *genWalker) clone() *genWalker {
-	c := &genWalker{env: w.env, pool: slices.Clone(w.pool), free: slices.Clone(w.free), nonEmpty: w.nonEmpty,
+	c := &genWalker{env: w.env, pool: slices.Clone(w.pool), free: slices.Clone(w.free), nonEmpty: w.nonEmpty, dirty: w.dirty,
 		lastOpen: w.lastOpen, opened: w.opened, done: slices.Clone(w.done)}
 	for f := range w.lv {
 		c.lv[f] = slices.Clone(w.lv[f])
@@ -188,14 +189,144 @@ func (w *genWalker) bytes() int64 {
 // chunk runs the walk over one chunk with its own masks.
 func (w *genWalker) chunk(tr *trail.Trail, masks []uint64, keys *trail.Column) {
 	times := tr.Times
+	masks = masks[:len(times)]
 	base := int32(tr.Offset)
 	for i := 0; i < len(times); {
-		j := i + 1
-		for j < len(times) && times[j] == times[i] {
-			j++
+		if w.nonEmpty == 0 && w.idle(times[i]) {
+			// No attempt is alive: nothing happens before the next
+			// step-1 event in the range (at its tie group's start).
+			i = w.nextEntry(times, masks, i)
+			if i == len(times) {
+				break
+			}
 		}
-		w.group(times, masks, keys, i, j, base)
-		i = j
+		t := times[i]
+		if i+1 < len(times) && times[i+1] == t {
+			j := i + 2
+			for j < len(times) && times[j] == t {
+				j++
+			}
+			w.group(times, masks, keys, i, j, base)
+			i = j
+			continue
+		}
+		i = w.lone(times, masks, keys, i, base)
+	}
+}
+
+// idle reports whether, with no attempt alive, events other than step 1
+// change nothing at or after t: true unless an outcome holds a candidate
+// that a later exclusion may still exclude.
+func (w *genWalker) idle(t int64) bool {
+	if w.env.exclMask == 0 {
+		return true
+	}
+	for i := range w.outs {
+		if c := w.outs[i].c; len(c) > 0 && t-c[0].t1 <= w.env.spec.Window {
+			return false
+		}
+	}
+	return true
+}
+
+// nextEntry returns the start of the tie group of the first event at or
+// after i that matches step 1 inside [From, To), or len(times).
+func (w *genWalker) nextEntry(times []int64, masks []uint64, i int) int {
+	spec := w.env.spec
+	span := w.env.span
+	j := i
+	for j < len(times) && (masks[j]&1 == 0 || uint64(times[j]-spec.From) >= span) {
+		j++
+	}
+	for j > i && j < len(times) && times[j-1] == times[j] {
+		j--
+	}
+	return j
+}
+
+// lone processes the lone event i (no other event at its time: group()
+// without the tie rules) and the run of lone events after it that match
+// the same steps and exclusions, and returns the index after the run. In
+// such a run only the first event changes anything — a later one finds
+// the same attempts and fails or finds them already moved; a later
+// exclusion excludes no more; in strict order nothing is left to end —
+// except for step 1, whose last event opens the attempt that replaces the
+// others (the trends view stops the run at a bucket's end, and keeps
+// every opening when keys are reported).
+func (w *genWalker) lone(times []int64, masks []uint64, keys *trail.Column, i int, base int32) int {
+	env := w.env
+	spec := env.spec
+	t := times[i]
+	m := masks[i] & env.evMask
+	if m == 0 {
+		return i + 1
+	}
+	if env.every {
+		w.expire(t)
+	}
+	inRange := uint64(t-spec.From) < env.span
+	s := env.steps(m, inRange)
+	if !inRange {
+		m &^= 1
+	}
+	j := i + 1
+	if s&(s-1) != 0 {
+		w.event(t, s, m&env.exclMask, base+int32(i), i, keys)
+		return j // several steps: no run
+	}
+	end := int64(1<<63 - 1)
+	if s == 1 && env.every {
+		if env.needKeys {
+			w.event(t, s, m&env.exclMask, base+int32(i), i, keys)
+			return j
+		}
+		end = env.bounds[env.bix.of(t)+1]
+	}
+	for j < len(times) && (j+1 == len(times) || times[j+1] != times[j]) && times[j] < end {
+		mj := masks[j] & env.evMask
+		if uint64(times[j]-spec.From) >= env.span {
+			mj &^= 1
+		}
+		if mj != m {
+			break
+		}
+		j++
+	}
+	// In a run of step-1 events of the steps view, the first opens an
+	// attempt the last one replaces: it matters only if it is the first
+	// attempt to reach step 1 (or may have to stand in for an excluded
+	// one, or strict order keeps older attempts).
+	if s != 1 || j-1 == i || env.every || w.outs[0].m == 0 || len(w.outs[0].c) == 0 {
+		w.event(t, s, m&env.exclMask, base+int32(i), i, keys)
+	}
+	if s == 1 && j-1 > i {
+		last := j - 1
+		if env.every {
+			w.expire(times[last])
+		}
+		w.event(times[last], s, 0, base+int32(last), last, keys)
+	}
+	return j
+}
+
+// event processes one event at time t matching steps s and exclusions xs.
+func (w *genWalker) event(t int64, s, xs uint64, id int32, e int, keys *trail.Column) {
+	if s == 0 {
+		if xs != 0 {
+			w.exclude(t, xs)
+		}
+	} else {
+		for r := s; r != 0; {
+			b := 63 - bits.LeadingZeros64(r)
+			r &^= 1 << uint(b)
+			w.step(b+1, id, e, t, false, keys)
+		}
+	}
+	if w.env.spec.Order == OrderStrict && w.nonEmpty&^(s<<1) != 0 {
+		w.kill(s)
+	}
+	if w.dirty != 0 {
+		w.prune(t)
 	}
 }
 
@@ -280,7 +411,7 @@ func (w *genWalker) group(times []int64, masks []uint64, keys *trail.Column, i, 
 			}
 		}
 	}
-	if env.every && env.exclMask == 0 {
+	if w.dirty != 0 {
 		w.prune(t)
 	}
 }
@@ -307,6 +438,9 @@ func (w *genWalker) step(k int, id int32, e int, t int64, mixed bool, keys *trai
 		}
 		at.times[0], at.evs[0] = t, id
 		if env.every {
+			if len(w.lv[1]) > 0 && env.exclMask == 0 {
+				w.dirty |= 2
+			}
 			w.lv[1] = append(w.lv[1], a)
 			w.nonEmpty |= 2
 		} else {
@@ -338,6 +472,9 @@ func (w *genWalker) step(k int, id int32, e int, t int64, mixed bool, keys *trai
 		}
 		w.setLevel(k-1, src[:kept])
 		if len(movers) > 0 {
+			if len(movers)+len(w.lv[k]) > 1 && env.exclMask == 0 {
+				w.dirty |= 1 << uint(k)
+			}
 			w.setLevel(k, w.mergeByEntry(w.lv[k], movers))
 		}
 		w.moved = movers
@@ -406,9 +543,12 @@ func (w *genWalker) reached(a int32, k int, t int64) {
 	case int32(k) > o.m:
 		o.m = int32(k)
 		o.c = append(o.c[:0], genCand{t1: at.t1, first: at.evs[0], key: at.key, times: at.times})
-	case int32(k) == o.m && w.env.exclMask != 0 && (len(o.c) == 0 || t-o.c[0].t1 <= w.env.spec.Window):
+	case int32(k) == o.m && w.env.exclMask != 0 && (len(o.c) == 0 ||
+		(w.env.spec.Order == OrderStrict && t-o.c[0].t1 <= w.env.spec.Window)):
 		// Kept in case the earlier ones are excluded; useless once the
-		// first can no longer be.
+		// first can no longer be. Outside strict order attempts reach a
+		// step in entry order, so an exclusion that removes the first
+		// removes every later one reached before it: one is enough.
 		o.c = append(o.c, genCand{t1: at.t1, first: at.evs[0], key: at.key, times: at.times})
 	}
 }
@@ -477,12 +617,15 @@ func (w *genWalker) kill(s uint64) {
 	}
 }
 
-// prune drops, in the trends view without exclusions, attempts that can
-// no longer advance and attempts dominated by the next newer attempt of
-// their bucket at their level (see genWalker).
+// prune drops, in the trends view without exclusions, at the levels that
+// received attempts, attempts that can no longer advance and attempts
+// dominated by the next newer attempt of their bucket at their level (see
+// genWalker).
 func (w *genWalker) prune(t int64) {
 	win := w.env.spec.Window
-	for m := w.nonEmpty; m != 0; m &= m - 1 {
+	m := w.dirty & w.nonEmpty
+	w.dirty = 0
+	for ; m != 0; m &= m - 1 {
 		f := bits.TrailingZeros64(m)
 		lst := w.lv[f]
 		kept := 0
