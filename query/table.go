@@ -146,8 +146,11 @@ func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
 
 func writeFunnel(w io.Writer, r *FunnelResult) {
 	head := fmt.Sprintf("funnel %s .. %s (%s), window %s", r.Range.From, r.Range.To, r.TZ, dur(ptr(float64(r.WindowSec))))
-	if r.Order != "" {
-		head += ", " + r.Order + " order"
+	switch r.Order {
+	case "strict":
+		head += ", strict order"
+	case "unordered":
+		head += ", any order"
 	}
 	switch r.View {
 	case "trends":
@@ -202,13 +205,14 @@ func writeFunnelBuckets(w io.Writer, buckets []FunnelTrendBucket) {
 }
 
 func writeHistogram(w io.Writer, ft *FunnelTimes) {
-	fmt.Fprintln(w, "from\tto\tusers\t")
+	fmt.Fprintln(w, "bin\tfrom (s)\tto (s)\tfrom\tto\tusers\t")
 	for i, b := range ft.Histogram {
 		end := ")"
 		if i == len(ft.Histogram)-1 {
 			end = "]"
 		}
-		fmt.Fprintf(w, "[%s\t%s%s\t%d\t\n", dur(ptr(float64(b.FromSeconds))), dur(ptr(float64(b.ToSeconds))), end, b.Users)
+		fmt.Fprintf(w, "%d\t[%d\t%d%s\t%s\t%s\t%d\t\n", i, b.FromSeconds, b.ToSeconds, end,
+			dur(ptr(float64(b.FromSeconds))), dur(ptr(float64(b.ToSeconds))), b.Users)
 	}
 	fmt.Fprintf(w, "users %d, average %s, median %s\n", ft.Users, dur(ft.AverageSeconds), dur(ft.MedianSeconds))
 }
