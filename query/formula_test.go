@@ -201,3 +201,23 @@ func TestParseDurationSpec(t *testing.T) {
 		}
 	}
 }
+
+func FuzzParseDurationSpec(f *testing.F) {
+	for _, s := range []string{"90s", "30m", "12h", "7d", "2w", "3mo", "1y", "-1w", "+2mo", "0d", "mo", "1.5d", "99999999999999999999y"} {
+		f.Add(s)
+	}
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	f.Fuzz(func(t *testing.T, s string) {
+		if d, err := ParseDurationSpec(s, true); err == nil {
+			if fixed, err := d.Fixed(); err == nil && d.N >= 0 && fixed < 0 {
+				t.Fatalf("%q: negative length %d", s, fixed)
+			}
+			if _, err := d.Shift(1617000000000000, berlin); err != nil && d.Calendar() && d.N < 1e6 && d.N > -1e6 {
+				t.Fatalf("%q: shift: %v", s, err)
+			}
+		}
+		if from, to, err := relativeRange(s, 1617000000000000, berlin); err == nil && from >= to {
+			t.Fatalf("%q: empty relative range %d..%d", s, from, to)
+		}
+	})
+}

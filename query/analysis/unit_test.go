@@ -227,7 +227,8 @@ func TestParseOptions(t *testing.T) {
 }
 
 func FuzzParseOptions(f *testing.F) {
-	for _, s := range []string{"", "count", "users", "p90", "wau", "first_time", "recurring", "calendar", "rolling", "on", "on_or_after", "On"} {
+	for _, s := range []string{"", "count", "users", "p90", "wau", "first_time", "recurring", "calendar", "rolling", "on", "on_or_after", "On",
+		"strict", "unordered", "trends", "time_to_convert", "first_touch", "all_steps"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -242,6 +243,15 @@ func FuzzParseOptions(f *testing.F) {
 		}
 		if v, err := analysis.ParseRetentionCriterion(s); err == nil && s != "" && v.String() != s {
 			t.Fatalf("ParseRetentionCriterion(%q) = %v", s, v)
+		}
+		if v, err := analysis.ParseFunnelOrder(s); err == nil && s != "" && v.String() != s {
+			t.Fatalf("ParseFunnelOrder(%q) = %v", s, v)
+		}
+		if v, err := analysis.ParseFunnelView(s); err == nil && s != "" && v.String() != s {
+			t.Fatalf("ParseFunnelView(%q) = %v", s, v)
+		}
+		if v, err := analysis.ParseFunnelAttribution(s); err == nil && s != "" && v.String() != s {
+			t.Fatalf("ParseFunnelAttribution(%q) = %v", s, v)
 		}
 	})
 }
