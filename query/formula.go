@@ -92,39 +92,24 @@ func (p *fparser) what() string {
 	return strconv.QuoteRune(r)
 }
 
-func (p *fparser) expr(depth int) (*fnode, error) {
-	l, err := p.term(depth)
-	if err != nil {
-		return nil, err
-	}
-	for {
-		p.skip()
-		if p.i == len(p.src) || (p.src[p.i] != '+' && p.src[p.i] != '-') {
-			return l, nil
-		}
-		op := p.src[p.i]
-		p.i++
-		r, err := p.term(depth)
-		if err != nil {
-			return nil, err
-		}
-		l = &fnode{op: op, l: l, r: r}
-	}
-}
+func (p *fparser) expr(depth int) (*fnode, error) { return p.binary(depth, '+', '-', p.term) }
 
-func (p *fparser) term(depth int) (*fnode, error) {
-	l, err := p.unary(depth)
+func (p *fparser) term(depth int) (*fnode, error) { return p.binary(depth, '*', '/', p.unary) }
+
+// binary parses operand { (op1 | op2) operand }, left-associative.
+func (p *fparser) binary(depth int, op1, op2 byte, operand func(int) (*fnode, error)) (*fnode, error) {
+	l, err := operand(depth)
 	if err != nil {
 		return nil, err
 	}
 	for {
 		p.skip()
-		if p.i == len(p.src) || (p.src[p.i] != '*' && p.src[p.i] != '/') {
+		if p.i == len(p.src) || (p.src[p.i] != op1 && p.src[p.i] != op2) {
 			return l, nil
 		}
 		op := p.src[p.i]
 		p.i++
-		r, err := p.unary(depth)
+		r, err := operand(depth)
 		if err != nil {
 			return nil, err
 		}

@@ -95,14 +95,7 @@ func FuzzParseFormula(f *testing.F) {
 // (across DST) and durations for instants; offsets move along the
 // calendar, months and years clamped to month ends.
 func TestCompareRange(t *testing.T) {
-	berlin, _ := time.LoadLocation("Europe/Berlin")
-	at := func(s string) int64 {
-		v, _, ok := parseBound(s, berlin)
-		if !ok {
-			t.Fatalf("bad time %q", s)
-		}
-		return v
-	}
+	berlin, at := berlinTimes(t)
 	for _, c := range []struct {
 		from, to, compare string
 		wantFrom, wantTo  string
@@ -150,14 +143,7 @@ func TestCompareRange(t *testing.T) {
 // years in the zone ending with today (today included), or fixed spans
 // ending at now.
 func TestRelativeRange(t *testing.T) {
-	berlin, _ := time.LoadLocation("Europe/Berlin")
-	at := func(s string) int64 {
-		v, _, ok := parseBound(s, berlin)
-		if !ok {
-			t.Fatalf("bad time %q", s)
-		}
-		return v
-	}
+	berlin, at := berlinTimes(t)
 	for _, c := range []struct {
 		now, last, from, to string
 	}{
@@ -220,4 +206,19 @@ func FuzzParseDurationSpec(f *testing.F) {
 			t.Fatalf("%q: empty relative range %d..%d", s, from, to)
 		}
 	})
+}
+
+// berlinTimes returns Europe/Berlin and a parser of dates and instants in it.
+func berlinTimes(t *testing.T) (*time.Location, func(string) int64) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return berlin, func(s string) int64 {
+		v, _, ok := parseBound(s, berlin)
+		if !ok {
+			t.Fatalf("bad time %q", s)
+		}
+		return v
+	}
 }

@@ -182,15 +182,7 @@ func funnelModesQuery(t *testing.T, r *rand.Rand, g *diffGen, data testutil.Data
 	}
 	check("breakdown values", gotRows, rows)
 	durs := func(outs map[string][]testutil.NaiveOutcome) map[string]int64 {
-		m := map[string]int64{}
-		for u, os := range outs {
-			for _, o := range os {
-				if o.Step >= to {
-					m[u] = o.Times[to-1] - o.Times[from-1]
-				}
-			}
-		}
-		return m
+		return testutil.FunnelDurations(outs, from, to, "", true)
 	}
 	var extra []int64
 	for row, tb := range tables {

@@ -811,3 +811,18 @@ func NaiveFunnelRows(d Data, q FunnelQuery) ([]string, map[string][]NaiveOutcome
 	}
 	return append(kept, Other), outs
 }
+
+// FunnelDurations returns, per user of outs whose outcome (in row, or any
+// row when anyRow) reaches step to, the time from step from to step to
+// (µs): the time-to-convert view's values.
+func FunnelDurations(outs map[string][]NaiveOutcome, from, to int, row string, anyRow bool) map[string]int64 {
+	m := map[string]int64{}
+	for u, os := range outs {
+		for _, o := range os {
+			if (anyRow || o.Row == row) && o.Step >= to {
+				m[u] = o.Times[to-1] - o.Times[from-1]
+			}
+		}
+	}
+	return m
+}

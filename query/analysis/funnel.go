@@ -938,8 +938,9 @@ func (f *Funnel) histBins(d []int64, rows []*funnelStats) (lo, width int64, bins
 	if !any {
 		return 0, 60, bins
 	}
-	lo = floorDiv(mn, 1e6)
-	hi := -floorDiv(-mx, 1e6)
+	// Times are never negative: the quotients are floors.
+	lo = mn / 1e6
+	hi := (mx + 1e6 - 1) / 1e6
 	width = (hi - lo + int64(bins) - 1) / int64(bins)
 	if width == 0 {
 		width = 60
@@ -953,14 +954,6 @@ func rowDurs(rows []*funnelStats) [][]int64 {
 		out[i] = r.durs[0]
 	}
 	return out
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
-	}
-	return q
 }
 
 // binOf returns the bin of a duration d (µs) in bins starting at lo

@@ -342,15 +342,7 @@ func checkModeTables(t *testing.T, label string, d *diffCase, c *modeCase, res a
 		}
 	case "time_to_convert":
 		durs := func(outs map[string][]testutil.NaiveOutcome, row string, anyRow bool) map[string]int64 {
-			m := map[string]int64{}
-			for u, os := range outs {
-				for _, o := range os {
-					if (anyRow || o.Row == row) && o.Step >= to {
-						m[u] = o.Times[to-1] - o.Times[from-1]
-					}
-				}
-			}
-			return m
+			return testutil.FunnelDurations(outs, from, to, row, anyRow)
 		}
 		all := durs(plain, "", true)
 		var extra []int64
@@ -419,14 +411,7 @@ func checkModeList(t *testing.T, label string, d *diffCase, c *modeCase, res ana
 	case "time_to_convert":
 		h := res.Hist
 		l.Bins, l.BinLo, l.BinWidth, l.Bin = len(h.Bins), h.Lo, h.Width, d.r.IntN(len(h.Bins))
-		all := map[string]int64{}
-		for u, os := range plain {
-			for _, o := range os {
-				if o.Step >= to {
-					all[u] = o.Times[to-1] - o.Times[from-1]
-				}
-			}
-		}
+		all := testutil.FunnelDurations(plain, from, to, "", true)
 		want = testutil.NaiveHistogram(all, []int64{h.Lo * 1e6, (h.Lo + int64(len(h.Bins))*h.Width) * 1e6}, len(h.Bins), all).Bins[l.Bin]
 	}
 	slices.Sort(want)

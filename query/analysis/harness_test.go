@@ -264,15 +264,7 @@ func naiveTables(data testutil.Data, q testutil.FunnelQuery, bins int) modeTable
 	n := len(q.Steps)
 	from, to := viewSteps(q)
 	durs := func(outs map[string][]testutil.NaiveOutcome) map[string]int64 {
-		m := map[string]int64{}
-		for u, os := range outs {
-			for _, o := range os {
-				if o.Step >= to {
-					m[u] = o.Times[to-1] - o.Times[from-1]
-				}
-			}
-		}
-		return m
+		return testutil.FunnelDurations(outs, from, to, "", true)
 	}
 	var extra []int64
 	for _, outs := range rows {
