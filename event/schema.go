@@ -11,13 +11,9 @@ import (
 // MaxPropNameBytes is the longest accepted property name in bytes.
 const MaxPropNameBytes = 256
 
-// ReservedPrefix starts the names Spur keeps for built-in properties (as
-// PostHog's "$browser" or the "$any" event matcher of spec §3); user
-// properties may not begin with it.
-const ReservedPrefix = "$"
-
-// ValidatePropName checks a user property name: non-empty, valid UTF-8, at
-// most MaxPropNameBytes bytes, not beginning with ReservedPrefix. The error
+// ValidatePropName checks a property name: non-empty, valid UTF-8, at
+// most MaxPropNameBytes bytes (spec §1: names beginning with "$", as
+// PostHog's "$browser" or "$current_url", are ordinary names). The error
 // names the property (quoted briefly, Quote) and the rule broken.
 func ValidatePropName(name string) error {
 	switch {
@@ -27,8 +23,6 @@ func ValidatePropName(name string) error {
 		return fmt.Errorf("property name %s is %d bytes long (at most %d)", Quote(name), len(name), MaxPropNameBytes)
 	case !utf8.ValidString(name):
 		return fmt.Errorf("property name %s is not valid UTF-8", Quote(name))
-	case strings.HasPrefix(name, ReservedPrefix):
-		return fmt.Errorf("property name %s begins with %q, which is reserved for built-in properties", Quote(name), ReservedPrefix)
 	}
 	return nil
 }
@@ -41,7 +35,9 @@ type PropType struct {
 
 // Schema holds the property types of one app (spec §1): a property's type is
 // fixed by its first sighting or by Declare, and later values are coerced to
-// it losslessly (CoerceIn) or rejected.
+// it losslessly (CoerceIn) or rejected — except that an int property that
+// receives a non-integer number becomes float (the automatic widening of
+// spec §1; the app's stored ints then read as floats, exactly up to 2^53).
 //
 // A Schema is not safe for concurrent use; take a Clone to hand a snapshot
 // to readers. The zero Schema is not usable; call NewSchema.
@@ -52,6 +48,30 @@ type Schema struct {
 	// name seen there last, so CoerceEvent on rows with a stable column
 	// order does no map lookup. -1 = unknown.
 	slots []int32
+	// widened counts int → float widenings (Widenings).
+	widened int
+	widen   []int32 // CoerceEvent's scratch: properties the event widens
+}
+
+// widens reports whether a value that CoerceIn could not make type t
+// widens the property instead: an int property receiving a float (a
+// non-integer number, or one beyond int64).
+func widens(t Type, v Value) bool { return t == TypeInt && v.Type == TypeFloat }
+
+// Widenings returns the number of int → float widenings so far, so that
+// a holder of values typed by the schema can tell when to convert them.
+func (s *Schema) Widenings() int { return s.widened }
+
+// WidenToFloat makes the int property name float (spec §1's automatic
+// widening) and reports whether it was int.
+func (s *Schema) WidenToFloat(name string) bool {
+	i, ok := s.index[name]
+	if !ok || s.props[i].Type != TypeInt {
+		return false
+	}
+	s.props[i].Type = TypeFloat
+	s.widened++
+	return true
 }
 
 // NewSchema returns an empty schema.
@@ -101,9 +121,11 @@ func (s *Schema) add(name string, t Type) int32 {
 
 // Coerce returns v coerced to the type of property name (CoerceIn, UTC).
 // The first not-null value of an unknown property fixes its type; its name
-// must pass ValidatePropName. A not-set value (TypeNone) is returned as is
-// and fixes nothing. The error names the property, the expected and the
-// found type: `property "price": expected float, found string "abc"`.
+// must pass ValidatePropName. A float that an int property cannot take
+// widens the property to float and is returned as is. A not-set value
+// (TypeNone) is returned as is and fixes nothing. The error names the
+// property, the expected and the found type: `property "price": expected
+// float, found string "abc"`.
 func (s *Schema) Coerce(name string, v Value) (Value, error) {
 	if v.Type == TypeNone {
 		return v, nil
@@ -118,15 +140,21 @@ func (s *Schema) Coerce(name string, v Value) (Value, error) {
 	}
 	out, err := CoerceIn(v, s.props[i].Type, nil)
 	if err != nil {
+		if widens(s.props[i].Type, v) {
+			s.props[i].Type = TypeFloat
+			s.widened++
+			return v, nil
+		}
 		return Value{}, fmt.Errorf("property %s: %w", Quote(name), err)
 	}
 	return out, nil
 }
 
 // CoerceEvent coerces every property of ev in place (CoerceIn, UTC) and
-// records the types of properties seen for the first time, but only when
-// the whole event is accepted: a rejected event changes nothing in the
-// schema. Not-set values are left as they are.
+// records the types of properties seen for the first time and the int
+// properties a float widens (see Coerce), but only when the whole event is
+// accepted: a rejected event changes nothing in the schema. Not-set values
+// are left as they are.
 //
 // It returns a *RowError at ev.Pos whose Field is the first offending
 // property and whose Msg says what was expected and found (or which naming
@@ -140,6 +168,7 @@ func (s *Schema) CoerceEvent(ev *Event) error {
 		s.slots = append(s.slots, -1)
 	}
 	fresh := false // some property is not in the schema yet
+	s.widen = s.widen[:0]
 	for i := range ev.Props {
 		p := &ev.Props[i]
 		if p.Value.Type == TypeNone {
@@ -159,11 +188,16 @@ func (s *Schema) CoerceEvent(ev *Event) error {
 		}
 		v, err := CoerceIn(p.Value, s.props[slot].Type, nil)
 		if err != nil {
+			if widens(s.props[slot].Type, p.Value) {
+				s.widen = append(s.widen, slot)
+				continue
+			}
 			return &RowError{Pos: ev.Pos, Field: p.Name, Msg: err.Error()}
 		}
 		p.Value = v
 	}
 	if !fresh {
+		s.applyWiden(ev)
 		return nil
 	}
 	// Second pass: the event is valid against the known properties; check
@@ -194,7 +228,28 @@ func (s *Schema) CoerceEvent(ev *Event) error {
 		}
 		s.slots[i] = slot
 	}
+	s.applyWiden(ev)
 	return nil
+}
+
+// applyWiden widens the properties CoerceEvent found widened by an
+// accepted event, and makes the event's int values of them floats.
+func (s *Schema) applyWiden(ev *Event) {
+	if len(s.widen) == 0 {
+		return
+	}
+	for _, slot := range s.widen {
+		if s.props[slot].Type == TypeInt {
+			s.props[slot].Type = TypeFloat
+			s.widened++
+		}
+	}
+	for i := range ev.Props {
+		p := &ev.Props[i]
+		if slot, ok := s.index[p.Name]; ok && p.Value.Type == TypeInt && s.props[slot].Type == TypeFloat {
+			p.Value = Float(float64(p.Value.Int))
+		}
+	}
 }
 
 // Clone returns an independent copy of s.

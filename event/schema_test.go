@@ -23,9 +23,9 @@ func TestSchemaFirstSighting(t *testing.T) {
 	if v, err = s.Coerce("price", Float(7)); err != nil || v != Int(7) {
 		t.Errorf("7.0 into int: %v, %v", v, err)
 	}
-	_, err = s.Coerce("price", Float(3.5))
-	if err == nil || err.Error() != `property "price": expected int, found float 3.5` {
-		t.Errorf("3.5 into int: error %v", err)
+	_, err = s.Coerce("price", String("3.5"))
+	if err == nil || err.Error() != `property "price": expected int, found string "3.5"` {
+		t.Errorf(`"3.5" into int: error %v`, err)
 	}
 	if v, err = s.Coerce("price", Value{}); err != nil || v.Type != TypeNone {
 		t.Errorf("not set: %v, %v", v, err)
@@ -36,8 +36,8 @@ func TestSchemaFirstSighting(t *testing.T) {
 	if _, ok := s.Type("unset"); ok {
 		t.Errorf("a not-set value fixed a type")
 	}
-	if _, err = s.Coerce("$browser", String("x")); err == nil {
-		t.Errorf("reserved name accepted")
+	if _, err = s.Coerce("$browser", String("x")); err != nil {
+		t.Errorf("$browser: %v (names beginning with $ are ordinary, spec §1)", err)
 	}
 	if _, err = s.Coerce("", String("x")); err == nil {
 		t.Errorf("empty name accepted")
@@ -58,8 +58,8 @@ func TestSchemaDeclare(t *testing.T) {
 	if err := s.Declare("x", TypeNone); err == nil {
 		t.Errorf("declared none")
 	}
-	if err := s.Declare("$x", TypeInt); err == nil {
-		t.Errorf("declared reserved name")
+	if err := s.Declare("$insert_id", TypeInt); err != nil {
+		t.Errorf("declare $insert_id: %v (an ordinary property, spec §1)", err)
 	}
 	if err := s.Declare(strings.Repeat("a", MaxPropNameBytes+1), TypeInt); err == nil {
 		t.Errorf("declared over-long name")
@@ -118,7 +118,7 @@ func TestSchemaJSON(t *testing.T) {
 	if !reflect.DeepEqual(back.Props(), s.Props()) {
 		t.Errorf("round trip: %v, want %v", back.Props(), s.Props())
 	}
-	for _, bad := range []string{`{"a":"none"}`, `{"a":"integer"}`, `{"$a":"int"}`, `[]`, `{"a":1}`} {
+	for _, bad := range []string{`{"a":"none"}`, `{"a":"integer"}`, `{"":"int"}`, `[]`, `{"a":1}`} {
 		if err := json.Unmarshal([]byte(bad), NewSchema()); err == nil {
 			t.Errorf("Unmarshal(%s): no error", bad)
 		}
@@ -165,9 +165,9 @@ func TestSchemaCoerceEvent(t *testing.T) {
 	if err := s.CoerceEvent(ev); err == nil {
 		t.Errorf("new property with two types accepted")
 	}
-	ev.Props = append(ev.Props[:0], Prop{"fresh", Int(1)}, Prop{"$bad", Int(1)})
-	if err := s.CoerceEvent(ev); !errors.As(err, &re) || re.Field != "$bad" {
-		t.Errorf("reserved name: error %v", err)
+	ev.Props = append(ev.Props[:0], Prop{"fresh", Int(1)}, Prop{"bad\xff", Int(1)})
+	if err := s.CoerceEvent(ev); !errors.As(err, &re) || re.Field != "bad\xff" {
+		t.Errorf("invalid name: error %v", err)
 	}
 	ev.Props = append(ev.Props[:0], Prop{"fresh", Int(1)}, Prop{"price", Int(2)})
 	if err := s.CoerceEvent(ev); err != nil {
@@ -199,5 +199,54 @@ func BenchmarkSchemaCoerceEvent(b *testing.B) {
 		if err := s.CoerceEvent(ev); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestSchemaWidening: an int property that receives a non-integer number
+// becomes float (spec §1), through Coerce and CoerceEvent; a rejected
+// event widens nothing; whole floats still coerce to int.
+func TestSchemaWidening(t *testing.T) {
+	s := NewSchema()
+	if _, err := s.Coerce("qty", Int(12)); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.Coerce("qty", Float(7)); err != nil || v != Int(7) {
+		t.Errorf("7.0 into int: %v %v", v, err)
+	}
+	if s.Widenings() != 0 {
+		t.Fatalf("widened by a whole float")
+	}
+	if v, err := s.Coerce("qty", Float(12.5)); err != nil || v != Float(12.5) {
+		t.Errorf("12.5 into int: %v %v, want a widening", v, err)
+	}
+	if typ, _ := s.Type("qty"); typ != TypeFloat || s.Widenings() != 1 {
+		t.Errorf("after 12.5: %v, %d widenings", typ, s.Widenings())
+	}
+	if v, err := s.Coerce("qty", Int(3)); err != nil || v != Float(3) {
+		t.Errorf("3 into the widened property: %v %v", v, err)
+	}
+	if _, err := s.Coerce("qty", Bool(true)); err == nil {
+		t.Errorf("a bool into a float accepted")
+	}
+	// CoerceEvent: a rejected event widens nothing.
+	if _, err := s.Coerce("n", Int(1)); err != nil {
+		t.Fatal(err)
+	}
+	ev := &Event{UserID: "u", Name: "e", Props: []Prop{{"n", Float(1e20)}, {"qty", String("x")}}}
+	if err := s.CoerceEvent(ev); err == nil {
+		t.Fatalf("bad event accepted")
+	}
+	if typ, _ := s.Type("n"); typ != TypeInt {
+		t.Errorf("a rejected event widened n to %v", typ)
+	}
+	ev.Props = []Prop{{"n", Float(1e20)}, {"qty", Int(2)}, {"fresh", Int(1)}}
+	if err := s.CoerceEvent(ev); err != nil {
+		t.Fatal(err)
+	}
+	if typ, _ := s.Type("n"); typ != TypeFloat || ev.Props[0].Value != Float(1e20) || ev.Props[1].Value != Float(2) {
+		t.Errorf("after an accepted event: n %v, props %v", typ, ev.Props)
+	}
+	if !s.WidenToFloat("fresh") || s.WidenToFloat("fresh") || s.WidenToFloat("missing") {
+		t.Errorf("WidenToFloat: int once, then not")
 	}
 }

@@ -41,7 +41,7 @@ func TestOptionErrors(t *testing.T) {
 	bad := []Options{
 		{UserCol: "a", TimeCol: "a"},
 		{Schema: map[string]event.Type{"x": event.TypeNone}},
-		{Schema: map[string]event.Type{"$x": event.TypeInt}},
+		{Schema: map[string]event.Type{"": event.TypeInt}},
 		{Format: "xml"},
 	}
 	for _, o := range bad {

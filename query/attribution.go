@@ -170,7 +170,7 @@ func (e *Engine) runAttribution(ctx context.Context, p *plan) (*AttributionResul
 	}
 	var bounds []int64
 	if q.Interval != "" {
-		if _, _, bounds, err = p.calendar(""); err != nil {
+		if _, _, bounds, err = p.calendarBounds(ctx, ""); err != nil {
 			return nil, err
 		}
 		spec.Bounds = bounds

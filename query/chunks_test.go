@@ -51,13 +51,12 @@ func withChunks(t *testing.T, seed int64, maxLen int) {
 // TestChunkedScansAgainstNaive is the end-to-end differential test
 // (TestDifferentialAgainstNaive) with every trail handed to the query's
 // visitors in random chunks, a user with a cohort filter shown to Prepass
-// first: trends, retention tables and cohorts with every option, cohort
+// first: trends, funnels, retention tables and cohorts with every option, cohort
 // filters, user property filters, breakdowns and lists must equal the
-// naive reference for trails whole or chunked. The funnel query is left
-// out: its kernel takes whole trails until it is made chunk-aware.
+// naive reference for trails whole or chunked, and so must funnels.
 func TestChunkedScansAgainstNaive(t *testing.T) {
 	runSeeds(t, 200, 40, func(t *testing.T, seed int64) {
 		withChunks(t, seed, chunkLens[seed%int64(len(chunkLens))])
-		diffQueries(t, seed, false)
+		diffSeed(t, seed)
 	})
 }

@@ -9,21 +9,40 @@ import (
 
 // CSV columns per result kind (WriteCSV); docs/queries.md documents them.
 var (
-	trendCSV     = []string{"series", "label", "event", "math", "property", "breakdown_value", "bucket", "value", "incomplete", "total"}
-	funnelCSV    = []string{"breakdown_value", "step", "event", "users", "conversion", "conversion_from_previous", "avg_seconds", "median_seconds"}
-	retentionCSV = []string{"cohort_start", "breakdown_value", "size", "period", "retained", "rate", "incomplete"}
-	usersCSV     = []string{"user_id"}
+	trendCSV        = []string{"series", "label", "event", "math", "property", "breakdown_value", "bucket", "value", "incomplete", "total", "period"}
+	funnelCSV       = []string{"breakdown_value", "step", "label", "event", "users", "conversion", "conversion_from_previous", "avg_seconds", "median_seconds"}
+	funnelTrendsCSV = []string{"breakdown_value", "bucket", "entered", "converted", "conversion", "incomplete"}
+	funnelTimesCSV  = []string{"breakdown_value", "from_seconds", "to_seconds", "users"}
+	retentionCSV    = []string{"cohort_start", "breakdown_value", "size", "period", "retained", "rate", "incomplete"}
+	stickinessCSV   = []string{"label", "event", "breakdown_value", "intervals", "users"}
+	lifecycleCSV    = []string{"breakdown_value", "bucket", "status", "users", "incomplete"}
+	pathsCSV        = []string{"source", "target", "sessions", "users", "avg_seconds"}
+	attributionCSV  = []string{"channel", "breakdown_value", "bucket", "conversions", "users", "value", "subsequent_events", "subsequent_value", "incomplete"}
+	usersCSV        = []string{"user_id"}
 )
 
-// WriteCSV writes a result as tidy CSV (RFC 4180, a header row first): a
-// trend as one row per series × breakdown value × bucket (series is the
-// query series' index, total the row's range total), a
-// funnel as one row per step (breakdown_value empty for all users, then
-// one row per breakdown value and step), a retention table as one row per
-// cohort × breakdown value × period, and a cohort, or any result that
-// lists users, as one row per listed user id (the page asked for). Empty
-// fields are null values; numbers use the shortest exact decimal form.
-// It returns the writer's error or an error for an unknown result type.
+// WriteCSV writes a result as tidy CSV (RFC 4180, a header row first), one
+// row per:
+//
+//   - trend: series × breakdown value × bucket (series is the query
+//     series' index, total the row's range total, period "current" or
+//     "previous" with compare), then per formula × breakdown value ×
+//     bucket (series empty, math "formula");
+//   - funnel: step (view steps), bucket (view trends) or histogram bin
+//     (view time_to_convert), for all users (breakdown_value empty) then
+//     per breakdown value;
+//   - retention: cohort × breakdown value × period;
+//   - stickiness: series × breakdown value × number of active intervals;
+//   - lifecycle: breakdown value (empty for all users) × bucket × status;
+//   - paths: edge;
+//   - attribution: channel × breakdown value (bucket empty), then with an
+//     interval channel × breakdown value × bucket;
+//   - cohort, or any result that lists users: listed user id (the page
+//     asked for).
+//
+// Empty fields are null values; numbers use the shortest exact decimal
+// form. It returns the writer's error or an error for an unknown result
+// type.
 func WriteCSV(w io.Writer, res any) error {
 	cw := csv.NewWriter(w)
 	if ids, ok := listedIDs(res); ok {
@@ -36,33 +55,37 @@ func WriteCSV(w io.Writer, res any) error {
 	}
 	switch r := res.(type) {
 	case *TrendResult:
-		cw.Write(trendCSV)
-		for _, s := range r.Series {
-			for _, b := range s.Buckets {
-				cw.Write([]string{strconv.Itoa(s.Series), s.Label, s.Event, s.Math, s.Property, strp(s.BreakdownValue), b.Start,
-					fnum(b.Value), strconv.FormatBool(b.Incomplete), fnum(s.Total)})
-			}
-		}
+		writeTrendCSV(cw, r)
 	case *FunnelResult:
-		cw.Write(funnelCSV)
-		writeSteps := func(bv string, steps []FunnelStep) {
-			for _, s := range steps {
-				cw.Write([]string{bv, strconv.Itoa(s.Step), s.Event, strconv.FormatInt(s.Users, 10), fnum(s.Conversion),
-					fnum(s.ConversionFromPrevious), fnump(s.AvgSeconds), fnump(s.MedianSeconds)})
-			}
-		}
-		writeSteps("", r.Steps)
-		for _, b := range r.Breakdown {
-			writeSteps(b.Value, b.Steps)
-		}
+		writeFunnelCSV(cw, r)
 	case *RetentionResult:
 		cw.Write(retentionCSV)
 		for _, c := range r.Cohorts {
 			for k, n := range c.Retained {
-				cw.Write([]string{c.Start, strp(c.BreakdownValue), strconv.FormatInt(c.Size, 10), strconv.Itoa(k),
-					strconv.FormatInt(n, 10), fnum(c.Rates[k]), strconv.FormatBool(c.Incomplete[k])})
+				cw.Write([]string{c.Start, strp(c.BreakdownValue), inum(c.Size), strconv.Itoa(k),
+					inum(n), fnum(c.Rates[k]), strconv.FormatBool(c.Incomplete[k])})
 			}
 		}
+	case *StickinessResult:
+		cw.Write(stickinessCSV)
+		for _, s := range r.Series {
+			for i, n := range s.Counts {
+				cw.Write([]string{s.Label, s.Event, strp(s.BreakdownValue), strconv.Itoa(i + 1), inum(n)})
+			}
+		}
+	case *LifecycleResult:
+		cw.Write(lifecycleCSV)
+		writeLifecycleCSV(cw, "", r.Buckets)
+		for _, b := range r.Breakdown {
+			writeLifecycleCSV(cw, b.Value, b.Buckets)
+		}
+	case *PathsResult:
+		cw.Write(pathsCSV)
+		for _, e := range r.Edges {
+			cw.Write([]string{e.Source, e.Target, inum(e.Sessions), inum(e.Users), fnum(e.AvgSeconds)})
+		}
+	case *AttributionResult:
+		writeAttributionCSV(cw, r)
 	default:
 		return fmt.Errorf("no CSV form for %T", res)
 	}
@@ -70,8 +93,96 @@ func WriteCSV(w io.Writer, res any) error {
 	return cw.Error()
 }
 
+func writeTrendCSV(cw *csv.Writer, r *TrendResult) {
+	cw.Write(trendCSV)
+	for _, s := range r.Series {
+		for _, b := range s.Buckets {
+			cw.Write([]string{strconv.Itoa(s.Series), s.Label, s.Event, s.Math, s.Property, strp(s.BreakdownValue), b.Start,
+				fnum(b.Value), strconv.FormatBool(b.Incomplete), fnum(s.Total), s.Period})
+		}
+	}
+	for _, f := range r.Formulas {
+		for _, b := range f.Buckets {
+			cw.Write([]string{"", f.Label, "", "formula", "", strp(f.BreakdownValue), b.Start, fnump(b.Value), "", fnump(f.Total), f.Period})
+		}
+	}
+}
+
+func writeFunnelCSV(cw *csv.Writer, r *FunnelResult) {
+	switch {
+	case r.FunnelTimes != nil:
+		cw.Write(funnelTimesCSV)
+		bins := func(bv string, t *FunnelTimes) {
+			if t == nil {
+				return
+			}
+			for _, b := range t.Histogram {
+				cw.Write([]string{bv, inum(b.FromSeconds), inum(b.ToSeconds), inum(b.Users)})
+			}
+		}
+		bins("", r.FunnelTimes)
+		for _, b := range r.Breakdown {
+			bins(b.Value, b.FunnelTimes)
+		}
+	case r.View == "trends":
+		cw.Write(funnelTrendsCSV)
+		buckets := func(bv string, bs []FunnelTrendBucket) {
+			for _, b := range bs {
+				cw.Write([]string{bv, b.Start, inum(b.Entered), inum(b.Converted), fnump(b.Conversion), strconv.FormatBool(b.Incomplete)})
+			}
+		}
+		buckets("", r.Buckets)
+		for _, b := range r.Breakdown {
+			buckets(b.Value, b.Buckets)
+		}
+	default:
+		cw.Write(funnelCSV)
+		steps := func(bv string, steps []FunnelStep) {
+			for _, s := range steps {
+				cw.Write([]string{bv, strconv.Itoa(s.Step), s.Label, strp(s.Event), inum(s.Users), fnum(s.Conversion),
+					fnum(s.ConversionFromPrevious), fnump(s.AvgSeconds), fnump(s.MedianSeconds)})
+			}
+		}
+		steps("", r.Steps)
+		for _, b := range r.Breakdown {
+			steps(b.Value, b.Steps)
+		}
+	}
+}
+
+func writeLifecycleCSV(cw *csv.Writer, bv string, bs []LifecycleBucket) {
+	for _, b := range bs {
+		inc := strconv.FormatBool(b.Incomplete)
+		cw.Write([]string{bv, b.Start, "new", inum(b.New), inc})
+		cw.Write([]string{bv, b.Start, "returning", inum(b.Returning), inc})
+		cw.Write([]string{bv, b.Start, "resurrecting", inum(b.Resurrecting), inc})
+		cw.Write([]string{bv, b.Start, "dormant", inum(b.Dormant), inc})
+	}
+}
+
+func writeAttributionCSV(cw *csv.Writer, r *AttributionResult) {
+	cw.Write(attributionCSV)
+	sub := func(s *AttributionSub) (string, string) {
+		if s == nil {
+			return "", ""
+		}
+		return fnum(s.Events), fnum(s.Value)
+	}
+	for _, c := range r.Channels {
+		se, sv := sub(c.Subsequent)
+		cw.Write([]string{c.Channel, strp(c.BreakdownValue), "", fnum(c.Conversions), inum(c.Users), fnum(c.Value), se, sv, ""})
+	}
+	for _, c := range r.Channels {
+		for _, b := range c.Buckets {
+			se, sv := sub(b.Subsequent)
+			cw.Write([]string{c.Channel, strp(c.BreakdownValue), b.Start, fnum(b.Conversions), inum(b.Users), fnum(b.Value), se, sv,
+				strconv.FormatBool(b.Incomplete)})
+		}
+	}
+}
+
 // listedIDs returns the user ids a result lists: a cohort's page, or the
-// list of a trend, funnel or retention query that asked for one.
+// list of any other query that asked for one.
 func listedIDs(res any) ([]string, bool) {
 	var l *ListResult
 	switch r := res.(type) {
@@ -83,12 +194,22 @@ func listedIDs(res any) ([]string, bool) {
 		l = r.List
 	case *RetentionResult:
 		l = r.List
+	case *StickinessResult:
+		l = r.List
+	case *LifecycleResult:
+		l = r.List
+	case *PathsResult:
+		l = r.List
+	case *AttributionResult:
+		l = r.List
 	}
 	if l == nil {
 		return nil, false
 	}
 	return l.UserIDs, true
 }
+
+func inum(v int64) string { return strconv.FormatInt(v, 10) }
 
 func fnum(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 

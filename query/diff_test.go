@@ -316,50 +316,10 @@ func pageOf(ids []string, off, lim int) []string {
 	return append([]string{}, ids[off:min(len(ids), off+lim)]...)
 }
 
-// diffStore imports seeded random trails with many ties, repeated
-// events, event properties and user property writes (in 1-2 imports into
-// 1-8 shards, so that trails span segments) and returns the random
-// source, the data and an engine with 1-3 workers.
-func diffStore(t *testing.T, seed int64) (*rand.Rand, testutil.Data, *Engine) {
+// diffSeed runs the queries of one seed of TestDifferentialAgainstNaive.
+func diffSeed(t *testing.T, seed int64) {
 	r := rand.New(rand.NewPCG(uint64(seed), 99))
-	evs := testutil.RandomEvents(seed, testutil.RandomOptions{Users: 3 + r.IntN(25), Events: 50 + r.IntN(500), Props: true})
-	data := testutil.Data{Events: evs, Users: testutil.RandomUsers(seed, evs)}
-	st := openStore(t, t.TempDir(), 1<<r.IntN(4))
-	// Split into consecutive imports: arrival order is preserved.
-	cuts := []int{0, r.IntN(len(evs) + 1), len(evs)}
-	if r.IntN(2) == 0 {
-		cuts = []int{0, len(evs)}
-	}
-	for i := 0; i+1 < len(cuts); i++ {
-		if cuts[i] == cuts[i+1] {
-			continue
-		}
-		_, err := st.Import(context.Background(), "d", []storage.Source{&evSource{evs: evs[cuts[i]:cuts[i+1]]}},
-			storage.ImportOptions{BlockRows: 1 + r.IntN(100), FlushRows: 10 + r.IntN(300)})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	ucut := r.IntN(len(data.Users) + 1)
-	for _, part := range [][]testutil.UserWrite{data.Users[:ucut], data.Users[ucut:]} {
-		if len(part) == 0 {
-			continue
-		}
-		if _, err := st.Import(context.Background(), "d", []storage.Source{&userSource{ws: part}},
-			storage.ImportOptions{Kind: storage.KindUsers, BlockRows: 1 + r.IntN(50)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	eng := New(st, Config{Workers: 1 + r.IntN(3)})
-	return r, data, eng
-}
-
-func diffSeed(t *testing.T, seed int64) { diffQueries(t, seed, true) }
-
-// diffQueries runs the queries of one seed of TestDifferentialAgainstNaive;
-// funnel false leaves the funnel query out.
-func diffQueries(t *testing.T, seed int64, funnel bool) {
-	r, data, eng := diffStore(t, seed)
+	data, eng := diffStore(t, r, seed)
 	tz := zones[r.IntN(len(zones))]
 	loc, _ := time.LoadLocation(tz)
 	span0 := time.Date(2021, 3, 25, 0, 0, 0, 0, time.UTC).UnixMicro()
@@ -417,71 +377,69 @@ func diffQueries(t *testing.T, seed int64, funnel bool) {
 		}
 	}
 	// Funnel.
-	if funnel {
-		n := 2 + r.IntN(3)
-		windows := []string{"30m", "1h", "90m", "1d", "2d"}
-		win := windows[r.IntN(len(windows))]
-		w, _ := ParseDuration(win)
-		fq := testutil.FunnelQuery{Window: w, From: from, To: to}
-		var steps []map[string]any
-		for range n {
-			mj, m := g.matcher()
-			fq.Steps, fq.Where = append(fq.Steps, m.Event), append(fq.Where, m.Where)
-			steps = append(steps, mj)
+	n := 2 + r.IntN(3)
+	windows := []string{"30m", "1h", "90m", "1d", "2d"}
+	win := windows[r.IntN(len(windows))]
+	w, _ := ParseDuration(win)
+	fq := testutil.FunnelQuery{Window: w, From: from, To: to}
+	var steps []map[string]any
+	for range n {
+		mj, m := g.matcher()
+		fq.Steps, fq.Where = append(fq.Steps, m.Event), append(fq.Where, m.Where)
+		steps = append(steps, mj)
+	}
+	q := map[string]any{"kind": "funnel", "app": "d", "range": rng, "tz": tz, "steps": steps, "window": win}
+	g.common(q, &fq.Common, true)
+	var list map[string]any
+	var off, lim, step int
+	var dropped bool
+	if r.IntN(2) == 0 {
+		step, dropped = 1+r.IntN(n), r.IntN(2) == 0
+		list = map[string]any{"step": step, "dropped": dropped}
+		off, lim = g.page(list)
+		q["list"] = list
+	}
+	want, paths := testutil.NaiveFunnel(data, fq)
+	var groups []testutil.FunnelGroup
+	if fq.Breakdown != nil {
+		groups = testutil.NaiveFunnelBreakdown(data, fq, paths)
+		if list != nil && r.IntN(2) == 0 && len(groups) > 0 {
+			list["breakdown_value"] = groups[r.IntN(len(groups))].Value
 		}
-		q := map[string]any{"kind": "funnel", "app": "d", "range": rng, "tz": tz, "steps": steps, "window": win}
-		g.common(q, &fq.Common, true)
-		var list map[string]any
-		var off, lim, step int
-		var dropped bool
-		if r.IntN(2) == 0 {
-			step, dropped = 1+r.IntN(n), r.IntN(2) == 0
-			list = map[string]any{"step": step, "dropped": dropped}
-			off, lim = g.page(list)
-			q["list"] = list
-		}
-		want, paths := testutil.NaiveFunnel(data, fq)
-		var groups []testutil.FunnelGroup
-		if fq.Breakdown != nil {
-			groups = testutil.NaiveFunnelBreakdown(data, fq, paths)
-			if list != nil && r.IntN(2) == 0 && len(groups) > 0 {
-				list["breakdown_value"] = groups[r.IntN(len(groups))].Value
+	}
+	res := runJSON(t, eng, q).(*FunnelResult)
+	checkSteps := func(what string, got []FunnelStep, want []analysis.FunnelStepResult) {
+		for k, s := range want {
+			g := got[k]
+			if g.Users != s.Users || g.Conversion != s.Conversion || g.ConversionFromPrevious != s.ConversionFromPrevious ||
+				(g.AvgSeconds != nil) != s.HasTime || (s.HasTime && (*g.AvgSeconds != s.AvgSeconds || *g.MedianSeconds != s.MedianSeconds)) {
+				t.Fatalf("funnel %s %s step %d: got %+v want %+v", js(q), what, k+1, g, s)
 			}
 		}
-		res := runJSON(t, eng, q).(*FunnelResult)
-		checkSteps := func(what string, got []FunnelStep, want []analysis.FunnelStepResult) {
-			for k, s := range want {
-				g := got[k]
-				if g.Users != s.Users || g.Conversion != s.Conversion || g.ConversionFromPrevious != s.ConversionFromPrevious ||
-					(g.AvgSeconds != nil) != s.HasTime || (s.HasTime && (*g.AvgSeconds != s.AvgSeconds || *g.MedianSeconds != s.MedianSeconds)) {
-					t.Fatalf("funnel %s %s step %d: got %+v want %+v", js(q), what, k+1, g, s)
+	}
+	checkSteps("overall", res.Steps, want.Steps)
+	if len(res.Breakdown) != len(groups) {
+		t.Fatalf("funnel %s: %d breakdown groups, want %d", js(q), len(res.Breakdown), len(groups))
+	}
+	for i, gr := range groups {
+		if res.Breakdown[i].Value != gr.Value {
+			t.Fatalf("funnel %s: group %d is %q, want %q", js(q), i, res.Breakdown[i].Value, gr.Value)
+		}
+		checkSteps(gr.Value, res.Breakdown[i].Steps, gr.Steps)
+	}
+	if list != nil {
+		ps := paths
+		if bv, ok := list["breakdown_value"]; ok {
+			ps = nil
+			for _, gr := range groups {
+				if gr.Value == bv {
+					ps = gr.Paths
 				}
 			}
 		}
-		checkSteps("overall", res.Steps, want.Steps)
-		if len(res.Breakdown) != len(groups) {
-			t.Fatalf("funnel %s: %d breakdown groups, want %d", js(q), len(res.Breakdown), len(groups))
-		}
-		for i, gr := range groups {
-			if res.Breakdown[i].Value != gr.Value {
-				t.Fatalf("funnel %s: group %d is %q, want %q", js(q), i, res.Breakdown[i].Value, gr.Value)
-			}
-			checkSteps(gr.Value, res.Breakdown[i].Steps, gr.Steps)
-		}
-		if list != nil {
-			ps := paths
-			if bv, ok := list["breakdown_value"]; ok {
-				ps = nil
-				for _, gr := range groups {
-					if gr.Value == bv {
-						ps = gr.Paths
-					}
-				}
-			}
-			users := testutil.FunnelUsers(ps, step, dropped)
-			if res.List.Users != int64(len(users)) || !reflect.DeepEqual(res.List.UserIDs, pageOf(users, off, lim)) {
-				t.Fatalf("funnel %s: list %d %v, want %d %v", js(q), res.List.Users, res.List.UserIDs, len(users), pageOf(users, off, lim))
-			}
+		users := testutil.FunnelUsers(ps, step, dropped)
+		if res.List.Users != int64(len(users)) || !reflect.DeepEqual(res.List.UserIDs, pageOf(users, off, lim)) {
+			t.Fatalf("funnel %s: list %d %v, want %d %v", js(q), res.List.Users, res.List.UserIDs, len(users), pageOf(users, off, lim))
 		}
 	}
 	// Retention, every option.
@@ -584,4 +542,38 @@ func runJSON(t *testing.T, eng *Engine, q map[string]any) any {
 		t.Fatal(err)
 	}
 	return run(t, eng, string(b))
+}
+
+// diffStore imports random data for a seed (in 1–3 imports into 1–8
+// shards, with user property writes) and returns it and an engine over it.
+func diffStore(t *testing.T, r *rand.Rand, seed int64) (testutil.Data, *Engine) {
+	evs := testutil.RandomEvents(seed, testutil.RandomOptions{Users: 3 + r.IntN(25), Events: 50 + r.IntN(500), Props: true})
+	data := testutil.Data{Events: evs, Users: testutil.RandomUsers(seed, evs)}
+	st := openStore(t, t.TempDir(), 1<<r.IntN(4))
+	// Split into consecutive imports: arrival order is preserved.
+	cuts := []int{0, r.IntN(len(evs) + 1), len(evs)}
+	if r.IntN(2) == 0 {
+		cuts = []int{0, len(evs)}
+	}
+	for i := 0; i+1 < len(cuts); i++ {
+		if cuts[i] == cuts[i+1] {
+			continue
+		}
+		_, err := st.Import(context.Background(), "d", []storage.Source{&evSource{evs: evs[cuts[i]:cuts[i+1]]}},
+			storage.ImportOptions{BlockRows: 1 + r.IntN(100), FlushRows: 10 + r.IntN(300)})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ucut := r.IntN(len(data.Users) + 1)
+	for _, part := range [][]testutil.UserWrite{data.Users[:ucut], data.Users[ucut:]} {
+		if len(part) == 0 {
+			continue
+		}
+		if _, err := st.Import(context.Background(), "d", []storage.Source{&userSource{ws: part}},
+			storage.ImportOptions{Kind: storage.KindUsers, BlockRows: 1 + r.IntN(50)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return data, New(st, Config{Workers: 1 + r.IntN(3)})
 }

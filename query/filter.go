@@ -140,6 +140,8 @@ const (
 	pkIntSet                     // ints: v in a sorted list
 	pkFloatRange                 // floats: lo ≤ v ≤ hi
 	pkFloatSet                   // floats: v in a sorted list
+	pkWidenRange                 // a float filter on an int column (a widened property): lo ≤ float64(v) ≤ hi
+	pkWidenSet                   // likewise, v in a sorted list
 )
 
 // pred is a filter compiled against one dictionary (a segment's, for event
@@ -242,6 +244,17 @@ func compilePred(f *filter, dict []string) pred {
 	return pr
 }
 
+// widen makes a float predicate read an int column (a segment written
+// before its property was widened to float, spec §1).
+func (pr *pred) widen() {
+	switch pr.kind {
+	case pkFloatRange:
+		pr.kind = pkWidenRange
+	case pkFloatSet:
+		pr.kind = pkWidenSet
+	}
+}
+
 // stringTest is the positive test of a string filter on a set value.
 func stringTest(f *filter, s string) bool {
 	switch f.op {
@@ -289,6 +302,11 @@ func (pr *pred) test(pd *segment.PropData, r int) bool {
 		ok = v >= pr.flo && v <= pr.fhi
 	case pkFloatSet:
 		_, ok = slices.BinarySearch(pr.fvals, pd.Floats[r])
+	case pkWidenRange:
+		v := float64(pd.Ints[r])
+		ok = v >= pr.flo && v <= pr.fhi
+	case pkWidenSet:
+		_, ok = slices.BinarySearch(pr.fvals, float64(pd.Ints[r]))
 	}
 	return ok != pr.neg
 }

@@ -1,7 +1,10 @@
 package query
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/spurdb/spur/query/analysis"
@@ -11,93 +14,93 @@ import (
 // defaultWindow is the funnel conversion window when none is given (14 days).
 const defaultWindow = "14d"
 
-// runFunnel plans and runs an ordered funnel (spec §5, PostHog's funnel
-// UDF): per step the users, conversions and times, per breakdown value
-// (the counted attempt's step-1 event's property, or the user's), and the
-// users of one step when the query has a list.
+// funnelPlan is a validated funnel query: the kernel's spec and options,
+// the breakdown and the view's buckets.
+type funnelPlan struct {
+	spec     analysis.FunnelSpec
+	opt      analysis.FunnelOptions
+	bd       *breakdown
+	perRow   bool    // all_steps or step k: a user may be in several rows
+	bounds   []int64 // trends buckets
+	from, to int     // the view's steps
+}
+
+// runFunnel plans and runs a funnel (spec §5, §11; PostHog's funnel UDF):
+// in its order (ordered, strict, unordered) with its exclusions, the
+// view's numbers (step table, conversion over time or time to convert)
+// over all users and per breakdown value, and the users behind one
+// number when the query has a list.
 func (e *Engine) runFunnel(ctx context.Context, p *plan) (*FunnelResult, error) {
+	fp, err := p.planFunnel(ctx)
+	if err != nil {
+		return nil, err
+	}
 	q := p.q
-	if n := len(q.Steps); n < 2 || n > analysis.MaxFunnelSteps {
-		return nil, invalid("steps", "a funnel needs 2 to %d steps, found %d", analysis.MaxFunnelSteps, n)
-	}
-	win := q.Window
-	if win == "" {
-		win = defaultWindow
-	}
-	w, err := ParseDuration(win)
-	if err != nil {
-		return nil, invalid("window", "want a duration such as \"90s\", \"30m\", \"12h\", \"7d\" or \"2w\", found %q", win)
-	}
-	if w > analysis.MaxFunnelWindow {
-		return nil, invalid("window", "window %s is longer than 366 days", win)
-	}
-	for i, s := range q.Steps {
-		if _, err := p.addMatcher(s, fieldIdx("steps", i), true); err != nil {
-			return nil, err
-		}
-	}
-	bd, err := p.parseBreakdown()
+	list, err := p.funnelList(fp)
 	if err != nil {
 		return nil, err
 	}
-	var list *analysis.FunnelList
-	if q.List != nil {
-		if q.List.Step < 1 || q.List.Step > len(q.Steps) {
-			return nil, invalid("list.step", "want a step from 1 to %d, found %d", len(q.Steps), q.List.Step)
-		}
-		if q.List.CohortStart != "" || q.List.Period != 0 {
-			return nil, invalid("list", "a funnel list takes step and dropped, not cohort_start or period")
-		}
-		keep, err := listKeep(q.List)
-		if err != nil {
-			return nil, err
-		}
-		list = &analysis.FunnelList{Step: q.List.Step, Dropped: q.List.Dropped, Keep: keep}
+	opt := fp.opt
+	if fp.opt.View != analysis.ViewTimeToConvert {
+		opt.List = list
 	}
-	if err := p.parseCohortFilter(); err != nil {
-		return nil, err
-	}
-	var src analysis.KeySource
-	if bd != nil {
-		src = bd.src
-	}
-	spec := analysis.FunnelSpec{Steps: len(q.Steps), Window: w, From: p.from, To: p.to}
-	accs := make([]*analysis.Funnel, e.cfg.Workers)
-	for i := range accs {
-		if accs[i], err = analysis.NewFunnel(spec, src, list); err != nil {
-			return nil, &Error{Code: CodeInternal, Message: err.Error(), Err: err}
-		}
-	}
-	vs := newVisitors(p, len(accs), func(i int) (func(*trail.Trail), func() int64) {
-		a := accs[i]
-		return func(t *trail.Trail) { a.Add(t) }, a.Bytes
-	})
-	// Later steps may fall up to W after the range (window inclusive).
-	if err := e.scan(ctx, p, p.from, p.to+w+1, vs, false); err != nil {
+	acc, err := e.funnelScan(ctx, p, fp, opt)
+	if err != nil {
 		return nil, err
 	}
 	merge := timer()
-	acc, err := mergeAll(ctx, accs)
-	if err != nil {
-		return nil, err
+	res := &FunnelResult{Kind: "funnel", Range: p.resolvedRange(), TZ: p.loc.String(), WindowSec: fp.spec.Window / second}
+	if fp.spec.Order != analysis.OrderOrdered {
+		res.Order = fp.spec.Order.String()
 	}
-	res := &FunnelResult{Kind: "funnel", Range: p.resolvedRange(), TZ: p.loc.String(), WindowSec: w / second}
-	var kr analysis.FunnelResult
+	if fp.opt.View != analysis.ViewSteps {
+		res.View, res.FromStep, res.ToStep = fp.opt.View.String(), fp.from, fp.to
+	}
+	kr := acc.Result(nil)
 	var r ranked
-	if bd == nil {
-		kr = acc.Result(nil)
-	} else {
-		// Rank the values by users entering the funnel; merge the rest.
-		first := acc.Result(nil)
-		keys := make([]analysis.Key, len(first.Groups))
-		totals := make([]float64, len(first.Groups))
-		for i, g := range first.Groups {
-			keys[i], totals[i] = g.Key, float64(g.Steps[0].Users)
+	if fp.bd != nil {
+		// Rank the values by users counted; merge the rest.
+		keys := make([]analysis.Key, len(kr.Groups))
+		totals := make([]float64, len(kr.Groups))
+		for i, g := range kr.Groups {
+			keys[i], totals[i] = g.Key, float64(g.Users)
 		}
-		if r, err = p.rank(ctx, bd, keys, totals); err != nil {
+		if r, err = p.rank(ctx, fp.bd, keys, totals); err != nil {
 			return nil, err
 		}
+	}
+	rescan := func() error {
+		p.stats.MergeMS += merge()
+		var err error
+		acc, err = e.funnelScan(ctx, p, fp, opt)
+		merge = timer()
+		if err == nil {
+			kr = acc.Result(nil)
+		}
+		return err
+	}
+	if fp.perRow && r.other {
+		// A merged row of several values is walked as one row.
+		opt.Group = r.group
+		if err := rescan(); err != nil {
+			return nil, err
+		}
+	}
+	if fp.opt.View == analysis.ViewTimeToConvert && list != nil {
+		// The list of a bin needs the histogram's bins: one more scan.
+		if err := binListCheck(q.List, kr.Hist); err != nil {
+			return nil, err
+		}
+		opt.List = binList(list, kr.Hist)
+		if err := rescan(); err != nil {
+			return nil, err
+		}
+	}
+	if fp.bd != nil && !fp.perRow {
 		kr = acc.Result(r.group)
+	}
+	p.funnelTables(fp, kr.Steps, kr.Buckets, kr.Hist, &res.Steps, &res.Buckets, &res.FunnelTimes)
+	if fp.bd != nil {
 		byKey := map[analysis.Key]analysis.FunnelGroup{}
 		for _, g := range kr.Groups {
 			byKey[g.Key] = g
@@ -107,12 +110,17 @@ func (e *Engine) runFunnel(ctx context.Context, p *plan) (*FunnelResult, error) 
 			order = append(order, otherKey)
 		}
 		for _, k := range order {
-			res.Breakdown = append(res.Breakdown, FunnelBreakdown{Value: p.label(bd, k), Steps: funnelSteps(byKey[k].Steps, q.Steps)})
+			g := byKey[k]
+			b := FunnelBreakdown{Value: p.label(fp.bd, k)}
+			if g.Steps == nil && g.Buckets == nil && g.Hist == nil {
+				g = emptyGroup(fp, kr)
+			}
+			p.funnelTables(fp, g.Steps, g.Buckets, g.Hist, &b.Steps, &b.Buckets, &b.FunnelTimes)
+			res.Breakdown = append(res.Breakdown, b)
 		}
 	}
-	res.Steps = funnelSteps(kr.Steps, q.Steps)
 	if q.List != nil {
-		l, err := p.pickList(bd, kr.List, len(kr.Groups), func(i int) (analysis.Key, *analysis.UserList) {
+		l, err := p.pickList(fp.bd, kr.List, len(kr.Groups), func(i int) (analysis.Key, *analysis.UserList) {
 			return kr.Groups[i].Key, kr.Groups[i].List
 		})
 		if err != nil {
@@ -120,16 +128,314 @@ func (e *Engine) runFunnel(ctx context.Context, p *plan) (*FunnelResult, error) 
 		}
 		res.List = listResult(q.List, l)
 	}
-	p.stats.MergeMS = merge()
+	p.stats.MergeMS += merge()
 	res.Stats = p.stats
 	return res, nil
 }
 
-func funnelSteps(kr []analysis.FunnelStepResult, steps []Matcher) []FunnelStep {
+// emptyGroup returns the tables of a breakdown value without users.
+func emptyGroup(fp *funnelPlan, kr analysis.FunnelResult) analysis.FunnelGroup {
+	var g analysis.FunnelGroup
+	switch fp.opt.View {
+	case analysis.ViewSteps:
+		g.Steps = make([]analysis.FunnelStepResult, fp.spec.Steps)
+		for k := range g.Steps {
+			g.Steps[k].Step = k + 1
+		}
+	case analysis.ViewTrends:
+		g.Buckets = make([]analysis.FunnelBucket, len(fp.bounds)-1)
+	case analysis.ViewTimeToConvert:
+		g.Hist = &analysis.FunnelHist{Lo: kr.Hist.Lo, Width: kr.Hist.Width, Bins: make([]int64, len(kr.Hist.Bins))}
+	}
+	return g
+}
+
+// binList completes a time-to-convert list with the histogram's bins.
+func binList(l *analysis.FunnelList, h *analysis.FunnelHist) *analysis.FunnelList {
+	c := *l
+	c.Bins, c.BinLo, c.BinWidth = len(h.Bins), h.Lo, h.Width
+	return &c
+}
+
+// funnelScan runs one scan of the funnel with options opt and returns the
+// merged accumulator.
+func (e *Engine) funnelScan(ctx context.Context, p *plan, fp *funnelPlan, opt analysis.FunnelOptions) (*analysis.Funnel, error) {
+	accs := make([]*analysis.Funnel, e.cfg.Workers)
+	for i := range accs {
+		var err error
+		if accs[i], err = analysis.NewFunnel(fp.spec, opt); err != nil {
+			return nil, &Error{Code: CodeInternal, Message: err.Error(), Err: err}
+		}
+	}
+	vs := newVisitors(p, len(accs), func(i int) (func(*trail.Trail), func() int64) {
+		a := accs[i]
+		return func(t *trail.Trail) { a.Add(t) }, a.Bytes
+	})
+	// Later steps may fall up to W after the range (window inclusive).
+	if err := e.scan(ctx, p, p.from, p.to+fp.spec.Window+1, vs, false); err != nil {
+		return nil, err
+	}
+	return mergeAll(ctx, accs)
+}
+
+// planFunnel validates a funnel query: steps, window, order, exclusions,
+// view and breakdown, giving the steps mask bits 0..n-1, then the
+// exclusions, then (strict order) the matcher of every event.
+func (p *plan) planFunnel(ctx context.Context) (*funnelPlan, error) {
+	q := p.q
+	n := len(q.Steps)
+	if n < 2 || n > analysis.MaxFunnelSteps {
+		return nil, invalid("steps", "a funnel needs 2 to %d steps, found %d", analysis.MaxFunnelSteps, n)
+	}
+	win := q.Window
+	if win == "" {
+		win = defaultWindow
+	}
+	w, err := ParseDuration(win)
+	if err != nil {
+		return nil, invalid("window", "want a duration such as \"90s\", \"30m\", \"12h\", \"7d\", \"2w\", \"3mo\" or \"1y\", found %q", win)
+	}
+	if w > analysis.MaxFunnelWindow {
+		return nil, invalid("window", "window %s is longer than 100 years", win)
+	}
+	fp := &funnelPlan{spec: analysis.FunnelSpec{Steps: n, Window: w, From: p.from, To: p.to}}
+	if fp.spec.Order, err = analysis.ParseFunnelOrder(q.Order); err != nil {
+		return nil, invalid("order", "unknown order %q: want ordered, strict or unordered", q.Order)
+	}
+	if fp.opt.View, err = analysis.ParseFunnelView(q.View); err != nil {
+		return nil, invalid("view", "unknown view %q: want steps, trends or time_to_convert", q.View)
+	}
+	for i, s := range q.Steps {
+		if _, err := p.addMatcher(s, fieldIdx("steps", i), true); err != nil {
+			return nil, err
+		}
+	}
+	for i, x := range q.Exclusions {
+		f := fieldIdx("exclusions", i)
+		from, to := x.FromStep, x.ToStep
+		if from == 0 {
+			from = 1
+		}
+		if to == 0 {
+			to = n
+		}
+		if from < 1 || from >= to || to > n {
+			return nil, invalid(f, "from_step %d and to_step %d: want 1 ≤ from_step < to_step ≤ %d", from, to, n)
+		}
+		if fp.spec.Order == analysis.OrderUnordered && (from != 1 || to != n) {
+			return nil, invalid(f, "an unordered funnel takes exclusions over the whole funnel only (from_step 1, to_step %d)", n)
+		}
+		for k := from; k <= to; k++ {
+			if s := q.Steps[k-1]; s.Event == x.Event && sameFilters(s.Where, x.Where) {
+				return nil, invalid(f, "the exclusion matches the same events as step %d (%q), which it lies between", k, x.Event)
+			}
+		}
+		bit, err := p.addMatcher(Matcher{Event: x.Event, Where: x.Where}, f, true)
+		if err != nil {
+			return nil, err
+		}
+		fp.spec.Exclusions = append(fp.spec.Exclusions, analysis.FunnelExclusion{Bit: bit, From: from, To: to})
+	}
+	if fp.spec.Order == analysis.OrderStrict {
+		// Every event passing the global filters takes part.
+		bit, err := p.addMatcher(Matcher{Event: AnyEvent}, "order", true)
+		if err != nil {
+			return nil, err
+		}
+		fp.spec.Events = 1 << uint(bit)
+	}
+	if fp.opt.View != analysis.ViewSteps {
+		fp.from, fp.to = q.FromStep, q.ToStep
+		if fp.from == 0 {
+			fp.from = 1
+		}
+		if fp.to == 0 {
+			fp.to = n
+		}
+		if fp.from < 1 || fp.from >= fp.to || fp.to > n {
+			return nil, invalid("from_step", "from_step %d and to_step %d: want 1 ≤ from_step < to_step ≤ %d", fp.from, fp.to, n)
+		}
+		fp.opt.FromStep, fp.opt.ToStep = fp.from, fp.to
+	} else if q.FromStep != 0 || q.ToStep != 0 {
+		return nil, invalid("from_step", "from_step and to_step belong to the trends and time_to_convert views")
+	}
+	if q.Bins != 0 && fp.opt.View != analysis.ViewTimeToConvert {
+		return nil, invalid("bins", "bins belongs to the time_to_convert view")
+	}
+	if q.Bins < 0 || q.Bins > analysis.MaxFunnelBins {
+		return nil, invalid("bins", "want 1 to %d bins, found %d", analysis.MaxFunnelBins, q.Bins)
+	}
+	fp.opt.Bins = q.Bins
+	if fp.opt.View == analysis.ViewTrends {
+		if _, _, fp.bounds, err = p.calendarBounds(ctx, "day"); err != nil {
+			return nil, err
+		}
+		fp.opt.Bounds = fp.bounds
+	} else if q.Interval != "" {
+		return nil, invalid("interval", "a funnel takes an interval in the trends view only")
+	}
+	if fp.bd, err = p.parseBreakdown(); err != nil {
+		return nil, err
+	}
+	if fp.bd != nil {
+		fp.opt.Key = fp.bd.src
+		if err := p.parseAttribution(fp); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.parseCohortFilter(); err != nil {
+		return nil, err
+	}
+	return fp, nil
+}
+
+// parseAttribution reads breakdown.attribution: "entry", "first_touch",
+// "last_touch", "all_steps" or {"step": k}.
+func (p *plan) parseAttribution(fp *funnelPlan) error {
+	raw := bytes.TrimSpace(p.q.Breakdown.Attribution)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	const field = "breakdown.attribution"
+	if fp.bd.src.From != analysis.KeyEvent {
+		return invalid(field, "attribution applies to event-property breakdowns; a user property has one value per user")
+	}
+	var name string
+	if raw[0] == '{' {
+		var st struct {
+			Step *int `json:"step"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&st); err != nil || st.Step == nil {
+			return invalid(field, "want \"entry\", \"first_touch\", \"last_touch\", \"all_steps\" or {\"step\": k}, found %s", raw)
+		}
+		n := fp.spec.Steps
+		if *st.Step < 1 || *st.Step > n {
+			return invalid(field, "step %d: want a step from 1 to %d", *st.Step, n)
+		}
+		if fp.spec.Order == analysis.OrderUnordered && *st.Step != 1 {
+			return invalid(field, "an unordered funnel attributes to step 1 only, not step %d", *st.Step)
+		}
+		fp.opt.Attribution, fp.opt.AttrStep = analysis.AttrStep, *st.Step
+	} else {
+		if err := json.Unmarshal(raw, &name); err != nil {
+			return invalid(field, "want \"entry\", \"first_touch\", \"last_touch\", \"all_steps\" or {\"step\": k}, found %s", raw)
+		}
+		a, err := analysis.ParseFunnelAttribution(name)
+		if err != nil || a == analysis.AttrStep {
+			return invalid(field, "unknown attribution %q: want entry, first_touch, last_touch, all_steps or {\"step\": k}", name)
+		}
+		fp.opt.Attribution = a
+	}
+	fp.perRow = fp.opt.Attribution == analysis.AttrAllSteps || fp.opt.Attribution == analysis.AttrStep
+	return nil
+}
+
+// funnelList validates the query's list for the funnel's view.
+func (p *plan) funnelList(fp *funnelPlan) (*analysis.FunnelList, error) {
+	l := p.q.List
+	if l == nil {
+		return nil, nil
+	}
+	if l.CohortStart != "" || l.Period != 0 {
+		return nil, invalid("list", "a funnel list takes step and dropped, bucket and status, or bin; not cohort_start or period")
+	}
+	keep, err := listKeep(l)
+	if err != nil {
+		return nil, err
+	}
+	n := fp.spec.Steps
+	fl := &analysis.FunnelList{Keep: keep}
+	switch fp.opt.View {
+	case analysis.ViewSteps:
+		if l.Bucket != "" || l.Status != "" || l.Bin != nil {
+			return nil, invalid("list", "a funnel's steps view lists a step (step, dropped)")
+		}
+		if l.Step < 1 || l.Step > n {
+			return nil, invalid("list.step", "want a step from 1 to %d, found %d", n, l.Step)
+		}
+		fl.Step, fl.Dropped = l.Step, l.Dropped
+	case analysis.ViewTrends:
+		if l.Step != 0 || l.Dropped || l.Bin != nil {
+			return nil, invalid("list", "conversion over time lists a bucket's users (bucket, status)")
+		}
+		nb := len(fp.bounds) - 1
+		t, ok := parseInstant(l.Bucket, p.loc)
+		if !ok || t < fp.bounds[0] || t >= fp.bounds[nb] {
+			return nil, invalid("list.bucket", "want the date or instant of a bucket in the range (%s to %s), found %q",
+				formatTime(fp.bounds[0], p.loc), formatTime(fp.bounds[nb], p.loc), l.Bucket)
+		}
+		for fp.bounds[fl.Bucket+1] <= t {
+			fl.Bucket++
+		}
+		switch l.Status {
+		case "entered":
+		case "converted":
+			fl.Converted = true
+		default:
+			return nil, invalid("list.status", "want \"entered\" or \"converted\", found %q", l.Status)
+		}
+	case analysis.ViewTimeToConvert:
+		if l.Step != 0 || l.Dropped || l.Bucket != "" || l.Status != "" || l.Bin == nil {
+			return nil, invalid("list", "time to convert lists a bin's users (bin)")
+		}
+		if *l.Bin < 0 || *l.Bin >= analysis.MaxFunnelBins {
+			return nil, invalid("list.bin", "want a bin from 0, found %d", *l.Bin)
+		}
+		fl.Bin = *l.Bin
+	}
+	return fl, nil
+}
+
+// binListCheck reports a bin beyond the histogram.
+func binListCheck(l *List, h *analysis.FunnelHist) error {
+	if l != nil && l.Bin != nil && *l.Bin >= len(h.Bins) {
+		return invalid("list.bin", "want a bin from 0 to %d, found %d", len(h.Bins)-1, *l.Bin)
+	}
+	return nil
+}
+
+// funnelTables renders the kernel's tables of one group in the view.
+func (p *plan) funnelTables(fp *funnelPlan, steps []analysis.FunnelStepResult, buckets []analysis.FunnelBucket, hist *analysis.FunnelHist,
+	outSteps *[]FunnelStep, outBuckets *[]FunnelTrendBucket, outTimes **FunnelTimes) {
+	switch fp.opt.View {
+	case analysis.ViewSteps:
+		*outSteps = funnelSteps(steps, p.q.Steps, fp.spec.Order == analysis.OrderUnordered)
+	case analysis.ViewTrends:
+		out := make([]FunnelTrendBucket, len(buckets))
+		for b, bk := range buckets {
+			out[b] = FunnelTrendBucket{Start: formatTime(fp.bounds[b], p.loc), Entered: bk.Entered, Converted: bk.Converted,
+				Incomplete: p.incomplete(fp.bounds[b+1] + fp.spec.Window)}
+			if bk.Entered > 0 {
+				out[b].Conversion = ptr(float64(bk.Converted) / float64(bk.Entered))
+			}
+		}
+		*outBuckets = out
+	case analysis.ViewTimeToConvert:
+		t := &FunnelTimes{Users: hist.Users, Histogram: make([]FunnelBin, len(hist.Bins))}
+		for i, c := range hist.Bins {
+			t.Histogram[i] = FunnelBin{FromSeconds: hist.Lo + int64(i)*hist.Width, ToSeconds: hist.Lo + int64(i+1)*hist.Width, Users: c}
+		}
+		if hist.HasTime {
+			t.AverageSeconds, t.MedianSeconds = ptr(hist.AvgSeconds), ptr(hist.MedianSeconds)
+		}
+		*outTimes = t
+	}
+}
+
+func funnelSteps(kr []analysis.FunnelStepResult, steps []Matcher, unordered bool) []FunnelStep {
 	out := make([]FunnelStep, len(kr))
 	for i, s := range kr {
-		out[i] = FunnelStep{Step: s.Step, Event: steps[i].Event, Users: s.Users, Conversion: s.Conversion,
-			ConversionFromPrevious: s.ConversionFromPrevious}
+		out[i] = FunnelStep{Step: s.Step, Users: s.Users, Conversion: s.Conversion, ConversionFromPrevious: s.ConversionFromPrevious}
+		if unordered {
+			out[i].Label = fmt.Sprintf("%d steps", s.Step)
+			if s.Step == 1 {
+				out[i].Label = "1 step"
+			}
+		} else {
+			out[i].Label, out[i].Event = steps[i].Event, ptr(steps[i].Event)
+		}
 		if s.HasTime {
 			out[i].AvgSeconds, out[i].MedianSeconds = ptr(s.AvgSeconds), ptr(s.MedianSeconds)
 		}

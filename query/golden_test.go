@@ -171,10 +171,16 @@ func renderGolden(b *strings.Builder, res any) {
 		if len(r.Series) == 0 {
 			b.WriteString("no series rows\n")
 		}
+		if c := r.CompareRange; c != nil {
+			fmt.Fprintf(b, "range %s %s compared with %s %s\n", r.Range.From, r.Range.To, c.From, c.To)
+		}
 		for _, s := range r.Series {
 			fmt.Fprintf(b, "series %s %s", s.Label, s.Math)
 			if s.Property != "" {
 				fmt.Fprintf(b, "(%s)", s.Property)
+			}
+			if s.Period != "" {
+				fmt.Fprintf(b, " %s", s.Period)
 			}
 			if s.BreakdownValue != nil {
 				fmt.Fprintf(b, " [%s]", *s.BreakdownValue)
@@ -184,6 +190,33 @@ func renderGolden(b *strings.Builder, res any) {
 				fmt.Fprintf(b, " %s", fmtG(bk.Value))
 			}
 			fmt.Fprintf(b, " | total %s\n", fmtG(s.Total))
+			if s.Period == "previous" {
+				var starts []string
+				for _, bk := range s.Buckets {
+					starts = append(starts, bk.Start)
+				}
+				fmt.Fprintf(b, "  previous buckets %s\n", strings.Join(starts, " "))
+			}
+		}
+		orNull := func(v *float64) string {
+			if v == nil {
+				return "null"
+			}
+			return fmtG(*v)
+		}
+		for _, f := range r.Formulas {
+			fmt.Fprintf(b, "formula %s", f.Formula)
+			if f.Period != "" {
+				fmt.Fprintf(b, " %s", f.Period)
+			}
+			if f.BreakdownValue != nil {
+				fmt.Fprintf(b, " [%s]", *f.BreakdownValue)
+			}
+			b.WriteString(":")
+			for _, bk := range f.Buckets {
+				fmt.Fprintf(b, " %s", orNull(bk.Value))
+			}
+			fmt.Fprintf(b, " | total %s\n", orNull(f.Total))
 		}
 		if len(r.Series) > 0 {
 			var starts []string
@@ -193,18 +226,35 @@ func renderGolden(b *strings.Builder, res any) {
 			fmt.Fprintf(b, "buckets %s\n", strings.Join(starts, " "))
 		}
 	case *FunnelResult:
-		steps := func(prefix string, ss []FunnelStep) {
+		view := func(prefix string, ss []FunnelStep, bs []FunnelTrendBucket, ft *FunnelTimes) {
 			for _, s := range ss {
-				fmt.Fprintf(b, "%sstep %d %s users=%d conversion=%s from_previous=%s", prefix, s.Step, s.Event, s.Users, fmtG(s.Conversion), fmtG(s.ConversionFromPrevious))
+				fmt.Fprintf(b, "%sstep %d %s users=%d conversion=%s from_previous=%s", prefix, s.Step, s.Label, s.Users, fmtG(s.Conversion), fmtG(s.ConversionFromPrevious))
 				if s.AvgSeconds != nil {
 					fmt.Fprintf(b, " avg_s=%s median_s=%s", fmtG(*s.AvgSeconds), fmtG(*s.MedianSeconds))
 				}
 				b.WriteString("\n")
 			}
+			for _, bk := range bs {
+				conv := "null"
+				if bk.Conversion != nil {
+					conv = fmtG(*bk.Conversion)
+				}
+				fmt.Fprintf(b, "%sbucket %s entered=%d converted=%d conversion=%s incomplete=%v\n", prefix, bk.Start, bk.Entered, bk.Converted, conv, bk.Incomplete)
+			}
+			if ft != nil {
+				fmt.Fprintf(b, "%susers=%d", prefix, ft.Users)
+				if ft.AverageSeconds != nil {
+					fmt.Fprintf(b, " avg_s=%s median_s=%s", fmtG(*ft.AverageSeconds), fmtG(*ft.MedianSeconds))
+				}
+				for _, bin := range ft.Histogram {
+					fmt.Fprintf(b, " [%d,%d)=%d", bin.FromSeconds, bin.ToSeconds, bin.Users)
+				}
+				b.WriteString("\n")
+			}
 		}
-		steps("", r.Steps)
+		view("", r.Steps, r.Buckets, r.FunnelTimes)
 		for _, bd := range r.Breakdown {
-			steps("["+bd.Value+"] ", bd.Steps)
+			view("["+bd.Value+"] ", bd.Steps, bd.Buckets, bd.FunnelTimes)
 		}
 		renderList(b, r.List)
 	case *RetentionResult:

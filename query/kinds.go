@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/spurdb/spur/query/analysis"
-	"github.com/spurdb/spur/query/timebucket"
 	"github.com/spurdb/spur/storage/segment"
 	"github.com/spurdb/spur/trail"
 )
@@ -99,20 +98,6 @@ type Subsequent struct {
 	Where  []Filter `json:"where,omitempty"`
 	Window string   `json:"window"`
 	Value  string   `json:"value,omitempty"`
-}
-
-// ListCoords are the list coordinates of the new kinds (spec §7):
-// stickiness {series, intervals}, lifecycle {bucket, status}, paths
-// {source, target}, attribution {channel}. Embedded in List and in
-// ListResult (where they echo the request).
-type ListCoords struct {
-	Series    int     `json:"series,omitempty"`    // stickiness: 0-based index into the query's series
-	Intervals int     `json:"intervals,omitempty"` // stickiness: the number of buckets (at least, when cumulative)
-	Bucket    string  `json:"bucket,omitempty"`    // lifecycle: a date or instant in the bucket
-	Status    string  `json:"status,omitempty"`    // lifecycle: new, returning, resurrecting or dormant
-	Source    string  `json:"source,omitempty"`    // paths: the edge's source node, e.g. "1_home"
-	Target    string  `json:"target,omitempty"`    // paths: the edge's target node
-	Channel   *string `json:"channel,omitempty"`   // attribution: the channel as rendered, e.g. "(unattributed)"
 }
 
 // pathsJSON decodes a paths query: its "steps" is a number, which
@@ -212,29 +197,6 @@ func (p *plan) prepareFor(from, to int64) error {
 	}
 	p.prepared = true
 	return nil
-}
-
-// calendar parses the query's interval (default def) and week start and
-// returns the interval and the bucket boundaries of the range, checked
-// against maxBuckets.
-func (p *plan) calendar(def string) (timebucket.Interval, timebucket.WeekStart, []int64, error) {
-	name := p.q.Interval
-	if name == "" {
-		name = def
-	}
-	iv, err := timebucket.ParseInterval(name)
-	if err != nil {
-		return 0, 0, nil, invalid("interval", "%v", err)
-	}
-	ws, err := timebucket.ParseWeekStart(p.q.WeekStart)
-	if err != nil {
-		return 0, 0, nil, invalid("week_start", "%v", err)
-	}
-	b := timebucket.Bounds(p.from, p.to, iv, p.loc, ws)
-	if len(b) > maxBuckets+1 {
-		return 0, 0, nil, invalid("interval", "%d %s buckets in the range; at most %d", len(b)-1, iv, maxBuckets)
-	}
-	return iv, ws, b, nil
 }
 
 // groupBy returns a Group function mapping the keys r keeps to themselves

@@ -2,6 +2,7 @@ package query
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -20,7 +21,8 @@ import (
 func TestNewKindsAgainstNaive(t *testing.T) { runSeeds(t, 150, 30, kindsSeed) }
 
 func kindsSeed(t *testing.T, seed int64) {
-	r, data, eng := diffStore(t, seed)
+	r := rand.New(rand.NewPCG(uint64(seed), 99))
+	data, eng := diffStore(t, r, seed)
 	tz := zones[r.IntN(len(zones))]
 	loc, _ := time.LoadLocation(tz)
 	span0 := time.Date(2021, 3, 25, 0, 0, 0, 0, time.UTC).UnixMicro()

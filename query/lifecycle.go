@@ -45,7 +45,7 @@ type LifecycleBreakdown struct {
 // any kind.
 func (e *Engine) runLifecycle(ctx context.Context, p *plan) (*LifecycleResult, error) {
 	q := p.q
-	iv, ws, bounds, err := p.calendar("day")
+	iv, ws, bounds, err := p.calendarBounds(ctx, "day")
 	if err != nil {
 		return nil, err
 	}

@@ -51,6 +51,5 @@ func listResult(q *List, l *analysis.UserList) *ListResult {
 		limit = DefaultListLimit
 	}
 	return &ListResult{Users: l.Count(), UserIDs: l.Page(q.Offset, limit), Offset: q.Offset, Limit: limit,
-		Series: q.Series, Bucket: q.Bucket, Step: q.Step, Dropped: q.Dropped, CohortStart: q.CohortStart, Period: q.Period, BreakdownValue: q.BreakdownValue,
 		ListCoords: q.ListCoords}
 }

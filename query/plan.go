@@ -28,7 +28,11 @@ type plan struct {
 	loc  *time.Location
 	now  int64 // UTC µs
 
-	from, to  int64 // query range [from, to), UTC µs
+	from, to int64 // query range [from, to), UTC µs
+	// calendar: from and to are local midnights by construction (dates,
+	// a relative range in days, weeks, months or years, or the default
+	// range), so a "previous" comparison counts calendar days.
+	calendar  bool
 	dataStart int64 // earliest stored event, UTC µs
 	dataEnd   int64 // latest stored event + 1 µs; 0 when the app has no events
 	hasData   bool
@@ -115,24 +119,8 @@ func (e *Engine) newPlan(q *Query, snap *storage.Version, memory int64) (*plan, 
 	if lo, hi, ok := snap.TimeRange(storage.KindEvents); ok {
 		p.dataStart, p.dataEnd, p.hasData = lo, hi+1, true
 	}
-	if q.Range == nil {
-		if !p.hasData {
-			p.from, p.to = p.now, p.now+1
-		} else {
-			p.from = timebucket.Floor(p.dataStart, timebucket.Day, loc, timebucket.Monday)
-			p.to = timebucket.Next(p.dataEnd-1, timebucket.Day, loc, timebucket.Monday)
-		}
-	} else {
-		var ok bool
-		if p.from, ok = parseInstant(q.Range.From, loc); !ok {
-			return nil, invalid("range.from", "want a date YYYY-MM-DD or an RFC 3339 instant, found %s", event.Quote(q.Range.From))
-		}
-		if p.to, ok = parseInstant(q.Range.To, loc); !ok {
-			return nil, invalid("range.to", "want a date YYYY-MM-DD or an RFC 3339 instant, found %s", event.Quote(q.Range.To))
-		}
-		if p.to <= p.from {
-			return nil, invalid("range", "range.to (%s) must be after range.from (%s)", q.Range.To, q.Range.From)
-		}
+	if err := p.resolveRange(q.Range); err != nil {
+		return nil, err
 	}
 	for i, f := range q.Where {
 		pf, err := p.parseFilter(f, fieldIdx("where", i))
@@ -142,6 +130,46 @@ func (e *Engine) newPlan(q *Query, snap *storage.Version, memory int64) (*plan, 
 		p.global = append(p.global, pf)
 	}
 	return p, nil
+}
+
+// resolveRange sets the plan's [from, to) from the query's range: absolute
+// bounds, a relative range (spec §2, at the plan's now) or, without one,
+// the app's data by day.
+func (p *plan) resolveRange(r *Range) error {
+	loc := p.loc
+	switch {
+	case r == nil:
+		if !p.hasData {
+			p.from, p.to = p.now, p.now+1
+			return nil
+		}
+		p.from = timebucket.Floor(p.dataStart, timebucket.Day, loc, timebucket.Monday)
+		p.to = timebucket.Next(p.dataEnd-1, timebucket.Day, loc, timebucket.Monday)
+		p.calendar = true
+	case r.Last != "":
+		if r.From != "" || r.To != "" {
+			return invalid("range", "a range is either {\"from\", \"to\"} or {\"last\"}, not both")
+		}
+		from, to, err := relativeRange(r.Last, p.now, loc)
+		if err != nil {
+			return invalid("range.last", "%v", err)
+		}
+		d, _ := ParseDurationSpec(r.Last, false)
+		p.from, p.to, p.calendar = from, to, d.Calendar()
+	default:
+		var ok, fromDate, toDate bool
+		if p.from, fromDate, ok = parseBound(r.From, loc); !ok {
+			return invalid("range.from", "want a date YYYY-MM-DD or an RFC 3339 instant, found %s", event.Quote(r.From))
+		}
+		if p.to, toDate, ok = parseBound(r.To, loc); !ok {
+			return invalid("range.to", "want a date YYYY-MM-DD or an RFC 3339 instant, found %s", event.Quote(r.To))
+		}
+		if p.to <= p.from {
+			return invalid("range", "range.to (%s) must be after range.from (%s)", r.To, r.From)
+		}
+		p.calendar = fromDate && toDate
+	}
+	return nil
 }
 
 // propType returns the type of an event (user false) or user property.
@@ -369,10 +397,13 @@ func (p *plan) compileSegment(ref storage.SegmentRef, meta *segment.Meta) (*stor
 				}
 				continue
 			}
-			if meta.Props[mi].Type != f.typ {
+			if meta.Props[mi].Type != f.typ && !widenedCol(meta.Props[mi].Type, f.typ) {
 				return nil, fmt.Errorf("segment %s: property %q is %s, the app schema says %s", ref.File, f.prop, meta.Props[mi].Type, f.typ)
 			}
 			pr := compilePred(f, meta.Props[mi].Dict)
+			if meta.Props[mi].Type != f.typ {
+				pr.widen()
+			}
 			if pr.none {
 				dead = true
 				break
@@ -403,7 +434,13 @@ func (p *plan) compileSegment(ref storage.SegmentRef, meta *segment.Meta) (*stor
 	for _, c := range p.cols {
 		src := storage.ColumnSource{Prop: -1, Kind: columnKind(c.typ), Remap: c.remap[ref.File]}
 		if mi := propIndex(meta, c.name); mi >= 0 {
+			if meta.Props[mi].Type != c.typ && !widenedCol(meta.Props[mi].Type, c.typ) {
+				return nil, fmt.Errorf("segment %s: property %q is %s, the app schema says %s", ref.File, c.name, meta.Props[mi].Type, c.typ)
+			}
 			src.Prop = need(mi)
+			if meta.Props[mi].Type != c.typ {
+				src.Kind = storage.ColIntFloat
+			}
 		}
 		if c.event {
 			src.Kind = storage.ColEvent
@@ -448,8 +485,11 @@ func (p *plan) compileUsers(ref storage.SegmentRef, meta *segment.Meta) (*storag
 	for _, c := range p.ucols {
 		src := storage.ColumnSource{Prop: -1, Kind: columnKind(c.typ), Remap: c.remap[ref.File]}
 		if mi := propIndex(meta, c.name); mi >= 0 {
-			if meta.Props[mi].Type != c.typ {
+			if meta.Props[mi].Type != c.typ && !widenedCol(meta.Props[mi].Type, c.typ) {
 				return nil, fmt.Errorf("users segment %s: property %q is %s, the app schema says %s", ref.File, c.name, meta.Props[mi].Type, c.typ)
+			}
+			if meta.Props[mi].Type != c.typ {
+				src.Kind = storage.ColIntFloat
 			}
 			src.Prop = len(up.Props)
 			up.Props = append(up.Props, mi)
@@ -458,6 +498,11 @@ func (p *plan) compileUsers(ref storage.SegmentRef, meta *segment.Meta) (*storag
 	}
 	return up, nil
 }
+
+// widenedCol reports whether a segment's column of type seg holds a
+// property the app now types app after spec §1's widening: ints of a
+// property that became float.
+func widenedCol(seg, app event.Type) bool { return seg == event.TypeInt && app == event.TypeFloat }
 
 func columnKind(t event.Type) storage.ColumnKind {
 	switch t {

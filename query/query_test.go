@@ -249,7 +249,7 @@ func TestErrors(t *testing.T) {
 		{`{"kind":"funnel","app":"g","steps":[{"event":"a"}]}`, CodeInvalidQuery, "steps"},
 		{`{"kind":"funnel","app":"g","steps":[{"event":"a"},{"event":""}]}`, CodeInvalidQuery, "steps[1].event"},
 		{`{"kind":"funnel","app":"g","steps":[{"event":"a"},{"event":"b"}],"window":"7 days"}`, CodeInvalidQuery, "window"},
-		{`{"kind":"funnel","app":"g","steps":[{"event":"a"},{"event":"b"}],"window":"400d"}`, CodeInvalidQuery, "window"},
+		{`{"kind":"funnel","app":"g","steps":[{"event":"a"},{"event":"b"}],"window":"101y"}`, CodeInvalidQuery, "window"},
 		{`{"kind":"retention","app":"g"}`, CodeInvalidQuery, "start"},
 		{`{"kind":"retention","app":"g","start":{"event":"a"},"type":"sometimes"}`, CodeInvalidQuery, "type"},
 		{`{"kind":"pie","app":"g"}`, CodeInvalidQuery, "kind"},
@@ -320,12 +320,13 @@ func TestTimeout(t *testing.T) {
 }
 
 func TestParseDuration(t *testing.T) {
-	for s, want := range map[string]int64{"90s": 90e6, "30m": 1800e6, "12h": 43200e6, "7d": 604800e6, "2w": 1209600e6, "0s": 0} {
+	for s, want := range map[string]int64{"90s": 90e6, "30m": 1800e6, "12h": 43200e6, "7d": 604800e6, "2w": 1209600e6, "0s": 0,
+		"3mo": 90 * 86400e6, "1y": 365 * 86400e6, "100y": 36500 * 86400e6} {
 		if got, err := ParseDuration(s); err != nil || got != want {
 			t.Errorf("%s: %d %v", s, got, err)
 		}
 	}
-	for _, s := range []string{"", "d", "7", "-1d", "1.5d", "7y", "99999999999999999w"} {
+	for _, s := range []string{"", "d", "7", "-1d", "+1d", "1.5d", "7x", "1mon", "m", "mo", "1 d", "99999999999999999w", "99999999999999y"} {
 		if _, err := ParseDuration(s); err == nil {
 			t.Errorf("%q accepted", s)
 		}

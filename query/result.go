@@ -31,13 +31,36 @@ type ResolvedRange struct {
 
 // TrendResult is the result of a trend query.
 type TrendResult struct {
-	Kind     string        `json:"kind"` // "trend"
-	Range    ResolvedRange `json:"range"`
-	TZ       string        `json:"tz"`
-	Series   []TrendSeries `json:"series"`
-	List     *ListResult   `json:"list,omitempty"`     // the users of one point, when asked
-	Warnings []Warning     `json:"warnings,omitempty"` // notes on the query (spec §9): unknown events and values
-	Stats    Stats         `json:"stats"`
+	Kind   string        `json:"kind"` // "trend"
+	Range  ResolvedRange `json:"range"`
+	TZ     string        `json:"tz"`
+	Series []TrendSeries `json:"series"`
+	// Formulas (spec §12), per breakdown value (and period), in query
+	// order.
+	Formulas []TrendFormula `json:"formulas,omitempty"`
+	// CompareRange is the compared period's range, with compare.
+	CompareRange *ResolvedRange `json:"compare_range,omitempty"`
+	List         *ListResult    `json:"list,omitempty"`     // the users of one point, when asked
+	Warnings     []Warning      `json:"warnings,omitempty"` // notes on the query (spec §9): unknown events and values
+	Stats        Stats          `json:"stats"`
+}
+
+// TrendFormula is one formula's row: per bucket its value (null on a
+// division by zero) and its total (the formula over the series' totals).
+type TrendFormula struct {
+	Formula        string               `json:"formula"`
+	Label          string               `json:"label"`
+	Period         string               `json:"period,omitempty"` // with compare: current | previous
+	BreakdownValue *string              `json:"breakdown_value"`  // null without a breakdown
+	Buckets        []TrendFormulaBucket `json:"buckets"`
+	Total          *float64             `json:"total"`
+}
+
+// TrendFormulaBucket is one bucket of a formula; Start is the bucket's
+// calendar start as the series show it.
+type TrendFormulaBucket struct {
+	Start string   `json:"start"`
+	Value *float64 `json:"value"`
 }
 
 // TrendSeries is one series (× breakdown value) of a trend result.
@@ -54,6 +77,9 @@ type TrendSeries struct {
 	// the other maths the math over all the range's values or per-user
 	// counts (not an aggregate of the buckets).
 	Total float64 `json:"total"`
+	// Period is, with compare, "current" or "previous" (the previous
+	// period's buckets carry their own starts and align by position).
+	Period string `json:"period,omitempty"`
 }
 
 // TrendBucket is one interval bucket of a trend series.
@@ -63,15 +89,25 @@ type TrendBucket struct {
 	Incomplete bool    `json:"incomplete"` // the bucket extends past the end of the data or past now
 }
 
-// FunnelResult is the result of a funnel query.
+// FunnelResult is the result of a funnel query: the step table (view
+// steps), the buckets of conversion over time (view trends) or the
+// time-to-convert histogram (view time_to_convert), over all users and
+// per breakdown value.
 type FunnelResult struct {
-	Kind      string            `json:"kind"` // "funnel"
-	Range     ResolvedRange     `json:"range"`
-	TZ        string            `json:"tz"`
-	WindowSec int64             `json:"window_seconds"`
-	Steps     []FunnelStep      `json:"steps"`
-	Breakdown []FunnelBreakdown `json:"breakdown,omitempty"` // by users at step 1 descending, "(other)" last
-	List      *ListResult       `json:"list,omitempty"`      // the users of list.step, when asked
+	Kind      string        `json:"kind"`            // "funnel"
+	View      string        `json:"view,omitempty"`  // trends | time_to_convert; omitted for steps
+	Order     string        `json:"order,omitempty"` // strict | unordered; omitted for ordered
+	Range     ResolvedRange `json:"range"`
+	TZ        string        `json:"tz"`
+	WindowSec int64         `json:"window_seconds"`
+	// FromStep and ToStep are the trends and time-to-convert views' steps.
+	FromStep int                 `json:"from_step,omitempty"`
+	ToStep   int                 `json:"to_step,omitempty"`
+	Steps    []FunnelStep        `json:"steps,omitempty"`
+	Buckets  []FunnelTrendBucket `json:"buckets,omitempty"`
+	*FunnelTimes
+	Breakdown []FunnelBreakdown `json:"breakdown,omitempty"` // by users counted descending, "(other)" last
+	List      *ListResult       `json:"list,omitempty"`      // the users behind one number, when asked
 	Warnings  []Warning         `json:"warnings,omitempty"`  // notes on the query (spec §9): unknown events and values
 	Stats     Stats             `json:"stats"`
 }
@@ -79,10 +115,13 @@ type FunnelResult struct {
 // FunnelStep is one step's row: users who reached at least this step,
 // conversion from step 1 and from the previous step (fractions in [0, 1]),
 // and the average and median time from the previous step in seconds over
-// the users who reached this step (null for step 1).
+// the users who reached this step (null for step 1). Label is the step's
+// event name, or in an unordered funnel "1 step", "2 steps", … (Event is
+// then null).
 type FunnelStep struct {
 	Step                   int      `json:"step"`
-	Event                  string   `json:"event"`
+	Label                  string   `json:"label"`
+	Event                  *string  `json:"event"`
 	Users                  int64    `json:"users"`
 	Conversion             float64  `json:"conversion"`
 	ConversionFromPrevious float64  `json:"conversion_from_previous"`
@@ -90,10 +129,44 @@ type FunnelStep struct {
 	MedianSeconds          *float64 `json:"median_seconds"`
 }
 
-// FunnelBreakdown is the funnel of one breakdown value.
+// FunnelTrendBucket is one bucket of conversion over time: users with an
+// attempt entered in the bucket that reached from_step (Entered) and
+// to_step (Converted), Converted/Entered (null when Entered is 0), and
+// whether the bucket's end plus the window passes the end of the data or
+// now (its users may still convert).
+type FunnelTrendBucket struct {
+	Start      string   `json:"start"`
+	Entered    int64    `json:"entered"`
+	Converted  int64    `json:"converted"`
+	Conversion *float64 `json:"conversion"`
+	Incomplete bool     `json:"incomplete"`
+}
+
+// FunnelTimes is the time-to-convert histogram: users per bin of seconds
+// from from_step to to_step, the users counted and their mean and median
+// (null when none).
+type FunnelTimes struct {
+	Histogram      []FunnelBin `json:"histogram"`
+	Users          int64       `json:"users"`
+	AverageSeconds *float64    `json:"average_seconds"`
+	MedianSeconds  *float64    `json:"median_seconds"`
+}
+
+// FunnelBin is one histogram bin, [FromSeconds, ToSeconds) (the last bin
+// also holds ToSeconds).
+type FunnelBin struct {
+	FromSeconds int64 `json:"from_seconds"`
+	ToSeconds   int64 `json:"to_seconds"`
+	Users       int64 `json:"users"`
+}
+
+// FunnelBreakdown is the funnel of one breakdown value, in the query's
+// view.
 type FunnelBreakdown struct {
-	Value string       `json:"value"`
-	Steps []FunnelStep `json:"steps"`
+	Value   string              `json:"value"`
+	Steps   []FunnelStep        `json:"steps,omitempty"`
+	Buckets []FunnelTrendBucket `json:"buckets,omitempty"`
+	*FunnelTimes
 }
 
 // RetentionResult is the result of a retention query.
@@ -137,23 +210,14 @@ type CohortResult struct {
 	Stats    Stats         `json:"stats"`
 }
 
-// ListResult is a page of the users behind a trend point, funnel step or
-// retention cell: Users is their number (equal to the count shown for that step or
-// cell), UserIDs the ids at [Offset, Offset+Limit) in byte order. The
-// other fields echo the request.
+// ListResult is a page of the users behind one number of a result
+// (List): Users is their number (equal to the count shown there), UserIDs
+// the ids at [Offset, Offset+Limit) in byte order. ListCoords echo the
+// request.
 type ListResult struct {
-	Users          int64    `json:"users"`
-	UserIDs        []string `json:"user_ids"`
-	Offset         int      `json:"offset"`
-	Limit          int      `json:"limit"`
-	Series         int      `json:"series,omitempty"`
-	Bucket         string   `json:"bucket,omitempty"`
-	Step           int      `json:"step,omitempty"`
-	Dropped        bool     `json:"dropped,omitempty"`
-	CohortStart    string   `json:"cohort_start,omitempty"`
-	Period         int      `json:"period,omitempty"`
-	BreakdownValue *string  `json:"breakdown_value,omitempty"`
-
-	// ListCoords echo the coordinates of the new kinds' lists (kinds.go).
+	Users   int64    `json:"users"`
+	UserIDs []string `json:"user_ids"`
+	Offset  int      `json:"offset"`
+	Limit   int      `json:"limit"`
 	ListCoords
 }

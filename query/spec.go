@@ -31,22 +31,46 @@ type Query struct {
 	Type      string     `json:"type,omitempty"`       // retention: first_time (default) | recurring
 	Windows   string     `json:"windows,omitempty"`    // retention: calendar (default) | rolling
 	Criterion string     `json:"criterion,omitempty"`  // retention: on (default) | on_or_after
-	List      *List      `json:"list,omitempty"`       // users to list: a cohort's, a trend point's, a funnel step's or a retention cell's (paged)
+	List      *List      `json:"list,omitempty"`       // users to list: the users behind one number of the result (paged)
 	Limits    *Limits    `json:"limits,omitempty"`     // tighter time and memory limits than the engine's (spec §9)
+	// Funnel modes and views (spec §11).
+	Order      string      `json:"order,omitempty"`      // funnel: ordered (default) | strict | unordered
+	Exclusions []Exclusion `json:"exclusions,omitempty"` // funnel: events that exclude attempts between two steps
+	View       string      `json:"view,omitempty"`       // funnel: steps (default) | trends | time_to_convert
+	FromStep   int         `json:"from_step,omitempty"`  // funnel trends and time to convert: default 1
+	ToStep     int         `json:"to_step,omitempty"`    // funnel trends and time to convert: default the last step
+	Bins       int         `json:"bins,omitempty"`       // time to convert: 1..90, default ⌈∛users⌉ clamped to 1..60
+	// Trend formulas and comparison (spec §12).
+	Formulas []string `json:"formulas,omitempty"` // formulas over the series lettered A, B, …
+	Formula  string   `json:"formula,omitempty"`  // one formula (added after formulas)
+	Compare  string   `json:"compare,omitempty"`  // "previous" or a signed offset such as "-1w"
 
 	// AnalysisQuery holds the fields of kinds stickiness, lifecycle,
 	// paths and attribution (kinds.go).
 	AnalysisQuery
 }
 
+// Exclusion excludes a funnel attempt between two steps (spec §11): an
+// event matching Event and Where after the attempt reached step j,
+// FromStep ≤ j < ToStep, within the window.
+type Exclusion struct {
+	Event    string   `json:"event"`
+	Where    []Filter `json:"where,omitempty"`
+	FromStep int      `json:"from_step,omitempty"` // default 1
+	ToStep   int      `json:"to_step,omitempty"`   // default the last step
+}
+
 // RawJSON is an unparsed JSON value kept for a later stage.
 type RawJSON = json.RawMessage
 
 // Range is a query time range [From, To): dates (local midnight in the
-// query's time zone) or RFC 3339 instants.
+// query's time zone) or RFC 3339 instants; or a relative range Last (spec
+// §2: "7d", "4w", "3mo", "1y" are calendar days, weeks, months or years
+// in the zone ending with today, "24h" and "90m" end at now).
 type Range struct {
-	From string `json:"from"`
-	To   string `json:"to"`
+	From string `json:"from,omitempty"`
+	To   string `json:"to,omitempty"`
+	Last string `json:"last,omitempty"`
 }
 
 // Matcher selects events: by name ("$any" for every event) and filters.
@@ -85,31 +109,56 @@ type Breakdown struct {
 	Property string `json:"property"`
 	Source   string `json:"source,omitempty"`
 	Limit    int    `json:"limit,omitempty"`
+	// Attribution (funnels, event properties; spec §11): "entry"
+	// (default), "first_touch", "last_touch", "all_steps" or {"step": k}.
+	Attribution RawJSON `json:"attribution,omitempty"`
 }
 
 // List asks for a page of the user ids behind a number (spec §7): the
-// users of a cohort (kind cohort), of a trend point (Series, the 0-based
-// index of a query series, and Bucket, a bucket's start; without Bucket
-// the range total), of a funnel step (Step; with Dropped
-// the users whose furthest step is Step) or of a retention cell
-// (CohortStart, Period). BreakdownValue narrows a funnel or retention list
-// to one breakdown value as rendered in the result (including "(none)" and
-// "(other)"). Ids are sorted by byte order; Limit defaults to 100 (at most
-// 10000).
+// number is named by ListCoords. Ids are sorted by byte order; Limit
+// defaults to 100 (at most 10000).
 type List struct {
-	Limit          int     `json:"limit"`
-	Offset         int     `json:"offset"`
+	Limit  int `json:"limit"`
+	Offset int `json:"offset"`
+	ListCoords
+}
+
+// ListCoords name the number whose users a List pages, per kind (spec
+// §7); a kind reads its own fields and rejects the others' where they
+// would be ambiguous:
+//
+//   - cohort: none (the cohort's users);
+//   - trend: Series (0-based index of a query series) and Bucket (a
+//     bucket's start; without it the range total);
+//   - funnel, view steps: Step (1-based; with Dropped the users whose
+//     furthest step is Step); view trends: Bucket (a date or instant in
+//     it) and Status ("entered" or "converted"); view time_to_convert:
+//     Bin (0-based);
+//   - retention: CohortStart and Period;
+//   - stickiness: Series and Intervals (the number of buckets; at least,
+//     when cumulative);
+//   - lifecycle: Bucket and Status (new, returning, resurrecting or
+//     dormant);
+//   - paths: Source and Target (an edge's nodes, e.g. "1_home");
+//   - attribution: Channel (as rendered, e.g. "(unattributed)").
+//
+// BreakdownValue narrows a funnel or retention list to one breakdown
+// value as rendered in the result (including "(none)" and "(other)").
+// ListResult echoes them.
+type ListCoords struct {
 	Series         int     `json:"series,omitempty"`
 	Bucket         string  `json:"bucket,omitempty"`
+	Status         string  `json:"status,omitempty"`
 	Step           int     `json:"step,omitempty"`
 	Dropped        bool    `json:"dropped,omitempty"`
+	Bin            *int    `json:"bin,omitempty"`
 	CohortStart    string  `json:"cohort_start,omitempty"`
 	Period         int     `json:"period,omitempty"`
+	Intervals      int     `json:"intervals,omitempty"`
+	Source         string  `json:"source,omitempty"`
+	Target         string  `json:"target,omitempty"`
+	Channel        *string `json:"channel,omitempty"`
 	BreakdownValue *string `json:"breakdown_value,omitempty"`
-
-	// ListCoords are the coordinates of stickiness, lifecycle, paths and
-	// attribution lists (kinds.go).
-	ListCoords
 }
 
 // Parse decodes a JSON query with DecodeJSON: unknown fields are rejected

@@ -38,7 +38,7 @@ type StickinessSeries struct {
 // users of one count.
 func (e *Engine) runStickiness(ctx context.Context, p *plan) (*StickinessResult, error) {
 	q := p.q
-	iv, _, bounds, err := p.calendar("day")
+	iv, _, bounds, err := p.calendarBounds(ctx, "day")
 	if err != nil {
 		return nil, err
 	}

@@ -62,9 +62,18 @@ func num(v float64) string {
 }
 
 func writeTrend(w io.Writer, r *TrendResult) {
-	fmt.Fprintf(w, "trend %s .. %s (%s)\n", r.Range.From, r.Range.To, r.TZ)
-	var hdr strings.Builder
-	hdr.WriteString("bucket\t")
+	head := fmt.Sprintf("trend %s .. %s (%s)", r.Range.From, r.Range.To, r.TZ)
+	if c := r.CompareRange; c != nil {
+		head += fmt.Sprintf(", compared with %s .. %s (by position)", c.From, c.To)
+	}
+	fmt.Fprintln(w, head)
+	type column struct {
+		name    string
+		values  []string
+		total   string
+		current bool
+	}
+	var cols []column
 	for _, s := range r.Series {
 		name := s.Label
 		if s.BreakdownValue != nil {
@@ -74,7 +83,39 @@ func writeTrend(w io.Writer, r *TrendResult) {
 		if s.Property != "" {
 			m += " " + s.Property
 		}
-		fmt.Fprintf(&hdr, "%s (%s)\t", name, m)
+		c := column{name: fmt.Sprintf("%s (%s)", name, m), total: num(s.Total), current: s.Period != "previous"}
+		if !c.current {
+			c.name += " previous"
+		}
+		for _, b := range s.Buckets {
+			c.values = append(c.values, num(b.Value))
+		}
+		cols = append(cols, c)
+	}
+	orNull := func(v *float64) string {
+		if v == nil {
+			return "null"
+		}
+		return num(*v)
+	}
+	for _, f := range r.Formulas {
+		name := f.Label
+		if f.BreakdownValue != nil {
+			name += " / " + *f.BreakdownValue
+		}
+		c := column{name: name, total: orNull(f.Total), current: f.Period != "previous"}
+		if !c.current {
+			c.name += " previous"
+		}
+		for _, b := range f.Buckets {
+			c.values = append(c.values, orNull(b.Value))
+		}
+		cols = append(cols, c)
+	}
+	var hdr strings.Builder
+	hdr.WriteString("bucket\t")
+	for _, c := range cols {
+		fmt.Fprintf(&hdr, "%s\t", c.name)
 	}
 	fmt.Fprintln(w, hdr.String())
 	if len(r.Series) == 0 {
@@ -86,14 +127,18 @@ func writeTrend(w io.Writer, r *TrendResult) {
 			mark = "*"
 		}
 		fmt.Fprintf(w, "%s%s\t", label(r.Series[0].Buckets[b].Start), mark)
-		for _, s := range r.Series {
-			fmt.Fprintf(w, "%s\t", num(s.Buckets[b].Value))
+		for _, c := range cols {
+			v := ""
+			if b < len(c.values) {
+				v = c.values[b]
+			}
+			fmt.Fprintf(w, "%s\t", v)
 		}
 		fmt.Fprintln(w)
 	}
 	fmt.Fprint(w, "total\t")
-	for _, s := range r.Series {
-		fmt.Fprintf(w, "%s\t", num(s.Total))
+	for _, c := range cols {
+		fmt.Fprintf(w, "%s\t", c.total)
 	}
 	fmt.Fprintln(w)
 }
@@ -112,19 +157,76 @@ func dur(sec *float64) string {
 func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
 
 func writeFunnel(w io.Writer, r *FunnelResult) {
-	fmt.Fprintf(w, "funnel %s .. %s (%s), window %s\n", r.Range.From, r.Range.To, r.TZ, dur(ptr(float64(r.WindowSec))))
-	writeSteps(w, r.Steps)
+	head := fmt.Sprintf("funnel %s .. %s (%s), window %s", r.Range.From, r.Range.To, r.TZ, dur(ptr(float64(r.WindowSec))))
+	switch r.Order {
+	case "strict":
+		head += ", strict order"
+	case "unordered":
+		head += ", any order"
+	}
+	switch r.View {
+	case "trends":
+		head += fmt.Sprintf(", conversion from step %d to %d by step-1 time; * = incomplete", r.FromStep, r.ToStep)
+	case "time_to_convert":
+		head += fmt.Sprintf(", time from step %d to %d", r.FromStep, r.ToStep)
+	}
+	fmt.Fprintln(w, head)
+	view := func(steps []FunnelStep, buckets []FunnelTrendBucket, ft *FunnelTimes) {
+		switch {
+		case buckets != nil:
+			writeFunnelBuckets(w, buckets)
+		case ft != nil:
+			writeHistogram(w, ft)
+		default:
+			writeSteps(w, steps)
+		}
+	}
+	view(r.Steps, r.Buckets, r.FunnelTimes)
 	for _, b := range r.Breakdown {
 		fmt.Fprintf(w, "breakdown %s\n", b.Value)
-		writeSteps(w, b.Steps)
+		view(b.Steps, b.Buckets, b.FunnelTimes)
 	}
 	if l := r.List; l != nil {
-		what := fmt.Sprintf("users who reached step %d", l.Step)
-		if l.Dropped {
+		var what string
+		switch {
+		case l.Bin != nil:
+			what = fmt.Sprintf("users of bin %d", *l.Bin)
+		case l.Status != "":
+			what = fmt.Sprintf("users %s in bucket %s", l.Status, label(l.Bucket))
+		case l.Dropped:
 			what = fmt.Sprintf("users who dropped off after step %d", l.Step)
+		default:
+			what = fmt.Sprintf("users who reached step %d", l.Step)
 		}
 		writeList(w, what, l)
 	}
+}
+
+func writeFunnelBuckets(w io.Writer, buckets []FunnelTrendBucket) {
+	fmt.Fprintln(w, "bucket\tentered\tconverted\tconversion\t")
+	for _, b := range buckets {
+		mark, conv := "", "-"
+		if b.Incomplete {
+			mark = "*"
+		}
+		if b.Conversion != nil {
+			conv = pct(*b.Conversion)
+		}
+		fmt.Fprintf(w, "%s%s\t%d\t%d\t%s\t\n", label(b.Start), mark, b.Entered, b.Converted, conv)
+	}
+}
+
+func writeHistogram(w io.Writer, ft *FunnelTimes) {
+	fmt.Fprintln(w, "bin\tfrom (s)\tto (s)\tfrom\tto\tusers\t")
+	for i, b := range ft.Histogram {
+		end := ")"
+		if i == len(ft.Histogram)-1 {
+			end = "]"
+		}
+		fmt.Fprintf(w, "%d\t[%d\t%d%s\t%s\t%s\t%d\t\n", i, b.FromSeconds, b.ToSeconds, end,
+			dur(ptr(float64(b.FromSeconds))), dur(ptr(float64(b.ToSeconds))), b.Users)
+	}
+	fmt.Fprintf(w, "users %d, average %s, median %s\n", ft.Users, dur(ft.AverageSeconds), dur(ft.MedianSeconds))
 }
 
 func writeList(w io.Writer, what string, l *ListResult) {
@@ -145,7 +247,7 @@ func writeIDs(w io.Writer, ids []string, offset int, total int64) {
 func writeSteps(w io.Writer, steps []FunnelStep) {
 	fmt.Fprintln(w, "step\tevent\tusers\tconversion\tfrom previous\tavg time\tmedian time\t")
 	for _, s := range steps {
-		fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t\n", s.Step, s.Event, s.Users, pct(s.Conversion),
+		fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t\n", s.Step, s.Label, s.Users, pct(s.Conversion),
 			pct(s.ConversionFromPrevious), dur(s.AvgSeconds), dur(s.MedianSeconds))
 	}
 }

@@ -276,7 +276,7 @@ func TestQueryCSV(t *testing.T) {
 		t.Fatalf("%v: %q", err, b)
 	}
 	for i, s := range want.Steps {
-		if rows[i+1][1] != strconv.Itoa(s.Step) || rows[i+1][3] != fmt.Sprint(s.Users) {
+		if rows[i+1][1] != strconv.Itoa(s.Step) || rows[i+1][4] != fmt.Sprint(s.Users) {
 			t.Fatalf("row %d %v, step %+v", i+1, rows[i+1], s)
 		}
 	}

@@ -492,8 +492,10 @@ func (cp *compactor) run(ctx context.Context) ([]SegmentRef, error) {
 const maxOutputMemory = 64 << 20
 
 // open opens the group's inputs and derives the output columns: the union
-// of the inputs' property columns by name, sorted (types must agree). A
-// format-3 input's insert-id column is taken as the current one.
+// of the inputs' property columns by name, sorted (types must agree, but
+// for an int column of a property widened to float later, spec §1: the
+// output is float). A format-3 input's insert-id column is taken as the
+// current one.
 func (cp *compactor) open() error {
 	types := map[string]event.Type{}
 	for i, ref := range cp.g.inputs {
@@ -512,11 +514,15 @@ func (cp *compactor) open() error {
 		c := &compactCursor{r: r, meta: meta, seq: ref.SeqMax, ord: i, block: -1, blk: cp.block(), iid: iid}
 		cp.cursors = append(cp.cursors, c)
 		for j, p := range meta.Props {
-			if t, ok := types[p.Name]; ok && t != p.Type {
+			switch t, ok := types[p.Name]; {
+			case !ok:
+				types[p.Name] = p.Type
+			case t != p.Type && widened(t, p.Type):
+				types[p.Name] = event.TypeFloat
+			case t != p.Type:
 				return fmt.Errorf("compact app %q: property %q is %v in segment %s but %v in an earlier segment of shard %d",
 					cp.app.name, p.Name, p.Type, ref.File, t, cp.g.shard)
 			}
-			types[p.Name] = p.Type
 			c.props = append(c.props, j)
 		}
 	}
@@ -553,6 +559,12 @@ func (cp *compactor) openOutput() error {
 		cp.remaps = append(cp.remaps, rm)
 	}
 	return nil
+}
+
+// widened reports whether types a and b of one property are int and
+// float, in either order: an int property widened to float (spec §1).
+func widened(a, b event.Type) bool {
+	return (a == event.TypeInt && b == event.TypeFloat) || (a == event.TypeFloat && b == event.TypeInt)
 }
 
 // closeOutput completes the output being written and records it.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"strings"
 	"sync"
@@ -199,6 +200,8 @@ type importer struct {
 	expect  int64 // rows the sources hold, 0 if unknown (event.BatchReader.Rows)
 	flushed int64 // rows handed to flushes
 	dups    int64 // duplicate events dropped by finished flushes
+
+	widenings int // schema.Widenings() the buffers are typed for
 }
 
 // expectedRows returns the number of rows of srcs if every source knows
@@ -395,6 +398,9 @@ func (im *importer) add(ev *event.Event, rep *ImportReport) error {
 	if err := im.schema.CoerceEvent(ev); err != nil {
 		return err
 	}
+	if im.schema.Widenings() != im.widenings {
+		im.widen()
+	}
 	h := xxhash.Sum64String(ev.UserID)
 	sb := im.shards[h&uint64(len(im.shards)-1)]
 	row := uint32(len(sb.times))
@@ -468,7 +474,14 @@ func (im *importer) addBatch(b *event.Batch, rep *ImportReport) error {
 	}
 	cs.cols = cs.cols[:0]
 	for k, c := range b.Props {
-		if t, known := im.schema.Type(c.Name); known && t != c.Type && !allSlow {
+		t, known := im.schema.Type(c.Name)
+		if known && t == event.TypeInt && c.Type == event.TypeFloat && !allSlow && hasFraction(c, b.Errs) {
+			// A non-integer number widens the int property (spec §1).
+			im.schema.WidenToFloat(c.Name)
+			im.widen()
+			t = event.TypeFloat
+		}
+		if known && t != c.Type && !allSlow {
 			// As Schema.CoerceEvent does (UTC); rows that do not coerce
 			// take the row path, which rejects them with the right error.
 			c = c.ConvertTo(&cs.conv[k], t, nil, func(i int) bool { return b.Errs[i] != nil }, cs.slow)
@@ -558,6 +571,41 @@ func (im *importer) addSlow(b *event.Batch, i int, rep *ImportReport) error {
 		return err
 	}
 	return nil
+}
+
+// hasFraction reports whether float column c holds a value an int cannot
+// (a fraction, or beyond int64) on a row without an error.
+func hasFraction(c *event.Column, errs []*event.RowError) bool {
+	for i, v := range c.Floats {
+		if !c.Null[i] && errs[i] == nil && (v != math.Trunc(v) || v < -1<<63 || v >= 1<<63) {
+			return true
+		}
+	}
+	return false
+}
+
+// widen converts the buffered values of the properties the schema has
+// widened from int to float (spec §1) since the buffers were last typed.
+// The generation being flushed keeps its types: its segments hold ints,
+// which readers of a float property convert.
+func (im *importer) widen() {
+	im.widenings = im.schema.Widenings()
+	for pi := range im.props {
+		p := &im.props[pi]
+		if t, _ := im.schema.Type(p.name); p.typ != event.TypeInt || t != event.TypeFloat {
+			continue
+		}
+		p.typ = event.TypeFloat
+		for _, sb := range im.shards {
+			if pi < len(sb.props) {
+				sp := &sb.props[pi]
+				for _, v := range sp.ints {
+					sp.floats = append(sp.floats, float64(v))
+				}
+				sp.ints = sp.ints[:0]
+			}
+		}
+	}
 }
 
 // validColumnNames reports whether every column name is a valid property

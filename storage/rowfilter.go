@@ -48,6 +48,8 @@ func columnBits(pd *segment.PropData, src ColumnSource, r int) uint64 {
 		return 0 // -0 as +0
 	case ColString:
 		return uint64(src.Remap[pd.Strs[r]])
+	case ColIntFloat:
+		return math.Float64bits(float64(pd.Ints[r]) + 0)
 	}
 	return uint64(pd.Ints[r])
 }

@@ -146,6 +146,10 @@ const (
 	ColFloat                    // float properties: math.Float64bits, with -0 stored as +0
 	ColString                   // string properties: Remap[dictionary code]
 	ColEvent                    // the row's event name, always set: Remap[event code] (Prop is ignored)
+	// ColIntFloat reads an int column of a property the app types float
+	// (widened after the segment was written, spec §1): the int64 as
+	// math.Float64bits of its float64 (exact up to 2^53).
+	ColIntFloat
 )
 
 // ColumnSource says where one trail column (or user value) comes from in

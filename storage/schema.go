@@ -106,7 +106,9 @@ func (s *Version) Schema(ctx context.Context, topN int) (*Schema, error) {
 		}
 		for pi, pm := range meta.Props {
 			acc := accs[ref.Kind][pm.Name]
-			if acc == nil || acc.sum.Type != pm.Type {
+			// An int column of a property widened to float since (spec §1)
+			// counts like the float ones.
+			if acc == nil || (acc.sum.Type != pm.Type && !widened(pm.Type, acc.sum.Type)) {
 				continue
 			}
 			if codeCounts, err = acc.addColumn(ctx, r, pi, &blk, codeCounts); err != nil {

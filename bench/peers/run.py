@@ -51,12 +51,46 @@ def parse_instant(s, tz):
 
 
 def parse_duration_us(s):
-    """A §9 duration ("90s", "30m", "12h", "7d", "2w") → µs."""
-    m = re.fullmatch(r"(\d+)([smhdw])", s)
+    """A §9 fixed-length duration ("90s", "30m", "12h", "7d", "2w", "3mo" = 90 days, "1y" = 365 days) → µs."""
+    m = re.fullmatch(r"(\d+)(mo|[smhdwy])", s)
     if not m:
         raise Unsupported(f"duration {s!r}")
-    unit = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}[m.group(2)]
+    unit = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "mo": 30 * 86400, "y": 365 * 86400}[m.group(2)]
     return int(m.group(1)) * unit * 1_000_000
+
+
+def compare_range(q):
+    """The compared period of spec §12 for q.q["compare"]: "previous" is the
+    same number of calendar days before `from` when from and to are dates,
+    else the same duration; "-N<unit>" shifts both ends back (calendar units
+    in the zone, months clamped to the month's end)."""
+    c, r, zone = q.q["compare"], q.q["range"], ZoneInfo(q.tz)
+    dates = all(re.fullmatch(r"\d{4}-\d{2}-\d{2}", r[k]) for k in ("from", "to"))
+    if c == "previous":
+        if dates:
+            f, t = dt.date.fromisoformat(r["from"]), dt.date.fromisoformat(r["to"])
+            return parse_instant((f - (t - f)).isoformat(), q.tz), q.frm
+        return q.frm - (q.to - q.frm), q.frm
+    m = re.fullmatch(r"-(\d+)(mo|[smhdwy])", c)
+    if not m:
+        raise Unsupported(f"compare {c!r}")
+    n, unit = int(m.group(1)), m.group(2)
+
+    def shift(us):
+        t = dt.datetime.fromtimestamp(us / 1e6, zone)
+        if unit in ("mo", "y"):
+            months = n * (12 if unit == "y" else 1)
+            k = t.year * 12 + t.month - 1 - months
+            y, mo = divmod(k, 12)
+            last = (dt.date(y + (mo + 1) // 12, (mo + 1) % 12 + 1, 1) - dt.timedelta(days=1)).day
+            t = t.replace(year=y, month=mo + 1, day=min(t.day, last))
+        elif unit in ("d", "w"):
+            t = (t.replace(tzinfo=None) - dt.timedelta(days=n * (7 if unit == "w" else 1))).replace(tzinfo=zone)
+        else:
+            return us - parse_duration_us(f"{n}{unit}")
+        return int(t.timestamp()) * 1_000_000 + t.microsecond
+
+    return shift(q.frm), shift(q.to)
 
 
 def norm_label(s):
@@ -130,6 +164,43 @@ class Dialect:
 class ClickHouse(Dialect):
     name = "chdb"
 
+    def lead(self, x, k, part, order):
+        return (f"leadInFrame({x}, {k}) OVER (PARTITION BY {part} ORDER BY {order} "
+                f"ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING)")
+
+    def lag(self, x, part, order, default):
+        return (f"lagInFrame({x}, 1, {default}) OVER (PARTITION BY {part} ORDER BY {order} "
+                f"ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)")
+
+    def running_sum(self, x, part, order):
+        return f"sum({x}) OVER (PARTITION BY {part} ORDER BY {order} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
+
+    def range_any(self, cond, part, order, w):
+        # RANGE offsets must fit 32 bits: frames over milliseconds, exact for
+        # millisecond timestamps (the generator's).
+        if w % 1000 or w // 1000 >= 1 << 31:
+            raise Unsupported(f"a RANGE frame of {w} µs")
+        return (f"max({cond}) OVER (PARTITION BY {part} ORDER BY intDiv({order}, 1000) "
+                f"RANGE BETWEEN CURRENT ROW AND {w // 1000} FOLLOWING)")
+
+    def us(self, col="timestamp"):
+        return f"toUnixTimestamp64Micro({col})"
+
+    def median(self, x, cond):
+        return f"quantileExactInclusiveIf(0.5)({x}, {cond})"
+
+    def avg(self, x, cond):
+        return f"avgIf({x}, {cond})"
+
+    def count_if(self, cond):
+        return f"countIf({cond})"
+
+    def flag(self, cond):
+        return f"toInt32({cond})"
+
+    def count_users_if(self, cond):
+        return f"uniqExactIf(user_id, {cond})"
+
     def ts(self, us):
         return f"fromUnixTimestamp64Micro(toInt64({us}), 'UTC')"
 
@@ -169,6 +240,36 @@ class ClickHouse(Dialect):
 
 class DuckDB(Dialect):
     name = "duckdb"
+
+    def lead(self, x, k, part, order):
+        return f"lead({x}, {k}) OVER (PARTITION BY {part} ORDER BY {order})"
+
+    def lag(self, x, part, order, default):
+        return f"lag({x}, 1, {default}) OVER (PARTITION BY {part} ORDER BY {order})"
+
+    def running_sum(self, x, part, order):
+        return f"sum({x}) OVER (PARTITION BY {part} ORDER BY {order} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
+
+    def range_any(self, cond, part, order, w):
+        return f"max(({cond})::INT) OVER (PARTITION BY {part} ORDER BY {order} RANGE BETWEEN CURRENT ROW AND {w} FOLLOWING)"
+
+    def us(self, col="timestamp"):
+        return f"epoch_us({col})"
+
+    def median(self, x, cond):
+        return f"quantile_cont({x}, 0.5) FILTER (WHERE {cond})"
+
+    def avg(self, x, cond):
+        return f"avg({x}) FILTER (WHERE {cond})"
+
+    def count_if(self, cond):
+        return f"count(*) FILTER (WHERE {cond})"
+
+    def flag(self, cond):
+        return f"CAST(coalesce({cond}, false) AS INTEGER)"
+
+    def count_users_if(self, cond):
+        return f"count(DISTINCT user_id) FILTER (WHERE {cond})"
 
     def ts(self, us):
         return f"make_timestamptz({us})"
@@ -321,18 +422,26 @@ def funnel_plan_clickhouse(q, d):
     return sql, rows_to_result
 
 
-def funnel_plan_duckdb(q, d):
-    """The ordered funnel as chained ASOF joins: every in-range step-1 event
-    starts a greedy chain (each next step = the user's earliest matching event
-    at or after the previous step's time, within t1 + W); the user's result is
-    the longest chain, and the counted attempt is the one reaching that step
-    earliest (ties: the latest t1) — equal to spec §5 when every event matches
-    at most one step (true for the bench funnels)."""
+def distinct_steps(q, what):
+    """The funnel's steps, refused when two can match one event."""
     steps = q.q["steps"]
-    n = len(steps)
     names = [s.get("event", "$any") for s in steps]
-    if "$any" in names or len(set(names)) < n:
-        raise Unsupported("DuckDB funnel with steps that can match the same event (the ASOF chain may reuse it)")
+    if "$any" in names or len(set(names)) < len(steps):
+        raise Unsupported(f"{what} with steps that can match the same event")
+    return steps
+
+
+def duckdb_chains(q, d):
+    """CTEs of the ordered funnel as chained ASOF joins: every in-range
+    step-1 event starts a greedy chain (each next step = the user's earliest
+    matching event at or after the previous step's time, within t1 + W):
+    j{n} holds every chain (t1 … tn, NULL from the step it misses), best
+    the counted one per user (longest, reaching it earliest, ties: the latest
+    t1) — equal to spec §5 when every event matches at most one step (true
+    for the bench funnels); every chain on its own is an attempt of the
+    conversion-over-time view (§11: every attempt advances)."""
+    steps = distinct_steps(q, "DuckDB funnel (the ASOF chain may reuse an event)")
+    n = len(steps)
     w = parse_duration_us(q.q.get("window", "14d"))
     bd = breakdown_expr(q) or "NULL"
     cols = ", ".join(f"{d.matcher(s)} AS c{k + 1}" for k, s in enumerate(steps))
@@ -350,6 +459,13 @@ def funnel_plan_duckdb(q, d):
     parts.append(f"lv AS (SELECT *, {level} AS level, {reach} AS tr FROM j{n})")
     parts.append("best AS (SELECT * FROM lv QUALIFY row_number() OVER "
                  "(PARTITION BY user_id ORDER BY level DESC, tr ASC, t1 DESC) = 1)")
+    return parts, n
+
+
+def funnel_plan_duckdb(q, d):
+    """The ordered funnel's step table from duckdb_chains."""
+    steps = q.q["steps"]
+    parts, n = duckdb_chains(q, d)
     sel = [f"count(*) FILTER (WHERE level >= {k})" for k in range(1, n + 1)]
     for k in range(2, n + 1):
         dk = f"(t{k} - t{k - 1}) / 1e6"
@@ -378,6 +494,233 @@ def funnel_plan_duckdb(q, d):
         return res
 
     return sql, rows_to_result
+
+
+def steps_result(q, rows, n):
+    """Decodes (level, count, avg2, median2, …) rows grouped by level-threshold
+    into the canonical step table: rows are (users≥1, …, users≥n, avg/median
+    per step 2..n)."""
+    r = rows[0] if rows else [0] * n + [None] * (2 * (n - 1))
+    st = [{"users": r[0] or 0, "avg_seconds": None, "median_seconds": None}]
+    for k in range(2, n + 1):
+        st.append({"users": r[k - 1] or 0, "avg_seconds": r[n + 2 * (k - 2)], "median_seconds": r[n + 2 * (k - 2) + 1]})
+    return {"kind": "funnel", "steps": st}
+
+
+def funnel_strict_plan(q, d):
+    """Strict order (spec §11) as runs over the user's events in [from, to + W]
+    (every event: the bench funnels have no global filter). Each tie group
+    becomes one row per distinct step it holds (0 for other events, dropped
+    from a group that also holds a step: spec §11 ends no attempt in such a
+    group); consecutive rows of one step form a run. An attempt enters at the
+    last event of a run of step 1 (a step-1 event replaces the attempt) and
+    reaches step k when the next runs are steps 2..k, run k starting within W
+    of the entry; another run ends it. The user's level is the best attempt's
+    and the counted attempt the first to reach it. Exact when each event
+    matches at most one step and no tie group mixes two steps (a mixed group
+    is processed as its steps in order here, where §11 also lets it advance an
+    older attempt without ending the new one)."""
+    steps = distinct_steps(q, "strict funnel")
+    n = len(steps)
+    w = parse_duration_us(q.q.get("window", "14d"))
+    case = (f"CASE WHEN {d.matcher(steps[0])} AND timestamp >= {d.ts(q.frm)} AND timestamp < {d.ts(q.to)} THEN 1 "
+            + " ".join(f"WHEN {d.matcher(steps[k])} THEN {k + 1}" for k in range(1, n)) + " ELSE 0 END")
+    part, order = "user_id", "ts, s"
+    ctes = [
+        f"ev AS (SELECT user_id, {d.us()} AS ts, CAST({case} AS INTEGER) AS s FROM events "
+        f"WHERE timestamp >= {d.ts(q.frm)} AND timestamp < {d.ts(q.to + w)})",
+        "g AS (SELECT user_id, ts, s, max(s) OVER (PARTITION BY user_id, ts) AS hi FROM "
+        "(SELECT user_id, ts, s FROM ev GROUP BY user_id, ts, s) AS d0)",
+        f"g2 AS (SELECT user_id, ts, s, {d.lag('s', part, order, -1)} AS prev FROM g WHERE s > 0 OR hi = 0)",
+        f"g3 AS (SELECT user_id, ts, s, {d.running_sum('CASE WHEN s != prev THEN 1 ELSE 0 END', part, order)} AS run FROM g2)",
+        "runs AS (SELECT user_id, run, min(s) AS s, min(ts) AS first, max(ts) AS last FROM g3 GROUP BY user_id, run)",
+    ]
+    leads = ", ".join(f"{d.lead('s', k, part, 'run')} AS s{k}, {d.lead('first', k, part, 'run')} AS f{k}"
+                      for k in range(1, n))
+    ctes.append(f"nx AS (SELECT user_id, run, s, last, {leads} FROM runs)")
+    conds = [d.flag(f"s{k} = {k + 1} AND f{k} - last <= {w}") for k in range(1, n)]
+    lvl = "1" + "".join(" + " + " * ".join(conds[:k]) for k in range(1, n))
+    ctes.append(f"att AS (SELECT *, {lvl} AS lvl FROM nx WHERE s = 1)")
+    ctes.append("best AS (SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY user_id ORDER BY lvl DESC, run ASC) AS rn "
+                "FROM att) AS b0 WHERE rn = 1)")
+    times = ["last"] + [f"f{k}" for k in range(1, n)]
+    sel = [d.count_if(f"lvl >= {k}") for k in range(1, n + 1)]
+    for k in range(2, n + 1):
+        dk = f"({times[k - 1]} - {times[k - 2]}) / 1e6"
+        sel += [d.avg(dk, f"lvl >= {k}"), d.median(dk, f"lvl >= {k}")]
+    sql = f"WITH {', '.join(ctes)} SELECT {', '.join(sel)} FROM best"
+    return sql, lambda rows: steps_result(q, rows, n)
+
+
+def funnel_unordered_plan(q, d):
+    """Unordered funnel (spec §11): each step event in [from, to) starts a
+    window [t, t + W] (a RANGE frame over the user's step events up to
+    to + W; peers at t included); its value is the number of steps present —
+    the maximum matching when each event matches one step; a user's level is
+    the best window's. Users per step only (no times)."""
+    steps = distinct_steps(q, "unordered funnel")
+    n = len(steps)
+    w = parse_duration_us(q.q.get("window", "14d"))
+    case = "CASE " + " ".join(f"WHEN {d.matcher(s)} THEN {k + 1}" for k, s in enumerate(steps)) + " END"
+    has = " + ".join(d.range_any(f"s = {k}", "user_id", "ts", w) for k in range(1, n + 1))
+    sql = (f"WITH ev AS (SELECT user_id, {d.us()} AS ts, {case} AS s FROM events "
+           f"WHERE timestamp >= {d.ts(q.frm)} AND timestamp < {d.ts(q.to + w)} AND ({' OR '.join(d.matcher(s) for s in steps)})), "
+           f"win AS (SELECT user_id, ts, {has} AS v FROM ev), "
+           f"lv AS (SELECT user_id, max(v) AS lvl FROM win WHERE ts >= {q.frm} AND ts < {q.to} GROUP BY user_id) "
+           f"SELECT {', '.join(d.count_if(f'lvl >= {k}') for k in range(1, n + 1))} FROM lv")
+
+    def decode(rows):
+        r = rows[0] if rows else [0] * n
+        return {"kind": "funnel", "steps": [{"users": u or 0, "avg_seconds": None, "median_seconds": None} for u in r]}
+
+    return sql, decode
+
+
+def view_steps(q):
+    n = len(q.q["steps"])
+    return q.q.get("from_step", 1), q.q.get("to_step", n)
+
+
+def funnel_trends_plan(q, d):
+    """Conversion over time (spec §11): attempts bucketed by their step-1
+    time; entered/converted = users with an attempt of the bucket reaching
+    from_step/to_step. DuckDB: every ASOF chain is an attempt (every attempt
+    advances on its own); ClickHouse: windowFunnel(W, 'strict_once'), which
+    tracks every sequence, per (user, bucket) with step 1 restricted to the
+    bucket."""
+    interval = q.q.get("interval", "day")
+    fs, ts = view_steps(q)
+    if isinstance(d, DuckDB):
+        parts, n = duckdb_chains(q, d)
+        b = d.bucket(interval, q.tz, "make_timestamptz(t1)", q.q.get("week_start", "monday"))
+        sql = (f"WITH {', '.join(parts)} SELECT {b} AS b, {d.count_users_if(f't{fs} IS NOT NULL')}, "
+               f"{d.count_users_if(f't{ts} IS NOT NULL')} FROM j{n} GROUP BY b")
+    else:
+        steps = distinct_steps(q, "funnel trends")
+        w = parse_duration_us(q.q.get("window", "14d"))
+        bk = lambda col: d.bucket(interval, q.tz, col, q.q.get("week_start", "monday"))  # noqa: E731
+        in_range = f"e.timestamp >= {d.ts(q.frm)} AND e.timestamp < {d.ts(q.to)}"
+        conds = [f"{d.matcher(steps[0])} AND {in_range} AND {bk('e.timestamp')} = s.b"] + [d.matcher(x) for x in steps[1:]]
+        sql = (f"SELECT b, countIf(level >= {fs}), countIf(level >= {ts}) FROM ("
+               f"SELECT e.user_id AS u, s.b AS b, windowFunnel({w}, 'strict_once')(toUInt64(toUnixTimestamp64Micro(e.timestamp)), "
+               f"{', '.join(conds)}) AS level FROM events AS e INNER JOIN (SELECT DISTINCT user_id, {bk('timestamp')} AS b FROM events "
+               f"WHERE {d.matcher(steps[0])} AND timestamp >= {d.ts(q.frm)} AND timestamp < {d.ts(q.to)}) AS s ON e.user_id = s.user_id "
+               f"WHERE e.timestamp >= {d.ts(q.frm)} AND e.timestamp < {d.ts(q.to + w)} "
+               f"AND ({' OR '.join(d.matcher(x) for x in steps)}) GROUP BY u, b) GROUP BY b")
+
+    def decode(rows):
+        return {"kind": "funnel", "view": "trends",
+                "buckets": {norm_label(b): {"entered": e, "converted": c} for b, e, c in rows}}
+
+    return sql, decode
+
+
+def histogram(durs_us, bins):
+    """Spur's time-to-convert bins (spec §11) over durations in µs:
+    lo = ⌊min⌋, hi = ⌈max⌉ seconds, bins (⌈∛u⌉ clamped to 1..60 by default),
+    width ⌈(hi − lo) / bins⌉ (60 when 0), the last bin holding its end."""
+    u = len(durs_us)
+    if not bins:
+        bins = 1
+        while bins ** 3 < u:
+            bins += 1
+        bins = min(max(bins, 1), 60)
+    if not u:
+        return {"users": 0, "bins": [], "avg_seconds": None, "median_seconds": None}
+    lo = min(durs_us) // 1_000_000
+    hi = -(-max(durs_us) // 1_000_000)
+    width = -(-(hi - lo) // bins) or 60
+    counts = [0] * bins
+    for x in durs_us:
+        counts[min((x - lo * 1_000_000) // (width * 1_000_000), bins - 1)] += 1
+    srt = sorted(durs_us)
+    h = (u - 1) * 0.5
+    med = srt[int(h)] + (h - int(h)) * (srt[min(int(h) + 1, u - 1)] - srt[int(h)])
+    return {"users": u, "bins": [[lo + i * width, lo + (i + 1) * width, c] for i, c in enumerate(counts)],
+            "avg_seconds": sum(durs_us) / u / 1e6, "median_seconds": med / 1e6}
+
+
+def funnel_ttc_plan(q, d):
+    """Time to convert (spec §11) from the counted chains of duckdb_chains:
+    the users reaching to_step and their time from from_step, binned as Spur
+    bins them. ClickHouse's windowFunnel has no times."""
+    if not isinstance(d, DuckDB):
+        raise Unsupported("time to convert (windowFunnel has no times)")
+    parts, n = duckdb_chains(q, d)
+    fs, ts = view_steps(q)
+    sql = f"WITH {', '.join(parts)} SELECT t{ts} - t{fs} FROM best WHERE level >= {ts}"
+    return sql, lambda rows: {"kind": "funnel", "view": "time_to_convert",
+                              **histogram([int(r[0]) for r in rows], q.q.get("bins", 0))}
+
+
+def formula_value(src, vals):
+    """Evaluates a spec §12 formula on the series values (letters A, B, …):
+    None on a division by zero or a None operand."""
+    import ast
+
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant):
+            return float(node.value)
+        if isinstance(node, ast.Name):
+            return vals[ord(node.id.upper()) - ord("A")]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            x = ev(node.operand)
+            return None if x is None else -x
+        if isinstance(node, ast.BinOp):
+            a, b = ev(node.left), ev(node.right)
+            if a is None or b is None:
+                return None
+            op = type(node.op)
+            if op is ast.Div:
+                return None if b == 0 else a / b
+            return {ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}[op]
+        raise Unsupported(f"formula {src!r}")
+
+    v = ev(ast.parse(src, mode="eval"))
+    return None if v is None else v + 0.0
+
+
+def formulas_of(q):
+    return list(q.q.get("formulas", [])) + ([q.q["formula"]] if q.q.get("formula") else [])
+
+
+def trend_compare_plan(q, d):
+    """A trend with formulas and/or compare (spec §12): the series of each
+    period by trend_plan (one SQL, periods tagged), formulas evaluated on the
+    decoded series per bucket and on the totals."""
+    import copy
+    periods = [("current", q.frm, q.to)]
+    if q.q.get("compare"):
+        periods.append(("previous",) + compare_range(q))
+    if q.breakdown:
+        raise Unsupported("formulas with a breakdown")
+    sqls, decs = [], []
+    for name, f, t in periods:
+        qq = copy.copy(q)
+        qq.frm, qq.to = f, t
+        sql, dec = trend_plan(qq, d)
+        sqls.append(f"SELECT '{name}' AS per, * FROM ({sql}) AS p_{name}")
+        decs.append(dec)
+    fs = formulas_of(q)
+    nser = len(q.q["series"])
+
+    def decode(rows):
+        out = {}
+        for (name, _, _), dec in zip(periods, decs):
+            part = dec([r[1:] for r in rows if r[0] == name])["series"]
+            for key, cell in part.items():
+                out[f"{key}|{name}"] = cell
+            cells = [part.get(f"{i}|None", {"buckets": {}, "total": None}) for i in range(nser)]
+            labels = sorted(set().union(*(c["buckets"] for c in cells)))
+            for fi, src in enumerate(fs):
+                out[f"f{fi}|None|{name}"] = {
+                    "buckets": {lb: formula_value(src, [c["buckets"].get(lb) or 0 for c in cells]) for lb in labels},
+                    "total": formula_value(src, [c["total"] or 0 for c in cells])}
+        return {"kind": "trend", "series": out}
+
+    return " UNION ALL ".join(sqls), decode
 
 
 def retention_plan(q, d):
@@ -674,8 +1017,23 @@ def plan(q, engine):
     q.check()
     d = DIALECTS[engine]
     if q.kind == "trend":
+        if q.q.get("compare") or formulas_of(q):
+            return trend_compare_plan(q, d)
         return trend_plan(q, d)
     if q.kind == "funnel":
+        if q.q.get("exclusions"):
+            raise Unsupported("funnel exclusions (windowFunnel has none; an exact SQL form of spec §11's rule is not written)")
+        order, view = q.q.get("order", "ordered"), q.q.get("view", "steps")
+        if order != "ordered" and view != "steps":
+            raise Unsupported(f"{order} funnel in the {view} view")
+        if order == "strict":
+            return funnel_strict_plan(q, d)
+        if order == "unordered":
+            return funnel_unordered_plan(q, d)
+        if view == "trends":
+            return funnel_trends_plan(q, d)
+        if view == "time_to_convert":
+            return funnel_ttc_plan(q, d)
         return (funnel_plan_clickhouse if engine == "chdb" else funnel_plan_duckdb)(q, d)
     if q.kind in ("stickiness", "lifecycle", "paths", "attribution"):
         return globals()[q.kind + "_plan"](q, d)
@@ -975,14 +1333,32 @@ def spur_canonical(q, res):
     """Spur's §9 result → the same canonical shape the SQL decoders produce."""
     if q.kind == "trend":
         out = {}
+        tagged = bool(q.q.get("compare") or formulas_of(q))
+        seen = {}
         for e in res["series"]:
-            idx = next(i for i, s in enumerate(q.q["series"])
-                       if s.get("event") == e.get("event") and s.get("math", "count") == e.get("math")
-                       and ("property" not in e or e["property"] == s.get("property")))
+            idxs = [i for i, s in enumerate(q.q["series"])
+                    if s.get("event") == e.get("event") and s.get("math", "count") == e.get("math")
+                    and ("property" not in e or e["property"] == s.get("property"))]
             bdv = e.get("breakdown_value")
-            out[f"{idx}|{bdv}"] = {"buckets": {norm_label(b["start"]): b["value"] for b in e["buckets"]},
-                                   "total": e.get("total")}
+            per = f"|{e.get('period') or 'current'}" if tagged else ""
+            # Series repeated in the query: the k-th row of a (label, value, period) is the k-th of them.
+            k = seen.get((tuple(idxs), bdv, per), 0)
+            seen[(tuple(idxs), bdv, per)] = k + 1
+            out[f"{idxs[min(k, len(idxs) - 1)]}|{bdv}{per}"] = {
+                "buckets": {norm_label(b["start"]): b["value"] for b in e["buckets"]}, "total": e.get("total")}
+        fs = formulas_of(q)
+        for f in res.get("formulas") or []:
+            out[f"f{fs.index(f['formula'])}|{f.get('breakdown_value')}|{f.get('period') or 'current'}"] = {
+                "buckets": {norm_label(b["start"]): b["value"] for b in f["buckets"]}, "total": f.get("total")}
         return {"kind": "trend", "series": out}
+    if q.kind == "funnel" and q.q.get("view") == "trends":
+        return {"kind": "funnel", "view": "trends",
+                "buckets": {norm_label(b["start"]): {"entered": b["entered"], "converted": b["converted"]}
+                            for b in res["buckets"] if b["entered"] or b["converted"]}}
+    if q.kind == "funnel" and q.q.get("view") == "time_to_convert":
+        return {"kind": "funnel", "view": "time_to_convert", "users": res["users"],
+                "bins": [[b["from_seconds"], b["to_seconds"], b["users"]] for b in res["histogram"]],
+                "avg_seconds": res.get("average_seconds"), "median_seconds": res.get("median_seconds")}
     if q.kind == "funnel":
         st = lambda steps: [{k: s.get(k) for k in ("users", "avg_seconds", "median_seconds")} for s in steps]  # noqa
         out = {"kind": "funnel", "steps": st(res["steps"])}
@@ -1038,11 +1414,24 @@ def same(a, b, counts):
 def compare(q, ref, got):
     """Differences between two canonical results, as readable lines."""
     diffs = []
+    if q.kind == "funnel" and q.q.get("view") == "trends":
+        rb, gb = ref["buckets"], got["buckets"]
+        bad = [(lb, rb.get(lb), gb.get(lb)) for lb in sorted(set(rb) | set(gb)) if rb.get(lb) != gb.get(lb)]
+        if bad:
+            diffs.append(f"{len(bad)} bucket(s) differ, e.g. " + "; ".join(f"{lb}: {a} vs {b}" for lb, a, b in bad[:3]))
+        return diffs
+    if q.kind == "funnel" and q.q.get("view") == "time_to_convert":
+        if ref["users"] != got["users"] or ref["bins"] != got["bins"]:
+            diffs.append(f"histogram: {ref['users']} users {ref['bins']} vs {got['users']} users {got['bins']}")
+        for f in ("avg_seconds", "median_seconds"):
+            if not same(ref[f], got[f], False):
+                diffs.append(f"{f}: {ref[f]} vs {got[f]}")
+        return diffs
     if q.kind == "trend":
         maths = [s.get("math", "count") for s in q.q["series"]]
         for key in sorted(set(ref["series"]) | set(got["series"])):
-            si = int(key.split("|")[0])
-            counts = maths[si] in ("count", "users")
+            head = key.split("|")[0]
+            counts = not head.startswith("f") and maths[int(head)] in ("count", "users")
             r = ref["series"].get(key, {"buckets": {}, "total": None})
             g = got["series"].get(key, {"buckets": {}, "total": None})
             bad = [(lb, r["buckets"].get(lb), g["buckets"].get(lb))
@@ -1140,7 +1529,7 @@ def retention_mean(res, period, tz, data_end_us):
 def spur_self_checks(q, res, data_end_us):
     """Internal consistency checks of a Spur result (no peer needed)."""
     issues = []
-    if q.kind == "funnel":
+    if q.kind == "funnel" and res.get("steps"):
         steps = res["steps"]
         u1 = steps[0]["users"] or 0
         for k, s in enumerate(steps):
@@ -1290,7 +1679,7 @@ def write_report(a, ctx):
         "run query by query just before the peers' runs of the same query"
         + (f"; users import {spi['users_seconds']:.1f} s" if spi.get("users_seconds") else "") + ".",
         "",
-        "### Semantics of the SQL (same as spec §4–§6, §10, §13–§15)",
+        "### Semantics of the SQL (same as spec §4–§6, §10–§15)",
         "",
         "- Funnel, ClickHouse: `windowFunnel(W, 'strict_once')` over `toUInt64(toUnixTimestamp64Micro(timestamp))` "
         "(W in µs, inclusive), step 1 also requires `timestamp ∈ [from, to)`, rows read from `from` to `to + W`; users "
@@ -1326,6 +1715,20 @@ def write_report(a, ctx):
         "matcher's if within its lookback, else the next's), time_decay by joining every eligible touchpoint, "
         "weight 2^(−age/half-life) normalised per conversion; subsequent events take the shares of the user's "
         "latest conversion (ASOF join) within the window. Shares are compared to 1e-9 relative.",
+        "- Strict funnel (both engines, window functions, not `windowFunnel(…, 'strict_order')`, which stops at the "
+        "first interruption after the user's first step-1 event where spec §11 opens a new attempt): the user's events "
+        "in [from, to + W] as tie groups, runs of equal steps (other events step 0); an attempt enters at the last "
+        "event of a step-1 run and reaches k when the next runs are steps 2..k, run k starting within W. Exact when "
+        "each event matches one step and no tie group mixes two steps; times compared with both.",
+        "- Unordered funnel: per step event in [from, to), a `RANGE` frame `[t, t + W]` over the user's step events "
+        "counts the steps present (ClickHouse frames over milliseconds: exact for the generator's millisecond "
+        "timestamps); users per step only.",
+        "- Funnel trends: DuckDB counts the users of each bucket (of t1) whose ASOF chain reaches from/to step (every "
+        "chain is an attempt, spec §11); ClickHouse runs `windowFunnel(W, 'strict_once')` (which tracks every "
+        "sequence) per (user, bucket) with step 1 restricted to the bucket. Time to convert (DuckDB): the counted "
+        "chains' times, binned by Spur's rule in the script. Exclusions are not translated.",
+        "- Formulas and compare: the trend SQL per period (the previous range computed by spec §12's rule) in one "
+        "`UNION ALL`, formulas evaluated by the script on the decoded series.",
         "",
         "### Reproduce",
         "",
@@ -1473,16 +1876,17 @@ def main():
             for x in spur_self_checks(q, s["result"], data_end):
                 bad = True
                 problems.append(f"Spur self-check: {x}")
-            r["agree"] = "**MISMATCH**" if bad else "all equal"
+            r["agree"] = "**MISMATCH**" if bad else ("all equal" if got else "no peer translation")
         for p in problems:
             notes.append(f"- **{q.name}**: {p}")
-        if ref is not None and not problems:
+        plain_funnel = q.kind == "funnel" and q.q.get("order", "ordered") == "ordered" and q.q.get("view", "steps") == "steps"
+        if ref is not None and not problems and got:
             notes.append(f"- **{q.name}**: Spur, " + " and ".join(
                 {"chdb": "ClickHouse", "duckdb": "DuckDB"}[e] for e in got) + " return the same numbers"
                 + (" (ClickHouse `windowFunnel` and Spur differ by 0 users at every step; spec §5 allows a "
                    "difference only where tied events each match several steps"
                    + ("; times to convert equal DuckDB's" if "duckdb" in got else "") + ")"
-                   if q.kind == "funnel" and "chdb" in got else "") + ".")
+                   if plain_funnel and "chdb" in got else "") + ".")
         rows.append(r)
         raw[q.name] = {"spur": ref, **{e: {"sql": r[e].get("sql"), "result": got.get(e)} for e in engines}}
         print("\n".join("   " + p for p in problems), file=sys.stderr, flush=True)

@@ -33,7 +33,7 @@ func TestQueryOutputForms(t *testing.T) {
 	data := goodStore(t)
 	q := `{"kind":"funnel","range":{"from":"2021-05-01","to":"2021-05-03"},"steps":[{"event":"view"},{"event":"buy"}]}`
 	out, _, err := spur(t, q, "--data", data, "query", "--app", "shop", "--output", "csv", "-")
-	want := "breakdown_value,step,event,users,conversion,conversion_from_previous,avg_seconds,median_seconds\n,1,view,2,1,1,,\n,2,buy,1,0.5,0.5,300,300\n"
+	want := "breakdown_value,step,label,event,users,conversion,conversion_from_previous,avg_seconds,median_seconds\n,1,view,view,2,1,1,,\n,2,buy,buy,1,0.5,0.5,300,300\n"
 	if err != nil || out != want {
 		t.Fatalf("csv %q %v, want %q", out, err, want)
 	}

@@ -100,7 +100,7 @@ func benchFunnel(b *testing.B, d *benchData) {
 	b.ReportAllocs()
 	cpu0 := cputime.Process()
 	for b.Loop() {
-		f, err := analysis.NewFunnel(spec, analysis.KeySource{}, nil)
+		f, err := analysis.NewFunnel(spec, analysis.FunnelOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -121,6 +121,88 @@ func BenchmarkFunnel4Steps(b *testing.B) {
 // step that almost never happens, so nearly every trail is read to its end.
 func BenchmarkFunnel4StepsAdversarial(b *testing.B) {
 	benchFunnel(b, makeBenchData(10000, mixAdversarial))
+}
+
+// remask returns a copy of d's trails with each event's mask mapped by f.
+func remask(d *benchData, f func(uint64) uint64) *benchData {
+	c := *d
+	c.trails = make([]trail.Trail, len(d.trails))
+	for i, tr := range d.trails {
+		m := make([]uint64, len(tr.Mask))
+		for j, v := range tr.Mask {
+			m[j] = f(v)
+		}
+		c.trails[i] = trail.Trail{Times: tr.Times, Mask: m}
+	}
+	return &c
+}
+
+// benchFunnelOpt runs one query per iteration with the given spec and
+// options over d (chunks of about chunk events each when chunk > 0).
+func benchFunnelOpt(b *testing.B, d *benchData, spec analysis.FunnelSpec, opt analysis.FunnelOptions, chunk int) {
+	trails := d.chunked(chunk).trails
+	b.ReportAllocs()
+	cpu0 := cputime.Process()
+	for b.Loop() {
+		f, err := analysis.NewFunnel(spec, opt)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range trails {
+			f.Add(&trails[i])
+		}
+	}
+	reportEvents(b, d.events, cpu0)
+}
+
+// The §11 modes over the shop mix: strict order (every event carries the
+// strict bit 4), an exclusion (checkout, bit 2, between steps 1 and 3 of a
+// view → cart → purchase funnel), conversion over time by week, time to
+// convert, the unordered funnel, and the ordered funnel over chunks of
+// about 64 events.
+func BenchmarkFunnelModes(b *testing.B) {
+	d := makeBenchData(10000, mixShop)
+	spec := analysis.FunnelSpec{Steps: 4, Window: 7 * day, From: d.from, To: d.to}
+	b.Run("strict", func(b *testing.B) {
+		s := spec
+		s.Order, s.Events = analysis.OrderStrict, 1<<4
+		benchFunnelOpt(b, remask(d, func(m uint64) uint64 { return m | 1<<4 }), s, analysis.FunnelOptions{}, 0)
+	})
+	b.Run("strict_sparse", func(b *testing.B) {
+		// As in generated data: most events are other events (4 in 5
+		// views become other events).
+		s := spec
+		s.Order, s.Events = analysis.OrderStrict, 1<<4
+		n := 0
+		benchFunnelOpt(b, remask(d, func(m uint64) uint64 {
+			n++
+			if m == 1 && n%5 != 0 {
+				return 1 << 4
+			}
+			return m | 1<<4
+		}), s, analysis.FunnelOptions{}, 0)
+	})
+	b.Run("exclusion", func(b *testing.B) {
+		s := analysis.FunnelSpec{Steps: 3, Window: 7 * day, From: d.from, To: d.to,
+			Exclusions: []analysis.FunnelExclusion{{Bit: 3, From: 1, To: 3}}}
+		// view → bit 0, cart → bit 1, purchase → bit 2, checkout → bit 3
+		benchFunnelOpt(b, remask(d, func(m uint64) uint64 { return m&3 | m>>3&1<<2 | m>>2&1<<3 }), s, analysis.FunnelOptions{}, 0)
+	})
+	b.Run("trends_week", func(b *testing.B) {
+		opt := analysis.FunnelOptions{View: analysis.ViewTrends, Bounds: timebucket.Bounds(d.from, d.to, timebucket.Week, nil, timebucket.Monday)}
+		benchFunnelOpt(b, d, spec, opt, 0)
+	})
+	b.Run("time_to_convert", func(b *testing.B) {
+		benchFunnelOpt(b, d, spec, analysis.FunnelOptions{View: analysis.ViewTimeToConvert}, 0)
+	})
+	b.Run("unordered", func(b *testing.B) {
+		s := spec
+		s.Order = analysis.OrderUnordered
+		benchFunnelOpt(b, d, s, analysis.FunnelOptions{}, 0)
+	})
+	b.Run("chunked64", func(b *testing.B) {
+		benchFunnelOpt(b, d, spec, analysis.FunnelOptions{}, 64)
+	})
 }
 
 // BenchmarkTrend: count and users series (Trend's addCounts loop) over
@@ -246,7 +328,7 @@ func logUniformMicros(r *rand.Rand) int64 {
 func BenchmarkFunnelResult(b *testing.B) {
 	const users = 2_000_000
 	spec := analysis.FunnelSpec{Steps: 4, Window: 7 * day, From: benchStart, To: benchStart + 30*day}
-	f, err := analysis.NewFunnel(spec, analysis.KeySource{}, nil)
+	f, err := analysis.NewFunnel(spec, analysis.FunnelOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -362,7 +362,7 @@ func diffFunnelBreakdown(t *testing.T, d *diffCase, q testutil.FunnelQuery, seed
 	accs := make([]*analysis.Funnel, shards)
 	for i := range accs {
 		var err error
-		if accs[i], err = analysis.NewFunnel(spec, src, flist); err != nil {
+		if accs[i], err = analysis.NewFunnel(spec, analysis.FunnelOptions{Key: src, List: flist}); err != nil {
 			t.Fatal(err)
 		}
 	}

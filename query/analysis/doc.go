@@ -1,11 +1,12 @@
 // Package analysis holds Spur's in-memory analysis kernels: trends (every
-// math of spec §4, breakdowns, rolling active users), ordered funnels (§5),
-// retention (§6), query-time attribution (§10), stickiness (§13),
-// lifecycle (§14) and paths (§15), each per breakdown key and able to list
-// the users behind a number, and the cohort condition evaluator (§7). The
-// storage scan feeds them one user's trail at a time, in chunks (package
-// trail: Offset, More) — times, matcher masks, the requested event
-// property columns and user property values — and they never see storage.
+// math of spec §4, breakdowns, rolling active users), funnels (§5, and the
+// orders, exclusions, views and breakdown attributions of §11), retention
+// (§6), query-time attribution (§10), stickiness (§13), lifecycle (§14)
+// and paths (§15), each per breakdown key and able to list the users
+// behind a number, and the cohort condition evaluator (§7). The storage
+// scan feeds them one user's trail at a time, in chunks (package trail:
+// Offset, More) — times, matcher masks, the requested event property
+// columns and user property values — and they never see storage.
 //
 // Breakdown keys are Values (typed bits, strings as query-wide ids); a
 // kernel groups by key with an allocation-free open-addressing table and
@@ -41,8 +42,14 @@
 // per cohort condition — or state it counts in Bytes; a trail of one chunk
 // (Offset 0, More false) takes the same path, as fast as before chunks. A
 // cohort condition is evaluated the same way, chunk by chunk
-// (CohortState), and decided after the last chunk. (Funnel does not follow
-// these rules yet: it needs a user's whole trail in one chunk.)
+// (CohortState), and decided after the last chunk.
+//
+// Funnels: FunnelUser is the allocation-free walk of the ordered funnel
+// (the common case); a general walker (funnel_walk.go) runs strict order,
+// exclusions and conversion over time as variations of the same walk over
+// an explicit, pruned set of attempts, and another (funnel_unordered.go)
+// the windows of the unordered funnel. Per-row breakdown attributions run
+// one walker per value (funnel_rows.go).
 //
 // All instants are int64 UTC microseconds; calendar buckets come from
 // package query/timebucket as boundary lists.

@@ -13,283 +13,216 @@ import (
 // MaxFunnelSteps is the largest number of funnel steps (spec §5).
 const MaxFunnelSteps = 32
 
-// MaxFunnelWindow is the largest conversion window, 366 days in µs
-// (spec §5).
-const MaxFunnelWindow int64 = 366 * 86400 * 1e6
+// MaxFunnelWindow is the largest conversion window: 100 years of 365.25
+// days, in µs (spec §5: W up to 100 years).
+const MaxFunnelWindow int64 = 36525 * 86400 * 1e6
 
-// FunnelSpec is a validated ordered-funnel query for the kernel (spec §5).
+// FunnelOrder is how a funnel's steps must follow each other (spec §5,
+// §11).
+type FunnelOrder uint8
+
+// Funnel orders. The zero value is the ordered funnel of §5.
+const (
+	OrderOrdered   FunnelOrder = iota // steps in order, other events in between allowed (§5)
+	OrderStrict                       // steps in order, no other event in between (§11)
+	OrderUnordered                    // steps in any order within the window (§11)
+)
+
+// FunnelView is what a funnel reports (spec §11).
+type FunnelView uint8
+
+// Funnel views. The zero value is the step table of §5.
+const (
+	ViewSteps         FunnelView = iota // users per step, conversions, times
+	ViewTrends                          // conversion over time by the step-1 time's bucket
+	ViewTimeToConvert                   // histogram of the time from one step to another
+)
+
+// FunnelAttribution selects the breakdown value of a user in a funnel
+// broken down by an event property (spec §11).
+type FunnelAttribution uint8
+
+// Breakdown attributions. The zero value is entry.
+const (
+	AttrEntry      FunnelAttribution = iota // the value on the counted attempt's step-1 event
+	AttrFirstTouch                          // the value on the user's first step event that has one
+	AttrLastTouch                           // the value on the user's last step event that has one
+	AttrAllSteps                            // one funnel per value, on the events with that value
+	AttrStep                                // one funnel per value of step k's events, step k filled by them only
+)
+
+var (
+	orderNames = []string{"ordered", "strict", "unordered"}
+	viewNames  = []string{"steps", "trends", "time_to_convert"}
+	attrNames  = []string{"entry", "first_touch", "last_touch", "all_steps", "step"}
+)
+
+// String returns the query-language name ("ordered", "strict", "unordered").
+func (o FunnelOrder) String() string { return enumString(orderNames, uint8(o), "order") }
+
+// String returns the query-language name ("steps", "trends", "time_to_convert").
+func (v FunnelView) String() string { return enumString(viewNames, uint8(v), "view") }
+
+// String returns the query-language name ("entry", "first_touch",
+// "last_touch", "all_steps", "step").
+func (a FunnelAttribution) String() string { return enumString(attrNames, uint8(a), "attribution") }
+
+// ParseFunnelOrder parses "ordered", "strict" or "unordered"; "" is the
+// default ordered. Other input returns an error listing the names.
+func ParseFunnelOrder(s string) (FunnelOrder, error) {
+	v, err := enumParse(orderNames, s, "funnel order", true)
+	return FunnelOrder(v), err
+}
+
+// ParseFunnelView parses "steps", "trends" or "time_to_convert"; "" is the
+// default steps. Other input returns an error listing the names.
+func ParseFunnelView(s string) (FunnelView, error) {
+	v, err := enumParse(viewNames, s, "funnel view", true)
+	return FunnelView(v), err
+}
+
+// ParseFunnelAttribution parses "entry", "first_touch", "last_touch",
+// "all_steps" or "step" (the step number is a separate field); "" is the
+// default entry. Other input returns an error listing the names.
+func ParseFunnelAttribution(s string) (FunnelAttribution, error) {
+	v, err := enumParse(attrNames, s, "breakdown attribution", true)
+	return FunnelAttribution(v), err
+}
+
+// FunnelExclusion excludes attempts between two steps (spec §11): an
+// event with mask bit Bit excludes an attempt whose furthest step j is in
+// [From, To) when it comes after the attempt reached j, at most W after
+// its entry, at a timestamp where the user has no step event.
+type FunnelExclusion struct {
+	Bit      int // trail mask bit of the exclusion's matcher, not a step bit
+	From, To int // 1 ≤ From < To ≤ Steps
+}
+
+// FunnelSpec is a validated funnel query for the kernel (spec §5, §11).
 type FunnelSpec struct {
 	// Steps is n, 2 ≤ n ≤ MaxFunnelSteps. Step k (1-based) is matched by
-	// trail mask bit k-1; higher bits are ignored.
+	// trail mask bit k-1; higher bits are ignored unless named below.
 	Steps int
 	// Window is the conversion window W in µs, inclusive: step k joins an
 	// attempt entered at t1 when t - t1 ≤ W. 0 ≤ W ≤ MaxFunnelWindow.
 	Window int64
 	// From, To (UTC µs): a step-1 event opens an attempt only when
-	// From ≤ t < To. Later steps may fall after To; the scan must supply
-	// events up to To + Window.
+	// From ≤ t < To (an unordered window's first event, likewise). Later
+	// steps may fall after To; the scan must supply events up to
+	// To + Window.
 	From, To int64
+	// Order is ordered (the zero value), strict or unordered.
+	Order FunnelOrder
+	// Events holds the mask bits of the events a strict funnel considers
+	// besides step and exclusion events: the query's matcher of every
+	// event passing its global filters, so that a non-step event ends
+	// attempts. Ignored in the other orders.
+	Events uint64
+	// Exclusions (spec §11); an unordered funnel takes only From 1, To n.
+	Exclusions []FunnelExclusion
 }
 
 // Validate reports whether s is usable: 2 ≤ Steps ≤ MaxFunnelSteps,
-// 0 ≤ Window ≤ MaxFunnelWindow and From < To. The error names the field.
+// 0 ≤ Window ≤ MaxFunnelWindow, From < To, a known order, exclusion bits
+// outside the steps' and ranges 1 ≤ From < To ≤ Steps (1 and Steps in an
+// unordered funnel). The error names the field.
 func (s *FunnelSpec) Validate() error {
 	if s.Steps < 2 || s.Steps > MaxFunnelSteps {
 		return fmt.Errorf("analysis: funnel: %d steps, want 2 to %d", s.Steps, MaxFunnelSteps)
 	}
 	if s.Window < 0 || s.Window > MaxFunnelWindow {
-		return fmt.Errorf("analysis: funnel: window %dµs outside [0, 366 days]", s.Window)
+		return fmt.Errorf("analysis: funnel: window %dµs outside [0, 100 years]", s.Window)
 	}
 	if s.From >= s.To {
 		return fmt.Errorf("analysis: funnel: empty range [%d, %d)", s.From, s.To)
 	}
+	if s.Order > OrderUnordered {
+		return fmt.Errorf("analysis: funnel: invalid order %d", s.Order)
+	}
+	for i, x := range s.Exclusions {
+		switch {
+		case x.Bit < s.Steps || x.Bit > 63:
+			return fmt.Errorf("analysis: funnel: exclusion %d: mask bit %d is a step's or out of range", i, x.Bit)
+		case x.From < 1 || x.From >= x.To || x.To > s.Steps:
+			return fmt.Errorf("analysis: funnel: exclusion %d: steps %d to %d, want 1 ≤ from < to ≤ %d", i, x.From, x.To, s.Steps)
+		case s.Order == OrderUnordered && (x.From != 1 || x.To != s.Steps):
+			return fmt.Errorf("analysis: funnel: exclusion %d: an unordered funnel takes exclusions from step 1 to %d only", i, s.Steps)
+		}
+	}
 	return nil
 }
 
-// FunnelPath is one user's funnel outcome.
-type FunnelPath struct {
-	// Step is the furthest step any attempt reached, 0 when no step-1
-	// event lies in [From, To).
-	Step int
-	// Times[k-1] (UTC µs) is when the counted attempt reached step k, for
-	// k = 1..Step. The counted attempt is the first attempt to reach Step.
-	Times [MaxFunnelSteps]int64
-	// Events[k-1] is the index, in the trail given to FunnelUser, of the
-	// event that filled step k of the counted attempt (for breakdowns by
-	// the step-1 event's property and for per-user lists).
-	Events [MaxFunnelSteps]int32
+// FunnelOptions says what a Funnel accumulates besides the spec.
+type FunnelOptions struct {
+	// View: the step table (default), conversion over time or time to
+	// convert.
+	View FunnelView
+	// FromStep and ToStep (trends and time-to-convert views): 1 ≤
+	// FromStep < ToStep ≤ Steps; 0 means 1 and Steps.
+	FromStep, ToStep int
+	// Bounds are the trends view's bucket boundaries (UTC µs, strictly
+	// increasing, covering [From, To)): attempts are bucketed by their
+	// step-1 time.
+	Bounds []int64
+	// Bins is the time-to-convert histogram's number of bins, 1 to
+	// MaxFunnelBins; 0 means ⌈∛u⌉ clamped to 1..60 (u: users counted).
+	Bins int
+	// Key is the breakdown's source: an event column (read as
+	// Attribution says) or a user property.
+	Key KeySource
+	// Attribution selects the value of an event-column breakdown; AttrStep
+	// is k for AttrStep (1 ≤ k ≤ Steps; 1 in an unordered funnel).
+	Attribution FunnelAttribution
+	AttrStep    int
+	// Group, for AttrAllSteps and AttrStep, maps each value to the row it
+	// is walked in before the walk (nil: its own), so that a merged
+	// "(other)" row is a funnel of its own over the merged values (a
+	// user counted once), not a sum of rows.
+	Group func(Key) Key
+	// List selects users to list; nil lists none.
+	List *FunnelList
+	// Observe, when not nil, receives each user's outcomes (for tests;
+	// the slices are borrowed for the call).
+	Observe func(id []byte, outs []FunnelOutcome)
 }
 
-// FunnelScratch is the per-user working state of FunnelUser: a fixed-size
-// record (about 13 KiB) reused across users so that no per-event or
-// per-user allocation happens. The zero value is ready; one goroutine at a
-// time.
-//
-// Level k holds the attempt with the latest entry time among the attempts
-// that have reached step k (PostHog's entered_timestamp[k]): its step
-// times (the first is its entry time t1) and the trail indices of its step
-// events.
-type FunnelScratch struct {
-	have uint64 // bit k set: level k holds an attempt
-	// times[k][j] is when the level-k attempt reached step j+1;
-	// times[k][0] is its entry time t1.
-	times [MaxFunnelSteps + 1][MaxFunnelSteps]int64
-	evs   [MaxFunnelSteps + 1][MaxFunnelSteps]int32
-	path  FunnelPath
+// MaxFunnelBins is the largest number of time-to-convert bins (spec §11).
+const MaxFunnelBins = 90
+
+// FunnelList selects the users to list (spec §7): those behind a step
+// (steps view), a bucket's entered or converted users (trends view), or a
+// histogram bin (time-to-convert view).
+type FunnelList struct {
+	// Step is k, 1 ≤ k ≤ Steps (steps view). Without Dropped the list
+	// holds the users who reached at least step k; with Dropped those
+	// whose furthest step is exactly k (they dropped off after step k).
+	Step    int
+	Dropped bool
+	// Bucket is the index of a trends-view bucket; Converted lists its
+	// converted users, else its entered ones.
+	Bucket    int
+	Converted bool
+	// Bin is a bin of the time-to-convert histogram whose bins start at
+	// BinLo seconds and are BinWidth seconds wide, Bins of them (the
+	// histogram of a first run without a list: see FunnelHist).
+	Bin, Bins       int
+	BinLo, BinWidth int64
+	Keep            int // ids to keep per group (offset + limit of the page)
 }
 
-// FunnelUser runs the ordered-funnel algorithm of spec §5 (PostHog's
-// funnel UDF, funnel-udf/src/steps.rs) over one user's trail and returns
-// the user's outcome. spec must be valid (see FunnelSpec.Validate). The
-// returned path points into st and is valid until the next call with st.
-// No allocation.
-//
-// The trail's events are taken in groups of equal timestamp. An event
-// "matches" step 1 only when its time is in [From, To). A group whose
-// matching events all match the same set of steps is processed event by
-// event in arrival order, each event's steps from highest to lowest; any
-// other group as (event, step) pairs in ascending step, then arrival,
-// order, where an event already part of the chosen attempt is skipped.
-// For step 1 an attempt opens unless one already entered at this
-// timestamp; for step k ≥ 2 the attempt at level k-1 advances if
-// t - t1 ≤ Window and level k does not already hold an attempt with the
-// same entry time. Processing stops once step n is reached.
-func FunnelUser(tr *trail.Trail, spec *FunnelSpec, st *FunnelScratch) *FunnelPath {
-	n := spec.Steps
-	stepMask := uint64(1)<<uint(n) - 1
-	from := spec.From
-	span := uint64(spec.To - spec.From)
-	times := tr.Times
-	masks := tr.Mask[:len(times)]
-	st.have, st.path.Step = 0, 0
-	for i := 0; i < len(times) && st.path.Step < n; {
-		i = st.lone(times, masks, i, stepMask, from, span, spec.Window, n)
-		if i < len(times) && st.path.Step < n {
-			i = st.group(times, masks, i, stepMask, uint64(times[i]-from) < span, spec.Window)
-		}
-	}
-	return &st.path
-}
-
-// lone processes events from index i up to the first tie group (or the
-// end, or step n reached) and returns the index where it stopped. It is
-// step() inlined by hand for lone events, kept free of calls so that the
-// level bits and the result step stay in registers. A lone event's
-// timestamp is unique in the trail, so no attempt entered at t exists yet
-// (step 1 always opens) and the event is part of no attempt (no "already
-// used" test).
-//
-// Runs of consecutive lone events with the same single step are
-// collapsed: for step 1 only the run's last event matters (each opens an
-// attempt that replaces the previous one at level 1; the first one may
-// set the result), for a step k ≥ 2 only the first (the rest find the
-// same level k-1 attempt and either fail the same way or find it already
-// at step k).
-func (st *FunnelScratch) lone(times []int64, masks []uint64, i int, stepMask uint64, from int64, span uint64, w int64, n int) int {
-	masks = masks[:len(times)]
-	have, best := st.have, st.path.Step
-	for ; i < len(times); i++ {
-		t := times[i]
-		if i+1 < len(times) && times[i+1] == t {
-			break
-		}
-		m := masks[i] & stepMask
-		if uint64(t-from) >= span {
-			m &^= 1
-		}
-		if m == 1 {
-			if best == 0 {
-				best = 1
-				st.path.Times[0] = t
-				st.path.Events[0] = int32(i)
-			}
-			// Skip to the last lone in-range step-1 event of the run.
-			for i+1 < len(times) && masks[i+1]&stepMask == 1 && uint64(times[i+1]-from) < span &&
-				(i+2 == len(times) || times[i+2] != times[i+1]) {
-				i++
-			}
-			have |= 2
-			st.times[1][0] = times[i]
-			st.evs[1][0] = int32(i)
-			continue
-		}
-		// last is the final event of this event's run: itself, or for a
-		// single step k ≥ 2 the following lone events of the same step.
-		last := i
-		if m&(m-1) == 0 {
-			for last+1 < len(times) && masks[last+1]&stepMask == m &&
-				(last+2 == len(times) || times[last+2] != times[last+1]) {
-				last++
-			}
-		}
-		for m != 0 {
-			b := 63 - bits.LeadingZeros64(m) // step k = b+1, from level b
-			m &^= 1 << uint(b)
-			cur := &st.times[b+1]
-			curEv := &st.evs[b+1]
-			if b == 0 {
-				have |= 2
-				cur[0] = t
-				curEv[0] = int32(i)
-			} else {
-				prev := &st.times[b]
-				e := prev[0]
-				if have&(1<<uint(b)) == 0 || t-e > w || (have&(2<<uint(b)) != 0 && cur[0] == e) {
-					continue
-				}
-				have |= 2 << uint(b)
-				prevEv := &st.evs[b]
-				for j := range b {
-					cur[j] = prev[j]
-					curEv[j] = prevEv[j]
-				}
-				cur[b] = t
-				curEv[b] = int32(i)
-			}
-			if b >= best {
-				best = b + 1
-				for j := range best {
-					st.path.Times[j] = cur[j]
-					st.path.Events[j] = curEv[j]
-				}
-			}
-		}
-		if best == n {
-			break
-		}
-		i = last
-	}
-	st.have, st.path.Step = have, best
-	return i
-}
-
-// group processes the events with timestamp times[i] starting at index i
-// and returns the index after the group.
-func (st *FunnelScratch) group(times []int64, masks []uint64, i int, stepMask uint64, inRange bool, w int64) int {
-	t := times[i]
-	drop := uint64(0)
-	if !inRange {
-		drop = 1
-	}
-	var first, union uint64
-	same := true
-	j := i
-	for ; j < len(times) && times[j] == t; j++ {
-		m := masks[j] & stepMask &^ drop
-		if m == 0 {
-			continue
-		}
-		if union == 0 {
-			first = m
-		} else if m != first {
-			same = false
-		}
-		union |= m
-	}
-	if same {
-		for e := i; e < j; e++ {
-			m := masks[e] & stepMask &^ drop
-			for m != 0 {
-				b := 63 - bits.LeadingZeros64(m)
-				m &^= 1 << uint(b)
-				st.step(b+1, e, t, w, false)
-			}
-		}
-		return j
-	}
-	for u := union; u != 0; u &= u - 1 {
-		b := bits.TrailingZeros64(u)
-		for e := i; e < j; e++ {
-			if masks[e]&(1<<uint(b)) != 0 {
-				st.step(b+1, e, t, w, true)
-			}
-		}
-	}
-	return j
-}
-
-// step processes event i at time t for step k. checkUsed enables the
-// "event already part of the attempt" test, which can only fail in mixed
-// groups (within one event, steps run from highest to lowest, so the
-// attempt at level k-1 never contains the event itself).
-func (st *FunnelScratch) step(k, i int, t, w int64, checkUsed bool) {
-	if k == 1 {
-		if st.have&2 != 0 && st.times[1][0] == t {
-			return
-		}
-		st.have |= 2
-		st.times[1][0] = t
-		st.evs[1][0] = int32(i)
-		if st.path.Step == 0 {
-			st.path.Step = 1
-			st.path.Times[0] = t
-			st.path.Events[0] = int32(i)
-		}
-		return
-	}
-	if st.have&(1<<uint(k-1)) == 0 {
-		return
-	}
-	e := st.times[k-1][0]
-	if t-e > w {
-		return
-	}
-	if st.have&(1<<uint(k)) != 0 && st.times[k][0] == e {
-		return
-	}
-	if checkUsed && slices.Contains(st.evs[k-1][:k-1], int32(i)) {
-		return
-	}
-	st.have |= 1 << uint(k)
-	copy(st.times[k][:k-1], st.times[k-1][:k-1])
-	st.times[k][k-1] = t
-	copy(st.evs[k][:k-1], st.evs[k-1][:k-1])
-	st.evs[k][k-1] = int32(i)
-	if k > st.path.Step {
-		st.path.Step = k
-		copy(st.path.Times[:k], st.times[k][:k])
-		copy(st.path.Events[:k], st.evs[k][:k])
-	}
+// FunnelOutcome is one user's outcome as Observe reports it: in a
+// breakdown row, for a bucket (trends view, else 0), the furthest step,
+// the counted attempt's step times (unordered: the counted window's
+// sorted first times per step) and the whole-trail index of its first
+// event. In the trends view, which reports the row and the step only,
+// Times and First are those of an attempt of the bucket that reached the
+// step, not necessarily the first.
+type FunnelOutcome struct {
+	Row    Key
+	Bucket int
+	Step   int
+	Times  []int64
+	First  int
 }
 
 // FunnelStepResult is the outcome of one funnel step.
@@ -310,136 +243,518 @@ type FunnelStepResult struct {
 	AvgSeconds, MedianSeconds float64
 }
 
+// FunnelBucket is one bucket of the trends view: users with an attempt
+// entered in the bucket that reached the from step (Entered) and the to
+// step (Converted).
+type FunnelBucket struct {
+	Entered, Converted int64
+}
+
+// FunnelHist is a time-to-convert histogram (spec §11): Bins[i] counts
+// the users whose time is in [Lo + i·Width, Lo + (i+1)·Width) seconds,
+// the last bin also holding its end. Users, AvgSeconds and MedianSeconds
+// are over the users counted (HasTime false when there are none).
+type FunnelHist struct {
+	Lo, Width                 int64 // seconds
+	Bins                      []int64
+	Users                     int64
+	HasTime                   bool
+	AvgSeconds, MedianSeconds float64
+}
+
 // FunnelGroup is the funnel of one breakdown key (or of all users).
 type FunnelGroup struct {
-	Key   Key
-	Steps []FunnelStepResult // Steps[k-1] is step k
-	// List holds the users of FunnelSpec.List in this group (nil without a
-	// list); it is a merged copy owned by the caller.
+	Key Key
+	// Users ranks breakdown values: users at step 1 (steps view), users
+	// entered summed over the buckets (trends), users counted (time to
+	// convert).
+	Users   int64
+	Steps   []FunnelStepResult // steps view: Steps[k-1] is step k
+	Buckets []FunnelBucket     // trends view
+	Hist    *FunnelHist        // time-to-convert view
+	// List holds the users of FunnelOptions.List in this group (nil
+	// without a list); it is a merged copy owned by the caller.
 	List *UserList
 }
 
-// FunnelResult is the result of a Funnel: Steps[k-1] is step k over all
-// users; Groups are the breakdown keys (without a breakdown, one group
-// with the zero Key, equal to the whole), ordered by Key.
+// FunnelResult is the result of a Funnel: the tables over all users (each
+// counted once, also when the attribution puts a user in several rows)
+// and the breakdown keys' Groups (without a breakdown, one group with the
+// zero Key, equal to the whole), ordered by Key.
 type FunnelResult struct {
-	Steps  []FunnelStepResult
-	List   *UserList // the list over all users (nil without a list)
-	Groups []FunnelGroup
-}
-
-// FunnelList selects the users to list (spec §5: the users behind a step).
-type FunnelList struct {
-	// Step is k, 1 ≤ k ≤ Steps. Without Dropped the list holds the users
-	// who reached at least step k; with Dropped those whose furthest step
-	// is exactly k (they dropped off after step k).
-	Step    int
-	Dropped bool
-	Keep    int // ids to keep per group (offset + limit of the page)
+	Steps   []FunnelStepResult
+	Buckets []FunnelBucket
+	Hist    *FunnelHist
+	List    *UserList // the list over all users (nil without a list)
+	Groups  []FunnelGroup
 }
 
 // funnelStats is the accumulated outcome of one group of users.
 type funnelStats struct {
 	key     Key
 	reached [MaxFunnelSteps + 1]int64 // reached[k]: users whose result step is k
-	// durs[k] (k = 2..n): µs from step k-1 to step k of each user who
-	// reached step k; kept whole for the exact median.
+	// durs[k] (k = 2..n, steps view): µs from step k-1 to step k of each
+	// user who reached step k; kept whole for the exact median. durs[0]
+	// (time-to-convert view): µs from the from step to the to step.
 	durs [MaxFunnelSteps + 1][]int64
-	list UserList
+	// entered and converted per bucket (trends view)
+	entered, converted []int64
+	list               UserList
 }
 
-// Funnel accumulates FunnelUser outcomes per breakdown key. Create it with
-// NewFunnel; it is owned by one goroutine.
+// funnelMode is the walker that answers a funnel.
+type funnelMode uint8
+
+const (
+	modeFast      funnelMode = iota // FunnelUser: ordered, no exclusions, steps or time-to-convert view
+	modeGeneral                     // genWalker: strict order, exclusions, trends view
+	modeUnordered                   // unoWalker
+)
+
+// Funnel accumulates users' funnel outcomes per breakdown key. Create it
+// with NewFunnel; it is owned by one goroutine.
 type Funnel struct {
-	spec   FunnelSpec
-	list   *FunnelList
-	key    KeySource
-	st     FunnelScratch
-	groups []funnelStats
-	table  slotTable
-	bytes  int64
+	spec     FunnelSpec
+	opt      FunnelOptions
+	from, to int // the view's steps
+	mode     funnelMode
+	env      *walkEnv
+	st       FunnelScratch
+	gen      *genWalker
+	uno      *unoWalker
+	captures bool // walkers capture the entry value of step-1 events
+	fast     bool // a whole trail goes straight through FunnelUser and addPath
+	// fast mode, entry values across chunks
+	fkeys, fkeys2 []fastKey
+	refs          []int32
+	touch         Key // first/last touch value of the current user
+	touched       bool
+	rows          *funnelRows // per-row attributions
+	total         *funnelStats
+	groups        []funnelStats
+	table         slotTable
+	bytes         int64
+	obs           []FunnelOutcome
+	one           [1]funnelOutcome
 }
 
-// NewFunnel validates spec (see FunnelSpec.Validate) and returns an empty
-// accumulator. key says where a user's breakdown key comes from: for
-// KeyEvent the column's value on the counted attempt's step-1 event (spec
-// §5), for KeyUser the user's property. list, if not nil, selects users
-// to list. Errors: an invalid spec or list step.
-func NewFunnel(spec FunnelSpec, key KeySource, list *FunnelList) (*Funnel, error) {
+type fastKey struct {
+	idx int32
+	key Key
+}
+
+// NewFunnel validates spec (see FunnelSpec.Validate) and opt and returns
+// an empty accumulator. Errors: an invalid spec, view steps, bounds, bins,
+// attribution or list.
+func NewFunnel(spec FunnelSpec, opt FunnelOptions) (*Funnel, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	if list != nil && (list.Step < 1 || list.Step > spec.Steps || list.Keep < 0 || list.Keep > MaxListKeep) {
-		return nil, fmt.Errorf("analysis: funnel: list step %d (of %d) or keep %d out of range", list.Step, spec.Steps, list.Keep)
+	n := spec.Steps
+	f := &Funnel{spec: spec, opt: opt, from: opt.FromStep, to: opt.ToStep}
+	f.spec.Exclusions = slices.Clone(spec.Exclusions)
+	if f.from == 0 {
+		f.from = 1
 	}
-	return &Funnel{spec: spec, key: key, list: list}, nil
+	if f.to == 0 {
+		f.to = n
+	}
+	if opt.View > ViewTimeToConvert {
+		return nil, fmt.Errorf("analysis: funnel: invalid view %d", opt.View)
+	}
+	if opt.View != ViewSteps && (f.from < 1 || f.from >= f.to || f.to > n) {
+		return nil, fmt.Errorf("analysis: funnel: steps %d to %d, want 1 ≤ from < to ≤ %d", f.from, f.to, n)
+	}
+	if opt.View == ViewTrends {
+		if err := checkBounds("funnel", opt.Bounds, spec.From, spec.To); err != nil {
+			return nil, err
+		}
+	}
+	if opt.Bins < 0 || opt.Bins > MaxFunnelBins {
+		return nil, fmt.Errorf("analysis: funnel: %d bins, want 1 to %d", opt.Bins, MaxFunnelBins)
+	}
+	switch {
+	case opt.Attribution > AttrStep:
+		return nil, fmt.Errorf("analysis: funnel: invalid attribution %d", opt.Attribution)
+	case opt.Attribution != AttrEntry && opt.Key.From != KeyEvent:
+		return nil, fmt.Errorf("analysis: funnel: attribution %s needs an event property breakdown", opt.Attribution)
+	case opt.Attribution == AttrStep && (opt.AttrStep < 1 || opt.AttrStep > n):
+		return nil, fmt.Errorf("analysis: funnel: attribution step %d, want 1 to %d", opt.AttrStep, n)
+	case opt.Attribution == AttrStep && spec.Order == OrderUnordered && opt.AttrStep != 1:
+		return nil, fmt.Errorf("analysis: funnel: an unordered funnel attributes to step 1 only, not %d", opt.AttrStep)
+	}
+	if l := opt.List; l != nil {
+		bad := l.Keep < 0 || l.Keep > MaxListKeep
+		switch opt.View {
+		case ViewSteps:
+			bad = bad || l.Step < 1 || l.Step > n
+		case ViewTrends:
+			bad = bad || l.Bucket < 0 || l.Bucket >= len(opt.Bounds)-1
+		case ViewTimeToConvert:
+			bad = bad || l.Bins < 1 || l.Bins > MaxFunnelBins || l.Bin < 0 || l.Bin >= l.Bins || l.BinWidth < 1
+		}
+		if bad {
+			return nil, fmt.Errorf("analysis: funnel: list %+v out of range", *l)
+		}
+	}
+	f.captures = opt.Key.From == KeyEvent && opt.Attribution == AttrEntry
+	switch {
+	case spec.Order == OrderUnordered:
+		f.mode = modeUnordered
+	case spec.Order == OrderStrict || len(spec.Exclusions) > 0 || opt.View == ViewTrends:
+		f.mode = modeGeneral
+	}
+	f.fast = f.mode == modeFast && opt.Attribution == AttrEntry && opt.Observe == nil && opt.View == ViewSteps
+	f.env = newWalkEnv(&f.spec, opt.View == ViewTrends, opt.Bounds, f.captures)
+	switch f.mode {
+	case modeGeneral:
+		f.gen = newGenWalker(f.env)
+	case modeUnordered:
+		f.uno = newUnoWalker(f.env)
+	}
+	if opt.Attribution == AttrAllSteps || opt.Attribution == AttrStep {
+		f.rows = newFunnelRows(f)
+		f.total = &funnelStats{}
+		f.initStats(f.total)
+	}
+	return f, nil
 }
 
-// Add runs FunnelUser on one user's whole trail and accumulates the
-// outcome. The trail is borrowed only for the call.
+// Add runs the funnel over one chunk of a user's trail (package trail) and,
+// on the user's last chunk, accumulates the user's outcomes. The trail is
+// borrowed only for the call.
 func (f *Funnel) Add(tr *trail.Trail) {
-	f.AddPath(FunnelUser(tr, &f.spec, &f.st), tr)
-}
-
-// AddPath accumulates an outcome computed by FunnelUser with the same
-// spec over tr (the trail supplies the breakdown key and the user id).
-// Step 0 paths contribute nothing.
-func (f *Funnel) AddPath(p *FunnelPath, tr *trail.Trail) {
-	if p.Step == 0 {
+	if f.fast && !tr.More && tr.Offset == 0 {
+		// The common case: a whole trail in one chunk.
+		if p := FunnelUser(tr, &f.spec, &f.st); p.Step > 0 {
+			k := Key{}
+			switch f.opt.Key.From {
+			case KeyEvent:
+				k = f.opt.Key.event(tr, int(p.Events[0]))
+			case KeyUser:
+				k = f.opt.Key.user(tr)
+			}
+			g, ok := f.table.get(k)
+			if !ok {
+				g = f.newGroup(k)
+			}
+			f.addSteps(&f.groups[g], p, tr.ID)
+		}
 		return
 	}
-	var k Key
-	switch f.key.From {
-	case KeyEvent:
-		k = f.key.event(tr, int(p.Events[0]))
-	case KeyUser:
-		k = f.key.user(tr)
+	if tr.Offset == 0 {
+		f.begin()
 	}
+	var keys *trail.Column
+	if f.captures {
+		keys = &tr.Cols[f.opt.Key.Index]
+	}
+	masks := tr.Mask[:len(tr.Times)]
+	if f.rows != nil {
+		f.rows.chunk(tr, masks)
+	}
+	var p *FunnelPath
+	switch f.mode {
+	case modeFast:
+		p = FunnelUser(tr, &f.spec, &f.st)
+		if f.captures {
+			f.captureFastKeys(tr)
+		}
+	case modeGeneral:
+		f.gen.chunk(tr, masks, keys)
+	case modeUnordered:
+		f.uno.chunk(tr, masks, keys)
+	}
+	if a := f.opt.Attribution; a == AttrFirstTouch || a == AttrLastTouch {
+		f.touchChunk(tr, a == AttrLastTouch)
+	}
+	if tr.More {
+		return
+	}
+	var outs []funnelOutcome
+	switch f.mode {
+	case modeFast:
+		if p.Step > 0 {
+			o := funnelOutcome{step: int32(p.Step), first: p.Events[0], times: p.Times}
+			if f.captures {
+				o.key = f.fastKey(tr, p.Events[0])
+			}
+			f.one[0] = o
+			outs = f.one[:]
+		}
+	case modeGeneral:
+		outs = f.gen.finish()
+	case modeUnordered:
+		outs = f.uno.finish()
+	}
+	if f.rows != nil {
+		// The plain outcome counts the user once over all users; the rows
+		// are the breakdown.
+		for i := range outs {
+			f.addOutcome(f.total, &outs[i], tr.ID)
+		}
+		rows := f.rows.finish()
+		for i := range rows {
+			f.addOutcome(f.stats(rows[i].key), &rows[i].funnelOutcome, tr.ID)
+		}
+		f.observeRows(tr.ID, rows)
+		return
+	}
+	for i := range outs {
+		k := f.keyOf(tr, &outs[i])
+		f.addOutcome(f.stats(k), &outs[i], tr.ID)
+	}
+	f.observe(tr.ID, outs, func(o *funnelOutcome) Key { return f.keyOf(tr, o) })
+}
+
+// begin resets the per-user state.
+func (f *Funnel) begin() {
+	f.fkeys = f.fkeys[:0]
+	f.touch, f.touched = Key{}, false
+	switch f.mode {
+	case modeGeneral:
+		f.gen.reset()
+	case modeUnordered:
+		f.uno.reset()
+	}
+	if f.rows != nil {
+		f.rows.reset()
+	}
+}
+
+// keyOf returns the breakdown key of an outcome of a single-row
+// attribution.
+func (f *Funnel) keyOf(tr *trail.Trail, o *funnelOutcome) Key {
+	switch f.opt.Key.From {
+	case KeyUser:
+		return f.opt.Key.user(tr)
+	case KeyEvent:
+		if f.opt.Attribution == AttrEntry {
+			return o.key
+		}
+		return f.touch
+	}
+	return Key{}
+}
+
+// captureFastKeys keeps, at the end of a chunk, the entry values of the
+// step-1 events the fast walker's outcome may be attributed to (the
+// chunk's events are gone by the next chunk).
+func (f *Funnel) captureFastKeys(tr *trail.Trail) {
+	if !tr.More {
+		return
+	}
+	f.refs = f.st.entryEvents(f.refs[:0])
+	next := f.fkeys2[:0]
+	for _, idx := range f.refs {
+		next = append(next, fastKey{idx: idx, key: f.fastKey(tr, idx)})
+	}
+	f.fkeys, f.fkeys2 = next, f.fkeys
+}
+
+// fastKey returns the entry value of event idx (whole-trail index): from
+// the chunk, or as captured at the end of an earlier one.
+func (f *Funnel) fastKey(tr *trail.Trail, idx int32) Key {
+	if i := int(idx) - tr.Offset; i >= 0 {
+		return f.opt.Key.event(tr, i)
+	}
+	for _, k := range f.fkeys {
+		if k.idx == idx {
+			return k.key
+		}
+	}
+	return Key{}
+}
+
+// touchChunk finds the first (or, with last, the latest) event of the
+// chunk in [From, To+W] that matches some step and has the breakdown
+// property set (spec §11 first_touch / last_touch).
+func (f *Funnel) touchChunk(tr *trail.Trail, last bool) {
+	if f.touched && !last {
+		return
+	}
+	col := &tr.Cols[f.opt.Key.Index]
+	ok := func(i int) bool {
+		t := tr.Times[i]
+		return tr.Mask[i]&f.env.stepMask != 0 && col.Set[i] && t >= f.spec.From && t-f.spec.To <= f.spec.Window
+	}
+	if last {
+		for i := len(tr.Times) - 1; i >= 0; i-- {
+			if ok(i) {
+				f.touch, f.touched = Key{Bits: col.Bits[i], Set: true}, true
+				return
+			}
+		}
+		return
+	}
+	for i := range tr.Times {
+		if ok(i) {
+			f.touch, f.touched = Key{Bits: col.Bits[i], Set: true}, true
+			return
+		}
+	}
+}
+
+// stats returns the group of key k, creating it.
+func (f *Funnel) stats(k Key) *funnelStats {
 	g, ok := f.table.get(k)
 	if !ok {
-		g = int32(len(f.groups))
-		f.groups = append(f.groups, funnelStats{key: k})
-		f.groups[g].list.Keep = f.keep()
-		f.table.put(k, g)
-		f.bytes += int64(unsafe.Sizeof(funnelStats{}))
+		g = f.newGroup(k)
 	}
-	st := &f.groups[g]
+	return &f.groups[g]
+}
+
+// newGroup adds the group of key k (absent) and returns its index.
+func (f *Funnel) newGroup(k Key) int32 {
+	g := int32(len(f.groups))
+	f.groups = append(f.groups, funnelStats{key: k})
+	f.initStats(&f.groups[g])
+	f.table.put(k, g)
+	f.bytes += int64(unsafe.Sizeof(funnelStats{})) + int64(len(f.groups[g].entered))*16
+	return g
+}
+
+func (f *Funnel) initStats(st *funnelStats) {
+	st.list.Keep = f.keep()
+	if f.opt.View == ViewTrends {
+		st.entered = make([]int64, len(f.opt.Bounds)-1)
+		st.converted = make([]int64, len(f.opt.Bounds)-1)
+	}
+}
+
+// addPath accumulates an outcome computed by FunnelUser.
+func (f *Funnel) addPath(st *funnelStats, p *FunnelPath, id []byte) {
+	if f.opt.View != ViewSteps {
+		o := funnelOutcome{step: int32(p.Step), times: p.Times}
+		f.addOutcome(st, &o, id)
+		return
+	}
+	f.addSteps(st, p, id)
+}
+
+// addSteps accumulates a steps-view outcome computed by FunnelUser.
+func (f *Funnel) addSteps(st *funnelStats, p *FunnelPath, id []byte) {
 	st.reached[p.Step]++
 	for k := 2; k <= p.Step; k++ {
 		before := cap(st.durs[k])
 		st.durs[k] = append(st.durs[k], p.Times[k-1]-p.Times[k-2])
 		f.bytes += int64(cap(st.durs[k])-before) * 8
 	}
-	if l := f.list; l != nil && (p.Step == l.Step || (!l.Dropped && p.Step > l.Step)) {
-		before := st.list.Bytes()
-		st.list.Add(tr.ID)
-		f.bytes += st.list.Bytes() - before
+	if l := f.opt.List; l != nil && (p.Step == l.Step || (!l.Dropped && p.Step > l.Step)) {
+		f.listAdd(st, id)
 	}
+}
+
+// addOutcome accumulates an outcome in st.
+func (f *Funnel) addOutcome(st *funnelStats, o *funnelOutcome, id []byte) {
+	step := int(o.step)
+	l := f.opt.List
+	switch f.opt.View {
+	case ViewSteps:
+		st.reached[step]++
+		for k := 2; k <= step; k++ {
+			before := cap(st.durs[k])
+			st.durs[k] = append(st.durs[k], o.times[k-1]-o.times[k-2])
+			f.bytes += int64(cap(st.durs[k])-before) * 8
+		}
+		if l != nil && (step == l.Step || (!l.Dropped && step > l.Step)) {
+			f.listAdd(st, id)
+		}
+	case ViewTrends:
+		b := o.bucket
+		if step >= f.from {
+			st.entered[b]++
+		}
+		if step >= f.to {
+			st.converted[b]++
+		}
+		if l != nil && int(b) == l.Bucket && step >= f.from && (!l.Converted || step >= f.to) {
+			f.listAdd(st, id)
+		}
+	case ViewTimeToConvert:
+		if step < f.to {
+			return
+		}
+		d := o.times[f.to-1] - o.times[f.from-1]
+		before := cap(st.durs[0])
+		st.durs[0] = append(st.durs[0], d)
+		f.bytes += int64(cap(st.durs[0])-before) * 8
+		if l != nil && binOf(d, l.BinLo, l.BinWidth, l.Bins) == l.Bin {
+			f.listAdd(st, id)
+		}
+	}
+}
+
+func (f *Funnel) listAdd(st *funnelStats, id []byte) {
+	before := st.list.Bytes()
+	st.list.Add(id)
+	f.bytes += st.list.Bytes() - before
+}
+
+// observe reports outcomes to Observe.
+func (f *Funnel) observe(id []byte, outs []funnelOutcome, key func(*funnelOutcome) Key) {
+	if f.opt.Observe == nil {
+		return
+	}
+	f.obs = f.obs[:0]
+	for i := range outs {
+		o := &outs[i]
+		f.obs = append(f.obs, FunnelOutcome{Row: key(o), Bucket: int(o.bucket), Step: int(o.step),
+			Times: slices.Clone(o.times[:o.step]), First: int(o.first)})
+	}
+	f.opt.Observe(id, f.obs)
+}
+
+func (f *Funnel) observeRows(id []byte, rows []rowOutcome) {
+	if f.opt.Observe == nil {
+		return
+	}
+	f.obs = f.obs[:0]
+	for i := range rows {
+		o := &rows[i]
+		f.obs = append(f.obs, FunnelOutcome{Row: o.key, Bucket: int(o.bucket), Step: int(o.step),
+			Times: slices.Clone(o.times[:o.step]), First: int(o.first)})
+	}
+	f.opt.Observe(id, f.obs)
+}
+
+// AddPath accumulates an outcome computed by FunnelUser with the same
+// spec over tr, a whole trail (one chunk) that supplies the breakdown key
+// (entry or user property) and the user id. Step 0 paths contribute
+// nothing.
+func (f *Funnel) AddPath(p *FunnelPath, tr *trail.Trail) {
+	if p.Step == 0 {
+		return
+	}
+	var k Key
+	switch f.opt.Key.From {
+	case KeyEvent:
+		k = f.opt.Key.event(tr, int(p.Events[0]))
+	case KeyUser:
+		k = f.opt.Key.user(tr)
+	}
+	f.addPath(f.stats(k), p, tr.ID)
 }
 
 func (f *Funnel) keep() int {
-	if f.list == nil {
+	if f.opt.List == nil {
 		return 0
 	}
-	return f.list.Keep
+	return f.opt.List.Keep
 }
 
-// Merge adds the outcomes of o, created from an equal spec, into f. o is
-// not modified. It panics if the step counts differ (a programmer error).
+// Merge adds the outcomes of o, created from an equal spec and options,
+// into f. o is not modified. It panics if the step counts or views
+// differ (a programmer error).
 func (f *Funnel) Merge(o *Funnel) {
-	if o.spec.Steps != f.spec.Steps {
+	if o.spec.Steps != f.spec.Steps || o.opt.View != f.opt.View || len(o.opt.Bounds) != len(f.opt.Bounds) {
 		panic("analysis: Funnel.Merge of accumulators with different specs")
 	}
 	for i := range o.groups {
-		og := &o.groups[i]
-		g, ok := f.table.get(og.key)
-		if !ok {
-			g = int32(len(f.groups))
-			f.groups = append(f.groups, funnelStats{key: og.key})
-			f.groups[g].list.Keep = f.keep()
-			f.table.put(og.key, g)
-		}
-		mergeFunnelStats(&f.groups[g], og)
+		mergeFunnelStats(f.stats(o.groups[i].key), &o.groups[i])
+	}
+	if f.total != nil {
+		mergeFunnelStats(f.total, o.total)
 	}
 }
 
@@ -450,26 +765,41 @@ func mergeFunnelStats(dst, o *funnelStats) {
 	for k := range dst.durs {
 		dst.durs[k] = append(dst.durs[k], o.durs[k]...)
 	}
+	for b := range dst.entered {
+		dst.entered[b] += o.entered[b]
+		dst.converted[b] += o.converted[b]
+	}
 	dst.list.Merge(&o.list)
 }
 
 // Bytes returns the memory the accumulator holds (groups, durations,
-// listed ids), for the query's memory budget.
+// listed ids, the walkers' per-user state), for the query's memory
+// budget.
 func (f *Funnel) Bytes() int64 {
-	return int64(unsafe.Sizeof(*f)) + f.bytes + f.table.bytes()
+	n := int64(unsafe.Sizeof(*f)) + f.bytes + f.table.bytes() + int64(cap(f.fkeys)+cap(f.fkeys2))*24
+	if f.gen != nil {
+		n += f.gen.bytes()
+	}
+	if f.uno != nil {
+		n += f.uno.bytes()
+	}
+	if f.rows != nil {
+		n += f.rows.bytes()
+	}
+	return n
 }
 
-// Result returns the per-step tables in newly allocated slices. group, if
-// not nil, maps each breakdown key to the group it is reported under
-// (funnel outcomes merge exactly: every user has one key). f stays
-// usable. Without a list, a reported group made of a single breakdown
-// key is computed on f's own duration lists, which the median selection
+// Result returns the tables in newly allocated slices. group, if not nil,
+// maps each breakdown key to the group it is reported under (funnel
+// outcomes merge exactly: every outcome has one key). f stays usable.
+// Without a list, a reported group made of a single breakdown key is
+// computed on f's own duration lists, which the median selection
 // reorders but does not change as multisets; other groups are gathered
 // into lists allocated at their exact size. The all-users table is that
-// of the only reported group when there is one (and no list), else
-// gathered the same way. (Gathering every group twice through append
-// was 3-5% of a 100M-event funnel's CPU time, all of it in the
-// single-threaded merge phase.)
+// of the only reported group when there is one (and no list, and one row
+// per user), else gathered the same way. (Gathering every group twice
+// through append was 3-5% of a 100M-event funnel's CPU time, all of it
+// in the single-threaded merge phase.)
 func (f *Funnel) Result(group func(Key) Key) FunnelResult {
 	type reported struct {
 		key     Key
@@ -492,13 +822,13 @@ func (f *Funnel) Result(group func(Key) Key) FunnelResult {
 	}
 	slices.SortFunc(reps, func(a, b reported) int { return compareKeys(a.key, b.key) })
 	gather := func(key Key, members []int32) *funnelStats {
-		if len(members) == 1 && f.list == nil {
+		if len(members) == 1 && f.opt.List == nil {
 			st := f.groups[members[0]] // shares the duration lists
 			st.key = key
 			return &st
 		}
 		st := &funnelStats{key: key}
-		st.list.Keep = f.keep()
+		f.initStats(st)
 		for k := range st.durs {
 			n := 0
 			for _, m := range members {
@@ -513,32 +843,142 @@ func (f *Funnel) Result(group func(Key) Key) FunnelResult {
 		}
 		return st
 	}
-	var res FunnelResult
-	for _, r := range reps {
-		g := gather(r.key, r.members)
-		fg := FunnelGroup{Key: g.key, Steps: f.steps(g)}
-		if f.list != nil {
-			fg.List = &g.list
-		}
-		res.Groups = append(res.Groups, fg)
+	gathered := make([]*funnelStats, len(reps))
+	for i, r := range reps {
+		gathered[i] = gather(r.key, r.members)
 	}
-	if len(reps) == 1 && f.list == nil {
-		res.Steps = slices.Clone(res.Groups[0].Steps)
-	} else {
+	var all *funnelStats
+	switch {
+	case f.total != nil:
+		all = f.total
+	case len(reps) == 1 && f.opt.List == nil:
+		all = gathered[0]
+	default:
 		every := make([]int32, len(f.groups))
 		for i := range every {
 			every[i] = int32(i)
 		}
-		all := gather(Key{}, every)
-		res.Steps = f.steps(all)
-		if f.list != nil {
-			res.List = &all.list
-		}
+		all = gather(Key{}, every)
 	}
-	if f.key.From == KeyNone && len(res.Groups) == 0 {
-		res.Groups = append(res.Groups, FunnelGroup{Steps: f.steps(&funnelStats{})})
+	var res FunnelResult
+	var lo, width int64
+	var bins int
+	if f.opt.View == ViewTimeToConvert {
+		lo, width, bins = f.histBins(all.durs[0], gathered)
+	}
+	table := func(st *funnelStats) FunnelGroup {
+		g := FunnelGroup{Key: st.key}
+		switch f.opt.View {
+		case ViewSteps:
+			g.Steps = f.steps(st)
+			g.Users = g.Steps[0].Users
+		case ViewTrends:
+			g.Buckets = make([]FunnelBucket, len(st.entered))
+			for b := range st.entered {
+				g.Buckets[b] = FunnelBucket{Entered: st.entered[b], Converted: st.converted[b]}
+				g.Users += st.entered[b]
+			}
+		case ViewTimeToConvert:
+			g.Hist = histogram(st.durs[0], lo, width, bins)
+			g.Users = g.Hist.Users
+		}
+		return g
+	}
+	for _, st := range gathered {
+		g := table(st)
+		if f.opt.List != nil {
+			g.List = &st.list
+		}
+		res.Groups = append(res.Groups, g)
+	}
+	if f.opt.Key.From == KeyNone && len(res.Groups) == 0 {
+		empty := &funnelStats{}
+		f.initStats(empty)
+		res.Groups = append(res.Groups, table(empty))
+	}
+	var whole FunnelGroup
+	if len(reps) == 1 && all == gathered[0] {
+		whole = res.Groups[0]
+		whole.Steps, whole.Buckets = slices.Clone(whole.Steps), slices.Clone(whole.Buckets)
+		if h := whole.Hist; h != nil {
+			c := *h
+			c.Bins = slices.Clone(h.Bins)
+			whole.Hist = &c
+		}
+	} else {
+		whole = table(all)
+	}
+	res.Steps, res.Buckets, res.Hist = whole.Steps, whole.Buckets, whole.Hist
+	if f.opt.List != nil {
+		res.List = &all.list
 	}
 	return res
+}
+
+// histBins returns the time-to-convert bins over the users' durations d
+// (µs): lo = ⌊min⌋ and hi = ⌈max⌉ in seconds, bins = the option or ⌈∛u⌉
+// clamped to 1..60 (u = len(d)), width ⌈(hi − lo) / bins⌉ (60 when that
+// is 0) — spec §11, PostHog's bins. The range also covers the rows'
+// durations, which per-row attributions measure on other walks.
+func (f *Funnel) histBins(d []int64, rows []*funnelStats) (lo, width int64, bins int) {
+	bins = f.opt.Bins
+	if bins == 0 {
+		bins = min(max(int(math.Ceil(math.Cbrt(float64(len(d))))), 1), 60)
+		// ⌈∛u⌉ exactly: correct the float root at perfect cubes.
+		for bins > 1 && (bins-1)*(bins-1)*(bins-1) >= len(d) {
+			bins--
+		}
+	}
+	mn, mx, any := int64(math.MaxInt64), int64(math.MinInt64), false
+	for _, l := range append([][]int64{d}, rowDurs(rows)...) {
+		if len(l) > 0 {
+			mn, mx, any = min(mn, slices.Min(l)), max(mx, slices.Max(l)), true
+		}
+	}
+	if !any {
+		return 0, 60, bins
+	}
+	// Times are never negative: the quotients are floors.
+	lo = mn / 1e6
+	hi := (mx + 1e6 - 1) / 1e6
+	width = (hi - lo + int64(bins) - 1) / int64(bins)
+	if width == 0 {
+		width = 60
+	}
+	return lo, width, bins
+}
+
+func rowDurs(rows []*funnelStats) [][]int64 {
+	out := make([][]int64, len(rows))
+	for i, r := range rows {
+		out[i] = r.durs[0]
+	}
+	return out
+}
+
+// binOf returns the bin of a duration d (µs) in bins starting at lo
+// seconds, width seconds wide: the last bin takes the end too.
+func binOf(d, lo, width int64, bins int) int {
+	x := d - lo*1e6
+	if x < 0 {
+		return -1
+	}
+	return min(int(x/(width*1e6)), bins-1)
+}
+
+// histogram counts durations d (µs) into bins and computes their mean and
+// exact median (QuantileSelect reorders d).
+func histogram(d []int64, lo, width int64, bins int) *FunnelHist {
+	h := &FunnelHist{Lo: lo, Width: width, Bins: make([]int64, bins), Users: int64(len(d))}
+	for _, v := range d {
+		h.Bins[binOf(v, lo, width, bins)]++
+	}
+	if len(d) > 0 {
+		h.HasTime = true
+		h.AvgSeconds = meanMicros(d) / 1e6
+		h.MedianSeconds = QuantileSelect(d, 0.5) / 1e6
+	}
+	return h
 }
 
 // steps computes the step table of st, reordering its duration lists

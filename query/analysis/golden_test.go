@@ -3,6 +3,7 @@ package analysis_test
 import (
 	"flag"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	_ "time/tzdata" // hermetic zone data when the host has none
 
+	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/internal/testutil"
 	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/query/timebucket"
@@ -22,11 +24,13 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected outputs of testd
 // and lines starting with # are comments.
 //
 //	funnel base=T steps=a,b|c,$any window=1h from=T to=T
+//	funnel_modes base=T steps=a,b window=1h from=T to=T order=strict excl=x:1-2,y:1-2
+//	    view=trends interval=day tz=Z from_step=1 to_step=2 bins=3 breakdown=s attribution=step:2
 //	trend base=T tz=Z interval=day week_start=monday series=a:count,$any:users from=T to=T
 //	retention base=T tz=Z interval=day periods=3 start=a return=b type=first_time windows=calendar criterion=on from=T to=T
 //	USER TIME NAME
 //
-// Times are RFC 3339 (with optional fraction) or offsets from base such as
+// Event lines may end with string properties (s=x). Times are RFC 3339 (with optional fraction) or offsets from base such as
 // +90m, -1us or +1d2h (Go durations plus a "d" day unit). The expected
 // output is rendered by harness_test.go; every case is also run through
 // the naive reference implementation, which must agree.
@@ -144,14 +148,25 @@ func parseGoldenInput(lines []string) (*goldenParams, []testutil.Ev, error) {
 			}
 			continue
 		}
-		if len(f) != 3 {
-			return nil, nil, fmt.Errorf("event line %q: want USER TIME NAME", l)
+		if len(f) < 3 {
+			return nil, nil, fmt.Errorf("event line %q: want USER TIME NAME [PROP=VALUE ...]", l)
 		}
 		ts, err := p.parseTime(f[1])
 		if err != nil {
 			return nil, nil, err
 		}
-		evs = append(evs, testutil.Ev{User: f[0], Time: ts, Name: f[2]})
+		ev := testutil.Ev{User: f[0], Time: ts, Name: f[2]}
+		for _, kv := range f[3:] {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok {
+				return nil, nil, fmt.Errorf("event property %q is not key=value", kv)
+			}
+			if ev.Props == nil {
+				ev.Props = map[string]event.Value{}
+			}
+			ev.Props[k] = event.String(v)
+		}
+		evs = append(evs, ev)
 	}
 	if p == nil {
 		return nil, nil, fmt.Errorf("no query line")
@@ -189,6 +204,19 @@ func runGolden(t *testing.T, input []string) (kernel, naive string, err error) {
 		kr, kp := runFunnel(t, evs, q, nil)
 		nr, np := testutil.NaiveFunnel(testutil.Data{Events: evs}, q)
 		return rc.funnel(kr, kp), rc.funnel(nr, np), nil
+	case "funnel_modes":
+		q, bins, err := p.funnelModes(from, to, ws)
+		if err != nil {
+			return "", "", err
+		}
+		data := testutil.Data{Events: evs}
+		c := buildModeCase(t, data, q, bins)
+		res, outs := c.run(t, nil, 0, nil)
+		// Chunks of one event give the same answer.
+		if res1, outs1 := c.run(t, nil, 1, nil); !reflect.DeepEqual(res1, res) || !reflect.DeepEqual(outs1, outs) {
+			return "", "", fmt.Errorf("chunked trails give another answer:\n%+v\n%+v", res1, res)
+		}
+		return rc.modes(q, outs, kernelTables(c, res)), rc.modes(q, testutil.NaiveFunnelOutcomes(data, q), naiveTables(data, q, bins)), nil
 	case "trend":
 		iv, err := timebucket.ParseInterval(p.str("interval", "day"))
 		if err != nil {
@@ -234,4 +262,57 @@ func runGolden(t *testing.T, input []string) (kernel, naive string, err error) {
 		return kernel, rc.retention(testutil.NaiveRetention(testutil.Data{Events: evs}, q)[0].Cohorts), nil
 	}
 	return "", "", fmt.Errorf("unknown query kind %q", p.kind)
+}
+
+// funnelModes reads a funnel_modes query line.
+func (p *goldenParams) funnelModes(from, to int64, ws timebucket.WeekStart) (testutil.FunnelQuery, int, error) {
+	w, err := parseDur(p.str("window", "14d"))
+	if err != nil {
+		return testutil.FunnelQuery{}, 0, err
+	}
+	q := testutil.FunnelQuery{Steps: strings.Split(p.str("steps", ""), ","), Window: w, From: from, To: to,
+		Order: p.str("order", ""), View: p.str("view", ""), Common: testutil.Common{Loc: p.loc}}
+	if x := p.str("excl", ""); x != "" {
+		for _, e := range strings.Split(x, ",") {
+			ev, rng, _ := strings.Cut(e, ":")
+			a, b, _ := strings.Cut(rng, "-")
+			ex := testutil.Exclusion{Event: ev}
+			if ex.From, err = strconv.Atoi(a); err != nil {
+				return q, 0, fmt.Errorf("excl %q: %w", e, err)
+			}
+			if ex.To, err = strconv.Atoi(b); err != nil {
+				return q, 0, fmt.Errorf("excl %q: %w", e, err)
+			}
+			q.Exclusions = append(q.Exclusions, ex)
+		}
+	}
+	ints := map[string]*int{"from_step": &q.FromStep, "to_step": &q.ToStep}
+	bins := 0
+	ints["bins"] = &bins
+	for k, ptr := range ints {
+		if v, ok := p.kv[k]; ok {
+			if *ptr, err = strconv.Atoi(v); err != nil {
+				return q, 0, fmt.Errorf("%s: %w", k, err)
+			}
+		}
+	}
+	if q.View == "trends" {
+		iv, err := timebucket.ParseInterval(p.str("interval", "day"))
+		if err != nil {
+			return q, 0, err
+		}
+		q.Bounds = timebucket.Bounds(from, to, iv, p.loc, ws)
+	}
+	if b := p.str("breakdown", ""); b != "" {
+		q.Breakdown = &testutil.Breakdown{Prop: b}
+		a := p.str("attribution", "")
+		if k, ok := strings.CutPrefix(a, "step:"); ok {
+			a = "step"
+			if q.AttrStep, err = strconv.Atoi(k); err != nil {
+				return q, 0, fmt.Errorf("attribution: %w", err)
+			}
+		}
+		q.Attribution = a
+	}
+	return q, bins, nil
 }

@@ -138,7 +138,7 @@ func runFunnel(t testing.TB, evs []testutil.Ev, q testutil.FunnelQuery, plan *sh
 	assign, shards, order := plan.split(len(trails))
 	accs := make([]*analysis.Funnel, shards)
 	for i := range accs {
-		acc, err := analysis.NewFunnel(spec, analysis.KeySource{}, nil)
+		acc, err := analysis.NewFunnel(spec, analysis.FunnelOptions{})
 		if err != nil {
 			t.Fatalf("NewFunnel: %v", err)
 		}
@@ -263,6 +263,161 @@ func (rc renderCtx) retention(cohorts []analysis.RetentionCohort) string {
 			parts[i] = strconv.FormatInt(v, 10)
 		}
 		fmt.Fprintf(&b, "cohort %s size=%d retained=%s\n", time.UnixMicro(c.Start).In(rc.loc).Format(time.RFC3339), c.Size, strings.Join(parts, ","))
+	}
+	return b.String()
+}
+
+// modeTables are a funnel's tables by row ("" = all users), as the
+// kernel or the naive reference computes them.
+type modeTables struct {
+	steps   map[string][]analysis.FunnelStepResult
+	buckets map[string][]analysis.FunnelBucket
+	hists   map[string]*analysis.FunnelHist
+}
+
+func kernelTables(c *modeCase, res analysis.FunnelResult) modeTables {
+	mt := modeTables{steps: map[string][]analysis.FunnelStepResult{"": res.Steps},
+		buckets: map[string][]analysis.FunnelBucket{"": res.Buckets}, hists: map[string]*analysis.FunnelHist{"": res.Hist}}
+	if c.q.Breakdown != nil {
+		for _, g := range res.Groups {
+			l := keyLabel(g.Key, c.q.Breakdown, c.dicts)
+			mt.steps[l], mt.buckets[l], mt.hists[l] = g.Steps, g.Buckets, g.Hist
+		}
+	}
+	return mt
+}
+
+// naiveTables computes the tables of q with the naive reference: the
+// all-users tables from the outcomes with one row per user.
+func naiveTables(data testutil.Data, q testutil.FunnelQuery, bins int) modeTables {
+	mt := modeTables{steps: map[string][]analysis.FunnelStepResult{}, buckets: map[string][]analysis.FunnelBucket{},
+		hists: map[string]*analysis.FunnelHist{}}
+	plainQ := q
+	plainQ.Breakdown, plainQ.Attribution = nil, ""
+	plain := testutil.NaiveFunnelOutcomes(data, plainQ)
+	rows := map[string]map[string][]testutil.NaiveOutcome{"": plain}
+	if q.Breakdown != nil {
+		for u, os := range testutil.NaiveFunnelOutcomes(data, q) {
+			for _, o := range os {
+				if rows[o.Row] == nil {
+					rows[o.Row] = map[string][]testutil.NaiveOutcome{}
+				}
+				rows[o.Row][u] = append(rows[o.Row][u], o)
+			}
+		}
+	}
+	n := len(q.Steps)
+	from, to := viewSteps(q)
+	durs := func(outs map[string][]testutil.NaiveOutcome) map[string]int64 {
+		return testutil.FunnelDurations(outs, from, to, "", true)
+	}
+	var extra []int64
+	for _, outs := range rows {
+		for _, d := range durs(outs) {
+			extra = append(extra, d)
+		}
+	}
+	for l, outs := range rows {
+		switch q.View {
+		case "", "steps":
+			mt.steps[l] = testutil.FunnelTable(testutil.FunnelRowPaths(outs)[l], n)
+		case "trends":
+			nb := len(q.Bounds) - 1
+			relabelled := map[string][]testutil.NaiveOutcome{}
+			for u, os := range outs {
+				for _, o := range os {
+					o.Row = ""
+					relabelled[u] = append(relabelled[u], o)
+				}
+			}
+			r := testutil.FunnelTrends(relabelled, nb, from, to)[""]
+			bs := make([]analysis.FunnelBucket, nb)
+			for b := range bs {
+				if r.Entered != nil {
+					bs[b] = analysis.FunnelBucket{Entered: int64(len(r.Entered[b])), Converted: int64(len(r.Converted[b]))}
+				}
+			}
+			mt.buckets[l] = bs
+		case "time_to_convert":
+			row := durs(outs)
+			h := testutil.NaiveHistogram(durs(plain), extra, bins, row)
+			kh := &analysis.FunnelHist{Lo: h.Lo, Width: h.Width, Users: int64(len(row))}
+			for _, b := range h.Bins {
+				kh.Bins = append(kh.Bins, int64(len(b)))
+			}
+			mt.hists[l] = kh
+		}
+	}
+	return mt
+}
+
+// modes renders a funnel_modes case: per user and outcome the row,
+// bucket, step (and outside the trends view the times and first event),
+// then the tables.
+func (rc renderCtx) modes(q testutil.FunnelQuery, outs map[string][]testutil.NaiveOutcome, mt modeTables) string {
+	var b strings.Builder
+	users := make([]string, 0, len(outs))
+	for u := range outs {
+		users = append(users, u)
+	}
+	slices.Sort(users)
+	for _, u := range users {
+		os := slices.Clone(outs[u])
+		sortOutcomes(os, q.View)
+		for _, o := range os {
+			fmt.Fprintf(&b, "user %s", u)
+			if q.Breakdown != nil {
+				fmt.Fprintf(&b, " row=%s", o.Row)
+			}
+			if q.View == "trends" {
+				fmt.Fprintf(&b, " bucket=%s step=%d\n", fmtTime(q.Bounds[o.Bucket], 0, false, rc.loc), o.Step)
+				continue
+			}
+			ts := make([]string, len(o.Times))
+			for i, v := range o.Times {
+				ts[i] = fmtTime(v, rc.base, rc.hasBase, rc.loc)
+			}
+			fmt.Fprintf(&b, " step=%d times=%s first=e%d\n", o.Step, strings.Join(ts, ","), o.First+1)
+		}
+	}
+	var rows []string
+	for l := range mt.steps {
+		rows = append(rows, l)
+	}
+	for l := range mt.buckets {
+		rows = append(rows, l)
+	}
+	for l := range mt.hists {
+		rows = append(rows, l)
+	}
+	slices.Sort(rows)
+	rows = slices.Compact(rows)
+	for _, l := range rows {
+		name := "all users"
+		if l != "" {
+			name = "row " + l
+		}
+		switch q.View {
+		case "", "steps":
+			for _, s := range mt.steps[l] {
+				fmt.Fprintf(&b, "%s: step %d users=%d conversion=%s from_previous=%s", name, s.Step, s.Users, fmtFloat(s.Conversion), fmtFloat(s.ConversionFromPrevious))
+				if s.HasTime {
+					fmt.Fprintf(&b, " avg_s=%s median_s=%s", fmtFloat(s.AvgSeconds), fmtFloat(s.MedianSeconds))
+				}
+				b.WriteString("\n")
+			}
+		case "trends":
+			for i, bk := range mt.buckets[l] {
+				fmt.Fprintf(&b, "%s: bucket %s entered=%d converted=%d\n", name, fmtTime(q.Bounds[i], 0, false, rc.loc), bk.Entered, bk.Converted)
+			}
+		case "time_to_convert":
+			h := mt.hists[l]
+			fmt.Fprintf(&b, "%s: users=%d", name, h.Users)
+			for i, c := range h.Bins {
+				fmt.Fprintf(&b, " [%d,%d)=%d", h.Lo+int64(i)*h.Width, h.Lo+int64(i+1)*h.Width, c)
+			}
+			b.WriteString("\n")
+		}
 	}
 	return b.String()
 }

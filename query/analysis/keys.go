@@ -228,3 +228,12 @@ func (x *bucketIndex) of(t int64) int {
 	}
 	return b
 }
+
+// reset empties the table, keeping its memory.
+func (t *slotTable) reset() {
+	if t.n > 0 {
+		clear(t.slots)
+		t.n = 0
+	}
+	t.has = false
+}

@@ -52,11 +52,11 @@ func TestSpecValidation(t *testing.T) {
 		{analysis.FunnelSpec{Steps: 2, Window: -1, To: 1}, nil, "window"},
 		{analysis.FunnelSpec{Steps: 2, Window: analysis.MaxFunnelWindow + 1, To: 1}, nil, "window"},
 		{analysis.FunnelSpec{Steps: 2, From: 1, To: 1}, nil, "empty range"},
-		{analysis.FunnelSpec{Steps: 2, To: 1}, &analysis.FunnelList{Step: 3}, "list step"},
-		{analysis.FunnelSpec{Steps: 2, To: 1}, &analysis.FunnelList{Step: 1, Keep: -1}, "keep"},
+		{analysis.FunnelSpec{Steps: 2, To: 1}, &analysis.FunnelList{Step: 3}, "list"},
+		{analysis.FunnelSpec{Steps: 2, To: 1}, &analysis.FunnelList{Step: 1, Keep: -1}, "list"},
 	}
 	for _, c := range funnelCases {
-		if _, err := analysis.NewFunnel(c.spec, analysis.KeySource{}, c.list); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := analysis.NewFunnel(c.spec, analysis.FunnelOptions{List: c.list}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("NewFunnel(%+v, %+v) error %v, want %q", c.spec, c.list, err, c.want)
 		}
 	}
@@ -89,8 +89,8 @@ func TestMergeShapeMismatchPanics(t *testing.T) {
 	b := []int64{0, day, 2 * day}
 	t1, _ := analysis.NewTrend(analysis.TrendSpec{Bounds: b, From: 0, To: 1, Series: []analysis.TrendSeries{{}}})
 	t2, _ := analysis.NewTrend(analysis.TrendSpec{Bounds: b, From: 0, To: 1, Series: []analysis.TrendSeries{{}, {Bit: 1}}})
-	f1, _ := analysis.NewFunnel(analysis.FunnelSpec{Steps: 2, To: 1}, analysis.KeySource{}, nil)
-	f2, _ := analysis.NewFunnel(analysis.FunnelSpec{Steps: 3, To: 1}, analysis.KeySource{}, nil)
+	f1, _ := analysis.NewFunnel(analysis.FunnelSpec{Steps: 2, To: 1}, analysis.FunnelOptions{})
+	f2, _ := analysis.NewFunnel(analysis.FunnelSpec{Steps: 3, To: 1}, analysis.FunnelOptions{})
 	r1, _ := analysis.NewRetention(analysis.RetentionSpec{Bounds: b, Periods: 1, To: 1})
 	r2, _ := analysis.NewRetention(analysis.RetentionSpec{Bounds: b, Periods: 2, To: 1})
 	for name, f := range map[string]func(){
@@ -112,7 +112,7 @@ func TestMergeShapeMismatchPanics(t *testing.T) {
 func TestEmptyTrails(t *testing.T) {
 	b := []int64{0, day, 2 * day}
 	tr, _ := analysis.NewTrend(analysis.TrendSpec{Bounds: b, From: 0, To: day, Series: []analysis.TrendSeries{{Math: analysis.MathUsers}}})
-	fu, _ := analysis.NewFunnel(analysis.FunnelSpec{Steps: 2, Window: day, From: 0, To: day}, analysis.KeySource{}, nil)
+	fu, _ := analysis.NewFunnel(analysis.FunnelSpec{Steps: 2, Window: day, From: 0, To: day}, analysis.FunnelOptions{})
 	re, _ := analysis.NewRetention(analysis.RetentionSpec{Bounds: b, Periods: 2, From: 0, To: day})
 	onlyLater := trail.Trail{Times: []int64{5, 6}, Mask: []uint64{2, 2}}
 	for _, trail := range []trail.Trail{{}, onlyLater} {
@@ -178,7 +178,7 @@ func TestMean(t *testing.T) {
 // TestMeanLargeDurations checks the 128-bit duration sum: int64 would
 // overflow with these values.
 func TestMeanLargeDurations(t *testing.T) {
-	f, _ := analysis.NewFunnel(analysis.FunnelSpec{Steps: 2, Window: analysis.MaxFunnelWindow, From: 0, To: 1}, analysis.KeySource{}, nil)
+	f, _ := analysis.NewFunnel(analysis.FunnelSpec{Steps: 2, Window: analysis.MaxFunnelWindow, From: 0, To: 1}, analysis.FunnelOptions{})
 	const users = 400_000 // 400k × 366 days > 2^63 µs
 	p := analysis.FunnelPath{Step: 2}
 	p.Times[1] = analysis.MaxFunnelWindow
@@ -227,7 +227,8 @@ func TestParseOptions(t *testing.T) {
 }
 
 func FuzzParseOptions(f *testing.F) {
-	for _, s := range []string{"", "count", "users", "p90", "wau", "first_time", "recurring", "calendar", "rolling", "on", "on_or_after", "On"} {
+	for _, s := range []string{"", "count", "users", "p90", "wau", "first_time", "recurring", "calendar", "rolling", "on", "on_or_after", "On",
+		"strict", "unordered", "trends", "time_to_convert", "first_touch", "all_steps"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -242,6 +243,15 @@ func FuzzParseOptions(f *testing.F) {
 		}
 		if v, err := analysis.ParseRetentionCriterion(s); err == nil && s != "" && v.String() != s {
 			t.Fatalf("ParseRetentionCriterion(%q) = %v", s, v)
+		}
+		if v, err := analysis.ParseFunnelOrder(s); err == nil && s != "" && v.String() != s {
+			t.Fatalf("ParseFunnelOrder(%q) = %v", s, v)
+		}
+		if v, err := analysis.ParseFunnelView(s); err == nil && s != "" && v.String() != s {
+			t.Fatalf("ParseFunnelView(%q) = %v", s, v)
+		}
+		if v, err := analysis.ParseFunnelAttribution(s); err == nil && s != "" && v.String() != s {
+			t.Fatalf("ParseFunnelAttribution(%q) = %v", s, v)
 		}
 	})
 }

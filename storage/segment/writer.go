@@ -378,6 +378,7 @@ type rowSource struct {
 type srcCol struct {
 	prop    int // the writer's column
 	typ     event.Type
+	widen   bool // an int column into a float one (typ is TypeInt)
 	present []uint64
 	ints    []int64
 	floats  []float64
@@ -400,7 +401,9 @@ type Remap struct {
 // property columns props (indexes into m.Props, the props of ReadBlock:
 // Block.Props[j] is m.Props[props[j]]). Each of those columns must be a
 // column of the Writer (WriterOptions.Props) with the same name and
-// type. Its tables take 4 bytes per event name and dictionary entry of m,
+// type, or an int column of a float one of the Writer: its values are
+// converted (exact up to 2^53), for a property widened from int to float
+// after m was written (spec §1). Its tables take 4 bytes per event name and dictionary entry of m,
 // counted in Bytes.
 func (w *Writer) NewRemap(m *Meta, props []int) (*Remap, error) {
 	if err := w.ok(); err != nil {
@@ -414,11 +417,12 @@ func (w *Writer) NewRemap(m *Meta, props []int) (*Remap, error) {
 		}
 		pm := &m.Props[p]
 		k, ok := w.propIdx[pm.Name]
-		if !ok || w.meta.Props[k].Type != pm.Type {
+		widen := ok && pm.Type == event.TypeInt && w.meta.Props[k].Type == event.TypeFloat
+		if !ok || (w.meta.Props[k].Type != pm.Type && !widen) {
 			return nil, fmt.Errorf("segment writer: property %q (%v) of the input is not a column of the segment", pm.Name, pm.Type)
 		}
 		c := &rm.src.cols[j]
-		c.prop, c.typ, c.dict = k, pm.Type, pm.Dict
+		c.prop, c.typ, c.dict, c.widen = k, pm.Type, pm.Dict, widen
 		if pm.Type == event.TypeString {
 			c.strMap = make([]uint32, len(pm.Dict))
 			mem += int64(len(pm.Dict))
@@ -675,11 +679,16 @@ func (w *Writer) copyRows(src *rowSource, lo, k int) error {
 		if !orBits(p.present, n, c.present, lo, k) {
 			continue
 		}
-		switch c.typ {
-		case event.TypeFloat:
+		switch {
+		case c.widen:
+			p.floats = growKeep(p.floats, end)
+			for i, v := range c.ints[lo : lo+k] {
+				p.floats[n+i] = float64(v)
+			}
+		case c.typ == event.TypeFloat:
 			p.floats = growKeep(p.floats, end)
 			copy(p.floats[n:], c.floats[lo:lo+k])
-		case event.TypeString:
+		case c.typ == event.TypeString:
 			p.strs = growKeep(p.strs, end)
 			for d := range eachBit(p.present, n, end) {
 				code := c.strs[lo+d-n]

@@ -98,7 +98,7 @@ def _trend(r: JSON) -> pd.DataFrame:
 
 
 def _funnel(r: JSON) -> pd.DataFrame:
-    cols = ["breakdown_value", "step", "event", "users", "conversion", "conversion_from_previous", "avg_seconds", "median_seconds"]
+    cols = ["breakdown_value", "step", "label", "event", "users", "conversion", "conversion_from_previous", "avg_seconds", "median_seconds"]
     rows: List[JSON] = []
     groups: List[Any] = [(None, r.get("steps", []))] + [(b["value"], b["steps"]) for b in r.get("breakdown") or []]
     for value, steps in groups:
