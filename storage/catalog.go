@@ -2,7 +2,6 @@ package storage
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"math"
@@ -31,27 +30,17 @@ const (
 // as segment.ErrCorruption.
 var ErrCorruption = segment.ErrCorruption
 
-// ErrUnsupportedVersion is matched (errors.Is) by the error for a catalog
-// or settings file written by a newer format version than this build
-// reads. It does not match ErrCorruption.
-var ErrUnsupportedVersion = errors.New("unsupported format version")
+// ErrUnsupportedVersion is matched (errors.Is) by the error for a file of
+// the store (catalog, settings, segment, log) written by a newer format
+// version than this build reads. It does not match ErrCorruption. It is
+// the same sentinel as segment.ErrNewerVersion.
+var ErrUnsupportedVersion = segment.ErrNewerVersion
 
-// CorruptionError reports where a catalog or settings file is damaged:
-// Path names the file, Offset the byte where the damaged structure starts,
-// Msg what is wrong there. It matches ErrCorruption.
-type CorruptionError struct {
-	Path   string
-	Offset int64
-	Msg    string
-}
-
-// Error formats the error as "corruption in PATH at offset N: MSG".
-func (e *CorruptionError) Error() string {
-	return fmt.Sprintf("corruption in %s at offset %d: %s", e.Path, e.Offset, e.Msg)
-}
-
-// Is makes errors.Is(err, ErrCorruption) true.
-func (e *CorruptionError) Is(target error) bool { return target == ErrCorruption }
+// CorruptionError reports where a catalog, settings or segment file is
+// damaged (segment.CorruptionError): Path names the file, Offset the byte
+// where the damaged structure starts, Msg what is wrong there. It matches
+// ErrCorruption.
+type CorruptionError = segment.CorruptionError
 
 // SegmentKind says what a segment holds.
 type SegmentKind uint8

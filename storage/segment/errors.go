@@ -6,29 +6,34 @@ import (
 )
 
 // ErrCorruption is matched (errors.Is) by every error that reports a
-// checksum mismatch or a structurally invalid segment file. Such errors are
+// checksum mismatch or a structurally invalid file of the store: a
+// segment, and (through the aliases storage.ErrCorruption and
+// wal.ErrCorruption) a catalog, settings or log file. Such errors are
 // always a *CorruptionError naming the file and the byte offset.
-var ErrCorruption = errors.New("segment corruption")
+var ErrCorruption = errors.New("corruption")
 
-// ErrNewerVersion is matched (errors.Is) by the error Open returns for a
-// well-formed segment whose format version (both the header byte and the
-// trailer byte agree) is newer than Version, the newest this build reads.
-// It does not match ErrCorruption: the file is presumably fine, the program
-// is too old.
-var ErrNewerVersion = errors.New("segment format version is newer than supported")
+// ErrNewerVersion is matched (errors.Is) by the error for a well-formed
+// file whose format version is newer than this build reads: a segment
+// whose header and trailer bytes agree on a version above Version, and
+// (as storage.ErrUnsupportedVersion and wal.ErrUnsupportedVersion) a
+// catalog, settings or log file. It does not match ErrCorruption: the
+// file is presumably fine, the program is too old.
+var ErrNewerVersion = errors.New("format version is newer than this build reads")
 
-// CorruptionError reports where a segment file is corrupt. Offset is a byte
-// offset into the file (the start of the damaged structure: header, chunk,
-// footer field or trailer); Msg says what is wrong there.
+// CorruptionError reports where a file of the store is corrupt: Path
+// names it, Offset is the byte offset of the damaged structure (a
+// segment's header, chunk, footer field or trailer; a catalog field; a
+// log record), Msg says what is wrong there. storage.CorruptionError and
+// wal.CorruptionError are this type.
 type CorruptionError struct {
 	Path   string
 	Offset int64
 	Msg    string
 }
 
-// Error formats the error as "segment corruption in PATH at offset N: MSG".
+// Error formats the error as "corruption in PATH at offset N: MSG".
 func (e *CorruptionError) Error() string {
-	return fmt.Sprintf("segment corruption in %s at offset %d: %s", e.Path, e.Offset, e.Msg)
+	return fmt.Sprintf("corruption in %s at offset %d: %s", e.Path, e.Offset, e.Msg)
 }
 
 // Is makes errors.Is(err, ErrCorruption) true.

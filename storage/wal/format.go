@@ -1,0 +1,145 @@
+package wal
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"strconv"
+	"strings"
+
+	"github.com/spurdb/spur/storage/segment"
+)
+
+// FormatVersion is the version of the file format this build writes and
+// the newest it reads.
+const FormatVersion = 1
+
+// MaxRecordSizeLimit is the largest payload, in bytes, the format allows
+// (and the largest Options.MaxRecordSize).
+const MaxRecordSizeLimit = 1 << 30
+
+const (
+	magic            = "SPURWAL"
+	fileHeaderSize   = 20
+	recordHeaderSize = 24
+	fileSuffix       = ".wal"
+	nameDigits       = 20
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrCorruption is matched (errors.Is) by every *CorruptionError. It is the
+// store's sentinel for damaged data (storage.ErrCorruption, the same
+// value as segment.ErrCorruption), so one check covers the log too.
+var ErrCorruption = segment.ErrCorruption
+
+// ErrUnsupportedVersion is matched (errors.Is) by the error for a log file
+// whose header, with a valid checksum, names a format version newer than
+// FormatVersion. It does not match ErrCorruption. It is the store's
+// sentinel (storage.ErrUnsupportedVersion, segment.ErrNewerVersion).
+var ErrUnsupportedVersion = segment.ErrNewerVersion
+
+// CorruptionError reports damage in a log file that is not a torn tail
+// (segment.CorruptionError, the store's one corruption error): Path names
+// the file, Offset the byte where the damaged header or record starts, Msg
+// what is wrong there. It matches ErrCorruption.
+type CorruptionError = segment.CorruptionError
+
+// fileName is the name of the file whose first record has seq first.
+func fileName(first uint64) string {
+	s := strconv.FormatUint(first, 10)
+	return strings.Repeat("0", nameDigits-len(s)) + s + fileSuffix
+}
+
+// parseName returns the first seq a log file name carries, or false if
+// name is not a log file's name.
+func parseName(name string) (uint64, bool) {
+	digits, ok := strings.CutSuffix(name, fileSuffix)
+	if !ok || len(digits) != nameDigits {
+		return 0, false
+	}
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			return 0, false
+		}
+	}
+	first, err := strconv.ParseUint(digits, 10, 64)
+	return first, err == nil && first > 0
+}
+
+// appendFileHeader appends the header of a file whose first record has
+// seq first.
+func appendFileHeader(b []byte, first uint64) []byte {
+	at := len(b)
+	b = append(b, magic...)
+	b = append(b, FormatVersion)
+	b = binary.LittleEndian.AppendUint64(b, first)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[at:], castagnoli))
+}
+
+// headerDamage says why h (the first bytes of a file, up to
+// fileHeaderSize) is not the valid header of a file named for seq first:
+// "" if it is; torn reports damage a crash can cause (a short, zeroed or
+// checksum-failing header). A valid header of a newer version is an
+// ErrUnsupportedVersion error.
+func headerDamage(h []byte, first uint64) (why string, torn bool, err error) {
+	switch {
+	case len(h) < fileHeaderSize:
+		return fmt.Sprintf("incomplete file header (%d of %d bytes)", len(h), fileHeaderSize), true, nil
+	case string(h[:len(magic)]) != magic:
+		return fmt.Sprintf("not a write-ahead-log file header (magic %q, want %q)", h[:len(magic)], magic), true, nil
+	}
+	stored, computed := binary.LittleEndian.Uint32(h[16:20]), crc32.Checksum(h[:16], castagnoli)
+	if stored != computed {
+		return fmt.Sprintf("file header checksum mismatch: stored %08x, computed %08x", stored, computed), true, nil
+	}
+	if v := h[len(magic)]; v != FormatVersion {
+		if v > FormatVersion {
+			return "", false, fmt.Errorf("%w %d (this build reads up to %d)", ErrUnsupportedVersion, v, FormatVersion)
+		}
+		return fmt.Sprintf("format version %d", v), false, nil
+	}
+	if got := binary.LittleEndian.Uint64(h[8:16]); got != first {
+		return fmt.Sprintf("the header's first seq is %d, the file name's %d", got, first), false, nil
+	}
+	return "", false, nil
+}
+
+// recordHeader is a record's fixed fields.
+type recordHeader struct {
+	n     uint32 // payload length in bytes
+	crc   uint32 // stored checksum
+	seq   uint64
+	index uint32 // index in the commit group
+	rest  uint32 // records after this one in its batch
+}
+
+// parseRecordHeader decodes the first recordHeaderSize bytes of b.
+func parseRecordHeader(b []byte) recordHeader {
+	_ = b[recordHeaderSize-1]
+	return recordHeader{
+		n:     binary.LittleEndian.Uint32(b[0:4]),
+		crc:   binary.LittleEndian.Uint32(b[4:8]),
+		seq:   binary.LittleEndian.Uint64(b[8:16]),
+		index: binary.LittleEndian.Uint32(b[16:20]),
+		rest:  binary.LittleEndian.Uint32(b[20:24]),
+	}
+}
+
+// recordCRC is the checksum of a record with header bytes hdr (its first
+// recordHeaderSize bytes; the CRC field itself is skipped) and payload.
+func recordCRC(hdr, payload []byte) uint32 {
+	c := crc32.Update(0, castagnoli, hdr[0:4])
+	c = crc32.Update(c, castagnoli, hdr[8:recordHeaderSize])
+	return crc32.Update(c, castagnoli, payload)
+}
+
+// putRecordHeader fills hdr (recordHeaderSize bytes) for payload with the
+// given seq, group index and batch rest, checksum included.
+func putRecordHeader(hdr *[recordHeaderSize]byte, payload []byte, seq uint64, index, rest uint32) {
+	binary.LittleEndian.PutUint32(hdr[0:4], uint32(len(payload)))
+	binary.LittleEndian.PutUint64(hdr[8:16], seq)
+	binary.LittleEndian.PutUint32(hdr[16:20], index)
+	binary.LittleEndian.PutUint32(hdr[20:24], rest)
+	binary.LittleEndian.PutUint32(hdr[4:8], recordCRC(hdr[:], payload))
+}
