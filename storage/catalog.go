@@ -438,7 +438,7 @@ func openFrame(path, magic string, b []byte) (*decoder, error) {
 		// A version byte flipped to a larger value also lands here; the
 		// CRC decides which it is.
 		if crc32.Checksum(b[:len(b)-4], castagnoli) == binary.LittleEndian.Uint32(b[len(b)-4:]) && v > CatalogFormatVersion {
-			return nil, fmt.Errorf("%s: %w %d (this build reads up to %d)", path, ErrUnsupportedVersion, v, CatalogFormatVersion)
+			return nil, fmt.Errorf("%s: format version %d: %w (this build reads up to version %d)", path, v, ErrUnsupportedVersion, CatalogFormatVersion)
 		}
 		if v > CatalogFormatVersion || v == 0 {
 			return nil, &CorruptionError{Path: path, Offset: int64(len(magic)), Msg: fmt.Sprintf("format version %d with a bad checksum", v)}

@@ -219,7 +219,7 @@ func TestCatalogNewerVersion(t *testing.T) {
 	}
 	defer st.Close()
 	_, err = st.App("app")
-	if !errors.Is(err, ErrUnsupportedVersion) || errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "unsupported format version 2") {
+	if !errors.Is(err, ErrUnsupportedVersion) || errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "format version 2: format version is newer than this build reads") {
 		t.Fatalf("newer catalog: %v", err)
 	}
 	if _, err := st.Recover(context.Background(), "app"); !errors.Is(err, ErrUnsupportedVersion) {

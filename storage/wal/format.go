@@ -95,7 +95,7 @@ func headerDamage(h []byte, first uint64) (why string, torn bool, err error) {
 	}
 	if v := h[len(magic)]; v != FormatVersion {
 		if v > FormatVersion {
-			return "", false, fmt.Errorf("%w %d (this build reads up to %d)", ErrUnsupportedVersion, v, FormatVersion)
+			return "", false, fmt.Errorf("format version %d: %w (this build reads up to version %d)", v, ErrUnsupportedVersion, FormatVersion)
 		}
 		return fmt.Sprintf("format version %d", v), false, nil
 	}
