@@ -164,7 +164,8 @@ func (a *App) Compact(ctx context.Context, opt CompactOptions) (*CompactReport, 
 	}
 	defer v.Release()
 
-	written, dups, err := a.compactGroups(ctx, t, v, groups, opt)
+	out := compactOutput{sink: t, shards: base.Shards, gen: base.Generation + 1}
+	written, dups, err := a.compactGroups(ctx, out, v, groups, opt)
 	if err == nil {
 		if cerr := ctx.Err(); cerr != nil {
 			err = fmt.Errorf("compact app %q cancelled: %w", a.name, cerr)
@@ -271,10 +272,20 @@ func planCompaction(m *Catalog, opt CompactOptions) []compactGroup {
 	return groups
 }
 
+// compactOutput says where a compaction's outputs go: the sink, the app's
+// shard count, the generation they are written for and a prefix of their
+// names (the live layer's, for segments kept in memory).
+type compactOutput struct {
+	sink   segSink
+	shards int
+	gen    uint64
+	prefix string
+}
+
 // compactGroups runs the groups on opt.Workers goroutines and returns every
 // output written (also on error, for the caller to remove), in group
 // order. The first error cancels the other workers.
-func (a *App) compactGroups(ctx context.Context, t *writeTxn, v *Version, groups []compactGroup, opt CompactOptions) ([]SegmentRef, int64, error) {
+func (a *App) compactGroups(ctx context.Context, out compactOutput, v *Version, groups []compactGroup, opt CompactOptions) ([]SegmentRef, int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	outs := make([][]SegmentRef, len(groups))
@@ -303,7 +314,7 @@ func (a *App) compactGroups(ctx context.Context, t *writeTxn, v *Version, groups
 					continue
 				}
 				sctx, stage := StartStage(ctx, "compact shard", groups[gi].shard)
-				c := &compactor{app: a, txn: t, v: v, opt: opt, gen: t.base.Generation + 1, g: &groups[gi], progress: progress, blocks: &blocks}
+				c := &compactor{app: a, out: out, v: v, opt: opt, g: &groups[gi], progress: progress, blocks: &blocks}
 				outs[gi], errs[gi] = c.run(sctx)
 				dups[gi] = c.dups
 				stage.End()
@@ -343,10 +354,9 @@ func (a *App) compactGroups(ctx context.Context, t *writeTxn, v *Version, groups
 // being written, whatever the size of the group (storage.md §5).
 type compactor struct {
 	app      *App
-	txn      *writeTxn
+	out      compactOutput
 	v        *Version // pins the inputs
 	opt      CompactOptions
-	gen      uint64 // generation the outputs are published in
 	g        *compactGroup
 	progress func(rows int64)
 	blocks   *[]*segment.Block // the worker's decode buffers, reused from group to group
@@ -537,14 +547,15 @@ func (cp *compactor) open() error {
 // openOutput starts the next output segment and the inputs' code tables
 // for it.
 func (cp *compactor) openOutput() error {
-	cp.ref = SegmentRef{File: segmentName(cp.g.kind, cp.g.shard, cp.g.seqMin, cp.g.seqMax, cp.gen, len(cp.written)),
-		Kind: cp.g.kind, Shard: cp.g.shard, SeqMin: cp.g.seqMin, SeqMax: cp.g.seqMax, Generation: cp.gen}
-	f, err := cp.txn.create(cp.ref.File)
+	o := &cp.out
+	cp.ref = SegmentRef{File: o.prefix + segmentName(cp.g.kind, cp.g.shard, cp.g.seqMin, cp.g.seqMax, o.gen, len(cp.written)),
+		Kind: cp.g.kind, Shard: cp.g.shard, SeqMin: cp.g.seqMin, SeqMax: cp.g.seqMax, Generation: o.gen}
+	f, err := o.sink.createSegment(cp.ref.File)
 	if err != nil {
 		return err
 	}
 	w, err := segment.NewWriter(f, segment.WriterOptions{BlockRows: cp.opt.BlockRows, Props: cp.props,
-		Identity: cp.ref.identity(cp.txn.base.Shards)})
+		Identity: cp.ref.identity(o.shards)})
 	if err != nil {
 		f.Close()
 		return fmt.Errorf("compact app %q: %w", cp.app.name, err)

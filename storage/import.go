@@ -128,7 +128,16 @@ func (s *Store) Import(ctx context.Context, appName string, srcs []Source, opt I
 	defer t.end()
 	base := t.base
 
-	im := newImporter(t, base, opt)
+	props := base.EventProps
+	if opt.Kind == KindUsers {
+		props = base.UserProps
+	}
+	schema, err := loadSchema(props)
+	if err != nil {
+		return nil, err
+	}
+	seq := base.NextSeq
+	im := newImporter(t, base.Generation+1, base.Shards, schema, func() int64 { seq++; return seq - 1 }, opt)
 	rep := &ImportReport{App: appName, Kind: opt.Kind}
 	defer func() { rep.Elapsed = time.Since(start) }()
 	written, err := im.run(ctx, srcs, rep)
@@ -141,7 +150,7 @@ func (s *Store) Import(ctx context.Context, appName string, srcs []Source, opt I
 	rep.Duplicates = im.dups
 	next := base.clone()
 	next.Generation++
-	next.NextSeq = im.seq
+	next.NextSeq = seq
 	next.Segments = append(next.Segments, written...)
 	sortSegments(next.Segments)
 	if opt.Kind == KindUsers {
@@ -177,11 +186,12 @@ func loadSchema(props []event.PropType) (*event.Schema, error) {
 // buffers come in two generations: while one is being written by a
 // background flush, rows go into the other.
 type importer struct {
-	txn    *writeTxn
-	base   *Catalog
+	sink   segSink
+	gen    uint64 // the catalog generation its segments are written for
 	opt    ImportOptions
 	schema *event.Schema
-	seq    int64
+	seqs   func() int64 // allocates the arrival rank of one flush's segments
+	prefix string       // before its segments' names (segmentName)
 	shards []*shardBuf // the generation being filled
 	spare  []*shardBuf // the other generation (being written by flight, if any), or nil
 	flight *flushRun   // the background flush in progress, or nil
@@ -244,16 +254,20 @@ type propInfo struct {
 	hasLast  bool
 }
 
-func newImporter(t *writeTxn, base *Catalog, opt ImportOptions) *importer {
+// newImporter returns an importer writing segments of an app with shards
+// shards into sink for catalog generation gen, coercing rows to schema
+// (which it updates) and taking each flush's arrival rank from seqs.
+func newImporter(sink segSink, gen uint64, shards int, schema *event.Schema, seqs func() int64, opt ImportOptions) *importer {
 	im := &importer{
-		txn:       t,
-		base:      base,
+		sink:      sink,
+		gen:       gen,
 		opt:       opt,
-		seq:       base.NextSeq,
+		schema:    schema,
+		seqs:      seqs,
 		eventDict: map[string]uint32{},
 		propIdx:   map[string]int{},
 	}
-	im.shards = make([]*shardBuf, base.Shards)
+	im.shards = make([]*shardBuf, shards)
 	for i := range im.shards {
 		im.shards[i] = newShardBuf()
 	}
@@ -261,13 +275,6 @@ func newImporter(t *writeTxn, base *Catalog, opt ImportOptions) *importer {
 }
 
 func (im *importer) run(ctx context.Context, srcs []Source, rep *ImportReport) (written []SegmentRef, err error) {
-	props := im.base.EventProps
-	if im.opt.Kind == KindUsers {
-		props = im.base.UserProps
-	}
-	if im.schema, err = loadSchema(props); err != nil {
-		return nil, err
-	}
 	im.expect = expectedRows(srcs)
 	im.reserve(0)
 	rctx, stop := context.WithCancel(ctx)
@@ -862,8 +869,7 @@ func (im *importer) flush() ([]SegmentRef, error) {
 	im.flushed += int64(im.buffered)
 	for i, sb := range im.shards {
 		if len(sb.times) > 0 {
-			jobs = append(jobs, job{i, im.seq})
-			im.seq++
+			jobs = append(jobs, job{i, im.seqs()})
 		}
 	}
 	if len(jobs) == 0 {
@@ -960,10 +966,16 @@ func (im *importer) dictSnapshot() *flushDicts {
 	return d
 }
 
+// segmentName names the segment of a flush of shard with arrival rank seq:
+// a segment file's name, after im.prefix (the live layer's, whose
+// segments stay in memory).
+func (im *importer) segmentName(shard int, seq int64) string {
+	return im.prefix + segmentName(im.opt.Kind, shard, seq, seq, im.gen, 0)
+}
+
 func (im *importer) writeShard(in *segment.Input, shard int, seq int64) (SegmentRef, error) {
-	gen := im.base.Generation + 1
-	ref := SegmentRef{File: segmentName(im.opt.Kind, shard, seq, seq, gen, 0), Kind: im.opt.Kind, Shard: shard,
-		SeqMin: seq, SeqMax: seq, Generation: gen}
+	ref := SegmentRef{File: im.segmentName(shard, seq), Kind: im.opt.Kind, Shard: shard,
+		SeqMin: seq, SeqMax: seq, Generation: im.gen}
 	opt := segment.WriterOptions{BlockRows: im.opt.BlockRows, Props: inputProps(in)}
-	return im.txn.writeSegment(ref, opt, func(w *segment.Writer) error { return w.AppendInput(in) })
+	return writeSegment(im.sink, len(im.shards), ref, opt, func(w *segment.Writer) error { return w.AppendInput(in) })
 }

@@ -3,6 +3,7 @@ package storage
 import (
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/spurdb/spur/storage/segment"
 	"github.com/spurdb/spur/storage/vfs"
@@ -65,17 +66,57 @@ func openReader(f vfs.File, name string) (*segment.Reader, error) {
 	return segment.NewReader(f, st.Size(), name)
 }
 
-// writeSegment creates segment file ref.File for write t and writes it
-// with a streaming writer (a block at a time, footer last): fill appends
-// the rows, opt gives the columns and block sizes, and the footer gets
-// ref's identity. It returns ref completed from the written file (rows,
-// users, time and hash ranges, bytes). On error the file is removed by t.
-func (t *writeTxn) writeSegment(ref SegmentRef, opt segment.WriterOptions, fill func(w *segment.Writer) error) (SegmentRef, error) {
-	f, err := t.create(ref.File)
+// segSink creates the files segments are written to: a write's segment
+// directory (writeTxn: files removed unless published) or memory
+// (memSink: the live layer's segments).
+type segSink interface {
+	createSegment(name string) (segment.File, error)
+}
+
+func (t *writeTxn) createSegment(name string) (segment.File, error) { return t.create(name) }
+
+// memSink keeps the segments written to it in memory, by name. It is
+// safe for concurrent use (parallel writers of one seal).
+type memSink struct {
+	mu    sync.Mutex
+	files map[string]*segment.MemFile
+}
+
+func (m *memSink) createSegment(name string) (segment.File, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.files == nil {
+		m.files = map[string]*segment.MemFile{}
+	}
+	f := &segment.MemFile{}
+	m.files[name] = f
+	return f, nil
+}
+
+// take returns and forgets the bytes of segment name (nil if unknown).
+func (m *memSink) take(name string) []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := m.files[name]
+	delete(m.files, name)
+	if f == nil {
+		return nil
+	}
+	return f.Bytes()
+}
+
+// writeSegment creates segment ref.File in sink and writes it with a
+// streaming writer (a block at a time, footer last): fill appends the
+// rows, opt gives the columns and block sizes, and the footer gets ref's
+// identity (in an app of shards shards). It returns ref completed from
+// the written segment (rows, users, time and hash ranges, bytes). On
+// error the file is left for the sink's owner to remove (a writeTxn does).
+func writeSegment(sink segSink, shards int, ref SegmentRef, opt segment.WriterOptions, fill func(w *segment.Writer) error) (SegmentRef, error) {
+	f, err := sink.createSegment(ref.File)
 	if err != nil {
 		return SegmentRef{}, err
 	}
-	opt.Identity = ref.identity(t.base.Shards)
+	opt.Identity = ref.identity(shards)
 	w, err := segment.NewWriter(f, opt)
 	if err != nil {
 		f.Close()

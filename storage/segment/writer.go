@@ -100,6 +100,9 @@ const minKeysZstdRatio = 4
 // through it chunk by chunk.
 const writeBuffer = 1 << 20
 
+// memWriteBuffer is the buffering of a MemFile (which is memory already).
+const memWriteBuffer = 4 << 10
+
 // dictEntryBytes estimates the memory of one dictionary entry beyond its
 // string bytes, for Writer.Bytes: the string header in the dictionary
 // slice and the entry of the code map.
@@ -205,7 +208,11 @@ func NewWriter(f File, opt WriterOptions) (*Writer, error) {
 		return nil, err
 	}
 	w.f = f
-	w.bw = bufio.NewWriterSize(f, writeBuffer)
+	size := writeBuffer
+	if _, ok := f.(*MemFile); ok {
+		size = memWriteBuffer // the buffer would only copy
+	}
+	w.bw = bufio.NewWriterSize(f, size)
 	var hdr [headerSize]byte
 	hdr[0] = Version
 	copy(hdr[1:], headerMagic)
@@ -282,7 +289,7 @@ func (w *Writer) Bytes() int64 {
 	for _, c := range w.in.cols {
 		n += int64(cap(c.strMap)) * 4
 	}
-	return n + writeBuffer
+	return n + int64(w.bw.Size())
 }
 
 // fail records err as the Writer's sticky error and returns it.
