@@ -192,9 +192,9 @@ type importer struct {
 	schema *event.Schema
 	seqs   func() int64 // allocates the arrival rank of one flush's segments
 	prefix string       // before its segments' names (segmentName)
-	shards []*shardBuf // the generation being filled
-	spare  []*shardBuf // the other generation (being written by flight, if any), or nil
-	flight *flushRun   // the background flush in progress, or nil
+	shards []*shardBuf  // the generation being filled
+	spare  []*shardBuf  // the other generation (being written by flight, if any), or nil
+	flight *flushRun    // the background flush in progress, or nil
 
 	eventDict map[string]uint32
 	eventName []string
