@@ -142,7 +142,7 @@ func (a *App) Compact(ctx context.Context, opt CompactOptions) (*CompactReport, 
 	if opt.Tiered {
 		plan = func(m *Catalog, _ CompactOptions) []compactGroup { return planTiered(m) }
 	}
-	if cur := a.Current(); len(plan(cur, opt)) == 0 {
+	if cur := a.published(); len(plan(cur, opt)) == 0 {
 		return noop(cur)
 	}
 	if err := ctx.Err(); err != nil {
@@ -164,7 +164,7 @@ func (a *App) Compact(ctx context.Context, opt CompactOptions) (*CompactReport, 
 	}
 	defer v.Release()
 
-	out := compactOutput{sink: t, shards: base.Shards, gen: base.Generation + 1}
+	out := compactOutput{sink: t, shards: base.Shards, gen: t.outputGen()}
 	written, dups, err := a.compactGroups(ctx, out, v, groups, opt)
 	if err == nil {
 		if cerr := ctx.Err(); cerr != nil {

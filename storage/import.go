@@ -132,12 +132,20 @@ func (s *Store) Import(ctx context.Context, appName string, srcs []Source, opt I
 	if opt.Kind == KindUsers {
 		props = base.UserProps
 	}
+	live := a.live.Load()
+	if live != nil {
+		props = live.props(opt.Kind) // the app's schema includes the live layer's
+	}
 	schema, err := loadSchema(props)
 	if err != nil {
 		return nil, err
 	}
-	seq := base.NextSeq
-	im := newImporter(t, base.Generation+1, base.Shards, schema, func() int64 { seq++; return seq - 1 }, opt)
+	next := base.clone()
+	im := newImporter(t, t.outputGen(), base.Shards, schema, func() int64 {
+		seq := a.allocSeq(base.NextSeq)
+		next.NextSeq = max(next.NextSeq, seq+1)
+		return seq
+	}, opt)
 	rep := &ImportReport{App: appName, Kind: opt.Kind}
 	defer func() { rep.Elapsed = time.Since(start) }()
 	written, err := im.run(ctx, srcs, rep)
@@ -148,15 +156,19 @@ func (s *Store) Import(ctx context.Context, appName string, srcs []Source, opt I
 		return rep, &ImportError{Report: rep, Max: opt.MaxErrors}
 	}
 	rep.Duplicates = im.dups
-	next := base.clone()
 	next.Generation++
-	next.NextSeq = seq
 	next.Segments = append(next.Segments, written...)
 	sortSegments(next.Segments)
+	props = im.schema.Props()
+	if live != nil {
+		if props, err = live.mergeProps(opt.Kind, props); err != nil {
+			return rep, fmt.Errorf("import into app %q: %w", appName, err)
+		}
+	}
 	if opt.Kind == KindUsers {
-		next.UserProps = im.schema.Props()
+		next.UserProps = props
 	} else {
-		next.EventProps = im.schema.Props()
+		next.EventProps = props
 	}
 	if err := t.publish(next); err != nil {
 		return rep, fmt.Errorf("import into app %q: %w", appName, err)

@@ -330,7 +330,8 @@ func (s *Store) appForRecovery(name string) (*App, error) {
 	a = &App{store: s, name: name, dir: filepath.Join(s.cfg.Dir, "apps", name), files: map[string]*segFile{}}
 	a.ms = &fileMetastore{fs: s.fs, dir: a.dir}
 	a.bucket = &dirBucket{fs: s.fs, dir: filepath.Join(a.dir, segDir)}
-	a.cur = &Version{Catalog: &Catalog{App: name, Shards: s.cfg.Shards}, app: a, files: map[string]*segFile{}, refs: 1}
+	empty := &Catalog{App: name, Shards: s.cfg.Shards}
+	a.cur = &Version{Catalog: empty, disk: empty, app: a, files: map[string]*segFile{}, refs: 1}
 	s.apps[name] = a
 	return a, nil
 }

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/spurdb/spur/storage/vfs"
 )
@@ -109,6 +111,12 @@ type Config struct {
 	VerifyOnOpen bool
 	// Logger receives import and maintenance logs; nil means slog.Default().
 	Logger *slog.Logger
+	// Live enables live ingestion (Store.Ingest; ingest.md): it needs
+	// Writer. Open then opens the live layer of every app that has a
+	// write-ahead log, replaying the records its catalog does not cover,
+	// so that every acknowledged event is visible from the start; Close
+	// flushes the live layers. nil means no live ingestion.
+	Live *LiveOptions
 }
 
 // Store is an embedded Spur store rooted at one directory. It is safe for
@@ -178,6 +186,9 @@ func Open(cfg Config) (*Store, error) {
 	if cfg.Writer && cfg.ReadOnly {
 		return nil, errors.New("storage: Config.Writer and Config.ReadOnly exclude each other")
 	}
+	if cfg.Live != nil && !cfg.Writer {
+		return nil, errors.New("storage: Config.Live needs Config.Writer (one process writes the write-ahead logs)")
+	}
 	fsys := cfg.FS
 	if fsys == nil {
 		fsys = vfs.Default
@@ -206,7 +217,37 @@ func Open(cfg Config) (*Store, error) {
 		}
 		s.role = role
 	}
+	if cfg.Live != nil {
+		if err := s.openLogs(); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// openLogs opens the live layer of every app with a write-ahead log. An
+// app whose log or catalog is damaged is logged and left closed: it
+// refuses writes (its Ingest fails, naming spur recover) while the other
+// apps and its queries keep serving (ingest.md §2).
+func (s *Store) openLogs() error {
+	names, err := s.AppDirs()
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if ok, _ := vfs.Exists(s.fs, filepath.Join(s.cfg.Dir, "apps", name, logDir)); !ok {
+			continue
+		}
+		a, err := s.app(name, true)
+		if err == nil {
+			_, err = a.openLive()
+		}
+		if err != nil {
+			s.log.Error("app refuses live writes", "app", name, "err", err)
+		}
+	}
+	return nil
 }
 
 // storeLocked turns the failure to take the store's writer role into an
@@ -230,12 +271,30 @@ func (s *Store) storeLocked(err error) error {
 	return fmt.Errorf("storage: the store %s is being written by another process: %w", s.cfg.Dir, err)
 }
 
-// Close closes every open segment file and gives up the writer role.
+// Close flushes the live layers (ctx-free: see CloseContext), closes
+// every open segment file and log, and gives up the writer role.
 // Versions acquired before Close must not be read after it.
-func (s *Store) Close() error {
+func (s *Store) Close() error { return s.CloseContext(context.Background()) }
+
+// CloseContext is Close with ctx bounding the flush of the live layers:
+// what is not flushed when ctx ends stays in the write-ahead logs, to be
+// replayed by the next Open.
+func (s *Store) CloseContext(ctx context.Context) error {
+	s.mu.Lock()
+	apps := make([]*App, 0, len(s.apps))
+	for _, a := range s.apps {
+		apps = append(apps, a)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, a := range apps {
+		if l := a.live.Load(); l != nil {
+			errs = append(errs, l.close(ctx))
+			a.live.Store(nil)
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var errs []error
 	for _, a := range s.apps {
 		errs = append(errs, a.close())
 	}
@@ -325,7 +384,7 @@ func (s *Store) app(name string, create bool) (*App, error) {
 		return nil, fmt.Errorf("app %q: unreadable catalog (`spur verify --app %s` lists the damage, `spur recover --app %s` rebuilds the catalog): %w",
 			name, name, name, err)
 	}
-	v, err := a.newVersion(c)
+	v, err := a.newVersion(c, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -351,6 +410,10 @@ type App struct {
 	files  map[string]*segFile
 	roleOK bool                   // this process holds the app's writer role now
 	collMu map[string]*sync.Mutex // per document collection: this process's writers (Collection)
+
+	live     atomic.Pointer[liveApp] // the live layer, once the app has taken live events (Store.Ingest)
+	liveOpen sync.Mutex              // serializes openLive
+	seqNext  int64                   // the next arrival rank this process hands out (allocSeq; a.mu)
 }
 
 // Name returns the app name.
@@ -358,13 +421,19 @@ func (a *App) Name() string { return a.name }
 
 // Acquire pins the app's current version for a reader (a query): its
 // segment files stay readable and on disk until Release, whatever is
-// published meanwhile. When another process has published since this one
+// published meanwhile. With a live layer, the version shows every live
+// event applied before the call (ingest.md §2: acknowledged means
+// visible). When another process has published since this one
 // last looked (and this process does not hold the app's writer role),
 // the newer version is loaded first. The caller must call Release
 // exactly once. Errors: a catalog that has become unreadable
 // (ErrCorruption) or I/O errors while loading a newer version.
 func (a *App) Acquire() (*Version, error) {
-	if err := a.refresh(); err != nil {
+	if l := a.live.Load(); l != nil {
+		if err := l.refresh(); err != nil {
+			return nil, err
+		}
+	} else if err := a.refresh(); err != nil {
 		return nil, err
 	}
 	a.mu.Lock()
@@ -374,12 +443,21 @@ func (a *App) Acquire() (*Version, error) {
 }
 
 // Current returns the app's current catalog without pinning it: for
-// metadata (names, counts, the schema's property types). Segment files
-// must be read through an acquired Version. The Catalog is immutable.
+// metadata (names, counts, the schema's property types), including the
+// live layer's (see Version). Segment files must be read through an
+// acquired Version. The Catalog is immutable.
 func (a *App) Current() *Catalog {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.cur.Catalog
+}
+
+// published returns the app's current published catalog (Current without
+// the live layer).
+func (a *App) published() *Catalog {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cur.disk
 }
 
 // refresh loads the catalog another process published since this one
@@ -404,7 +482,7 @@ func (a *App) refresh() error {
 		}
 		return err
 	}
-	v, err := a.newVersion(c)
+	v, err := a.newVersion(c, nil)
 	if err != nil {
 		return err
 	}

@@ -1,11 +1,13 @@
 package storage
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"sync"
 
+	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/storage/segment"
 	"github.com/spurdb/spur/storage/vfs"
 )
@@ -17,11 +19,39 @@ import (
 // one is current. Get one with App.Acquire and give it back with Release;
 // a query pins one Version for its whole life, so no write that runs
 // meanwhile changes its answer or removes a file it reads.
+//
+// With live ingestion the embedded Catalog is a view: the published
+// catalog plus the live layer's sealed segments (held in memory, named
+// with livePrefix), its schema and the number of the last write-ahead-log
+// record applied (LogSeq): what every request acknowledged before the
+// version was made holds. Published returns the catalog alone.
 type Version struct {
 	*Catalog
+	disk  *Catalog // the published catalog (Catalog itself without live segments)
 	app   *App
 	files map[string]*segFile // by file name; immutable
 	refs  int                 // readers plus 1 while current (App.mu)
+}
+
+// Published returns the catalog the version was made of, without the live
+// layer's segments: what the app's catalog file holds. It is immutable.
+func (v *Version) Published() *Catalog { return v.disk }
+
+// liveView is what the live layer adds to a published catalog in a
+// version: its sealed segments, the schema as of its last applied record,
+// and that record's number.
+type liveView struct {
+	segs       []liveSeg
+	eventProps []event.PropType
+	userProps  []event.PropType
+	logSeq     uint64
+}
+
+// liveSeg is a sealed segment of the live layer: its catalog entry
+// (ref.File begins with livePrefix) and its bytes, immutable.
+type liveSeg struct {
+	ref  SegmentRef
+	data []byte
 }
 
 // segFile is one segment file shared by the versions that reference it:
@@ -32,6 +62,7 @@ type segFile struct {
 	ref  SegmentRef
 	refs int // versions referencing it (App.mu)
 	f    vfs.File
+	mem  []byte // a live segment's bytes (then f is nil)
 
 	once sync.Once
 	r    *segment.Reader
@@ -44,7 +75,7 @@ func (f *segFile) close() error {
 	if f.f != nil {
 		err = f.f.Close() // the reader reads f, and closes nothing itself
 	}
-	f.r, f.f = nil, nil
+	f.r, f.f, f.mem = nil, nil, nil
 	return err
 }
 
@@ -83,8 +114,12 @@ func (a *App) releaseLocked(v *Version) (unref []string) {
 			continue
 		}
 		delete(a.files, name)
+		live := f.mem != nil
 		if err := f.close(); err != nil {
 			a.store.log.Warn("close segment", "app", a.name, "file", name, "err", err)
+		}
+		if live {
+			continue // memory only: nothing to delete
 		}
 		if a.roleOK || a.store.role != nil {
 			a.removeFile(name)
@@ -126,18 +161,37 @@ func (a *App) removeFile(name string) {
 	a.store.log.Debug("removed unreferenced segment", "app", a.name, "file", name)
 }
 
-// newVersion makes a Version of c with one reference (the caller's),
-// opening the files not yet open. A missing file is corruption of the
-// catalog (a file it references is gone): reported with the catalog
-// path. Readers of other processes' versions may see that when a writer
-// deleted a file between their catalog read and the open; they retry.
-func (a *App) newVersion(c *Catalog) (*Version, error) {
-	v := &Version{Catalog: c, app: a, files: make(map[string]*segFile, len(c.Segments)), refs: 1}
+// newVersion makes a Version of published catalog c and the live layer's
+// view lv (nil: none) with one reference (the caller's), opening the
+// files not yet open. A missing file is corruption of the catalog (a file
+// it references is gone): reported with the catalog path. Readers of
+// other processes' versions may see that when a writer deleted a file
+// between their catalog read and the open; they retry.
+func (a *App) newVersion(c *Catalog, lv *liveView) (*Version, error) {
+	view := c
+	mem := map[string][]byte{}
+	if lv != nil {
+		view = c.clone()
+		for _, s := range lv.segs {
+			view.Segments = append(view.Segments, s.ref)
+			view.NextSeq = max(view.NextSeq, s.ref.SeqMax+1)
+			mem[s.ref.File] = s.data
+		}
+		sortSegments(view.Segments)
+		view.EventProps, view.UserProps = lv.eventProps, lv.userProps
+		view.LogSeq = max(view.LogSeq, lv.logSeq)
+	}
+	v := &Version{Catalog: view, disk: c, app: a, files: make(map[string]*segFile, len(view.Segments)), refs: 1}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var opened []*segFile
-	for _, ref := range c.Segments {
+	for _, ref := range view.Segments {
 		f := a.files[ref.File]
+		if f == nil && mem[ref.File] != nil {
+			f = &segFile{ref: ref, mem: mem[ref.File]}
+			a.files[ref.File] = f
+			opened = append(opened, f)
+		}
 		if f == nil {
 			file, err := a.bucket.open(ref.File)
 			if err != nil {
@@ -176,7 +230,14 @@ func (v *Version) Reader(ref SegmentRef) (*segment.Reader, error) {
 	}
 	f.once.Do(func() {
 		path := v.app.bucket.path(ref.File)
-		r, err := openReader(f.f, path)
+		var r *segment.Reader
+		var err error
+		if f.mem != nil {
+			path = fmt.Sprintf("live segment %s of app %q", ref.File, v.app.name)
+			r, err = segment.NewReader(bytes.NewReader(f.mem), int64(len(f.mem)), path)
+		} else {
+			r, err = openReader(f.f, path)
+		}
 		if err != nil {
 			f.err = err
 			return

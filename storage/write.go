@@ -22,6 +22,9 @@ type writeTxn struct {
 	locks   []io.Closer
 	mu      sync.Mutex // guards created: parallel flush and compaction workers create files
 	created []string   // segment files created and not yet published
+	// dropLive names the live segments the published catalog will hold
+	// (a flush's): publish removes them from the live layer as it adopts.
+	dropLive map[string]bool
 }
 
 // beginWrite takes app a's writer role and returns the write. It refuses
@@ -49,9 +52,7 @@ func (a *App) beginWrite() (_ *writeTxn, err error) {
 		if err := a.checkNoSegments(); err != nil {
 			return nil, err
 		}
-		a.mu.Lock()
-		t.base = a.cur.Catalog
-		a.mu.Unlock()
+		t.base = a.published()
 	case err != nil:
 		return nil, fmt.Errorf("app %q: refusing to write over an unreadable catalog (`spur verify --app %s` lists the damage, `spur recover --app %s` rebuilds it): %w",
 			a.name, a.name, a.name, err)
@@ -124,25 +125,41 @@ func (a *App) locked(err error, storeLock string) error {
 
 // adopt makes c, read from the metastore with stamp st, the current
 // version when it is newer than the one held.
-func (a *App) adopt(c *Catalog, st fileStamp) error {
+func (a *App) adopt(c *Catalog, st fileStamp) error { return a.adoptDropping(c, st, nil) }
+
+// adoptDropping is adopt that also removes the live segments named in
+// drop (a flush's, which c now holds) from the live layer, in the same
+// swap of the current version: no version shows both or neither.
+func (a *App) adoptDropping(c *Catalog, st fileStamp, drop map[string]bool) error {
+	var lv *liveView
+	l := a.live.Load()
+	if l != nil {
+		l.mu.Lock() // before a.mu; keeps the live layer as lv shows it until the swap
+		defer l.mu.Unlock()
+		lv = l.viewLocked(drop)
+	}
 	a.mu.Lock()
-	same := a.cur.Generation == c.Generation && a.cur.Generation > 0
+	same := a.cur.Generation == c.Generation && a.cur.Generation > 0 && len(drop) == 0
+	if same {
+		a.stamp = st
+	}
 	a.mu.Unlock()
 	if same {
-		a.mu.Lock()
-		a.stamp = st
-		a.mu.Unlock()
 		return nil
 	}
-	v, err := a.newVersion(c)
+	v, err := a.newVersion(c, lv)
 	if err != nil {
 		return err
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	old := a.cur
 	a.cur, a.stamp = v, st
 	a.releaseLocked(old)
+	a.mu.Unlock()
+	if l != nil {
+		l.dropLocked(drop)
+		l.dirty = false
+	}
 	return nil
 }
 
@@ -206,8 +223,21 @@ func (a *App) removeOrphans(c *Catalog) error {
 	return nil
 }
 
-// create creates segment file name for this write.
+// create creates segment file name for this write. The first file of a
+// new app's first write is preceded by the app's empty catalog
+// (generation 1): a crash during that write then leaves a catalog that
+// proves its files unreferenced (storage.md §2, §3), not segment files
+// without a catalog, which refuse writes until `spur recover`.
 func (t *writeTxn) create(name string) (vfs.File, error) {
+	t.mu.Lock()
+	if t.base.Generation == 0 {
+		empty := t.base.clone()
+		if err := t.publish(empty); err != nil {
+			t.mu.Unlock()
+			return nil, fmt.Errorf("app %q: create its catalog: %w", t.a.name, err)
+		}
+	}
+	t.mu.Unlock()
 	f, err := t.a.bucket.create(name)
 	if err != nil {
 		return nil, fmt.Errorf("create segment %s: %w", name, err)
@@ -218,19 +248,27 @@ func (t *writeTxn) create(name string) (vfs.File, error) {
 	return f, nil
 }
 
+// outputGen is the catalog generation this write's segments are written
+// for: the base's next, counting the empty catalog create publishes first
+// for a new app.
+func (t *writeTxn) outputGen() uint64 {
+	if t.base.Generation == 0 {
+		return 2
+	}
+	return t.base.Generation + 1
+}
+
 // publish makes next (whose new segment files this write created, wrote
 // and synced) the app's current version: it makes the files' names
 // durable, swaps the catalog atomically (storage.md §2) and adopts next;
 // files only the previous version referenced are deleted once no reader
-// pins it. next.Generation must be base's + 1. When the catalog could not
+// pins it. next.Generation is set to base's + 1. When the catalog could not
 // be swapped, the error is returned and the created files are removed by
 // end. When it was swapped but perhaps not durably (the directory fsync
 // failed), next is adopted and the error says so.
 func (t *writeTxn) publish(next *Catalog) error {
 	a := t.a
-	if next.Generation != t.base.Generation+1 {
-		return fmt.Errorf("storage: publish generation %d over %d", next.Generation, t.base.Generation)
-	}
+	next.Generation = t.base.Generation + 1 // the base may have become create's empty catalog
 	if len(t.created) > 0 {
 		if err := a.bucket.sync(); err != nil {
 			return fmt.Errorf("app %q: sync segment directory: %w", a.name, err)
@@ -242,7 +280,7 @@ func (t *writeTxn) publish(next *Catalog) error {
 	}
 	t.created = nil
 	st, _ := a.ms.stamp()
-	if verr := a.adopt(next, st); verr != nil {
+	if verr := a.adoptDropping(next, st, t.dropLive); verr != nil {
 		// Published, but this process cannot open the new version (out of
 		// descriptors?): forget the stamp so the next Acquire reloads it.
 		a.mu.Lock()

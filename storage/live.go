@@ -1,0 +1,965 @@
+package storage
+
+// The live layer (ingest.md §2): events sent to the server are written to
+// the app's write-ahead log (package wal, group commit, fsync before the
+// acknowledgement), applied in log order to per-shard buffers (the tails,
+// importers whose segments go to memory), and sealed into segments of
+// the ordinary format held in memory, which every version made afterwards
+// shows beside the published segments: a request's events are visible at
+// once, to every query started after its acknowledgement. A background
+// loop merges the in-memory segments geometrically, flushes them into
+// segment files published with the log position they cover in one catalog
+// swap (then the log before it is released), and compacts by tiers. See
+// docs/ingest.md for an event's lifecycle.
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"path/filepath"
+	"runtime"
+	"runtime/trace"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/storage/wal"
+)
+
+// Defaults of LiveOptions (ingest.md §2).
+const (
+	DefaultIngestMemory int64 = 512 << 20 // bytes of unflushed events
+	DefaultFlushBytes   int64 = 64 << 20  // bytes of an app's live segments that start a flush
+	DefaultFlushAge           = 30 * time.Second
+	DefaultMaxFuture          = 24 * time.Hour
+)
+
+// livePrefix begins the names of the live layer's segments (never files).
+const livePrefix = "live-"
+
+// logDir is the write-ahead log's directory in an app's directory.
+const logDir = "wal"
+
+// sealRows is the number of buffered rows at which the background loop
+// seals an app's tails without waiting for a query to.
+const sealRows = 1 << 16
+
+// liveMergeFanout is how many in-memory segments of one shard, kind and
+// size tier are merged into one.
+const liveMergeFanout = 4
+
+// liveTierBase is the size of the smallest tier of in-memory segments,
+// bytes; each tier is liveMergeFanout times the one below.
+const liveTierBase = 16 << 10
+
+// LiveOptions configure live ingestion (Store.Ingest; ingest.md §2). The
+// zero value gives the defaults.
+type LiveOptions struct {
+	// Memory bounds the unflushed events of the store's apps, bytes
+	// (--ingest-memory): buffered rows and in-memory segments. An Ingest
+	// that finds its app over it stores nothing and fails with
+	// ErrBackpressure. 0 means DefaultIngestMemory.
+	Memory int64
+	// FlushBytes starts a flush of an app once its live layer holds this
+	// many bytes; 0 means DefaultFlushBytes.
+	FlushBytes int64
+	// FlushAge starts a flush once the oldest unflushed event of an app
+	// was applied this long ago; 0 means DefaultFlushAge.
+	FlushAge time.Duration
+	// LogFileSize rotates write-ahead-log files at this size, bytes; 0
+	// means wal.DefaultSegmentSize (64 MiB).
+	LogFileSize int64
+	// MaxFuture rejects events whose timestamp is later than now plus
+	// this (field "timestamp"); 0 means DefaultMaxFuture, negative no
+	// limit.
+	MaxFuture time.Duration
+	// Now is the clock of MaxFuture and FlushAge; nil means time.Now.
+	Now func() time.Time
+	// OnFlush, if set, is called after each flush with its duration, the
+	// rows it wrote and its error (nil on success): for metrics.
+	OnFlush func(d time.Duration, rows int64, err error)
+	// OnCompact, if set, is called after each background compaction that
+	// rewrote segments, with its duration and report.
+	OnCompact func(d time.Duration, rep *CompactReport)
+}
+
+func (o LiveOptions) withDefaults() LiveOptions {
+	if o.Memory <= 0 {
+		o.Memory = DefaultIngestMemory
+	}
+	if o.FlushBytes <= 0 {
+		o.FlushBytes = DefaultFlushBytes
+	}
+	if o.FlushAge <= 0 {
+		o.FlushAge = DefaultFlushAge
+	}
+	if o.LogFileSize <= 0 {
+		o.LogFileSize = wal.DefaultSegmentSize
+	}
+	if o.MaxFuture == 0 {
+		o.MaxFuture = DefaultMaxFuture
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// ErrLiveOff is matched (errors.Is) by the error of an Ingest on a Store
+// opened without Config.Live.
+var ErrLiveOff = errors.New("live ingestion is not enabled on this store")
+
+// Ingest stores live events of app appName (created if missing; ingest.md
+// §1-§3): each event is validated (spec §1 limits, the timestamp at most
+// LiveOptions.MaxFuture ahead) and coerced to the app's schema (a
+// property's first sighting fixes its type; an int property given a
+// fraction widens to float), with its user property writes (users, by
+// event index) coerced to the users schema; an event that does not fit,
+// or whose user writes do not, is rejected whole (IngestReport.Rejected,
+// naming the field: "user_id", "event", "timestamp", "properties.NAME",
+// "user_properties.NAME", "user_properties_once.NAME"). The accepted
+// events are written to the app's write-ahead log as one record and
+// Ingest returns only once that record is durable (fsynced, grouped with
+// concurrent calls) and visible: every version acquired after Ingest
+// returns shows all of them, and none acquired before shows any.
+//
+// Ingest coerces evs and the users' Props in place; it keeps none of
+// them. A request over the memory limit fails with ErrBackpressure, one
+// the log cannot take for lack of space with ErrDiskFull (nothing stored
+// in both cases); an app whose log is damaged refuses with an error
+// matching ErrCorruption naming `spur recover`; a ctx that ends before the
+// record is taken stores nothing and returns ctx.Err(). Types fixed by an
+// event that is then rejected for another field stay fixed.
+func (s *Store) Ingest(ctx context.Context, appName string, evs []event.Event, users []UserWrite) (*IngestReport, error) {
+	ctx, task := trace.NewTask(ctx, "ingest")
+	defer task.End()
+	if s.cfg.Live == nil {
+		return nil, ErrLiveOff
+	}
+	a, err := s.app(appName, true)
+	if err != nil {
+		return nil, err
+	}
+	l, err := a.openLive()
+	if err != nil {
+		return nil, err
+	}
+	return l.ingest(ctx, evs, users)
+}
+
+// FlushLive writes app appName's live layer into segment files now,
+// publishing them with the log position they cover (what the background
+// loop does after LiveOptions.FlushAge or FlushBytes), and releases the
+// log before it. It does nothing for an app without a live layer.
+func (s *Store) FlushLive(ctx context.Context, appName string) error {
+	a, err := s.App(appName)
+	if err != nil {
+		return err
+	}
+	l := a.live.Load()
+	if l == nil {
+		return nil
+	}
+	l.maint.Lock()
+	defer l.maint.Unlock()
+	_, err = l.flush(ctx)
+	return err
+}
+
+// liveApp is one app's live layer.
+type liveApp struct {
+	a   *App
+	opt LiveOptions
+	log *wal.Log
+
+	// schemaMu guards the schemas: Ingest coerces against them before the
+	// log, the apply coerces (again, idempotently) after it.
+	schemaMu   sync.Mutex
+	evSchema   *event.Schema
+	userSchema *event.Schema
+
+	maint sync.Mutex // one flush or in-memory merge at a time (they replace segs)
+
+	mu        sync.Mutex // guards the fields below; taken before App.mu
+	evTail    *importer  // applied events not yet sealed
+	userTail  *importer  // applied user property writes not yet sealed
+	tailRows  int
+	tailBytes int64     // estimate of the tails' memory
+	segs      []liveSeg // sealed segments, not yet flushed
+	segBytes  int64
+	applied   uint64    // the last log record applied
+	oldest    time.Time // when the oldest unflushed record was applied; zero when none
+	dirty     bool      // segs or the tails changed since the current version was made
+	sink      memSink
+	batch     liveBatch // apply's decode buffer
+	uev       event.Event
+	failed    error // sticky: an apply could not read a record (Ingest refuses)
+
+	mem  atomic.Int64 // tailBytes + segBytes, for Ingest's check without the lock
+	enc  sync.Pool    // record encode buffers (*[]byte)
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+}
+
+// openLive returns app a's live layer, opening it on first use: the log is
+// opened (a torn tail of its last file cut), the records after the
+// catalog's log position replayed into the tails, and the background loop
+// started. It needs the store's writer role (Config.Writer): one process
+// writes the log.
+func (a *App) openLive() (*liveApp, error) {
+	if l := a.live.Load(); l != nil {
+		return l, nil
+	}
+	s := a.store
+	a.liveOpen.Lock()
+	defer a.liveOpen.Unlock()
+	if l := a.live.Load(); l != nil {
+		return l, nil
+	}
+	if s.role == nil {
+		return nil, fmt.Errorf("app %q: live ingestion needs the store's writer role (storage.Config.Writer, as spur serve holds it)", a.name)
+	}
+	c := a.published()
+	opt := s.cfg.Live.withDefaults()
+	l := &liveApp{a: a, opt: opt, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	var err error
+	if l.evSchema, err = loadSchema(c.EventProps); err != nil {
+		return nil, err
+	}
+	if l.userSchema, err = loadSchema(c.UserProps); err != nil {
+		return nil, err
+	}
+	l.newTails(c)
+	dir := filepath.Join(a.dir, logDir)
+	log, err := wal.Open(s.fs, dir, wal.Options{SegmentSize: opt.LogFileSize, FirstSeq: c.LogSeq + 1, Apply: l.apply})
+	if err != nil {
+		return nil, fmt.Errorf("app %q refuses writes: its write-ahead log %s is damaged (`spur recover --app %s` sets it aside, keeping every intact record): %w",
+			a.name, dir, a.name, err)
+	}
+	if r, ok := log.Repair(); ok {
+		s.log.Warn("write-ahead log: cut a torn tail (a write that was never acknowledged)", "app", a.name,
+			"file", r.File, "offset", r.Offset, "records_dropped", r.Dropped, "reason", r.Reason)
+	}
+	if st := log.Stats(); st.LastSeq < c.LogSeq {
+		log.Close()
+		return nil, fmt.Errorf("app %q refuses writes: its catalog covers write-ahead-log records up to %d but the log %s ends at %d (files lost?): `spur recover --app %s`: %w",
+			a.name, c.LogSeq, dir, st.LastSeq, a.name, ErrCorruption)
+	}
+	l.log = log
+	l.applied = c.LogSeq
+	start := time.Now()
+	var replayed int
+	l.mu.Lock()
+	err = log.Replay(c.LogSeq, func(seq uint64, rec []byte) error {
+		replayed++
+		return l.applyLocked(seq, rec)
+	})
+	l.mu.Unlock()
+	if err != nil {
+		log.Close()
+		return nil, fmt.Errorf("app %q refuses writes: replay its write-ahead log (`spur recover --app %s`): %w", a.name, a.name, err)
+	}
+	if replayed > 0 {
+		s.log.Info("write-ahead log replayed", "app", a.name, "records", replayed, "after", c.LogSeq, "elapsed", time.Since(start))
+	}
+	a.live.Store(l)
+	if err := l.refresh(); err != nil {
+		a.live.Store(nil)
+		log.Close()
+		return nil, err
+	}
+	go l.run()
+	return l, nil
+}
+
+// newTails starts empty tails for an app whose published catalog is c
+// (l.mu held, or before l is shared).
+func (l *liveApp) newTails(c *Catalog) {
+	gen := c.Generation + 1
+	seqs := func() int64 { return l.a.allocSeq(0) }
+	l.evTail = newImporter(&l.sink, gen, c.Shards, l.evSchema, seqs, ImportOptions{Kind: KindEvents})
+	l.evTail.prefix = livePrefix
+	l.userTail = newImporter(&l.sink, gen, c.Shards, l.userSchema, seqs, ImportOptions{Kind: KindUsers})
+	l.userTail.prefix = livePrefix
+	l.tailRows, l.tailBytes = 0, 0
+}
+
+// allocSeq returns the next arrival rank of app a: larger than every rank
+// handed out by this process and than min (a write's base catalog's
+// NextSeq).
+func (a *App) allocSeq(min int64) int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := max(a.seqNext, a.cur.disk.NextSeq, a.cur.NextSeq, min)
+	a.seqNext = n + 1
+	return n
+}
+
+// ingest is Store.Ingest on this app.
+func (l *liveApp) ingest(ctx context.Context, evs []event.Event, users []UserWrite) (*IngestReport, error) {
+	if err := l.err(); err != nil {
+		return nil, err
+	}
+	if l.mem.Load() >= l.opt.Memory {
+		l.signal()
+		return nil, ErrBackpressure
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rep := &IngestReport{}
+	ok := l.check(evs, users, rep)
+	if rep.Accepted == 0 {
+		return rep, nil
+	}
+	bp, _ := l.enc.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	defer l.enc.Put(bp)
+	*bp = appendLiveRecordOf(*bp, evs, users, ok)
+	if _, err := l.log.Append(ctx, *bp); err != nil {
+		rep.Accepted = 0
+		if errors.Is(err, syscall.ENOSPC) {
+			return nil, fmt.Errorf("app %q: write-ahead log: %w (%v)", l.a.name, ErrDiskFull, err)
+		}
+		return nil, fmt.Errorf("app %q: write-ahead log: %w", l.a.name, err)
+	}
+	if err := l.err(); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// check validates and coerces evs and their user writes, recording the
+// rejected ones in rep; ok[i] says whether evs[i] is accepted.
+func (l *liveApp) check(evs []event.Event, users []UserWrite, rep *IngestReport) []bool {
+	ok := make([]bool, len(evs))
+	byEvent := make([][]int, len(evs)) // indexes into users
+	for j, u := range users {
+		if u.Index >= 0 && u.Index < len(evs) {
+			byEvent[u.Index] = append(byEvent[u.Index], j)
+		}
+	}
+	var limit int64 = -1
+	if l.opt.MaxFuture > 0 {
+		limit = l.opt.Now().Add(l.opt.MaxFuture).UnixMicro()
+	}
+	l.schemaMu.Lock()
+	defer l.schemaMu.Unlock()
+	for i := range evs {
+		ev := &evs[i]
+		reject := func(field, msg string) {
+			rep.Rejected = append(rep.Rejected, IngestRejection{Index: i, Field: field, Message: msg})
+		}
+		if limit >= 0 && ev.Time > limit {
+			reject("timestamp", fmt.Sprintf("%s is more than %v after the server's clock", time.UnixMicro(ev.Time).UTC().Format(time.RFC3339Nano), l.opt.MaxFuture))
+			continue
+		}
+		if err := event.ValidateEvent(ev); err != nil {
+			f, msg := rowField(err, "properties.")
+			reject(f, msg)
+			continue
+		}
+		if err := l.evSchema.CoerceEvent(ev); err != nil {
+			f, msg := rowField(err, "properties.")
+			reject(f, msg)
+			continue
+		}
+		good := true
+		for _, j := range byEvent[i] {
+			u := &users[j]
+			prefix := "user_properties."
+			if u.Once {
+				prefix = "user_properties_once."
+			}
+			uev := event.Event{UserID: ev.UserID, Time: ev.Time, Props: u.Props}
+			err := event.ValidateUser(&uev)
+			if err == nil {
+				err = l.userSchema.CoerceEvent(&uev)
+			}
+			if err != nil {
+				f, msg := rowField(err, prefix)
+				reject(f, msg)
+				good = false
+				break
+			}
+		}
+		if good {
+			ok[i] = true
+			rep.Accepted++
+		}
+	}
+	return ok
+}
+
+// rowField returns the field path and message of a validation error: an
+// *event.RowError's field (a property's prefixed), else the error text.
+func rowField(err error, prefix string) (string, string) {
+	var re *event.RowError
+	if !errors.As(err, &re) {
+		return "", err.Error()
+	}
+	switch re.Field {
+	case "", event.FieldUserID, event.FieldEvent:
+		return re.Field, re.Msg
+	}
+	return prefix + re.Field, re.Msg
+}
+
+// appendLiveRecordOf appends the record of the accepted events (ok) and
+// their user writes, renumbered.
+func appendLiveRecordOf(dst []byte, evs []event.Event, users []UserWrite, ok []bool) []byte {
+	if !slices.Contains(ok, false) {
+		return appendLiveRecord(dst[:0], evs, users)
+	}
+	idx := make([]int, len(evs))
+	var kept []event.Event
+	for i := range evs {
+		idx[i] = len(kept)
+		if ok[i] {
+			kept = append(kept, evs[i])
+		}
+	}
+	var ku []UserWrite
+	for _, u := range users {
+		if u.Index >= 0 && u.Index < len(evs) && ok[u.Index] {
+			u.Index = idx[u.Index]
+			ku = append(ku, u)
+		}
+	}
+	return appendLiveRecord(dst[:0], kept, ku)
+}
+
+// err returns the live layer's sticky failure.
+func (l *liveApp) err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.failed
+}
+
+// apply is the log's Apply: it applies a durable commit group, in order.
+func (l *liveApp) apply(first uint64, recs [][]byte) {
+	l.mu.Lock()
+	for i, rec := range recs {
+		if err := l.applyLocked(first+uint64(i), rec); err != nil {
+			l.failed = fmt.Errorf("app %q: the live layer cannot apply write-ahead-log record %d (restart to replay it): %w", l.a.name, first+uint64(i), err)
+			l.a.store.log.Error("live layer failed", "app", l.a.name, "err", l.failed)
+			break
+		}
+	}
+	big := l.tailRows >= sealRows || l.mem.Load() >= l.opt.FlushBytes
+	l.mu.Unlock()
+	if big {
+		l.signal()
+	}
+}
+
+// applyLocked adds record seq to the tails (l.mu held).
+func (l *liveApp) applyLocked(seq uint64, rec []byte) error {
+	lb := &l.batch
+	if err := decodeLiveRecord(rec, lb); err != nil {
+		return err
+	}
+	var rep ImportReport
+	var bytes int64
+	l.schemaMu.Lock()
+	defer l.schemaMu.Unlock()
+	for i := range lb.evs {
+		ev := &lb.evs[i]
+		if err := l.evTail.add(ev, &rep); err != nil {
+			return fmt.Errorf("record %d event %d: %w", seq, i, err)
+		}
+		bytes += eventBytes(ev)
+	}
+	for i := range lb.users {
+		u := &lb.users[i]
+		ev := &lb.evs[u.ev]
+		name := SetEvent
+		if u.once {
+			name = SetOnceEvent
+		}
+		l.uev = event.Event{UserID: ev.UserID, Time: ev.Time, Name: name, Props: u.props}
+		if err := l.userTail.add(&l.uev, &rep); err != nil {
+			return fmt.Errorf("record %d user write %d: %w", seq, i, err)
+		}
+		bytes += eventBytes(&l.uev)
+	}
+	l.tailRows += len(lb.evs) + len(lb.users)
+	l.tailBytes += bytes
+	l.mem.Add(bytes)
+	l.applied = seq
+	if l.oldest.IsZero() {
+		l.oldest = l.opt.Now()
+	}
+	l.dirty = true
+	return nil
+}
+
+// eventBytes estimates what a buffered row costs a tail: its columns
+// (time, event code, user index, about 24 bytes), its user id and the
+// properties (a value, a row number and the string).
+func eventBytes(ev *event.Event) int64 {
+	n := int64(24 + len(ev.UserID) + len(ev.InsertID))
+	for _, p := range ev.Props {
+		n += 16 + int64(len(p.Value.Str))
+	}
+	return n
+}
+
+// signal wakes the background loop.
+func (l *liveApp) signal() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// refresh seals the tails and makes the app's current version show the
+// live layer as it is, when it changed (Acquire calls it: a query sees
+// every record applied before it started).
+func (l *liveApp) refresh() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.sealLocked(); err != nil {
+		return err
+	}
+	if !l.dirty {
+		return nil
+	}
+	a := l.a
+	v, err := a.newVersion(a.published(), l.viewLocked(nil))
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	old := a.cur
+	a.cur = v
+	a.releaseLocked(old)
+	a.mu.Unlock()
+	l.dirty = false
+	return nil
+}
+
+// sealLocked writes the tails' rows as in-memory segments (one per shard
+// and kind with rows) and starts new tails (l.mu held).
+func (l *liveApp) sealLocked() error {
+	if l.tailRows == 0 {
+		return nil
+	}
+	for _, tail := range []*importer{l.evTail, l.userTail} {
+		if tail.buffered == 0 {
+			continue
+		}
+		if _, err := tail.flush(); err != nil {
+			return fmt.Errorf("app %q: seal live events: %w", l.a.name, err)
+		}
+		refs, err := tail.wait()
+		if err != nil {
+			return fmt.Errorf("app %q: seal live events: %w", l.a.name, err)
+		}
+		for _, ref := range refs {
+			data := l.sink.take(ref.File)
+			l.segs = append(l.segs, liveSeg{ref: ref, data: data})
+			l.segBytes += int64(len(data))
+			l.mem.Add(int64(len(data)))
+		}
+	}
+	l.mem.Add(-l.tailBytes)
+	l.newTails(l.a.published())
+	l.dirty = true
+	return nil
+}
+
+// viewLocked returns the live layer as a version shows it, without the
+// segments named in drop (l.mu held).
+func (l *liveApp) viewLocked(drop map[string]bool) *liveView {
+	lv := &liveView{logSeq: l.applied}
+	for _, s := range l.segs {
+		if !drop[s.ref.File] {
+			lv.segs = append(lv.segs, s)
+		}
+	}
+	l.schemaMu.Lock()
+	lv.eventProps, lv.userProps = l.evSchema.Props(), l.userSchema.Props()
+	l.schemaMu.Unlock()
+	return lv
+}
+
+// dropLocked removes the segments named in drop (flushed) from the live
+// layer (l.mu held).
+func (l *liveApp) dropLocked(drop map[string]bool) {
+	if len(drop) == 0 {
+		return
+	}
+	l.segs = slices.DeleteFunc(l.segs, func(s liveSeg) bool {
+		if drop[s.ref.File] {
+			l.segBytes -= int64(len(s.data))
+			l.mem.Add(-int64(len(s.data)))
+			return true
+		}
+		return false
+	})
+	l.dirty = true
+}
+
+// run is the background loop: it flushes when the live layer is large or
+// old enough (then compacts by tiers), else seals large tails and merges
+// in-memory segments.
+func (l *liveApp) run() {
+	defer close(l.done)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-l.kick:
+		case <-tick.C:
+		}
+		l.maintain(context.Background(), false)
+	}
+}
+
+// maintain does one round of the background work; force flushes whatever
+// is unflushed.
+func (l *liveApp) maintain(ctx context.Context, force bool) {
+	l.maint.Lock()
+	defer l.maint.Unlock()
+	l.mu.Lock()
+	age := !l.oldest.IsZero() && l.opt.Now().Sub(l.oldest) >= l.opt.FlushAge
+	unflushed := l.tailRows > 0 || len(l.segs) > 0
+	l.mu.Unlock()
+	mem := l.mem.Load()
+	if unflushed && (force || age || mem >= l.opt.FlushBytes || mem >= l.opt.Memory/2) {
+		start := time.Now()
+		rows, err := l.flush(ctx)
+		if l.opt.OnFlush != nil {
+			l.opt.OnFlush(time.Since(start), rows, err)
+		}
+		if err != nil {
+			l.a.store.log.Error("live flush failed (retried)", "app", l.a.name, "err", err)
+			return
+		}
+		if !force {
+			l.compact(ctx)
+		}
+		return
+	}
+	l.mu.Lock()
+	var err error
+	if l.tailRows >= sealRows {
+		err = l.sealLocked()
+	}
+	l.mu.Unlock()
+	if err == nil {
+		err = l.mergeMemory(ctx)
+	}
+	if err != nil {
+		l.a.store.log.Error("live merge failed (retried)", "app", l.a.name, "err", err)
+	}
+}
+
+// liveGroups returns the compaction groups of segs: per kind and shard,
+// the runs of segments (in arrival order) that pick chooses to write as
+// one, each with its inputs' arrival range.
+func liveGroups(segs []liveSeg, pick func(run []liveSeg) [][]liveSeg) []compactGroup {
+	type key struct {
+		kind  SegmentKind
+		shard int
+	}
+	by := map[key][]liveSeg{}
+	var keys []key
+	for _, s := range segs {
+		k := key{s.ref.Kind, s.ref.Shard}
+		if by[k] == nil {
+			keys = append(keys, k)
+		}
+		by[k] = append(by[k], s)
+	}
+	var groups []compactGroup
+	for _, k := range keys {
+		run := by[k]
+		slices.SortFunc(run, func(x, y liveSeg) int { return cmp.Compare(x.ref.SeqMin, y.ref.SeqMin) })
+		for _, part := range pick(run) {
+			g := compactGroup{shard: k.shard, kind: k.kind, seqMin: part[0].ref.SeqMin, seqMax: part[len(part)-1].ref.SeqMax}
+			for _, s := range part {
+				g.inputs = append(g.inputs, s.ref)
+				g.rows += s.ref.Rows
+			}
+			groups = append(groups, g)
+		}
+	}
+	slices.SortStableFunc(groups, func(x, y compactGroup) int { return cmp.Compare(y.rows, x.rows) })
+	return groups
+}
+
+// flush writes the live layer (sealed first) into segment files and
+// publishes them with the log position they cover, removing them from the
+// live layer in the same version swap; then the log before that position
+// is released. It returns the rows written.
+func (l *liveApp) flush(ctx context.Context) (int64, error) {
+	ctx, task := trace.NewTask(ctx, "flush")
+	defer task.End()
+	a := l.a
+	if err := l.refresh(); err != nil { // seals: the segments hold every applied record
+		return 0, err
+	}
+	l.mu.Lock()
+	segs := slices.Clone(l.segs)
+	logSeq := l.applied
+	l.oldest = time.Time{}
+	// The outputs take an arrival rank of their own, after every rank
+	// handed out so far and before those of later seals: a flush output's
+	// range never spans a segment another write published meanwhile (an
+	// import's), whatever the live segments' own ranks.
+	seq := a.allocSeq(0)
+	l.mu.Unlock()
+	if len(segs) == 0 {
+		return 0, nil
+	}
+	t, err := a.beginWrite()
+	if err != nil {
+		l.mu.Lock()
+		l.oldest = l.opt.Now() // retry after a while, not at once
+		l.mu.Unlock()
+		return 0, err
+	}
+	defer t.end()
+	base := t.base
+	v, err := a.Acquire() // pins segs: no one else removes live segments
+	if err != nil {
+		return 0, err
+	}
+	defer v.Release()
+	groups := liveGroups(segs, func(run []liveSeg) [][]liveSeg { return [][]liveSeg{run} })
+	for i := range groups {
+		groups[i].seqMin, groups[i].seqMax = seq, seq
+	}
+	out := compactOutput{sink: t, shards: base.Shards, gen: t.outputGen()}
+	written, _, err := a.compactGroups(ctx, out, v, groups, CompactOptions{MaxSegmentRows: DefaultMaxSegmentRows, Workers: runtime.GOMAXPROCS(0)})
+	if err != nil {
+		return 0, fmt.Errorf("app %q: flush live events: %w", a.name, err)
+	}
+	next := base.clone()
+	next.Generation++
+	next.Segments = append(next.Segments, written...)
+	sortSegments(next.Segments)
+	next.NextSeq = max(next.NextSeq, seq+1)
+	var rows int64
+	for _, w := range written {
+		rows += w.Rows
+	}
+	next.LogSeq = max(next.LogSeq, logSeq)
+	l.schemaMu.Lock()
+	next.EventProps, next.UserProps = l.evSchema.Props(), l.userSchema.Props()
+	l.schemaMu.Unlock()
+	t.dropLive = make(map[string]bool, len(segs))
+	for _, s := range segs {
+		t.dropLive[s.ref.File] = true
+	}
+	if err := t.publish(next); err != nil {
+		return 0, fmt.Errorf("app %q: publish flushed live events: %w", a.name, err)
+	}
+	if err := l.log.Release(next.LogSeq); err != nil {
+		a.store.log.Warn("release write-ahead log (retried at the next flush)", "app", a.name, "upto", next.LogSeq, "err", err)
+	}
+	a.store.log.Debug("live events flushed", "app", a.name, "rows", rows, "segments", len(written), "log_seq", next.LogSeq, "generation", next.Generation)
+	return rows, nil
+}
+
+// compact runs the tiered compaction of the app's published segments
+// (CompactOptions.Tiered), after a flush.
+func (l *liveApp) compact(ctx context.Context) {
+	ctx, task := trace.NewTask(ctx, "compaction")
+	defer task.End()
+	start := time.Now()
+	rep, err := l.a.Compact(ctx, CompactOptions{Tiered: true})
+	if err != nil {
+		l.a.store.log.Error("background compaction failed (retried after the next flush)", "app", l.a.name, "err", err)
+		return
+	}
+	if rep.Written > 0 && l.opt.OnCompact != nil {
+		l.opt.OnCompact(time.Since(start), rep)
+	}
+}
+
+// liveTier is the size tier of an in-memory segment of n bytes.
+func liveTier(n int64) int {
+	if n <= liveTierBase {
+		return 0
+	}
+	return (bits.Len64(uint64(n/liveTierBase)) + 1) / 2 // log4
+}
+
+// mergeMemory merges, per shard and kind, liveMergeFanout consecutive
+// in-memory segments of one tier into one, until no tier has that many:
+// at most about liveMergeFanout−1 segments per tier stay, so a query
+// merges a few cursors per shard however long ingestion runs between
+// flushes.
+func (l *liveApp) mergeMemory(ctx context.Context) error {
+	a := l.a
+	for {
+		l.mu.Lock()
+		segs := slices.Clone(l.segs)
+		l.mu.Unlock()
+		groups := liveGroups(segs, func(run []liveSeg) [][]liveSeg {
+			var parts [][]liveSeg
+			for i := 0; i+liveMergeFanout <= len(run); {
+				t := liveTier(run[i].ref.Bytes)
+				j := i + 1
+				for j < len(run) && j-i < liveMergeFanout && liveTier(run[j].ref.Bytes) == t {
+					j++
+				}
+				if j-i == liveMergeFanout {
+					parts = append(parts, run[i:j])
+					i = j
+					continue
+				}
+				i++
+			}
+			return parts
+		})
+		if len(groups) == 0 {
+			return nil
+		}
+		if err := l.refresh(); err != nil {
+			return err
+		}
+		v, err := a.Acquire()
+		if err != nil {
+			return err
+		}
+		c := v.Published()
+		out := compactOutput{sink: &l.sink, shards: c.Shards, gen: c.Generation + 1, prefix: livePrefix}
+		written, _, err := a.compactGroups(ctx, out, v, groups, CompactOptions{MaxSegmentRows: 1 << 30, Workers: 1})
+		v.Release()
+		if err != nil {
+			for _, w := range written {
+				l.sink.take(w.File)
+			}
+			return err
+		}
+		l.mu.Lock()
+		drop := map[string]bool{}
+		for _, g := range groups {
+			for _, in := range g.inputs {
+				drop[in.File] = true
+			}
+		}
+		l.dropLocked(drop)
+		for _, w := range written {
+			data := l.sink.take(w.File)
+			l.segs = append(l.segs, liveSeg{ref: w, data: data})
+			l.segBytes += int64(len(data))
+			l.mem.Add(int64(len(data)))
+		}
+		l.dirty = true
+		l.mu.Unlock()
+		if err := l.refresh(); err != nil {
+			return err
+		}
+	}
+}
+
+// close stops the background loop, flushes what is unflushed (ctx bounds
+// it: whatever is not flushed is in the log) and closes the log.
+func (l *liveApp) close(ctx context.Context) error {
+	close(l.stop)
+	<-l.done
+	l.maint.Lock()
+	defer l.maint.Unlock()
+	if l.err() == nil {
+		if _, err := l.flush(ctx); err != nil {
+			l.a.store.log.Warn("flush at close (the write-ahead log keeps the events)", "app", l.a.name, "err", err)
+		}
+	}
+	return l.log.Close()
+}
+
+// props returns the live schema of kind's properties.
+func (l *liveApp) props(kind SegmentKind) []event.PropType {
+	l.schemaMu.Lock()
+	defer l.schemaMu.Unlock()
+	if kind == KindUsers {
+		return l.userSchema.Props()
+	}
+	return l.evSchema.Props()
+}
+
+// mergeProps merges the property types an import fixed (props) into the
+// live schema of kind and returns the merged schema's properties: the
+// import publishes them (a superset of what its segments and the
+// published ones need). A property that live events typed differently
+// meanwhile fails the import; an int one that either widened to float is
+// float for both.
+func (l *liveApp) mergeProps(kind SegmentKind, props []event.PropType) ([]event.PropType, error) {
+	l.schemaMu.Lock()
+	defer l.schemaMu.Unlock()
+	sc := l.evSchema
+	if kind == KindUsers {
+		sc = l.userSchema
+	}
+	for _, p := range props {
+		t, ok := sc.Type(p.Name)
+		switch {
+		case !ok:
+			if err := sc.Declare(p.Name, p.Type); err != nil {
+				return nil, err
+			}
+		case t == p.Type:
+		case t == event.TypeInt && p.Type == event.TypeFloat:
+			sc.WidenToFloat(p.Name)
+		case t == event.TypeFloat && p.Type == event.TypeInt:
+		default:
+			return nil, fmt.Errorf("property %q is %s in this import but live events made it %s meanwhile", p.Name, p.Type, t)
+		}
+	}
+	return sc.Props(), nil
+}
+
+// LiveStats describe one app's live layer (for metrics): unflushed rows and
+// bytes, in-memory segments, the log's files and bytes and its last
+// record applied.
+type LiveStats struct {
+	App             string
+	UnflushedBytes  int64
+	BufferedRows    int64 // applied, not yet sealed
+	MemorySegments  int
+	LogFiles        int
+	LogBytes        int64
+	LastAppliedSeq  uint64
+	PublishedLogSeq uint64
+}
+
+// LiveStats returns the stats of every app with a live layer, by name.
+func (s *Store) LiveStats() []LiveStats {
+	s.mu.Lock()
+	apps := make([]*App, 0, len(s.apps))
+	for _, a := range s.apps {
+		apps = append(apps, a)
+	}
+	s.mu.Unlock()
+	var out []LiveStats
+	for _, a := range apps {
+		l := a.live.Load()
+		if l == nil {
+			continue
+		}
+		ls := l.log.Stats()
+		l.mu.Lock()
+		st := LiveStats{App: a.name, UnflushedBytes: l.mem.Load(), BufferedRows: int64(l.tailRows), MemorySegments: len(l.segs),
+			LogFiles: ls.Files, LogBytes: ls.Bytes, LastAppliedSeq: l.applied, PublishedLogSeq: a.published().LogSeq}
+		l.mu.Unlock()
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(x, y LiveStats) int { return strings.Compare(x.App, y.App) })
+	return out
+}

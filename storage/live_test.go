@@ -1,0 +1,465 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/internal/crashfs"
+	"github.com/spurdb/spur/storage/segment"
+	"github.com/spurdb/spur/trail"
+)
+
+// openLiveOn opens a store with live ingestion on fs (a restart, when fs
+// is a crashed copy: the logs are replayed).
+func openLiveOn(t *testing.T, fs *crashfs.FS, shards int, opt LiveOptions) *Store {
+	t.Helper()
+	st, err := Open(Config{Dir: "store", FS: fs, Shards: shards, Writer: true, Live: &opt, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// quietLive are live options under which nothing happens in the
+// background during a test: flushes only when asked (FlushLive, Close).
+var quietLive = LiveOptions{FlushAge: time.Hour, FlushBytes: 1 << 40}
+
+// liveRequest is one Ingest call's input and the rows a file import of the
+// same data would take: its events and the users rows of its user writes.
+type liveRequest struct {
+	evs   []event.Event
+	users []UserWrite
+	rows  []event.Event // the user writes as users-file rows (SetEvent / SetOnceEvent)
+}
+
+// newLiveRequest returns n events (compactEvents: ties, insert ids,
+// duplicates) with user property writes on some (set and set-once).
+func newLiveRequest(r *rand.Rand, n, users int, t0 int64, ids *idPool) liveRequest {
+	req := liveRequest{evs: compactEvents(r, n, users, t0, ids)}
+	ws := compactWrites(r, n, users, t0)
+	for i := range req.evs {
+		if r.IntN(3) != 0 || len(ws[i].Props) == 0 {
+			continue
+		}
+		once := r.IntN(3) == 0
+		req.users = append(req.users, UserWrite{Index: i, Props: ws[i].Props, Once: once})
+		name := SetEvent
+		if once {
+			name = SetOnceEvent
+		}
+		req.rows = append(req.rows, event.Event{UserID: req.evs[i].UserID, Time: req.evs[i].Time, Name: name, Props: slices.Clone(ws[i].Props)})
+	}
+	return req
+}
+
+// clone returns a deep copy of the request's events and user writes
+// (Ingest coerces them in place).
+func (q liveRequest) clone() ([]event.Event, []UserWrite) {
+	evs := slices.Clone(q.evs)
+	for i := range evs {
+		evs[i].Props = slices.Clone(evs[i].Props)
+	}
+	users := slices.Clone(q.users)
+	for i := range users {
+		users[i].Props = slices.Clone(users[i].Props)
+	}
+	return evs, users
+}
+
+// importRequest imports req into st as files would come: its events, then
+// its user writes.
+func importRequest(t *testing.T, st *Store, req liveRequest) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := st.Import(ctx, "app", []Source{&sliceSource{evs: req.evs}}, ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(req.rows) > 0 {
+		if _, err := st.Import(ctx, "app", []Source{&sliceSource{evs: req.rows}}, ImportOptions{Kind: KindUsers}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func ingestRequest(t *testing.T, st *Store, req liveRequest) {
+	t.Helper()
+	evs, users := req.clone()
+	rep, err := st.Ingest(context.Background(), "app", evs, users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Accepted != len(req.evs) || len(rep.Rejected) > 0 {
+		t.Fatalf("accepted %d of %d, rejected %v", rep.Accepted, len(req.evs), rep.Rejected)
+	}
+}
+
+// TestIngestEqualsImport: events ingested live — in requests, with user
+// property writes, sealed by every query, merged in memory, flushed at
+// random moments, compacted, replayed after a restart and after a power
+// loss — are answered exactly as the same data imported from files:
+// every trail (events, properties, user properties), duplicates dropped,
+// visible as soon as Ingest returns.
+func TestIngestEqualsImport(t *testing.T) {
+	ctx := context.Background()
+	for seed := range 4 {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(uint64(seed), 5))
+			fs := crashfs.New()
+			st := openLiveOn(t, fs, 2, quietLive)
+			ref := openOn(t, crashfs.New(), 2)
+			var ids idPool
+			t0 := int64(1_600_000_000_000_000)
+			for b := range 12 {
+				req := newLiveRequest(r, 1+r.IntN(80), 25, t0+int64(b%4)*5_000_000, &ids)
+				ingestRequest(t, st, req)
+				importRequest(t, ref, req)
+				// Visible on return.
+				sameTrails(t, fmt.Sprintf("after request %d", b), appTrails(t, st), appTrails(t, ref))
+				switch r.IntN(5) {
+				case 0:
+					if err := st.FlushLive(ctx, "app"); err != nil {
+						t.Fatal(err)
+					}
+				case 1:
+					a, _ := st.App("app")
+					if err := a.live.Load().mergeMemory(ctx); err != nil {
+						t.Fatal(err)
+					}
+				case 2:
+					if _, err := st.Compact(ctx, "app", CompactOptions{Force: true}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			want := appTrails(t, ref)
+			sameTrails(t, "at the end", appTrails(t, st), want)
+			// A power loss: the log replays what is not flushed.
+			crashed := openLiveOn(t, fs.Crash(0, nil), 2, quietLive)
+			sameTrails(t, "after a power loss", appTrails(t, crashed), want)
+			// A clean restart: Close flushed everything.
+			if err := st.Close(); err != nil {
+				t.Fatal(err)
+			}
+			a, _ := st.App("app")
+			if a.live.Load() != nil {
+				t.Fatal("the live layer survived Close")
+			}
+			again := openOn(t, fs.Crash(0, nil), 2) // no live layer: only what was published
+			sameTrails(t, "after Close, without the log", appTrails(t, again), want)
+		})
+	}
+}
+
+// TestIngestRejects: per-event rejection naming the field; the good events
+// of the request are stored.
+func TestIngestRejects(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	opt := quietLive
+	opt.Now = func() time.Time { return now }
+	st := openLiveOn(t, crashfs.New(), 1, opt)
+	ctx := context.Background()
+	t0 := now.Add(-time.Hour).UnixMicro()
+	evs := []event.Event{
+		{UserID: "u1", Name: "a", Time: t0, Props: []event.Prop{{Name: "price", Value: event.Int(3)}}},
+		{UserID: "u1", Name: "a", Time: t0, Props: []event.Prop{{Name: "price", Value: event.String("x")}}},
+		{UserID: "u2", Name: "a", Time: now.Add(25 * time.Hour).UnixMicro()},
+		{UserID: "", Name: "a", Time: t0},
+		{UserID: "u3", Name: "b", Time: t0},
+		{UserID: "u4", Name: "b", Time: t0, Props: []event.Prop{{Name: "price", Value: event.Float(2.5)}}},
+	}
+	users := []UserWrite{
+		{Index: 4, Props: []event.Prop{{Name: "plan", Value: event.String("pro")}}},
+		{Index: 4, Once: true, Props: []event.Prop{{Name: "age", Value: event.Int(7)}}},
+		{Index: 0, Props: []event.Prop{{Name: "plan", Value: event.Int(3)}}},
+	}
+	rep, err := st.Ingest(ctx, "app", evs, users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rep.Rejected {
+		got = append(got, fmt.Sprintf("%d %s", r.Index, r.Field))
+	}
+	// Event 0's user write fixes plan as int: event 4's "pro" does not fit.
+	want := []string{"1 properties.price", "2 timestamp", "3 user_id", "4 user_properties.plan"}
+	if rep.Accepted != 2 || !slices.Equal(got, want) {
+		t.Fatalf("accepted %d, rejected %v (%+v), want 2 and %v", rep.Accepted, got, rep.Rejected, want)
+	}
+	a, _ := st.App("app")
+	v, err := a.Acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Release()
+	if n := v.Rows(KindEvents); n != 2 {
+		t.Fatalf("%d events stored, want 2", n)
+	}
+	// price: int by event 0, widened to float by event 5.
+	types := map[string]event.Type{}
+	for _, p := range v.EventProps {
+		types[p.Name] = p.Type
+	}
+	if types["price"] != event.TypeFloat {
+		t.Fatalf("event properties %v", v.EventProps)
+	}
+}
+
+// TestIngestBackpressure: over the memory limit, Ingest stores nothing and
+// says so; after a flush it takes events again.
+func TestIngestBackpressure(t *testing.T) {
+	opt := quietLive
+	opt.Memory = 64 << 10
+	st := openLiveOn(t, crashfs.New(), 2, opt)
+	r := rand.New(rand.NewPCG(1, 2))
+	var ids idPool
+	var refused error
+	sent := 0
+	for range 200 {
+		req := newLiveRequest(r, 100, 50, 1_600_000_000_000_000, &ids)
+		evs, users := req.clone()
+		_, err := st.Ingest(context.Background(), "app", evs, users)
+		if err != nil {
+			refused = err
+			break
+		}
+		sent++
+	}
+	if !errors.Is(refused, ErrBackpressure) {
+		t.Fatalf("after %d requests: %v, want ErrBackpressure", sent, refused)
+	}
+	if err := st.FlushLive(context.Background(), "app"); err != nil {
+		t.Fatal(err)
+	}
+	req := newLiveRequest(r, 10, 5, 1_600_000_000_000_000, &ids)
+	ingestRequest(t, st, req)
+}
+
+// TestIngestConcurrentWithQueries: concurrent Ingest calls and queries
+// while the background loop seals, merges and flushes: every query sees
+// each request whole or not at all, and at least the requests
+// acknowledged before it started.
+func TestIngestConcurrentWithQueries(t *testing.T) {
+	opt := LiveOptions{FlushAge: 50 * time.Millisecond, FlushBytes: 32 << 10}
+	st := openLiveOn(t, crashfs.New(), 4, opt)
+	const writers, requests, size = 4, 40, 25
+	var acked sync.Map // request id → true once acknowledged
+	var wg sync.WaitGroup
+	errs := make(chan error, writers+1)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range requests {
+				id := fmt.Sprintf("r%d-%d", w, i)
+				evs := make([]event.Event, size)
+				for k := range evs {
+					// Every event of a request has the request's id as its
+					// event name, on its own user.
+					evs[k] = event.Event{UserID: fmt.Sprintf("%s-u%d", id, k), Name: id, Time: 1_600_000_000_000_000 + int64(k)}
+				}
+				if _, err := st.Ingest(context.Background(), "app", evs, nil); err != nil {
+					errs <- err
+					return
+				}
+				acked.Store(id, true)
+			}
+		})
+	}
+	stop := make(chan struct{})
+	var qwg sync.WaitGroup
+	queries := 0
+	qwg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				if queries < 10 {
+					errs <- fmt.Errorf("only %d queries ran", queries)
+				}
+				return
+			default:
+			}
+			queries++
+			var before []string
+			acked.Range(func(k, _ any) bool { before = append(before, k.(string)); return true })
+			a, err := st.App("app")
+			if err != nil {
+				continue // not created yet
+			}
+			v, err := a.Acquire()
+			if err != nil {
+				errs <- err
+				return
+			}
+			counts := map[string]int{}
+			users, err := usersByEvent(v)
+			v.Release()
+			if err != nil {
+				errs <- err
+				return
+			}
+			for name, n := range users {
+				counts[name] = n
+			}
+			for name, n := range counts {
+				if n != size {
+					errs <- fmt.Errorf("request %s: %d of its %d events visible", name, n, size)
+					return
+				}
+			}
+			for _, id := range before {
+				if counts[id] != size {
+					errs <- fmt.Errorf("request %s acknowledged before the query started but not visible", id)
+					return
+				}
+			}
+		}
+	})
+	wg.Wait()
+	close(stop)
+	qwg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// usersByEvent returns, per event name, the number of events of a version
+// (each event is its own user in TestIngestConcurrentWithQueries).
+func usersByEvent(v *Version) (map[string]int, error) {
+	var mu sync.Mutex
+	out := map[string]int{}
+	var names []string
+	spec := ScanSpec{From: -1 << 62, To: 1 << 62,
+		Compile: func(ref SegmentRef, meta *segment.Meta) (*SegmentPlan, error) {
+			sp := &SegmentPlan{Masks: make([]uint64, len(meta.EventNames))}
+			mu.Lock()
+			defer mu.Unlock()
+			for c, n := range meta.EventNames {
+				i := slices.Index(names, n)
+				if i < 0 {
+					i = len(names)
+					names = append(names, n)
+				}
+				sp.Masks[c] = uint64(i) + 1 // the event's index + 1, decoded below
+			}
+			return sp, nil
+		},
+	}
+	visit := visitFunc(func(u UserKey, tr *trail.Trail) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range tr.Mask {
+			out[names[m-1]]++
+		}
+	})
+	if _, err := v.Scan(context.Background(), spec, []Visitor{visit}); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// TestLiveStats reports the live layer.
+func TestLiveStats(t *testing.T) {
+	st := openLiveOn(t, crashfs.New(), 2, quietLive)
+	r := rand.New(rand.NewPCG(3, 4))
+	var ids idPool
+	ingestRequest(t, st, newLiveRequest(r, 50, 10, 1_600_000_000_000_000, &ids))
+	s := st.LiveStats()
+	if len(s) != 1 || s[0].App != "app" || s[0].LastAppliedSeq != 1 || s[0].UnflushedBytes <= 0 || s[0].LogBytes <= 0 {
+		t.Fatalf("%+v", s)
+	}
+	if err := st.FlushLive(context.Background(), "app"); err != nil {
+		t.Fatal(err)
+	}
+	s = st.LiveStats()
+	if s[0].UnflushedBytes != 0 || s[0].PublishedLogSeq != 1 || s[0].MemorySegments != 0 {
+		t.Fatalf("after a flush: %+v", s)
+	}
+}
+
+// TestLiveCrashAtEverySyncPoint simulates a power loss at every sync point
+// (every fsync of a log file, segment, catalog or directory) while
+// requests are ingested and flushed (ingest.md §2: a crash after a 200
+// loses nothing): on each crashed filesystem the store opens, replays its
+// log, and answers exactly as the acknowledged requests imported from
+// files would — plus, perhaps, the one in flight — then takes the next
+// request.
+func TestLiveCrashAtEverySyncPoint(t *testing.T) {
+	ctx := context.Background()
+	for seed := range 3 {
+		for _, unsynced := range []int{0, 30} {
+			t.Run(fmt.Sprintf("seed%d-unsynced%d", seed, unsynced), func(t *testing.T) {
+				r := rand.New(rand.NewPCG(uint64(seed), 77))
+				fs := crashfs.New()
+				opt := quietLive
+				opt.LogFileSize = 2 << 10 // rotate often
+				st := openLiveOn(t, fs, 2, opt)
+				ref := openOn(t, crashfs.New(), 2)
+				var ids idPool
+				var reqs []liveRequest
+				want := []map[string]string{nil} // after k acknowledged requests
+				acked := 0
+				type state struct {
+					fs    *crashfs.FS
+					acked int
+				}
+				var mu sync.Mutex
+				var states []state
+				fs.SetOnSync(func() {
+					mu.Lock()
+					defer mu.Unlock()
+					states = append(states, state{fs.Crash(unsynced, r), acked})
+				})
+				for k := range 10 {
+					req := newLiveRequest(r, 1+r.IntN(40), 20, 1_600_000_000_000_000+int64(k%3)*3_000_000, &ids)
+					reqs = append(reqs, req)
+					importRequest(t, ref, req)
+					want = append(want, appTrails(t, ref))
+					ingestRequest(t, st, req)
+					mu.Lock()
+					acked++
+					mu.Unlock()
+					if r.IntN(3) == 0 {
+						if err := st.FlushLive(ctx, "app"); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				fs.SetOnSync(nil)
+				states = append(states, state{fs.Crash(unsynced, r), acked})
+				if len(states) < 20 {
+					t.Fatalf("only %d sync points", len(states))
+				}
+				t.Logf("%d power-loss states over %d requests", len(states), len(reqs))
+				for i, s := range states {
+					crashed := openLiveOn(t, s.fs, 2, opt)
+					var got map[string]string
+					if _, err := crashed.App("app"); err == nil || !errors.Is(err, ErrNotFound) {
+						got = appTrails(t, crashed)
+					}
+					if !maps.Equal(got, want[s.acked]) && (s.acked == len(reqs) || !maps.Equal(got, want[s.acked+1])) {
+						t.Fatalf("power loss at sync point %d of %d, %d requests acknowledged: the store answers as neither %d nor %d requests",
+							i, len(states), s.acked, s.acked, s.acked+1)
+					}
+					// It takes the next request and sees it.
+					more := newLiveRequest(r, 5, 3, 1_700_000_000_000_000, &idPool{next: 1 << 20})
+					ingestRequest(t, crashed, more)
+					if n := len(appTrails(t, crashed)); n < len(got) {
+						t.Fatalf("sync point %d: %d users after one more request, %d before", i, n, len(got))
+					}
+					if err := crashed.Close(); err != nil {
+						t.Fatalf("sync point %d: close: %v", i, err)
+					}
+				}
+			})
+		}
+	}
+}
