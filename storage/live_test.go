@@ -463,3 +463,38 @@ func TestLiveCrashAtEverySyncPoint(t *testing.T) {
 		}
 	}
 }
+
+// TestIngestDiskFull: while the disk is full, Ingest stores nothing and
+// says so (ErrDiskFull), flushes fail and are retried; once space is
+// back, requests are taken again and nothing acknowledged is lost.
+func TestIngestDiskFull(t *testing.T) {
+	ctx := context.Background()
+	fs := crashfs.New()
+	st := openLiveOn(t, fs, 2, quietLive)
+	ref := openOn(t, crashfs.New(), 2)
+	r := rand.New(rand.NewPCG(9, 9))
+	var ids idPool
+	req := newLiveRequest(r, 30, 10, 1_600_000_000_000_000, &ids)
+	ingestRequest(t, st, req)
+	importRequest(t, ref, req)
+	fs.SetFull(true)
+	evs, users := newLiveRequest(r, 30, 10, 1_600_000_000_000_000, &ids).clone()
+	if _, err := st.Ingest(ctx, "app", evs, users); !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("Ingest on a full disk: %v, want ErrDiskFull", err)
+	}
+	if err := st.FlushLive(ctx, "app"); err == nil {
+		t.Fatal("a flush on a full disk succeeded")
+	}
+	sameTrails(t, "while the disk is full", appTrails(t, st), appTrails(t, ref))
+	fs.SetFull(false)
+	req = newLiveRequest(r, 30, 10, 1_600_000_000_000_000, &ids)
+	ingestRequest(t, st, req)
+	importRequest(t, ref, req)
+	if err := st.FlushLive(ctx, "app"); err != nil {
+		t.Fatal(err)
+	}
+	want := appTrails(t, ref)
+	sameTrails(t, "after space is back", appTrails(t, st), want)
+	crashed := openLiveOn(t, fs.Crash(0, nil), 2, quietLive)
+	sameTrails(t, "after a power loss", appTrails(t, crashed), want)
+}

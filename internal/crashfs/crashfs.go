@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"syscall"
 
 	pvfs "github.com/cockroachdb/pebble/v2/vfs"
 
@@ -30,6 +31,21 @@ type FS struct {
 	mu     sync.Mutex
 	onSync func()
 	syncs  int
+	full   bool // SetFull: writes fail with ENOSPC
+}
+
+// SetFull makes every later Write, Create and Sync fail with
+// syscall.ENOSPC (a full disk) while full is true.
+func (f *FS) SetFull(full bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.full = full
+}
+
+func (f *FS) isFull() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.full
 }
 
 // New returns an empty crash-simulating filesystem.
@@ -78,6 +94,9 @@ func (f *FS) synced() {
 
 // Create implements vfs.FS.
 func (f *FS) Create(name string) (vfs.File, error) {
+	if f.isFull() {
+		return nil, &fs.PathError{Op: "create", Path: name, Err: syscall.ENOSPC}
+	}
 	file, err := f.mem.Create(name, pvfs.WriteCategoryUnspecified)
 	if err != nil {
 		return nil, err
@@ -136,7 +155,17 @@ type file2 struct {
 
 func (f *file2) Stat() (fs.FileInfo, error) { return f.File.Stat() }
 
+func (f *file2) Write(p []byte) (int, error) {
+	if f.fs.isFull() {
+		return 0, &fs.PathError{Op: "write", Path: "file", Err: syscall.ENOSPC}
+	}
+	return f.File.Write(p)
+}
+
 func (f *file2) Sync() error {
+	if f.fs.isFull() {
+		return &fs.PathError{Op: "sync", Path: "file", Err: syscall.ENOSPC}
+	}
 	if err := f.File.Sync(); err != nil {
 		return err
 	}
