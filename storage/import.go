@@ -50,6 +50,12 @@ type ImportOptions struct {
 	// writing runs in the background while the next rows are read, so up
 	// to two flushes' worth of rows are in memory at a time.
 	FlushRows int
+	// Memory bounds the import's buffers, bytes (storage.md §5): a flush
+	// also starts once the rows buffered and the dictionaries of their
+	// strings take a quarter of it (genShare) (two generations are in memory while
+	// one is written, plus the writers' blocks). 0 means the Store's
+	// Config.WriteMemory.
+	Memory int64
 	// BlockRows is passed to the segment writer (rows per block); 0 = its default.
 	BlockRows int
 	// Progress, if set, is called about every 64 Ki rows with the number of
@@ -116,6 +122,9 @@ func (s *Store) Import(ctx context.Context, appName string, srcs []Source, opt I
 	}
 	if opt.FlushRows <= 0 {
 		opt.FlushRows = 8 << 20
+	}
+	if opt.Memory <= 0 {
+		opt.Memory = s.cfg.WriteMemory
 	}
 	a, err := s.app(appName, true)
 	if err != nil {
@@ -224,6 +233,79 @@ type importer struct {
 	dups    int64 // duplicate events dropped by finished flushes
 
 	widenings int // schema.Widenings() the buffers are typed for
+
+	dictBytes int64 // estimate of the dictionaries' strings and maps (eventCode, propInfo.code)
+	memCheck  int   // buffered rows at which full next measures the buffers
+	rowBytes  int64 // measured memory of a buffered row, bytes (0: not yet)
+}
+
+// memCheckRows is how many rows full lets pass between two measurements
+// of the buffers' memory.
+const memCheckRows = 16 << 10
+
+// full reports whether the buffered rows call for a flush: FlushRows of
+// them, or buffers and dictionaries over a quarter (genShare) of the import's memory
+// (ImportOptions.Memory), measured every memCheckRows rows.
+func (im *importer) full() bool {
+	if im.buffered >= im.opt.FlushRows {
+		return true
+	}
+	if im.buffered < im.memCheck || im.opt.Memory <= 0 {
+		return false
+	}
+	im.memCheck = im.buffered + memCheckRows
+	b := im.bytes()
+	if im.rowBytes == 0 && im.buffered > 0 {
+		// The first measurement: size the buffers for what the memory
+		// holds at this row's size, before they grow by doubling.
+		im.rowBytes = max(b/int64(im.buffered), 16)
+		im.reserve(im.flushed)
+	}
+	return b >= im.opt.Memory/genShare
+}
+
+// genShare is the part of an import's memory one generation of shard
+// buffers may take: two generations are held while one is written, with
+// their slack, the dictionaries and the writers' blocks.
+const genShare = 4
+
+// bytes returns the memory of the rows buffered in the generation being
+// filled and of the dictionaries, bytes.
+func (im *importer) bytes() int64 {
+	n := im.dictBytes
+	for i := range im.props {
+		n += im.props[i].bytes
+	}
+	for _, sb := range im.shards {
+		n += sb.bytes()
+	}
+	return n
+}
+
+// dictEntryBytes is the estimated memory of a dictionary entry beside
+// its string's bytes: the map slot and the strings slice's header.
+const dictEntryBytes = 64
+
+// resetDicts starts new string dictionaries (event names and every string
+// property's) for the next generation of buffers: the flush of the
+// previous generation reads its own snapshot (dictSnapshot), so an
+// import's dictionaries hold only the strings of the rows buffered, not
+// every distinct string of the input (a unique insert id per event would
+// otherwise grow them with the import).
+func (im *importer) resetDicts() {
+	im.eventDict, im.eventName = map[string]uint32{}, nil
+	for i := range im.props {
+		p := &im.props[i]
+		if p.dict != nil {
+			p.dict, p.strs, p.hasLast, p.bytes = map[string]uint32{}, nil, false, 0
+		}
+	}
+	im.dictBytes = 0
+	cs := &im.cb
+	cs.evDict, cs.haveName = nil, false
+	for i := range cs.propDicts {
+		cs.propDicts[i].dict = nil
+	}
 }
 
 // expectedRows returns the number of rows of srcs if every source knows
@@ -240,16 +322,34 @@ func expectedRows(srcs []Source) int64 {
 	return n
 }
 
+// defaultRowBytes is the memory of a buffered row assumed until the first
+// rows are measured (full), bytes.
+const defaultRowBytes = 64
+
+// genRows returns how many rows a generation of shard buffers holds in a
+// quarter (genShare) of the import's memory, at the measured (or assumed) bytes per
+// row.
+func (im *importer) genRows() int64 {
+	if im.opt.Memory <= 0 {
+		return int64(im.opt.FlushRows)
+	}
+	rb := im.rowBytes
+	if rb == 0 {
+		rb = defaultRowBytes
+	}
+	return max(im.opt.Memory/genShare/rb, memCheckRows)
+}
+
 // reserve sizes the shard buffers being filled for the rows expected
 // after the first done rows, up to a flush's worth: a quarter more than
 // an even share per shard. It does nothing when the sources do not know
 // their size.
 func (im *importer) reserve(done int64) {
-	rows := min(im.expect-done, int64(im.opt.FlushRows))
+	rows := min(im.expect-done, int64(im.opt.FlushRows), im.genRows())
 	if rows <= 0 {
 		return
 	}
-	per := int(rows/int64(len(im.shards))*5/4) + 1024
+	per := int(rows/int64(len(im.shards))*9/8) + 1024
 	for _, sb := range im.shards {
 		sb.reserve(per)
 	}
@@ -260,6 +360,7 @@ type propInfo struct {
 	typ  event.Type
 	dict map[string]uint32
 	strs []string
+	bytes int64 // estimate of dict and strs
 	// last string coded: consecutive equal values skip the map
 	lastStr  string
 	lastCode uint32
@@ -325,7 +426,7 @@ func (im *importer) run(ctx context.Context, srcs []Source, rep *ImportReport) (
 					return written, fmt.Errorf("import cancelled: %w", err)
 				}
 			}
-			if im.buffered >= im.opt.FlushRows {
+			if im.full() {
 				if err := flush(); err != nil {
 					return written, err
 				}
@@ -351,7 +452,7 @@ func (im *importer) run(ctx context.Context, srcs []Source, rep *ImportReport) (
 				}
 				continue
 			}
-			if im.buffered >= im.opt.FlushRows {
+			if im.full() {
 				if err := flush(); err != nil {
 					return written, err
 				}
@@ -812,6 +913,7 @@ func (im *importer) eventCode(name string) uint32 {
 	name = strings.Clone(name)
 	im.eventDict[name] = c
 	im.eventName = append(im.eventName, name)
+	im.dictBytes += int64(len(name)) + dictEntryBytes
 	return c
 }
 
@@ -849,6 +951,7 @@ func (p *propInfo) code(s string) uint32 {
 		s = strings.Clone(s)
 		p.dict[s] = c
 		p.strs = append(p.strs, s)
+		p.bytes += int64(len(s)) + dictEntryBytes
 	}
 	p.lastStr, p.lastCode, p.hasLast = p.strs[c], c, true
 	return c
@@ -888,6 +991,8 @@ func (im *importer) flush() ([]SegmentRef, error) {
 		return refs, nil
 	}
 	shards, dicts := im.shards, im.dictSnapshot()
+	im.resetDicts()
+	im.memCheck = 0
 	if im.spare == nil {
 		im.spare = make([]*shardBuf, len(shards))
 		for i := range im.spare {

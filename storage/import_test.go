@@ -19,6 +19,7 @@ import (
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/gen"
 	"github.com/spurdb/spur/ingest"
+	"github.com/spurdb/spur/internal/crashfs"
 	"github.com/spurdb/spur/storage/segment"
 )
 
@@ -421,4 +422,33 @@ func TestImportRecomputedUserHashes(t *testing.T) {
 	if in.Columns[0].Name != "$user" || slices.Contains(in.Columns[0].Encodings, "hash-delta-bitpack") {
 		t.Fatalf("users column %q encodings %q, want no stored hashes (hash-delta-bitpack)", in.Columns[0].Name, in.Columns[0].Encodings)
 	}
+}
+
+// TestImportMemoryBound: an import whose rows and strings exceed a quarter
+// of its memory (ImportOptions.Memory) flushes by bytes, not rows, with
+// dictionaries started anew per flush, and stores the same data as an
+// import with room to spare.
+func TestImportMemoryBound(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	evs := make([]event.Event, 120_000)
+	for i := range evs {
+		evs[i] = event.Event{UserID: fmt.Sprintf("u%d", r.IntN(5000)), Name: names[r.IntN(len(names))],
+			Time: 1_600_000_000_000_000 + int64(r.IntN(1e9)), InsertID: fmt.Sprintf("%016x", r.Uint64()),
+			Props: []event.Prop{{Name: "tag", Value: event.String(fmt.Sprintf("/page/%d/%d", r.IntN(1e6), i))}, {Name: "n", Value: event.Int(int64(i))}}}
+	}
+	run := func(memory int64) (map[string]string, int) {
+		st := openOn(t, crashfs.New(), 2)
+		if _, err := st.Import(context.Background(), "app", []Source{&sliceSource{evs: evs}}, ImportOptions{Memory: memory}); err != nil {
+			t.Fatal(err)
+		}
+		a, _ := st.App("app")
+		return appTrails(t, st), len(a.Current().Segments)
+	}
+	small, segs := run(6 << 20)
+	big, one := run(1 << 30)
+	if one != 2 || segs < 6 {
+		t.Fatalf("segments: %d with 6 MiB, %d with 1 GiB; want several flushes and one", segs, one)
+	}
+	t.Logf("%d segments with 6 MiB, %d with 1 GiB", segs, one)
+	sameTrails(t, "6 MiB import", small, big)
 }

@@ -66,6 +66,20 @@ func newShardBuf() *shardBuf {
 	return &shardBuf{userIdx: map[uint64]uint32{}, userOff: []int{0}}
 }
 
+// bytes returns the memory the buffer's rows take, bytes: its slices'
+// lengths and an estimate of its maps (capacities reserved ahead do not
+// count: reserve sizes them for what the flush threshold lets in).
+func (sb *shardBuf) bytes() int64 {
+	n := int64(len(sb.userHash)+len(sb.userOff)+len(sb.times))*8 + int64(len(sb.idBytes))
+	n += int64(len(sb.rowUser)+len(sb.events)) * 4
+	n += int64(len(sb.userIdx)+len(sb.userColl)) * 24
+	for i := range sb.props {
+		sp := &sb.props[i]
+		n += int64(len(sp.rows)+len(sp.codes))*4 + int64(len(sp.ints)+len(sp.floats))*8
+	}
+	return n
+}
+
 // reset empties the buffer, keeping its memory for the next rows.
 func (sb *shardBuf) reset() {
 	clear(sb.userIdx)
@@ -83,9 +97,31 @@ func (sb *shardBuf) reset() {
 // them does not copy; property buffers are sized on first use (sizeProp).
 func (sb *shardBuf) reserve(rows int) {
 	sb.hint = rows
-	sb.rowUser = slices.Grow(sb.rowUser, rows)
-	sb.times = slices.Grow(sb.times, rows)
-	sb.events = slices.Grow(sb.events, rows)
+	if more := rows - len(sb.times); more > 0 {
+		sb.rowUser = slices.Grow(sb.rowUser, more)
+		sb.times = slices.Grow(sb.times, more)
+		sb.events = slices.Grow(sb.events, more)
+	}
+	n := len(sb.times)
+	if n == 0 {
+		return
+	}
+	// Properties already seen: room for their share of the rows so far.
+	for i := range sb.props {
+		sp := &sb.props[i]
+		want := int(float64(rows)*float64(sp.len())/float64(n)*1.125) + 256
+		if len(sp.rows) > 0 {
+			sp.rows = slices.Grow(sp.rows, want-len(sp.rows))
+		}
+		switch {
+		case len(sp.ints) > 0:
+			sp.ints = slices.Grow(sp.ints, want-len(sp.ints))
+		case len(sp.floats) > 0:
+			sp.floats = slices.Grow(sp.floats, want-len(sp.floats))
+		case len(sp.codes) > 0:
+			sp.codes = slices.Grow(sp.codes, want-len(sp.codes))
+		}
+	}
 }
 
 // sizeProp sizes the still unused buffer sp of a property of type t for

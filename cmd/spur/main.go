@@ -18,6 +18,7 @@ import (
 	_ "time/tzdata" // IANA zones even on machines without /usr/share/zoneinfo
 
 	"github.com/spf13/cobra"
+	"github.com/spurdb/spur/storage"
 )
 
 // globals are the flags shared by every subcommand.
@@ -28,6 +29,9 @@ type globals struct {
 	cpuProf  string
 	memProf  string
 	stopProf func()
+	// writeMemory bounds an import's, flush's or compaction's memory
+	// (storage.Config.WriteMemory, storage.md §5), bytes.
+	writeMemory byteSize
 	// exit ends the process (os.Exit in main; nil in tests, which run
 	// commands in-process): an interrupted query that does not stop in
 	// time is ended with it.
@@ -109,6 +113,8 @@ columnar segments and answers trends, funnels and retention over raw events.`,
 	root.PersistentFlags().StringVar(&g.dataDir, "data", "./spur-data", "store directory (embedded store)")
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	root.PersistentFlags().IntVar(&g.shards, "shards", 16, "shards per new app (a power of two)")
+	g.writeMemory = byteSize(storage.DefaultWriteMemory)
+	root.PersistentFlags().Var(&g.writeMemory, "write-memory", "memory of an import, flush or compaction (e.g. 512MiB): larger inputs are written in more runs, merged by compaction; the process's peak stays about 100 MiB above it")
 	root.PersistentFlags().StringVar(&g.cpuProf, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
 	root.PersistentFlags().StringVar(&g.memProf, "memprofile", "", "write an allocation profile of the command to this file (go tool pprof -sample_index=alloc_space)")
 	root.AddCommand(newImportCmd(g), newQueryCmd(g), newInspectCmd(g), newDemoCmd(g), newGenCmd(g), newServeCmd(g), newBenchCmd(g), newBenchQueryCmd(g), newCohortCmd(g), newCompactCmd(g), newVerifyCmd(g), newRecoverCmd(g), newVersionCmd())

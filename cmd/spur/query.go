@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
 	"github.com/spurdb/spur/query"
@@ -28,11 +29,20 @@ const (
 	serveStore
 )
 
+// writeOverhead is what a write command holds beside its write memory:
+// the runtime, the readers' buffers, the segment writers' blocks, bytes.
+const writeOverhead = 64 << 20
+
 // openStore opens the --data store for a command named holder ("spur
 // import"), in the given mode.
 func openStore(g *globals, mode storeMode, holder string) (*storage.Store, error) {
-	cfg := storage.Config{Dir: g.dataDir, Shards: g.shards, Holder: holder,
+	cfg := storage.Config{Dir: g.dataDir, Shards: g.shards, Holder: holder, WriteMemory: int64(g.writeMemory),
 		ReadOnly: mode == readStore, Writer: mode == serveStore}
+	if mode == writeStore {
+		// The Go heap's soft limit, so that garbage is collected before the
+		// process grows past the writes' bound (storage.md §5).
+		debug.SetMemoryLimit(int64(g.writeMemory) + writeOverhead)
+	}
 	st, err := storage.Open(cfg)
 	if err != nil && mode == readStore && errors.Is(err, fs.ErrNotExist) {
 		abs, _ := filepath.Abs(g.dataDir)
