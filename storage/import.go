@@ -356,10 +356,10 @@ func (im *importer) reserve(done int64) {
 }
 
 type propInfo struct {
-	name string
-	typ  event.Type
-	dict map[string]uint32
-	strs []string
+	name  string
+	typ   event.Type
+	dict  map[string]uint32
+	strs  []string
 	bytes int64 // estimate of dict and strs
 	// last string coded: consecutive equal values skip the map
 	lastStr  string
