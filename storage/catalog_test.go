@@ -202,6 +202,23 @@ func TestMissingCatalogRefusesWritesAndRecovers(t *testing.T) {
 	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the damaged file is still in the segment directory: %v", err)
 	}
+
+	// A segment whose name disagrees with its footer's identity (renamed
+	// to another arrival range): set aside, not trusted.
+	kept := rep.Kept[0]
+	id, _ := identityFromName(kept)
+	renamed := segmentName(id.ref.Kind, id.ref.Shard, id.ref.SeqMin+1000, id.ref.SeqMax+1000, id.ref.Generation, id.part)
+	if err := os.Rename(filepath.Join(appDir, segDir, kept), filepath.Join(appDir, segDir, renamed)); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(appDir, catalogName))
+	rep, err = st2.Recover(context.Background(), "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.SetAside) != 1 || !strings.HasSuffix(rep.SetAside[0].File, renamed) || !strings.Contains(rep.SetAside[0].Reason, "its footer says") {
+		t.Fatalf("recover with a renamed segment: set aside %v", rep.SetAside)
+	}
 }
 
 // TestCatalogNewerVersion: a well-formed catalog of a newer format

@@ -185,6 +185,17 @@ func (s *Store) Recover(ctx context.Context, appName string) (*RecoverReport, er
 			}
 			continue
 		}
+		if fid := meta.Identity; fid.Kind != segment.KindNone &&
+			(fid.Kind != id.ref.Kind.segmentKind() || fid.Shard != id.ref.Shard || fid.SeqMin != id.ref.SeqMin ||
+				fid.SeqMax != id.ref.SeqMax || fid.Generation != id.ref.Generation) {
+			// The footer (checksummed) and the name disagree: the name was
+			// changed, or the file is not what it says.
+			if err := aside(a.bucket.path(name), fmt.Sprintf("its footer says %v shard %d, arrival range %d..%d, generation %d; its name says otherwise",
+				fid.Kind, fid.Shard, fid.SeqMin, fid.SeqMax, fid.Generation)); err != nil {
+				return rep, err
+			}
+			continue
+		}
 		r := &id.ref
 		r.Rows, r.Users, r.MinTime, r.MaxTime, r.Bytes = meta.Rows, meta.Users, meta.MinTime, meta.MaxTime, size
 		if n := len(meta.Blocks); n > 0 {

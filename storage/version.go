@@ -271,6 +271,17 @@ func checkFooter(ref SegmentRef, m *segment.Meta, path string) error {
 	case m.MinTime != ref.MinTime || m.MaxTime != ref.MaxTime:
 		return bad("time range", [2]int64{ref.MinTime, ref.MaxTime}, [2]int64{m.MinTime, m.MaxTime})
 	}
+	if id := m.Identity; id.Kind != segment.KindNone {
+		// Format 4 on: the footer says which segment it is.
+		switch {
+		case id.Kind != ref.Kind.segmentKind() || id.Shard != ref.Shard:
+			return bad("kind and shard", fmt.Sprintf("%s %d", ref.Kind, ref.Shard), fmt.Sprintf("%s %d", id.Kind, id.Shard))
+		case id.SeqMin != ref.SeqMin || id.SeqMax != ref.SeqMax:
+			return bad("arrival range", [2]int64{ref.SeqMin, ref.SeqMax}, [2]int64{id.SeqMin, id.SeqMax})
+		case id.Generation != ref.Generation:
+			return bad("generation", ref.Generation, id.Generation)
+		}
+	}
 	if n := len(m.Blocks); n > 0 && (ref.FirstHash != 0 || ref.LastHash != 0) &&
 		(m.Blocks[0].FirstHash != ref.FirstHash || m.Blocks[n-1].LastHash != ref.LastHash) {
 		return bad("user-hash range", [2]uint64{ref.FirstHash, ref.LastHash}, [2]uint64{m.Blocks[0].FirstHash, m.Blocks[n-1].LastHash})
