@@ -285,9 +285,9 @@ func (l *liveApp) newTails(c *Catalog) {
 	gen := c.Generation + 1
 	seqs := func() int64 { return l.a.allocSeq(0) }
 	l.evTail = newImporter(&l.sink, gen, c.Shards, l.evSchema, seqs, ImportOptions{Kind: KindEvents})
-	l.evTail.prefix = livePrefix
+	l.evTail.prefix, l.evTail.trusted = livePrefix, true
 	l.userTail = newImporter(&l.sink, gen, c.Shards, l.userSchema, seqs, ImportOptions{Kind: KindUsers})
-	l.userTail.prefix = livePrefix
+	l.userTail.prefix, l.userTail.trusted = livePrefix, true
 	l.tailRows, l.tailBytes = 0, 0
 }
 
