@@ -184,29 +184,13 @@ func writeAttributionCSV(cw *csv.Writer, r *AttributionResult) {
 // listedIDs returns the user ids a result lists: a cohort's page, or the
 // list of any other query that asked for one.
 func listedIDs(res any) ([]string, bool) {
-	var l *ListResult
-	switch r := res.(type) {
-	case *CohortResult:
+	if r, ok := res.(*CohortResult); ok {
 		return r.UserIDs, true
-	case *TrendResult:
-		l = r.List
-	case *FunnelResult:
-		l = r.List
-	case *RetentionResult:
-		l = r.List
-	case *StickinessResult:
-		l = r.List
-	case *LifecycleResult:
-		l = r.List
-	case *PathsResult:
-		l = r.List
-	case *AttributionResult:
-		l = r.List
 	}
-	if l == nil {
-		return nil, false
+	if l := resultParts(res).list; l != nil && *l != nil {
+		return (*l).UserIDs, true
 	}
-	return l.UserIDs, true
+	return nil, false
 }
 
 func inum(v int64) string { return strconv.FormatInt(v, 10) }

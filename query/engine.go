@@ -196,33 +196,40 @@ func (e *Engine) run(ctx context.Context, q *Query, start time.Time, memory int6
 // StatsOf returns a pointer to the stats of a result returned by Run, or
 // nil for any other value.
 func StatsOf(res any) *Stats {
-	st, _ := resultParts(res)
-	return st
+	return resultParts(res).stats
 }
 
-// resultParts returns pointers to the stats and warnings of a result
-// returned by Run, or nils for any other value. A new result kind adds
-// its case here.
-func resultParts(res any) (*Stats, *[]Warning) {
+// resultFields points into a result returned by Run: its stats, its
+// warnings and its list (nil for a cohort, whose page of users is the
+// result itself).
+type resultFields struct {
+	stats    *Stats
+	warnings *[]Warning
+	list     **ListResult
+}
+
+// resultParts returns the fields of a result returned by Run, or nils for
+// any other value. A new result kind adds its case here.
+func resultParts(res any) resultFields {
 	switch r := res.(type) {
 	case *TrendResult:
-		return &r.Stats, &r.Warnings
+		return resultFields{&r.Stats, &r.Warnings, &r.List}
 	case *FunnelResult:
-		return &r.Stats, &r.Warnings
+		return resultFields{&r.Stats, &r.Warnings, &r.List}
 	case *RetentionResult:
-		return &r.Stats, &r.Warnings
+		return resultFields{&r.Stats, &r.Warnings, &r.List}
 	case *CohortResult:
-		return &r.Stats, &r.Warnings
+		return resultFields{&r.Stats, &r.Warnings, nil}
 	case *StickinessResult:
-		return &r.Stats, &r.Warnings
+		return resultFields{&r.Stats, &r.Warnings, &r.List}
 	case *LifecycleResult:
-		return &r.Stats, &r.Warnings
+		return resultFields{&r.Stats, &r.Warnings, &r.List}
 	case *PathsResult:
-		return &r.Stats, &r.Warnings
+		return resultFields{&r.Stats, &r.Warnings, &r.List}
 	case *AttributionResult:
-		return &r.Stats, &r.Warnings
+		return resultFields{&r.Stats, &r.Warnings, &r.List}
 	}
-	return nil, nil
+	return resultFields{}
 }
 
 func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }

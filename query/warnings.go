@@ -15,8 +15,7 @@ const maxWarnings = 20
 // WarningsOf returns a pointer to the warnings of a result returned by
 // Run, or nil for any other value.
 func WarningsOf(res any) *[]Warning {
-	_, w := resultParts(res)
-	return w
+	return resultParts(res).warnings
 }
 
 // warnings returns the plan's warnings (spec §9), in query order: each
