@@ -941,14 +941,8 @@ type LiveStats struct {
 
 // LiveStats returns the stats of every app with a live layer, by name.
 func (s *Store) LiveStats() []LiveStats {
-	s.mu.Lock()
-	apps := make([]*App, 0, len(s.apps))
-	for _, a := range s.apps {
-		apps = append(apps, a)
-	}
-	s.mu.Unlock()
 	var out []LiveStats
-	for _, a := range apps {
+	for _, a := range s.openApps() {
 		l := a.live.Load()
 		if l == nil {
 			continue

@@ -280,14 +280,8 @@ func (s *Store) Close() error { return s.CloseContext(context.Background()) }
 // what is not flushed when ctx ends stays in the write-ahead logs, to be
 // replayed by the next Open.
 func (s *Store) CloseContext(ctx context.Context) error {
-	s.mu.Lock()
-	apps := make([]*App, 0, len(s.apps))
-	for _, a := range s.apps {
-		apps = append(apps, a)
-	}
-	s.mu.Unlock()
 	var errs []error
-	for _, a := range apps {
+	for _, a := range s.openApps() {
 		if l := a.live.Load(); l != nil {
 			errs = append(errs, l.close(ctx))
 			a.live.Store(nil)
@@ -304,6 +298,17 @@ func (s *Store) CloseContext(ctx context.Context) error {
 		s.role = nil
 	}
 	return errors.Join(errs...)
+}
+
+// openApps returns the apps this Store has opened.
+func (s *Store) openApps() []*App {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	apps := make([]*App, 0, len(s.apps))
+	for _, a := range s.apps {
+		apps = append(apps, a)
+	}
+	return apps
 }
 
 // Dir returns the store directory.
