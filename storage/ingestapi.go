@@ -1,0 +1,67 @@
+package storage
+
+import (
+	"errors"
+
+	"github.com/spurdb/spur/event"
+)
+
+// The live ingestion contract between the events endpoint (package
+// server, POST /api/apps/{app}/events) and the store's write path
+// (ingest.md §1–§3). The endpoint parses and checks the shape of each
+// event (user id, event name, timestamp, insert id, property names and
+// value sizes) and hands the good ones of a request to
+//
+//	(*Store).Ingest(ctx, app string, evs []event.Event, users []UserWrite) (*IngestReport, error)
+//
+// which coerces them to the app's schema (a property's first sighting
+// fixes its type; int widens to float), rejects per event what does not
+// fit, and returns only after every accepted event is durable (write-ahead
+// log fsynced, group commit) and visible to queries, creating the app when
+// missing. The types below are the shapes of that call.
+
+// UserWrite is a write of user properties carried by an event
+// (ingest.md §1): the user and time are those of the event evs[Index].
+// Without Once (user_properties) the latest write by timestamp wins
+// (SetEvent); with Once (user_properties_once) a property is set only
+// where the user has no value from a SetEvent write, the earliest write
+// winning (SetOnceEvent), also for back-filled events. Props' names are
+// valid property names (event.ValidatePropName), not repeated; values
+// are untyped JSON values as the event's properties are (string, int,
+// float, bool; arrays and objects as JSON text).
+type UserWrite struct {
+	Index int
+	Props []event.Prop
+	Once  bool
+}
+
+// IngestReport is what an Ingest stored. Accepted counts the events
+// stored; Rejected lists, in Index order, those refused by the app's
+// schema: their user writes are not applied either (a bad value anywhere
+// in an event rejects the whole event).
+type IngestReport struct {
+	Accepted int
+	Rejected []IngestRejection
+}
+
+// IngestRejection is one event refused by Ingest: Index into its evs,
+// Field the JSON path of the bad value in ingest.md §1's event shape
+// ("properties.price", "user_properties.plan",
+// "user_properties_once.first_seen") and Message what was expected and
+// found ("want int, found \"abc\"").
+type IngestRejection struct {
+	Index   int
+	Field   string
+	Message string
+}
+
+// ErrBackpressure is matched (errors.Is) by the error of an Ingest
+// refused because the memory of unflushed events is over its limit
+// (--ingest-memory, ingest.md §2): nothing of the request was stored; the
+// client retries after Retry-After.
+var ErrBackpressure = errors.New("ingest backpressure: unflushed events are over their memory limit")
+
+// ErrDiskFull is matched (errors.Is) by the error of an Ingest refused
+// because the disk holding the write-ahead log is full: nothing of the
+// request was stored.
+var ErrDiskFull = errors.New("disk full")
