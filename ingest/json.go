@@ -18,14 +18,21 @@ const MaxLineBytes = 64 << 20
 // lineReader reads physical lines without allocating for lines that fit its
 // buffer.
 type lineReader struct {
-	br   *bufio.Reader
-	long []byte // accumulates a line longer than the buffer
-	line int64  // number of the line last returned, 1-based
-	name string
+	br    *bufio.Reader
+	long  []byte // accumulates a line longer than the buffer
+	line  int64  // number of the line last returned, 1-based
+	bytes int64  // bytes of the lines returned, line ends included
+	name  string
 }
 
 func newLineReader(in io.Reader, name string) *lineReader {
 	return &lineReader{br: bufio.NewReaderSize(in, 256<<10), name: name}
+}
+
+// reset makes l read in from its start, keeping its buffers.
+func (l *lineReader) reset(in io.Reader) {
+	l.br.Reset(in)
+	l.long, l.line, l.bytes = l.long[:0], 0, 0
 }
 
 // next returns the next line without its "\n" or "\r\n" (and without a
@@ -51,6 +58,7 @@ func (l *lineReader) next() ([]byte, error) {
 		return nil, io.EOF
 	}
 	l.line++
+	l.bytes += int64(len(b))
 	b = bytes.TrimSuffix(b, []byte("\n"))
 	b = bytes.TrimSuffix(b, []byte("\r"))
 	if l.line == 1 {
