@@ -68,7 +68,7 @@ func (b *budget) exceeded() *Error {
 // visitor feeds admitted trails to one worker's accumulators and charges
 // their growth to the budget.
 type visitor struct {
-	p        *plan
+	adm      admission
 	add      func(t *trail.Trail)
 	bytes    func() int64
 	reported int64
@@ -76,20 +76,36 @@ type visitor struct {
 
 // Visit implements storage.Visitor.
 func (v *visitor) Visit(_ storage.UserKey, t *trail.Trail) {
-	if !v.p.admit(t) {
+	if !v.adm.admit(t) {
 		return
 	}
 	v.add(t)
 	if n := v.bytes(); n-v.reported >= budgetStep {
-		v.p.budget.charge(n - v.reported) // a breach cancels the scan
+		v.adm.p.budget.charge(n - v.reported) // a breach cancels the scan
 		v.reported = n
 	}
 }
 
+// scanVisitor returns v as the scan is to see it: with a cohort filter, a
+// storage.PrepassVisitor (the cohort needs a user's whole trail before the
+// analysis may see it).
+func (v *visitor) scanVisitor() storage.Visitor {
+	if v.adm.cohort != nil {
+		return prepassVisitor{v}
+	}
+	return v
+}
+
+// prepassVisitor is a visitor with a cohort filter.
+type prepassVisitor struct{ *visitor }
+
+// Prepass implements storage.PrepassVisitor.
+func (v prepassVisitor) Prepass(_ storage.UserKey, t *trail.Trail) { v.adm.prepass(t) }
+
 // flush charges the growth not yet reported.
 func (v *visitor) flush() error {
 	n := v.bytes()
-	err := v.p.budget.charge(n - v.reported)
+	err := v.adm.p.budget.charge(n - v.reported)
 	v.reported = n
 	return err
 }

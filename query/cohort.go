@@ -252,7 +252,11 @@ func (e *Engine) runCohort(ctx context.Context, p *plan) (*CohortResult, error) 
 	vs := newVisitors(p, len(lists), func(i int) (func(*trail.Trail), func() int64) {
 		ul := &analysis.UserList{Keep: keep}
 		lists[i] = ul
-		return func(t *trail.Trail) { ul.Add(t.ID) }, ul.Bytes
+		return func(t *trail.Trail) {
+			if t.Offset == 0 { // a user once, on their first chunk
+				ul.Add(t.ID)
+			}
+		}, ul.Bytes
 	})
 	if err := e.scan(ctx, p, minTime, maxTime, vs, true); err != nil {
 		return nil, err

@@ -316,7 +316,11 @@ func pageOf(ids []string, off, lim int) []string {
 	return append([]string{}, ids[off:min(len(ids), off+lim)]...)
 }
 
-func diffSeed(t *testing.T, seed int64) {
+func diffSeed(t *testing.T, seed int64) { diffQueries(t, seed, true) }
+
+// diffQueries runs the queries of one seed of TestDifferentialAgainstNaive;
+// funnel false leaves the funnel query out.
+func diffQueries(t *testing.T, seed int64, funnel bool) {
 	r := rand.New(rand.NewPCG(uint64(seed), 99))
 	evs := testutil.RandomEvents(seed, testutil.RandomOptions{Users: 3 + r.IntN(25), Events: 50 + r.IntN(500), Props: true})
 	data := testutil.Data{Events: evs, Users: testutil.RandomUsers(seed, evs)}
@@ -404,7 +408,7 @@ func diffSeed(t *testing.T, seed int64) {
 		}
 	}
 	// Funnel.
-	{
+	if funnel {
 		n := 2 + r.IntN(3)
 		windows := []string{"30m", "1h", "90m", "1d", "2d"}
 		win := windows[r.IntN(len(windows))]

@@ -33,6 +33,9 @@ type Config struct {
 	// memory is released and the engine stays usable. A query's "limits"
 	// may ask for less (spec §9).
 	MemoryBudget int64
+	// NoThinning turns off the scan's thinning of rows no analysis needs
+	// (storage.Thin): answers are the same either way; tests compare them.
+	NoThinning bool
 	// Admission, when not nil, bounds the budgets of the queries running
 	// at once (storage.md §5): each query reserves its budget there before
 	// it starts. Share one Admission among the engines of a process.
@@ -234,7 +237,10 @@ func (e *Engine) scan(ctx context.Context, p *plan, from, to int64, vs []*visito
 	}
 	visitors := make([]storage.Visitor, len(vs))
 	for i, v := range vs {
-		visitors[i] = v
+		visitors[i] = v.scanVisitor()
+		if chunkTrails != nil {
+			visitors[i] = chunkTrails(visitors[i], i)
+		}
 	}
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -266,13 +272,18 @@ func (e *Engine) scan(ctx context.Context, p *plan, from, to int64, vs []*visito
 	return nil
 }
 
+// chunkTrails, set by tests, wraps a scan's visitor of worker i: the
+// driver of chunks_test.go that hands the visitor each trail of the scan
+// in chunks (package trail), as long trails will come. nil otherwise.
+var chunkTrails func(v storage.Visitor, i int) storage.Visitor
+
 // newVisitors returns n visitors over accumulators made by mk, which
 // returns the accumulator's add and bytes functions.
 func newVisitors(p *plan, n int, mk func(i int) (add func(*trail.Trail), bytes func() int64)) []*visitor {
 	vs := make([]*visitor, n)
 	for i := range vs {
 		add, bytes := mk(i)
-		vs[i] = &visitor{p: p, add: add, bytes: bytes}
+		vs[i] = &visitor{adm: newAdmission(p), add: add, bytes: bytes}
 	}
 	return vs
 }

@@ -466,13 +466,72 @@ func columnKind(t event.Type) storage.ColumnKind {
 	return storage.ColInt
 }
 
-// admit applies the per-user parts of the plan to a trail before an
-// analysis sees it: matchers whose user filters fail lose their bit on
-// every event, and a user outside the cohort is rejected.
-func (p *plan) admit(t *trail.Trail) bool {
+// admission applies the per-user parts of the plan to one worker's
+// trails before an analysis sees them: matchers whose user filters fail
+// lose their bit on every event, and a user outside the cohort is
+// rejected. A trail may come in chunks (package trail); the cohort is
+// then decided on the chunks shown to prepass first (storage's
+// PrepassVisitor). An admission is owned by one goroutine.
+type admission struct {
+	p      *plan
+	cohort *analysis.CohortState // nil without a cohort filter
+	// For a user whose trail comes in chunks: prepassed reports that
+	// prepass has seen the last chunk, in that the user passes the
+	// cohort filter (decided at the first chunk's admit).
+	prepassed, in bool
+}
+
+func newAdmission(p *plan) admission {
+	a := admission{p: p}
+	if p.cohort != nil {
+		a.cohort = analysis.NewCohortState(p.cohort)
+	}
+	return a
+}
+
+// admit reports whether the user of t, a whole trail or one of its
+// chunks, passes the cohort filter, after clearing the bits of the
+// matchers whose user filters fail. It panics on the first chunk of a
+// user with a cohort filter that prepass has not seen (a scan that
+// ignores storage.PrepassVisitor).
+func (a *admission) admit(t *trail.Trail) bool {
+	p := a.p
 	if !p.userPreds && p.cohort == nil {
 		return true // the common case: nothing per user to apply
 	}
+	if p.userPreds {
+		p.userMask(t)
+	}
+	if p.cohort == nil {
+		return true
+	}
+	switch {
+	case t.Offset == 0 && !t.More: // the whole trail
+		a.cohort.Add(t)
+		return a.cohort.In(p.userFlags(t))
+	case t.Offset == 0:
+		if !a.prepassed {
+			panic("query: a chunked trail visited before its prepass")
+		}
+		a.prepassed = false
+		a.in = a.cohort.In(p.userFlags(t))
+	}
+	return a.in
+}
+
+// prepass feeds one chunk of a user's trail to the cohort filter; the
+// user is decided when admit sees the first chunk again.
+func (a *admission) prepass(t *trail.Trail) {
+	if a.p.userPreds {
+		a.p.userMask(t)
+	}
+	a.cohort.Add(t)
+	a.prepassed = !t.More
+}
+
+// userMask clears, on every event of t, the bits of the matchers whose
+// user filters the user fails.
+func (p *plan) userMask(t *trail.Trail) {
 	keep := ^uint64(0)
 	for bit, m := range p.matchers {
 		for i := range m.upreds {
@@ -487,16 +546,18 @@ func (p *plan) admit(t *trail.Trail) bool {
 			t.Mask[i] &= keep
 		}
 	}
-	if p.cohort == nil {
-		return true
-	}
+}
+
+// userFlags returns the results of the cohort's user_property leaves for
+// the user of t (bit i: leaf i holds).
+func (p *plan) userFlags(t *trail.Trail) uint64 {
 	var flags uint64
 	for i, uf := range p.cohortFlags {
 		if uf.pr.testValue(t.User[uf.f.ucol]) {
 			flags |= 1 << i
 		}
 	}
-	return p.cohort.Eval(t, flags)
+	return flags
 }
 
 // scanRange widens an analysis' scan range [from, to) by the cohort's.

@@ -128,7 +128,7 @@ func (e *Engine) runRetention(ctx context.Context, p *plan) (*RetentionResult, e
 	// mask has the start bit): the returns alone may be thinned per
 	// bucket. A list's retainedAt asks the same.
 	if spec.Windows == analysis.WindowsCalendar {
-		p.thin = thinning(retBit, spec.Bounds)
+		p.thin = e.thinning(retBit, spec.Bounds)
 	}
 	if err := e.scan(ctx, p, scanFrom, scanTo, vs, false); err != nil {
 		return nil, err

@@ -10,9 +10,9 @@ import "github.com/spurdb/spur/storage"
 // longest length from bounds[0] on whose multiples every bound and edge
 // lies (the gcd of their offsets): a day for day buckets in UTC and for
 // months, an hour for days in a zone with daylight saving time. It
-// returns the zero Thin (no thinning) when tests turn thinScans off.
-func thinning(bit int, bounds []int64, edges ...int64) storage.Thin {
-	if !thinScans {
+// returns the zero Thin (no thinning) with Config.NoThinning.
+func (e *Engine) thinning(bit int, bounds []int64, edges ...int64) storage.Thin {
+	if e.cfg.NoThinning {
 		return storage.Thin{}
 	}
 	origin := bounds[0]
@@ -29,9 +29,6 @@ func thinning(bit int, bounds []int64, edges ...int64) storage.Thin {
 	}
 	return storage.Thin{Mask: 1 << bit, Origin: origin, Slot: int64(slot)}
 }
-
-// thinScans turns thinning on; tests turn it off to compare.
-var thinScans = true
 
 // gcd returns the greatest common divisor of a and b (gcd(0, b) = b).
 func gcd(a, b uint64) uint64 {

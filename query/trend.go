@@ -103,7 +103,7 @@ func (e *Engine) runTrend(ctx context.Context, p *plan) (*TrendResult, error) {
 	if bd == nil || bd.src.From != analysis.KeyEvent {
 		for _, s := range spec.Series {
 			if s.Math == analysis.MathUsers {
-				p.thin = thinning(s.Bit, spec.Bounds, p.from, p.to)
+				p.thin = e.thinning(s.Bit, spec.Bounds, p.from, p.to)
 				break
 			}
 		}

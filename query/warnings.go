@@ -106,7 +106,7 @@ func (p *plan) eventSeen(name string) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		if _, ok := slices.BinarySearch(r.Meta().EventNames, name); ok {
+		if slices.Contains(r.Meta().EventNames, name) { // not sorted in every format version
 			return true, nil
 		}
 	}
@@ -130,7 +130,7 @@ func (p *plan) valueSeen(prop string, user bool, v string) (bool, error) {
 		}
 		meta := r.Meta()
 		if mi := propIndex(meta, prop); mi >= 0 {
-			if _, ok := slices.BinarySearch(meta.Props[mi].Dict, v); ok {
+			if slices.Contains(meta.Props[mi].Dict, v) {
 				return true, nil
 			}
 		}

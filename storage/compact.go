@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"sync"
@@ -50,6 +51,11 @@ type CompactOptions struct {
 	// Force compacts every shard and kind that has a segment, also those
 	// that are one run already (to re-split them by MaxSegmentRows).
 	Force bool
+	// Tiered compacts by size tiers (planTiered: TierFanout consecutive
+	// runs of one tier at a time) instead of all of a shard's segments:
+	// the policy under continuous ingestion, which bounds write
+	// amplification. MinRuns and Force are ignored.
+	Tiered bool
 	// BlockRows is passed to the segment writer (rows per block); 0 means
 	// its default.
 	BlockRows int
@@ -132,7 +138,11 @@ func (a *App) Compact(ctx context.Context, opt CompactOptions) (*CompactReport, 
 	}
 	// Nothing to do in the current version: no lock taken, so a no-op
 	// after every import costs nothing and cannot fail on a busy lock.
-	if cur := a.Current(); len(planCompaction(cur, opt)) == 0 {
+	plan := planCompaction
+	if opt.Tiered {
+		plan = func(m *Catalog, _ CompactOptions) []compactGroup { return planTiered(m) }
+	}
+	if cur := a.Current(); len(plan(cur, opt)) == 0 {
 		return noop(cur)
 	}
 	if err := ctx.Err(); err != nil {
@@ -144,7 +154,7 @@ func (a *App) Compact(ctx context.Context, opt CompactOptions) (*CompactReport, 
 	}
 	defer t.end()
 	base := t.base
-	groups := planCompaction(base, opt)
+	groups := plan(base, opt)
 	if len(groups) == 0 {
 		return noop(base)
 	}
@@ -287,13 +297,13 @@ func (a *App) compactGroups(ctx context.Context, t *writeTxn, v *Version, groups
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var bufs outBufs
+			var blocks []*segment.Block
 			for gi := range next {
 				if ctx.Err() != nil {
 					continue
 				}
 				sctx, stage := StartStage(ctx, "compact shard", groups[gi].shard)
-				c := &compactor{app: a, txn: t, v: v, opt: opt, gen: t.base.Generation + 1, g: &groups[gi], progress: progress, bufs: &bufs}
+				c := &compactor{app: a, txn: t, v: v, opt: opt, gen: t.base.Generation + 1, g: &groups[gi], progress: progress, blocks: &blocks}
 				outs[gi], errs[gi] = c.run(sctx)
 				dups[gi] = c.dups
 				stage.End()
@@ -328,8 +338,9 @@ func (a *App) compactGroups(ctx context.Context, t *writeTxn, v *Version, groups
 	return written, dropped, first
 }
 
-// compactor merges one group. It owns its readers, decode buffers and
-// output buffer.
+// compactor merges one group into outputs written a block at a time
+// (segment.Writer): its memory is the inputs' decoded blocks and the block
+// being written, whatever the size of the group (storage.md §5).
 type compactor struct {
 	app      *App
 	txn      *writeTxn
@@ -338,53 +349,51 @@ type compactor struct {
 	gen      uint64 // generation the outputs are published in
 	g        *compactGroup
 	progress func(rows int64)
-	bufs     *outBufs // the worker's reusable output arrays
+	blocks   *[]*segment.Block // the worker's decode buffers, reused from group to group
 
-	cols      []outCol // output property columns, by name
-	dups      int64    // duplicate events dropped (dropDuplicates)
-	cursors   []*compactCursor
-	heap      []*compactCursor
-	parts     []runPart
-	keptParts []runPart // dropDuplicates scratch
-	heads     []int
-	out       segment.Input // the output being built
-	ids       []byte        // the output users' id bytes, back to back
-	idEnd     []int         // end offset in ids of each output user's id
-	written   []SegmentRef
+	props   []segment.PropSpec // output columns: the inputs' (by name; types agree)
+	cursors []*compactCursor
+	heap    []*compactCursor
+	group   []*compactCursor // the cursors at the user being merged, in arrival order
+	parts   []runPart        // their rows of that user in their current blocks
+	dups    int64            // duplicate events dropped
+	tie     tieKeys          // events written at the current tie time
+
+	w       *segment.Writer  // the output being written, or nil
+	ref     SegmentRef       // its catalog entry
+	remaps  []*segment.Remap // per cursor, for w
+	last    uint64           // the hash of the last user written to w
+	written []SegmentRef
 }
 
-// outCol is one output property column: its data in the output being
-// built, and whether some row of that output has a value.
-type outCol struct {
-	col  segment.PropColumn
-	used bool
-}
-
-// compactCursor walks one input segment's users in (hash, id) order.
+// compactCursor walks one input segment's users in (hash, id) order,
+// decoding every column of each block.
 type compactCursor struct {
 	r     *segment.Reader
-	meta  *segment.Meta
+	meta  *segment.Meta // with a format-3 insert-id column renamed (InsertIDProp)
 	seq   int64
 	ord   int   // input index: the last tie-break of the merge
-	props []int // every property column (ReadBlock decodes all)
-	colOf []int // input property → output column
-	// evMap and strMap translate codes into the output being built: input
-	// code → output code + 1, 0 while the code has not been used in it.
-	evMap  []uint32
-	strMap [][]uint32     // per input property; nil for non-string properties
-	blk    *segment.Block // from the worker's outBufs
-	block  int
-	user   int
+	props []int // every property column
+	iid   int   // the insert-id column (index into blk.Props), -1 if none
+	blk   *segment.Block
+	block int
+	user  int
 }
 
 func (c *compactCursor) hash() uint64 { return c.blk.UserHashes[c.user] }
 func (c *compactCursor) id() []byte   { return c.blk.UserID(c.user) }
 
-// runPart is one input's rows of the user being merged: block rows [s, e)
-// of cursor c.
+// continues reports whether c's current user has rows in the next block.
+func (c *compactCursor) continues() bool {
+	return c.user == len(c.blk.UserStarts)-2 && c.block+1 < len(c.meta.Blocks) && c.meta.Blocks[c.block+1].Continued
+}
+
+// runPart is one input's rows of the user being merged in its current
+// block: rows [s, e) of cursor c; index is its position in the group.
 type runPart struct {
-	c    *compactCursor
-	s, e int
+	c     *compactCursor
+	s, e  int
+	index int
 }
 
 func compactLess(a, b *compactCursor) bool {
@@ -405,7 +414,10 @@ func compactLess(a, b *compactCursor) bool {
 func (cp *compactor) run(ctx context.Context) ([]SegmentRef, error) {
 	defer func() {
 		for _, c := range cp.cursors {
-			cp.bufs.blocks = append(cp.bufs.blocks, c.blk)
+			*cp.blocks = append(*cp.blocks, c.blk)
+		}
+		if cp.w != nil {
+			cp.w.Abort()
 		}
 	}()
 	if err := cp.open(); err != nil {
@@ -420,37 +432,40 @@ func (cp *compactor) run(ctx context.Context) ([]SegmentRef, error) {
 			cp.push(c)
 		}
 	}
-	maxRows := cp.opt.MaxSegmentRows
-	cp.reserve(int(min(cp.g.rows, int64(maxRows))))
-	defer cp.release()
-	var group []*compactCursor
+	maxRows := int64(cp.opt.MaxSegmentRows)
 	for len(cp.heap) > 0 {
 		// Every cursor at the smallest user key, in (Seq, input) order.
 		first := cp.pop()
-		group = append(group[:0], first)
+		cp.group = append(cp.group[:0], first)
 		for len(cp.heap) > 0 && cp.heap[0].hash() == first.hash() && bytes.Equal(cp.heap[0].id(), first.id()) {
-			group = append(group, cp.pop())
-		}
-		cp.parts = cp.parts[:0]
-		rows := 0
-		for _, c := range group {
-			s, e := int(c.blk.UserStarts[c.user]), int(c.blk.UserStarts[c.user+1])
-			cp.parts = append(cp.parts, runPart{c, s, e})
-			rows += e - s
-		}
-		if len(cp.parts) > 1 {
-			dropped := cp.dropDuplicates()
-			rows -= dropped
-			cp.dups += int64(dropped)
+			cp.group = append(cp.group, cp.pop())
 		}
 		hash := first.hash()
-		if n := len(cp.out.Users); n > 0 && len(cp.out.Times)+rows > maxRows && cp.out.Users[n-1].Hash != hash {
-			if err := cp.flush(ctx); err != nil {
+		var rows int64 // the user's rows in the inputs' current blocks
+		for _, c := range cp.group {
+			rows += int64(c.blk.UserStarts[c.user+1] - c.blk.UserStarts[c.user])
+		}
+		// An output ends before a user that would take it over the cap
+		// (or its writer over maxOutputMemory), but only between users of
+		// different hashes, so the outputs' hash ranges are disjoint.
+		if cp.w != nil && hash != cp.last && cp.w.Rows() > 0 && (cp.w.Rows()+rows > maxRows || cp.w.Bytes() >= maxOutputMemory) {
+			if err := cp.closeOutput(); err != nil {
 				return cp.written, err
 			}
 		}
-		cp.appendUser(hash, first.id(), rows)
-		for _, c := range group {
+		if cp.w == nil {
+			if err := cp.openOutput(); err != nil {
+				return cp.written, err
+			}
+		}
+		if err := cp.w.StartUser(hash, first.id()); err != nil {
+			return cp.written, err
+		}
+		cp.last = hash
+		if err := cp.mergeUser(ctx); err != nil {
+			return cp.written, err
+		}
+		for _, c := range cp.group {
 			ok, err := cp.advance(ctx, c)
 			if err != nil {
 				return cp.written, err
@@ -459,17 +474,26 @@ func (cp *compactor) run(ctx context.Context) ([]SegmentRef, error) {
 				cp.push(c)
 			}
 		}
+		if err := ctx.Err(); err != nil {
+			return cp.written, fmt.Errorf("compact app %q cancelled: %w", cp.app.name, err)
+		}
 	}
-	if len(cp.out.Users) > 0 {
-		if err := cp.flush(ctx); err != nil {
+	if cp.w != nil {
+		if err := cp.closeOutput(); err != nil {
 			return cp.written, err
 		}
 	}
 	return cp.written, nil
 }
 
+// maxOutputMemory ends a compaction output (between users) once its
+// writer holds this much (dictionaries of high-cardinality string
+// columns grow with the output), bytes.
+const maxOutputMemory = 64 << 20
+
 // open opens the group's inputs and derives the output columns: the union
-// of the inputs' property columns by name, sorted (types must agree).
+// of the inputs' property columns by name, sorted (types must agree). A
+// format-3 input's insert-id column is taken as the current one.
 func (cp *compactor) open() error {
 	types := map[string]event.Type{}
 	for i, ref := range cp.g.inputs {
@@ -478,8 +502,14 @@ func (cp *compactor) open() error {
 			return fmt.Errorf("compact app %q: %w", cp.app.name, err)
 		}
 		meta := r.Meta()
-		c := &compactCursor{r: r, meta: meta, seq: ref.SeqMax, ord: i, block: -1, blk: cp.block(),
-			evMap: make([]uint32, len(meta.EventNames)), strMap: make([][]uint32, len(meta.Props))}
+		iid := insertIDColumn(meta)
+		if meta.Version < 4 && iid >= 0 {
+			m := *meta
+			m.Props = slices.Clone(meta.Props)
+			m.Props[iid].Name = InsertIDProp
+			meta = &m
+		}
+		c := &compactCursor{r: r, meta: meta, seq: ref.SeqMax, ord: i, block: -1, blk: cp.block(), iid: iid}
 		cp.cursors = append(cp.cursors, c)
 		for j, p := range meta.Props {
 			if t, ok := types[p.Name]; ok && t != p.Type {
@@ -488,113 +518,73 @@ func (cp *compactor) open() error {
 			}
 			types[p.Name] = p.Type
 			c.props = append(c.props, j)
-			if p.Type == event.TypeString {
-				c.strMap[j] = make([]uint32, len(p.Dict))
-			}
 		}
 	}
-	names := make([]string, 0, len(types))
-	for n := range types {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	cp.cols = make([]outCol, len(names))
+	names := slices.Sorted(maps.Keys(types))
+	cp.props = make([]segment.PropSpec, len(names))
 	for j, n := range names {
-		cp.cols[j].col = segment.PropColumn{Name: n, Type: types[n]}
-	}
-	for _, c := range cp.cursors {
-		c.colOf = make([]int, len(c.meta.Props))
-		for pi, p := range c.meta.Props {
-			c.colOf[pi], _ = slices.BinarySearch(names, p.Name)
-		}
+		cp.props[j] = segment.PropSpec{Name: n, Type: types[n]}
 	}
 	return nil
 }
 
-// outBufs are one worker's output row arrays, handed from group to group
-// so that a worker allocates them once (they are most of its memory).
-type outBufs struct {
-	users   []segment.User
-	ids     []byte
-	idEnd   []int
-	blocks  []*segment.Block // input decode buffers
-	times   []int64
-	events  []uint32
-	present [][]uint64
-	ints    [][]int64
-	floats  [][]float64
-	strs    [][]uint32
+// openOutput starts the next output segment and the inputs' code tables
+// for it.
+func (cp *compactor) openOutput() error {
+	cp.ref = SegmentRef{File: segmentName(cp.g.kind, cp.g.shard, cp.g.seqMin, cp.g.seqMax, cp.gen, len(cp.written)),
+		Kind: cp.g.kind, Shard: cp.g.shard, SeqMin: cp.g.seqMin, SeqMax: cp.g.seqMax, Generation: cp.gen}
+	f, err := cp.txn.create(cp.ref.File)
+	if err != nil {
+		return err
+	}
+	w, err := segment.NewWriter(f, segment.WriterOptions{BlockRows: cp.opt.BlockRows, Props: cp.props,
+		Identity: cp.ref.identity(cp.txn.base.Shards)})
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("compact app %q: %w", cp.app.name, err)
+	}
+	cp.w = w
+	cp.remaps = cp.remaps[:0]
+	for _, c := range cp.cursors {
+		rm, err := w.NewRemap(c.meta, c.props)
+		if err != nil {
+			return fmt.Errorf("compact app %q: %w", cp.app.name, err)
+		}
+		cp.remaps = append(cp.remaps, rm)
+	}
+	return nil
 }
 
-// reserve gives the output row arrays for rows rows from cp.bufs, grown at
-// once if needed: grown by append, arrays of millions of rows would be
-// copied over and over.
-func (cp *compactor) reserve(rows int) {
-	b, out := cp.bufs, &cp.out
-	out.Users, cp.ids, cp.idEnd = b.users[:0], b.ids[:0], b.idEnd[:0]
-	out.Times = slices.Grow(b.times[:0], rows)
-	out.Events = slices.Grow(b.events[:0], rows)
-	for j := range cp.cols {
-		col := &cp.cols[j].col
-		col.Present = slices.Grow(pop(&b.present), (rows+63)/64)
-		switch col.Type {
-		case event.TypeFloat:
-			col.Floats = slices.Grow(pop(&b.floats), rows)
-		case event.TypeString:
-			col.Strs = slices.Grow(pop(&b.strs), rows)
-		default:
-			col.Ints = slices.Grow(pop(&b.ints), rows)
-		}
+// closeOutput completes the output being written and records it.
+func (cp *compactor) closeOutput() error {
+	w := cp.w
+	cp.w = nil
+	info, err := w.Close()
+	if err != nil {
+		return fmt.Errorf("compact app %q shard %d: write segment %s: %w", cp.app.name, cp.g.shard, cp.ref.File, err)
 	}
-}
-
-// release returns the output row arrays to cp.bufs.
-func (cp *compactor) release() {
-	b, out := cp.bufs, &cp.out
-	clear(out.Users)
-	b.users, b.ids, b.idEnd = out.Users[:0], cp.ids[:0], cp.idEnd[:0]
-	b.times, b.events = out.Times[:0], out.Events[:0]
-	for j := range cp.cols {
-		col := &cp.cols[j].col
-		b.present = append(b.present, col.Present[:0])
-		switch col.Type {
-		case event.TypeFloat:
-			b.floats = append(b.floats, col.Floats[:0])
-		case event.TypeString:
-			b.strs = append(b.strs, col.Strs[:0])
-		default:
-			b.ints = append(b.ints, col.Ints[:0])
-		}
-	}
+	ref := cp.ref
+	ref.Rows, ref.Users, ref.MinTime, ref.MaxTime, ref.Bytes = info.Rows, info.Users, info.MinTime, info.MaxTime, info.Bytes
+	ref.FirstHash, ref.LastHash = info.FirstHash, info.LastHash
+	cp.written = append(cp.written, ref)
+	cp.progress(info.Rows)
+	return nil
 }
 
 // block returns a decode buffer from the worker's pool, or a new one.
 func (cp *compactor) block() *segment.Block {
-	b := cp.bufs
-	if n := len(b.blocks); n > 0 {
-		blk := b.blocks[n-1]
-		b.blocks = b.blocks[:n-1]
+	if n := len(*cp.blocks); n > 0 {
+		blk := (*cp.blocks)[n-1]
+		*cp.blocks = (*cp.blocks)[:n-1]
 		return blk
 	}
 	return &segment.Block{}
 }
 
-// pop removes and returns the last slice of *pool, or nil when it is empty.
-func pop[T any](pool *[][]T) []T {
-	n := len(*pool)
-	if n == 0 {
-		return nil
-	}
-	s := (*pool)[n-1]
-	(*pool)[n-1] = nil
-	*pool = (*pool)[:n-1]
-	return s[:0]
-}
-
 // advance moves c to its next user; false when the segment is done.
 func (cp *compactor) advance(ctx context.Context, c *compactCursor) (bool, error) {
 	c.user++
-	if c.user < len(c.blk.UserHashes) {
+	if c.user < len(c.blk.UserStarts)-1 {
 		return true, nil
 	}
 	return cp.nextBlock(ctx, c)
@@ -617,224 +607,153 @@ func (cp *compactor) nextBlock(ctx context.Context, c *compactCursor) (bool, err
 	return false, nil
 }
 
-// appendUser appends the user being merged (cp.parts, rows in total) to
-// the output: its rows from every part in (time, part) order, parts being
-// in (Seq, input) order. Parts are merged run by run: the part with the
-// smallest head row gives rows up to the next part's head.
-func (cp *compactor) appendUser(hash uint64, id []byte, rows int) {
-	out := &cp.out
-	out.Users = append(out.Users, segment.User{Hash: hash, Rows: rows})
-	cp.ids = append(cp.ids, id...)
-	cp.idEnd = append(cp.idEnd, len(cp.ids))
-	n0 := len(out.Times)
-	n1 := n0 + rows
-	out.Times = slices.Grow(out.Times, rows)[:n1]
-	out.Events = slices.Grow(out.Events, rows)[:n1]
-	words := (n1 + 63) >> 6
-	for j := range cp.cols {
-		// Only the presence bits need zeroing: the writer ignores the
-		// values of absent rows.
-		col := &cp.cols[j].col
-		col.Present = growZero(col.Present, words)
-		switch col.Type {
-		case event.TypeFloat:
-			col.Floats = slices.Grow(col.Floats, rows)[:n1]
-		case event.TypeString:
-			col.Strs = slices.Grow(col.Strs, rows)[:n1]
-		default:
-			col.Ints = slices.Grow(col.Ints, rows)[:n1]
-		}
+// mergeUser writes the rows of the user every cursor of cp.group is at,
+// in trail order (time, then arrival: the group's order), following each
+// input into the blocks the user continues in. Parts are merged run by
+// run: the part with the smallest head row gives its rows up to the next
+// part's head (and the rows tied with it, when it comes first). Duplicate
+// events (ingest.md §3) — equal event name, time and insert id in two
+// inputs — are dropped, the earlier input's kept: only rows at a time two
+// parts share can be copies, so only they are compared (tieKeys).
+func (cp *compactor) mergeUser(ctx context.Context) error {
+	cp.parts = cp.parts[:0]
+	for i, c := range cp.group {
+		cp.parts = append(cp.parts, runPart{c, int(c.blk.UserStarts[c.user]), int(c.blk.UserStarts[c.user+1]), i})
 	}
-	parts := cp.parts
-	if len(parts) == 1 {
-		cp.copyRows(parts[0].c, parts[0].s, parts[0].e, n0)
-		return
-	}
-	at := n0
+	cp.tie.reset()
 	for {
 		best, second := -1, -1
-		for i := range parts {
-			if parts[i].s == parts[i].e {
+		for i := range cp.parts {
+			p := &cp.parts[i]
+			if p.s == p.e && p.c.continues() {
+				// The user goes on in the input's next block.
+				ok, err := cp.nextBlock(ctx, p.c)
+				if err != nil {
+					return err
+				}
+				if ok {
+					p.s, p.e = 0, int(p.c.blk.UserStarts[1])
+				}
+			}
+			if p.s == p.e {
 				continue
 			}
-			switch t := parts[i].c.blk.Times[parts[i].s]; {
-			case best < 0 || t < parts[best].c.blk.Times[parts[best].s]:
+			switch t := p.c.blk.Times[p.s]; {
+			case best < 0 || t < cp.parts[best].c.blk.Times[cp.parts[best].s]:
 				best, second = i, best
-			case second < 0 || t < parts[second].c.blk.Times[parts[second].s]:
+			case second < 0 || t < cp.parts[second].c.blk.Times[cp.parts[second].s]:
 				second = i
 			}
 		}
 		if best < 0 {
-			return
+			return nil
 		}
-		p := &parts[best]
+		p := &cp.parts[best]
+		times := p.c.blk.Times
 		end := p.e
+		tied := false // rows tied with the second part's head are written now
 		if second >= 0 {
-			// Rows before the second part's head, and rows tied with it
-			// when this part comes first in arrival order.
-			t2 := parts[second].c.blk.Times[parts[second].s]
-			times := p.c.blk.Times
+			t2 := cp.parts[second].c.blk.Times[cp.parts[second].s]
 			k := p.s + 1
 			for k < p.e && (times[k] < t2 || (times[k] == t2 && best < second)) {
 				k++
 			}
 			end = k
+			tied = times[end-1] == t2
 		}
-		cp.copyRows(p.c, p.s, end, at)
-		at += end - p.s
+		if err := cp.writeRun(p, end, tied); err != nil {
+			return err
+		}
 		p.s = end
 	}
 }
 
-// copyRows copies block rows [s, e) of cursor c to output rows [at,
-// at+e-s), translating event and string codes (the output's arrays are
-// already sized).
-func (cp *compactor) copyRows(c *compactCursor, s, e, at int) {
-	out := &cp.out
-	b := c.blk
-	copy(out.Times[at:], b.Times[s:e])
-	ev := out.Events[at : at+e-s]
-	for i, code := range b.Events[s:e] {
-		oc := c.evMap[code]
-		if oc == 0 {
-			out.EventNames = append(out.EventNames, c.meta.EventNames[code])
-			oc = uint32(len(out.EventNames))
-			c.evMap[code] = oc
-		}
-		ev[i] = oc - 1
+// writeRun writes rows [p.s, end) of part p. Rows at the current tie time
+// (tieKeys) that copy an earlier part's event are dropped; with tied, the
+// run's last rows are at a time a later part also holds, and their keys
+// are recorded for it.
+func (cp *compactor) writeRun(p *runPart, end int, tied bool) error {
+	b, rm := p.c.blk, cp.remaps[p.c.ord]
+	times := b.Times
+	if !cp.tie.active(times[p.s]) && !tied || p.c.iid < 0 && !cp.tie.active(times[p.s]) {
+		return cp.w.AppendBlockRows(b, p.s, end, rm)
 	}
-	for pi, j := range c.colOf {
-		pd := &b.Props[pi]
-		oc := &cp.cols[j]
-		if !orBits(oc.col.Present, at, pd.Present, s, e-s) {
+	from := p.s
+	for r := p.s; r < end; r++ {
+		t := times[r]
+		if !cp.tie.active(t) && !(tied && t == times[end-1]) {
 			continue
 		}
-		oc.used = true
-		col := &oc.col
-		switch col.Type {
-		case event.TypeFloat:
-			copy(col.Floats[at:], pd.Floats[s:e])
-		case event.TypeString:
-			m, dict := c.strMap[pi], c.meta.Props[pi].Dict
-			for r := s; r < e; r++ {
-				if pd.Present[r>>6]>>(r&63)&1 == 0 {
-					continue
+		name, id, ok := cp.key(p.c, r)
+		if !ok {
+			continue
+		}
+		if cp.tie.active(t) && cp.tie.has(p.index, name, id) {
+			if r > from {
+				if err := cp.w.AppendBlockRows(b, from, r, rm); err != nil {
+					return err
 				}
-				code := pd.Strs[r]
-				o := m[code]
-				if o == 0 {
-					col.Dict = append(col.Dict, dict[code])
-					o = uint32(len(col.Dict))
-					m[code] = o
-				}
-				col.Strs[at+r-s] = o - 1
 			}
-		default:
-			copy(col.Ints[at:], pd.Ints[s:e])
+			from = r + 1
+			cp.dups++
+			continue
 		}
+		cp.tie.add(t, p.index, name, id)
 	}
-}
-
-// flush writes the output being built as a segment and resets the output
-// and the cursors' code translations.
-func (cp *compactor) flush(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("compact app %q cancelled: %w", cp.app.name, err)
-	}
-	out := &cp.out
-	ids := string(cp.ids) // one allocation for all ids of the output
-	from := 0
-	for i, end := range cp.idEnd {
-		out.Users[i].ID = ids[from:end]
-		from = end
-	}
-	out.Props = out.Props[:0]
-	for j := range cp.cols {
-		if cp.cols[j].used {
-			out.Props = append(out.Props, cp.cols[j].col)
-		}
-	}
-	name := segmentName(cp.g.kind, cp.g.shard, cp.g.seqMin, cp.g.seqMax, cp.gen, len(cp.written))
-	f, err := cp.txn.create(name)
-	if err != nil {
-		return err
-	}
-	info, err := segment.WriteTo(f, name, out, segment.WriterOptions{BlockRows: cp.opt.BlockRows})
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("compact app %q shard %d: %w", cp.app.name, cp.g.shard, err)
-	}
-	cp.written = append(cp.written, SegmentRef{File: name, Kind: cp.g.kind, Shard: cp.g.shard, SeqMin: cp.g.seqMin, SeqMax: cp.g.seqMax,
-		Generation: cp.gen, Rows: info.Rows, Users: info.Users, MinTime: info.MinTime, MaxTime: info.MaxTime, Bytes: info.Bytes,
-		FirstHash: info.FirstHash, LastHash: info.LastHash})
-	cp.progress(info.Rows)
-
-	clear(out.Users) // drop the id string
-	out.Users, out.Times, out.Events = out.Users[:0], out.Times[:0], out.Events[:0]
-	clear(out.EventNames)
-	out.EventNames = out.EventNames[:0]
-	clear(out.Props)
-	out.Props = out.Props[:0]
-	cp.ids, cp.idEnd = cp.ids[:0], cp.idEnd[:0]
-	for j := range cp.cols {
-		oc := &cp.cols[j]
-		clear(oc.col.Dict)
-		oc.used = false
-		oc.col.Present, oc.col.Ints, oc.col.Floats, oc.col.Strs, oc.col.Dict =
-			oc.col.Present[:0], oc.col.Ints[:0], oc.col.Floats[:0], oc.col.Strs[:0], oc.col.Dict[:0]
-	}
-	for _, c := range cp.cursors {
-		clear(c.evMap)
-		for _, m := range c.strMap {
-			clear(m)
-		}
+	if end > from {
+		return cp.w.AppendBlockRows(b, from, end, rm)
 	}
 	return nil
 }
 
-// growZero returns s extended to n elements, the new ones zero.
-func growZero[T any](s []T, n int) []T {
-	old := len(s)
-	if n <= old {
-		return s
+// key returns row r of c's block's event name and insert id; false when
+// it has no insert id (never a duplicate).
+func (cp *compactor) key(c *compactCursor, r int) (string, string, bool) {
+	if c.iid < 0 {
+		return "", "", false
 	}
-	s = slices.Grow(s, n-old)[:n]
-	clear(s[old:])
-	return s
+	pd := &c.blk.Props[c.iid]
+	if pd.Present[r>>6]>>(r&63)&1 == 0 {
+		return "", "", false
+	}
+	return c.meta.EventNames[c.blk.Events[r]], c.meta.Props[c.iid].Dict[pd.Strs[pd.Index(r)]], true
 }
 
-// orBits ORs the n bits of bitmap src starting at bit s into bitmap dst
-// starting at bit d (bit i of a bitmap is bit i%64 of word i/64), a word
-// at a time, and reports whether any of those source bits is set. dst must
-// hold bit d+n-1 and src bit s+n-1.
-func orBits(dst []uint64, d int, src []uint64, s, n int) bool {
-	set := false
-	for n > 0 {
-		k := min(n, 64)
-		sw, sb := s>>6, uint(s&63)
-		w := src[sw] >> sb
-		if sb != 0 && sw+1 < len(src) {
-			w |= src[sw+1] << (64 - sb)
-		}
-		if k < 64 {
-			w &= 1<<uint(k) - 1
-		}
-		if w != 0 {
-			set = true
-			dw, db := d>>6, uint(d&63)
-			dst[dw] |= w << db
-			if db != 0 && int(64-db) < k {
-				dst[dw+1] |= w >> (64 - db)
-			}
-		}
-		s, d, n = s+k, d+k, n-k
+// tieKeys are the (event name, insert id) keys of the events written at one
+// time t, with the part each came from: a later part's event with an
+// earlier part's key is a duplicate.
+type tieKeys struct {
+	t    int64
+	set  bool
+	keys []tieKey
+}
+
+type tieKey struct {
+	part      int
+	name, iid string
+}
+
+func (k *tieKeys) reset() { k.set, k.keys = false, k.keys[:0] }
+
+// active reports whether keys are kept for time t.
+func (k *tieKeys) active(t int64) bool { return k.set && k.t == t }
+
+// add records a key at time t (starting over when t is a new time).
+func (k *tieKeys) add(t int64, part int, name, iid string) {
+	if !k.active(t) {
+		k.t, k.set, k.keys = t, true, k.keys[:0]
 	}
-	return set
+	k.keys = append(k.keys, tieKey{part, name, iid})
+}
+
+// has reports whether an earlier part than part wrote the key.
+func (k *tieKeys) has(part int, name, iid string) bool {
+	for _, x := range k.keys {
+		if x.part < part && x.name == name && x.iid == iid {
+			return true
+		}
+	}
+	return false
 }
 
 // push and pop keep cp.heap a binary min-heap by compactLess.
@@ -844,106 +763,4 @@ func (cp *compactor) pop() *compactCursor {
 	c, h := heapPop(cp.heap, compactLess)
 	cp.heap = h
 	return c
-}
-
-// dropDuplicates removes from cp.parts (one user's rows, by input in
-// arrival order) the later copies of duplicate events (ingest.md §3:
-// equal event name, timestamp and insert_id; the earlier arrival wins),
-// splitting parts around them, and returns how many it removed. An input
-// segment holds no duplicates, so only rows of different inputs at equal
-// times can be copies: a walk over the parts' heads finds whether any
-// time is shared at all, and only then are the rows compared.
-func (cp *compactor) dropDuplicates() int {
-	parts := cp.parts
-	if !partsShareTime(parts, &cp.heads) {
-		return 0
-	}
-	kept := cp.keptParts[:0]
-	dropped := 0
-	for i, p := range parts {
-		iid := insertIDColumn(p.c.meta)
-		s := p.s
-		for r := p.s; r < p.e; r++ {
-			if iid < 0 || !cp.copyBefore(parts[:i], p.c, iid, r) {
-				continue
-			}
-			if r > s {
-				kept = append(kept, runPart{p.c, s, r})
-			}
-			s = r + 1
-			dropped++
-		}
-		if p.e > s {
-			kept = append(kept, runPart{p.c, s, p.e})
-		}
-	}
-	cp.keptParts, cp.parts = cp.parts[:0], kept
-	return dropped
-}
-
-// partsShareTime reports whether two of the parts (each sorted by time)
-// hold rows with equal times; heads is scratch.
-func partsShareTime(parts []runPart, heads *[]int) bool {
-	h := append((*heads)[:0], make([]int, len(parts))...)
-	*heads = h
-	for i := range parts {
-		h[i] = parts[i].s
-	}
-	for {
-		best, at := int64(0), 0
-		found := false
-		for i, p := range parts {
-			if h[i] == p.e {
-				continue
-			}
-			t := p.c.blk.Times[h[i]]
-			switch {
-			case !found || t < best:
-				best, at, found = t, 1, true
-			case t == best:
-				at++
-			}
-		}
-		if !found {
-			return false
-		}
-		if at > 1 {
-			return true
-		}
-		for i, p := range parts {
-			for h[i] < p.e && p.c.blk.Times[h[i]] == best {
-				h[i]++
-			}
-		}
-	}
-}
-
-// copyBefore reports whether row r of cursor c (insert-id column iid)
-// has a copy among the earlier parts: a row at the same time with the
-// same event name and insert id.
-func (cp *compactor) copyBefore(earlier []runPart, c *compactCursor, iid, r int) bool {
-	b := c.blk
-	pd := &b.Props[iid]
-	if pd.Present[r>>6]>>(r&63)&1 == 0 {
-		return false // no insert id: never a duplicate
-	}
-	t := b.Times[r]
-	name := c.meta.EventNames[b.Events[r]]
-	id := c.meta.Props[iid].Dict[pd.Strs[pd.Index(r)]]
-	for _, p := range earlier {
-		pb := p.c.blk
-		piid := insertIDColumn(p.c.meta)
-		if piid < 0 {
-			continue
-		}
-		ppd := &pb.Props[piid]
-		k, _ := slices.BinarySearch(pb.Times[p.s:p.e], t)
-		for k += p.s; k < p.e && pb.Times[k] == t; k++ {
-			if ppd.Present[k>>6]>>(k&63)&1 != 0 && p.c.meta.EventNames[pb.Events[k]] == name &&
-				p.c.meta.Props[piid].Dict[ppd.Strs[ppd.Index(k)]] == id {
-				return true
-			}
-		}
-	}
-	return false
 }

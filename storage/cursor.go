@@ -18,7 +18,7 @@ import (
 const sparseNum, sparseDen = 1, 16
 
 // vectorNum/vectorDen bounds the share of a segment's rows that can match
-// for drain to use filterDeltasBlock's vector kernel (cursor.vector).
+// for drain to use segment.FilterDeltasBlock's vector kernel (cursor.vector).
 // Measured at 100M events with bench/ab.sh, kernel against the per-user
 // loop: funnels on 13 %, 24 % and 41 % of the rows ×0.85, ×0.93 and
 // ×0.90; distinct users (every row) ×1.05.
@@ -37,7 +37,7 @@ type cursor struct {
 	uplan *UserSegmentPlan
 	masks []uint64
 	live  []uint64  // bit set of event codes with a non-zero mask
-	live8 [8]uint64 // live's first 8 words (filterDeltasBlock)
+	live8 [8]uint64 // live's first 8 words (segment.FilterDeltasBlock)
 	// rowWise: row masks come from plan.Rows into rowMask (per block row)
 	rowWise bool
 	rowMask []uint64
@@ -54,13 +54,13 @@ type cursor struct {
 	// times itself
 	deltas bool
 	// vector: a dense deltas cursor whose blocks drain filters with
-	// filterDeltasBlock: the CPU has AVX-512, codes are below 512 (live8),
+	// segment.FilterDeltasBlock: the CPU has AVX-512, codes are below 512 (live8),
 	// and at most vectorNum/vectorDen of the segment's rows can match
 	vector bool
 	// thin: the vector filter's thinning (ScanSpec.Thin; nil: none),
 	// pointing to thinBuf
-	thin    *thinning
-	thinBuf thinning
+	thin    *segment.Thinning
+	thinBuf segment.Thinning
 	// keys: the user keys blocks are decoded with: KeysAll but for
 	// drain's cursors (KeysNone without a join under ScanSpec.NoIDs,
 	// KeysIDs with one under it and for its single users cursor)
@@ -72,6 +72,9 @@ type cursor struct {
 	// user's writes in one segment are in time order, so the last one
 	// wins.
 	noTimes bool
+	// onceCode is the event code of SetOnceEvent in a users segment, -1
+	// when it has no such rows.
+	onceCode int
 }
 
 // continues reports whether c's current user has more rows in the
@@ -147,6 +150,10 @@ func (sc *shardScanner) open(c *cursor, ref SegmentRef, r *segment.Reader) (bool
 			return false, fmt.Errorf("storage: users plan for segment %s has %d values, want %d", ref.File, len(up.Cols), sc.spec.UserProps)
 		}
 		c.uplan = up
+		c.onceCode = slices.Index(meta.EventNames, SetOnceEvent)
+		if c.onceCode >= 0 {
+			c.noTimes = false // set-once writes need their times
+		}
 		return true, nil
 	}
 	if sc.spec.Compile != nil {
@@ -200,15 +207,15 @@ func (sc *shardScanner) open(c *cursor, ref SegmentRef, r *segment.Reader) (bool
 	c.thin = nil
 	var thinRows int64
 	if th := sc.spec.Thin; th.Mask != 0 && th.Slot > 0 {
-		c.thinBuf = thinning{origin: th.Origin, slot: th.Slot}
+		c.thinBuf = segment.Thinning{Origin: th.Origin, Slot: th.Slot}
 		for code, m := range c.masks {
-			if m == th.Mask && code < 64*len(c.thinBuf.codes) {
-				c.thinBuf.codes[code>>6] |= 1 << (code & 63)
+			if m == th.Mask && code < 64*len(c.thinBuf.Codes) {
+				c.thinBuf.Codes[code>>6] |= 1 << (code & 63)
 				thinRows += meta.EventRows[code]
 			}
 		}
 	}
-	c.vector = useAVX512 && c.deltas && !c.sparse && len(c.live) <= len(c.live8) && (live-thinRows)*vectorDen <= meta.Rows*vectorNum
+	c.vector = segment.HasAVX512() && c.deltas && !c.sparse && len(c.live) <= len(c.live8) && (live-thinRows)*vectorDen <= meta.Rows*vectorNum
 	if c.vector && thinRows > 0 {
 		c.thin = &c.thinBuf
 	}
@@ -385,11 +392,9 @@ func (sc *shardScanner) readBlock(ctx context.Context, c *cursor) error {
 }
 
 // blockContinued reports whether block b's first user continues the
-// previous block's last user (segment.BlockMeta.Continued). Segments of
-// format versions before 4 never split a user.
-func blockContinued(m *segment.Meta, b int) bool {
-	return false
-}
+// previous block's last user (segment.BlockMeta.Continued; segments of
+// format versions before 4 never split a user).
+func blockContinued(m *segment.Meta, b int) bool { return m.Blocks[b].Continued }
 
 func intersects(a, b []uint64) bool {
 	for i := range min(len(a), len(b)) {

@@ -197,9 +197,3 @@ func (sc *shardScanner) removeRows(drop []int) {
 		t.Cols[k].Set, t.Cols[k].Bits = t.Cols[k].Set[:w], t.Cols[k].Bits[:w]
 	}
 }
-
-// insertIDColumn returns the index of the insert-id column in a segment's
-// properties, or -1 when its events have none.
-func insertIDColumn(m *segment.Meta) int {
-	return slices.IndexFunc(m.Props, func(p segment.PropMeta) bool { return p.Name == InsertIDProp })
-}

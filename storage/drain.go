@@ -38,7 +38,7 @@ func (sc *shardScanner) drainable() int {
 // users cursors ucs (users with no passing row are skipped past, as the
 // general path never visits them). A vector cursor's blocks are filtered
 // and visited in pieces of whole users of about denseRows rows
-// (drainUsers). Blocks read with deltas are filtered by filterDeltasBlock
+// (drainUsers). Blocks read with deltas are filtered by segment.FilterDeltasBlock
 // (vector cursors), filterDeltas and its variants, blocks with property
 // columns or row masks by filterColumns. It returns read errors and
 // ctx.Err().
@@ -59,7 +59,7 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 	if len(ucs) == 1 {
 		// From its next block on: no times, and no hashes where the
 		// ids imply them (joinInStep matches by id).
-		ucs[0].noTimes, ucs[0].keys = true, segment.KeysIDs
+		ucs[0].noTimes, ucs[0].keys = ucs[0].onceCode < 0, segment.KeysIDs
 	}
 	// From the next block on: without a join or lists the users are
 	// visited by position and their keys are not decoded; a join under
@@ -75,10 +75,10 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 	for {
 		b := &c.blk
 		users := len(b.UserStarts) - 1
-		sc.excRank = rankCache{}
+		sc.excRank = segment.RankCache{}
 		for c.user < users {
 			// The block's users c.user..hi-1: all of them, or, for
-			// filterDeltasBlock, whole users of about denseRows rows, so
+			// segment.FilterDeltasBlock, whole users of about denseRows rows, so
 			// that its buffers and the visitors' reads of them stay in
 			// cache.
 			hi := users
@@ -127,7 +127,7 @@ func sameUserThrough(m *segment.Meta, from, to int) bool {
 	return true
 }
 
-// denseRows is the rows per call of filterDeltasBlock in drain (whole
+// denseRows is the rows per call of segment.FilterDeltasBlock in drain (whole
 // users, so a little more). Measured on bench/queries/funnel4.json and
 // distinct_users.json at 100M events: see the commit message.
 const denseRows = 4096
@@ -139,7 +139,7 @@ func (sc *shardScanner) drainUsers(ctx context.Context, c *cursor, hi int, t *tr
 	b := &c.blk
 	from, span := sc.spec.From, uint64(sc.spec.To)-uint64(sc.spec.From)
 	rows := int(b.UserStarts[hi] - b.UserStarts[c.user])
-	// 8 spare entries for filterDeltasBlock's whole-register stores
+	// 8 spare entries for segment.FilterDeltasBlock's whole-register stores
 	times := slices.Grow(sc.blkTimes[:0], rows+8)[:rows]
 	masks := slices.Grow(sc.blkMask[:0], rows+8)[:rows]
 	ends := slices.Grow(sc.blkEnds[:0], hi-c.user)[:hi-c.user]
@@ -148,21 +148,14 @@ func (sc *shardScanner) drainUsers(ctx context.Context, c *cursor, hi int, t *tr
 		sc.filterColumns(c, times, masks, ends)
 	case c.sparse:
 		rows := slices.Grow(sc.rows[:0], len(times))[:len(times)]
-		k := filterDeltasSparse(times, masks, rows, ends, b, b.Events, b.UserStarts[c.user:], c.masks, b.TimeBase, b.TimeGCD, from, span)
+		k := segment.FilterDeltasSparse(times, masks, rows, ends, b, b.Events, b.UserStarts[c.user:], c.masks, b.TimeBase, b.TimeGCD, from, span)
 		sc.rows = rows[:k]
 		sc.gatherCols(c)
 	case c.vector:
 		// Deltas at 16 bits stay packed (the kernel widens them);
 		// other widths are unpacked whole.
-		bd := &sc.bd
-		*bd = blockDeltas{deltas: b.Deltas}
-		if pd, ok := b.PackedDeltas(); ok && pd.W == 16 {
-			*bd = blockDeltas{lows: pd.Lows, excRows: pd.ExcRows, excBits: pd.ExcBits, excHighs: pd.Highs, excRank: &sc.excRank}
-		} else if ok {
-			b.UnpackDeltas()
-			bd.deltas = b.Deltas
-		}
-		filterDeltasBlock(times, masks, ends, bd, b.Events, b.UserStarts[c.user:], c.masks, &c.live8, b.TimeBase, b.TimeGCD, c.inRange, from, span, c.thin, &sc.fs)
+		sc.bd.Reset(b, &sc.excRank)
+		segment.FilterDeltasBlock(times, masks, ends, &sc.bd, b.Events, b.UserStarts[c.user:], c.masks, &c.live8, b.TimeBase, b.TimeGCD, c.inRange, from, span, c.thin, &sc.fs)
 	default:
 		// Dense, no columns: one call per user. One call for all of
 		// the block's users spilled registers and was slower per
@@ -172,9 +165,9 @@ func (sc *shardScanner) drainUsers(ctx context.Context, c *cursor, hi int, t *tr
 		for u, k := c.user, 0; u < hi; u++ {
 			s, e := b.UserStarts[u], b.UserStarts[u+1]
 			if c.inRange {
-				k += filterDeltas(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD)
+				k += segment.FilterDeltas(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD)
 			} else {
-				k += filterDeltasInRange(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD, from, span)
+				k += segment.FilterDeltasInRange(times[k:], masks[k:], b.Deltas[s:e], b.Events[s:e], c.masks, b.TimeBase, b.TimeGCD, from, span)
 			}
 			ends[u-c.user] = int32(k)
 		}
@@ -204,6 +197,7 @@ func (sc *shardScanner) drainUsers(ctx context.Context, c *cursor, hi int, t *tr
 			if err != nil {
 				return err
 			}
+			sc.finishUserValues()
 		}
 		switch {
 		case carry:
@@ -373,10 +367,12 @@ func (sc *shardScanner) joinInStep(ctx context.Context, ucs []*cursor, b *segmen
 			if c > 0 {
 				return ucs, nil // the user has no property writes
 			}
-		} else if visited {
-			sc.userValues(uc)
 		}
-		// Past a match, or past a user with writes but no rows here.
+		// Past a match (its writes applied when visited), or past a user
+		// with writes but no rows here.
+		if err := sc.userWrites(ctx, uc, match && visited); err != nil {
+			return nil, err
+		}
 		ok, err := sc.advance(ctx, uc)
 		if err != nil {
 			return nil, err
@@ -428,6 +424,24 @@ func (sc *shardScanner) unsetUserValues() {
 	for j := range sc.trail.User {
 		sc.trail.User[j] = trail.Value{}
 		sc.ubest[j] = math.MinInt64
+		sc.uonce[j], sc.uonceAt[j] = trail.Value{}, math.MaxInt64
+	}
+}
+
+// userWrites applies (apply) or passes over users cursor c's current
+// user's writes in every block they continue in, leaving c at the user's
+// last block, ready for advance.
+func (sc *shardScanner) userWrites(ctx context.Context, c *cursor, apply bool) error {
+	for {
+		if apply {
+			sc.userValues(c)
+		}
+		if !c.continues() {
+			return nil
+		}
+		if _, err := sc.nextPart(ctx, c); err != nil {
+			return err
+		}
 	}
 }
 
@@ -468,7 +482,9 @@ func (sc *shardScanner) joinUserValues(ctx context.Context, ucs []*cursor, h uin
 		slices.SortFunc(at, func(a, b *cursor) int { return cmp.Compare(a.seq, b.seq) })
 	}
 	for _, uc := range at {
-		sc.userValues(uc)
+		if err := sc.userWrites(ctx, uc, true); err != nil {
+			return nil, err
+		}
 	}
 	sc.ucsAt = at
 	// Past the user: the cursors that were at it move on.

@@ -15,12 +15,15 @@ import (
 	"github.com/spurdb/spur/storage/segment"
 )
 
-// InsertIDProp is the reserved property column that stores an event's
-// insert_id (spec §1 deduplication key).
-const InsertIDProp = "$insert_id"
-
-// SetEvent is the event name of the rows of users segments.
+// SetEvent is the event name of the rows of users segments that set
+// user properties: the latest write (by timestamp, then arrival) wins.
 const SetEvent = "$set"
+
+// SetOnceEvent is the event name of users rows that set user properties
+// only where the user has none (ingest.md §1 user_properties_once): for a
+// property no SetEvent row sets, the earliest such write (by timestamp,
+// then arrival) wins.
+const SetOnceEvent = "$set_once"
 
 // Source yields input rows; ingest.Reader satisfies it. Next fills ev
 // (reused, valid until the next call), returns io.EOF at the end, an
@@ -372,8 +375,16 @@ func rejected(err error, rep *ImportReport) bool {
 func (im *importer) add(ev *event.Event, rep *ImportReport) error {
 	name := ev.Name
 	if im.opt.Kind == KindUsers {
-		name = SetEvent
-		if err := event.ValidateUser(ev); err != nil {
+		// A users row names no event (or SetEvent); SetOnceEvent marks a
+		// set-once write (live ingestion's user_properties_once).
+		u := *ev
+		switch name = SetEvent; u.Name {
+		case SetOnceEvent:
+			name, u.Name = SetOnceEvent, ""
+		case SetEvent:
+			u.Name = ""
+		}
+		if err := event.ValidateUser(&u); err != nil {
 			return err
 		}
 	} else if err := event.ValidateEvent(ev); err != nil {
@@ -902,22 +913,9 @@ func (im *importer) dictSnapshot() *flushDicts {
 }
 
 func (im *importer) writeShard(in *segment.Input, shard int, seq int64) (SegmentRef, error) {
-	name := segmentName(im.opt.Kind, shard, seq, seq, im.base.Generation+1, 0)
-	f, err := im.txn.create(name)
-	if err != nil {
-		return SegmentRef{}, err
-	}
-	info, err := segment.WriteTo(f, name, in, segment.WriterOptions{BlockRows: im.opt.BlockRows})
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return SegmentRef{}, fmt.Errorf("write segment %s: %w", name, err)
-	}
-	return SegmentRef{File: name, Kind: im.opt.Kind, Shard: shard, SeqMin: seq, SeqMax: seq, Generation: im.base.Generation + 1,
-		Rows: info.Rows, Users: info.Users, MinTime: info.MinTime, MaxTime: info.MaxTime, Bytes: info.Bytes,
-		FirstHash: info.FirstHash, LastHash: info.LastHash}, nil
+	gen := im.base.Generation + 1
+	ref := SegmentRef{File: segmentName(im.opt.Kind, shard, seq, seq, gen, 0), Kind: im.opt.Kind, Shard: shard,
+		SeqMin: seq, SeqMax: seq, Generation: gen}
+	opt := segment.WriterOptions{BlockRows: im.opt.BlockRows, Props: inputProps(in)}
+	return im.txn.writeSegment(ref, opt, func(w *segment.Writer) error { return w.AppendInput(in) })
 }

@@ -33,9 +33,14 @@ type shardScanner struct {
 	rows     []int32        // block row of each event appended by appendRows (with columns)
 	trail    trail.Trail
 	ubest    []int64 // per user value: the time of the write it holds
-	fs       filterScratch
-	bd       blockDeltas // drainUsers' deltas for filterDeltasBlock
-	excRank  rankCache   // bd's exception rank, reset by drain at each block
+	// per user value: the earliest set-once write and its time; onceSeen:
+	// some users segment of the scan has set-once writes
+	uonce    []trail.Value
+	uonceAt  []int64
+	onceSeen bool
+	fs       segment.FilterScratch
+	bd       segment.BlockDeltas // drainUsers' deltas for segment.FilterDeltasBlock
+	excRank  segment.RankCache   // bd's exception rank, reset by drain at each block
 	// mergeParts scratch
 	perm, perm2 []int32
 	sTimes      []int64
@@ -96,7 +101,7 @@ func (sc *shardScanner) bufferBytes() int64 {
 	for _, c := range sc.trail.Cols {
 		n += int64(cap(c.Bits))*8 + int64(cap(c.Set))
 	}
-	return n + sc.fs.bytes()
+	return n + sc.fs.Bytes()
 }
 
 func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error {
@@ -107,7 +112,10 @@ func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error 
 	if len(sc.trail.User) != sc.spec.UserProps {
 		sc.trail.User = make([]trail.Value, sc.spec.UserProps)
 		sc.ubest = make([]int64, sc.spec.UserProps)
+		sc.uonce = make([]trail.Value, sc.spec.UserProps)
+		sc.uonceAt = make([]int64, sc.spec.UserProps)
 	}
+	sc.onceSeen = false
 	chains := chainSegments(refs, &sc.chains)
 	// One chain with users segments: no user has writes in two of them,
 	// so its blocks are read without times from the first on (drain's
@@ -184,12 +192,14 @@ func (sc *shardScanner) mergeUser(ctx context.Context) error {
 	key := UserKey{Hash: first.hash(), ID: sc.id}
 	sc.srcs = sc.srcs[:0]
 	for i, c := range group {
-		for {
-			if c.users {
-				sc.userValues(c)
-			} else {
-				sc.appendRows(c, i)
+		if c.users {
+			if err := sc.userWrites(ctx, c, true); err != nil {
+				return err
 			}
+			continue
+		}
+		for {
+			sc.appendRows(c, i)
 			if !c.continues() {
 				break
 			}
@@ -205,6 +215,7 @@ func (sc *shardScanner) mergeUser(ctx context.Context) error {
 	if err := sc.grow(); err != nil {
 		return err
 	}
+	sc.finishUserValues()
 	if len(sc.parts) > 2 {
 		sc.mergeParts()
 		if sc.ties {
@@ -340,15 +351,15 @@ func (sc *shardScanner) appendRows(c *cursor, part int) {
 	switch {
 	case c.sparse:
 		var end [1]int32
-		k = filterDeltasSparse(out, outm, rows, end[:], b, b.Events, b.UserStarts[c.user:c.user+2], masks, b.TimeBase, b.TimeGCD, from, span)
+		k = segment.FilterDeltasSparse(out, outm, rows, end[:], b, b.Events, b.UserStarts[c.user:c.user+2], masks, b.TimeBase, b.TimeGCD, from, span)
 	case !c.deltas && c.rowWise:
 		k = filterRowsAt(out, outm, rows, b.Times[s:e], c.rowMask[s:e:e], s, from, span)
 	case !c.deltas:
 		k = filterCodesAt(out, outm, rows, b.Times[s:e], codes, masks, s, from, span)
 	case c.inRange:
-		k = filterDeltas(out, outm, b.Deltas[s:e], codes, masks, b.TimeBase, b.TimeGCD)
+		k = segment.FilterDeltas(out, outm, b.Deltas[s:e], codes, masks, b.TimeBase, b.TimeGCD)
 	default:
-		k = filterDeltasInRange(out, outm, b.Deltas[s:e], codes, masks, b.TimeBase, b.TimeGCD, from, span)
+		k = segment.FilterDeltasInRange(out, outm, b.Deltas[s:e], codes, masks, b.TimeBase, b.TimeGCD, from, span)
 	}
 	sc.rows = rows[:k]
 	for j := range sc.trail.Cols {
@@ -371,15 +382,18 @@ type partSrc struct {
 }
 
 // userValues applies the current user's property writes in users cursor c
-// to the trail's user values: a write replaces the held value unless it
-// is older. Cursors come in Seq order and a user's rows in (time,
-// arrival) order, so the latest write wins and a tie goes to the later
-// arrival. A block read without times (cursor.noTimes) is its user's only
-// source: its last write wins.
+// to the trail's user values (spec §1): a SetEvent write replaces the held
+// value unless it is older; cursors come in Seq order and a user's rows
+// in (time, arrival) order, so the latest write wins and a tie goes to
+// the later arrival. A block read without times (cursor.noTimes) is its
+// user's only source: its last write wins. A SetOnceEvent write is kept
+// aside, the earliest winning (a tie to the earlier arrival), for
+// finishUserValues to use where no SetEvent write set the property.
 func (sc *shardScanner) userValues(c *cursor) {
 	b := &c.blk
 	s, e := int(b.UserStarts[c.user]), int(b.UserStarts[c.user+1])
 	times := len(b.Times) > 0
+	once := c.onceCode
 	for j, src := range c.uplan.Cols {
 		if src.Prop < 0 {
 			continue
@@ -389,6 +403,13 @@ func (sc *shardScanner) userValues(c *cursor) {
 			if pd.Present[r>>6]>>(r&63)&1 == 0 {
 				continue
 			}
+			if once >= 0 && int(b.Events[r]) == once {
+				if b.Times[r] < sc.uonceAt[j] {
+					sc.uonceAt[j] = b.Times[r]
+					sc.uonce[j] = trail.Value{Set: true, Bits: columnBits(pd, src, r)}
+				}
+				continue
+			}
 			if times {
 				if b.Times[r] < sc.ubest[j] {
 					continue
@@ -396,6 +417,20 @@ func (sc *shardScanner) userValues(c *cursor) {
 				sc.ubest[j] = b.Times[r]
 			}
 			sc.trail.User[j] = trail.Value{Set: true, Bits: columnBits(pd, src, r)}
+		}
+	}
+	sc.onceSeen = sc.onceSeen || once >= 0
+}
+
+// finishUserValues gives the properties no SetEvent write set the
+// earliest SetOnceEvent write, once all of the user's writes are applied.
+func (sc *shardScanner) finishUserValues() {
+	if !sc.onceSeen {
+		return
+	}
+	for j := range sc.trail.User {
+		if !sc.trail.User[j].Set && sc.uonce[j].Set {
+			sc.trail.User[j] = sc.uonce[j]
 		}
 	}
 }

@@ -258,8 +258,8 @@ func (s *Store) Recover(ctx context.Context, appName string) (*RecoverReport, er
 		if cd.id.ref.Kind == KindUsers {
 			props = &c.UserProps
 		}
-		for _, p := range cd.meta.Props {
-			if p.Name == InsertIDProp {
+		for k, p := range cd.meta.Props {
+			if k == insertIDColumn(cd.meta) {
 				continue
 			}
 			i := slices.IndexFunc(*props, func(q event.PropType) bool { return q.Name == p.Name })
@@ -303,12 +303,12 @@ func verifiedMeta(fsys vfs.FS, bucket *dirBucket, name string) (*segment.Meta, i
 	if err != nil {
 		return nil, 0, err
 	}
-	r, err := segment.NewReader(f, bucket.path(name))
+	r, err := openReader(f, bucket.path(name))
 	if err != nil {
 		f.Close()
 		return nil, 0, err
 	}
-	defer r.Close()
+	defer f.Close()
 	if err := r.Verify(); err != nil {
 		return nil, 0, err
 	}

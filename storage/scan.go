@@ -93,7 +93,7 @@ const DefaultChunkEvents = 1 << 16
 // slot boundary (a calendar retention's return events; a distinct-users
 // trend). A row with other mask bits is never omitted and ends a run.
 //
-// It is a hint: only the AVX-512 row filter thins (filterDeltasBlock;
+// It is a hint: only the AVX-512 row filter thins (segment.FilterDeltasBlock;
 // blocks without property columns or row masks), and only rows less than
 // 2^51 µs (71 years) from Origin, or, in blocks wholly in [From, To)
 // whose time unit (segment.Block.TimeGCD) divides Slot, 2^51 of those

@@ -88,9 +88,7 @@ func (s *Version) Schema(ctx context.Context, topN int) (*Schema, error) {
 	accs := map[SegmentKind]map[string]*propAcc{KindEvents: {}, KindUsers: {}}
 	for kind, props := range map[SegmentKind][]event.PropType{KindEvents: m.EventProps, KindUsers: m.UserProps} {
 		for _, p := range props {
-			if p.Name != InsertIDProp {
-				accs[kind][p.Name] = &propAcc{sum: PropSummary{Name: p.Name, Type: p.Type}}
-			}
+			accs[kind][p.Name] = &propAcc{sum: PropSummary{Name: p.Name, Type: p.Type}}
 		}
 	}
 	var blk segment.Block

@@ -513,3 +513,42 @@ func snapOf(t testing.TB, a *App) *Version {
 	t.Cleanup(v.Release)
 	return v
 }
+
+// TestSetOnceWrites: user property writes named SetOnceEvent set a
+// property only where no SetEvent write does, the earliest winning (a tie
+// to the earlier arrival), across imports and after compaction
+// (ingest.md §1 user_properties_once).
+func TestSetOnceWrites(t *testing.T) {
+	st := openTest(t, 2)
+	ctx := context.Background()
+	w := func(user, name string, sec int64, tier string) event.Event {
+		return event.Event{UserID: user, Name: name, Time: sec * 1_000_000, Props: []event.Prop{{Name: "tier", Value: event.String(tier)}}}
+	}
+	imports := [][]event.Event{
+		{w("u1", SetOnceEvent, 5, "a"), w("u1", SetOnceEvent, 3, "b"), w("u2", SetEvent, 9, "x"), w("u3", SetOnceEvent, 2, "c")},
+		{w("u2", SetOnceEvent, 1, "y"), w("u3", SetOnceEvent, 2, "d"), w("u4", SetEvent, 1, "p"), w("u4", SetEvent, 2, "q")},
+	}
+	if _, err := st.Import(ctx, "app", []Source{&sliceSource{evs: []event.Event{{UserID: "u1", Name: "a", Time: 1}}}}, ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, evs := range imports {
+		if _, err := st.Import(ctx, "app", []Source{&sliceSource{evs: evs}}, ImportOptions{Kind: KindUsers}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, _ := st.App("app")
+	want := map[string]string{"u1": `"b"`, "u2": `"x"`, "u3": `"c"`, "u4": `"q"`}
+	check := func(what string) {
+		got := recordTrails(t, snapOf(t, a))
+		for u, tier := range want {
+			if !strings.Contains(got[u], "user: "+tier+" ") {
+				t.Errorf("%s: user %s: %q, want tier %s", what, u, got[u], tier)
+			}
+		}
+	}
+	check("imported")
+	if _, err := a.Compact(ctx, CompactOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	check("compacted")
+}

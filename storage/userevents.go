@@ -100,6 +100,7 @@ func (s *Version) UserEvents(ctx context.Context, id string, offset, limit int) 
 		func(seg, block int, r *segment.Reader, b *segment.Block, from, _ int) error {
 			out.BlocksRead++
 			m := r.Meta()
+			iid := insertIDColumn(m)
 			for _, a := range where[[2]int32{int32(seg), int32(block)}] {
 				i := from + a.row
 				ev := UserEvent{Time: b.Times[i], Event: m.EventNames[b.Events[i]]}
@@ -107,7 +108,7 @@ func (s *Version) UserEvents(ctx context.Context, id string, offset, limit int) 
 					v, ok := propValue(&m.Props[j], &b.Props[j], i)
 					switch {
 					case !ok:
-					case m.Props[j].Name == InsertIDProp:
+					case j == iid:
 						ev.InsertID = v.Str
 					default:
 						ev.Props = append(ev.Props, event.Prop{Name: m.Props[j].Name, Value: v})

@@ -226,7 +226,7 @@ func verifySegment(fsys vfs.FS, bucket *dirBucket, name string, ref *SegmentRef)
 	if err != nil {
 		return nil, 0, err
 	}
-	r, err := segment.NewReader(f, path)
+	r, err := openReader(f, path)
 	if err != nil {
 		f.Close()
 		if errors.Is(err, ErrCorruption) || errors.Is(err, segment.ErrNewerVersion) {
@@ -235,7 +235,7 @@ func verifySegment(fsys vfs.FS, bucket *dirBucket, name string, ref *SegmentRef)
 		}
 		return nil, 0, err
 	}
-	defer r.Close()
+	defer f.Close()
 	if err := r.Verify(); err != nil {
 		if !errors.Is(err, ErrCorruption) {
 			return nil, r.Size(), err

@@ -38,13 +38,11 @@ type segFile struct {
 	err  error
 }
 
-// close closes the file (and its reader), once (App.mu held).
+// close closes the file, once (App.mu held).
 func (f *segFile) close() error {
 	var err error
-	if f.r != nil {
-		err = f.r.Close()
-	} else if f.f != nil {
-		err = f.f.Close()
+	if f.f != nil {
+		err = f.f.Close() // the reader reads f, and closes nothing itself
 	}
 	f.r, f.f = nil, nil
 	return err
@@ -178,7 +176,7 @@ func (v *Version) Reader(ref SegmentRef) (*segment.Reader, error) {
 	}
 	f.once.Do(func() {
 		path := v.app.bucket.path(ref.File)
-		r, err := segment.NewReader(f.f, path)
+		r, err := openReader(f.f, path)
 		if err != nil {
 			f.err = err
 			return

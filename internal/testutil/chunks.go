@@ -1,7 +1,9 @@
 package testutil
 
 import (
+	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/spurdb/spur/trail"
 )
@@ -54,4 +56,34 @@ func slice(tr *trail.Trail, i, j int, more bool) trail.Trail {
 		}
 	}
 	return c
+}
+
+// Lend calls f with a copy of chunk c in buffers of its own and spoils
+// the copy when f returns (times, masks, column values and id
+// overwritten), so that a visitor that keeps a chunk's slices past the
+// call, against the rules of package trail, reads garbage rather than the
+// data it expects. User values are shared, not copied.
+func Lend(c *trail.Trail, f func(*trail.Trail)) {
+	cp := *c
+	cp.Times = slices.Clone(c.Times)
+	cp.Mask = slices.Clone(c.Mask[:len(c.Times)])
+	cp.ID = slices.Clone(c.ID)
+	if c.Cols != nil {
+		cp.Cols = make([]trail.Column, len(c.Cols))
+		for k, col := range c.Cols {
+			cp.Cols[k] = trail.Column{Set: slices.Clone(col.Set), Bits: slices.Clone(col.Bits)}
+		}
+	}
+	f(&cp)
+	for i := range cp.Times {
+		cp.Times[i], cp.Mask[i] = math.MinInt64, ^uint64(0)
+	}
+	for _, col := range cp.Cols {
+		for i := range col.Set {
+			col.Set[i], col.Bits[i] = true, ^uint64(0)
+		}
+	}
+	for i := range cp.ID {
+		cp.ID[i] = '?'
+	}
 }

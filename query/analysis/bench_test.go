@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spurdb/spur/internal/cputime"
+	"github.com/spurdb/spur/internal/testutil"
 	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/query/timebucket"
 	"github.com/spurdb/spur/trail"
@@ -62,15 +64,41 @@ func makeBenchData(users int, mix [4]float64) *benchData {
 	return d
 }
 
-func reportEvents(b *testing.B, events int) {
+// reportEvents reports the events per second of a benchmark and, where
+// the platform tells, its process CPU time per op since cpu0
+// (cputime.Process before the loop): a figure that the machine's other
+// load disturbs less than wall time.
+func reportEvents(b *testing.B, events int, cpu0 time.Duration) {
 	b.ReportMetric(float64(events)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	if cpu0 > 0 {
+		b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/op")
+	}
 }
+
+// chunked returns d with every trail cut into chunks of about maxLen
+// events (testutil.Chunks), in order; maxLen 0 returns d.
+func (d *benchData) chunked(maxLen int) *benchData {
+	if maxLen == 0 {
+		return d
+	}
+	r := rand.New(rand.NewPCG(42, 10))
+	c := &benchData{events: d.events, from: d.from, to: d.to}
+	for i := range d.trails {
+		c.trails = append(c.trails, testutil.Chunks(&d.trails[i], r, maxLen)...)
+	}
+	return c
+}
+
+// benchChunk is the chunk length of the chunked benchmarks: chunks of 1
+// to 32 events (testutil.Chunks), about 6 per trail.
+const benchChunk = 32
 
 // benchFunnel runs one funnel query per iteration (a new accumulator, so
 // allocations are those of one query: the growth of the duration lists).
 func benchFunnel(b *testing.B, d *benchData) {
 	spec := analysis.FunnelSpec{Steps: 4, Window: 7 * day, From: d.from, To: d.to}
 	b.ReportAllocs()
+	cpu0 := cputime.Process()
 	for b.Loop() {
 		f, err := analysis.NewFunnel(spec, analysis.KeySource{}, nil)
 		if err != nil {
@@ -80,7 +108,7 @@ func benchFunnel(b *testing.B, d *benchData) {
 			f.Add(&tr)
 		}
 	}
-	reportEvents(b, d.events)
+	reportEvents(b, d.events, cpu0)
 }
 
 // BenchmarkFunnel4Steps: 10k users, ~1M events with the shop mix; the
@@ -95,31 +123,71 @@ func BenchmarkFunnel4StepsAdversarial(b *testing.B) {
 	benchFunnel(b, makeBenchData(10000, mixAdversarial))
 }
 
-func BenchmarkTrend(b *testing.B) {
+// BenchmarkTrend: count and users series (Trend's addCounts loop) over
+// the shop mix, daily buckets; BenchmarkTrendChunks the same with the
+// trails in chunks.
+func BenchmarkTrend(b *testing.B)       { benchTrend(b, 0) }
+func BenchmarkTrendChunks(b *testing.B) { benchTrend(b, benchChunk) }
+
+func benchTrend(b *testing.B, chunk int) {
 	d := makeBenchData(10000, mixShop)
 	spec := analysis.TrendSpec{
 		Bounds: timebucket.Bounds(d.from, d.to, timebucket.Day, nil, timebucket.Monday),
 		From:   d.from, To: d.to,
 		Series: []analysis.TrendSeries{{Math: analysis.MathCount}, {Math: analysis.MathUsers, Bit: 1}, {Math: analysis.MathCount, Bit: 2}, {Math: analysis.MathUsers, Bit: 3}},
 	}
+	runTrendBench(b, d.chunked(chunk), spec, false)
+}
+
+// BenchmarkTrendMaths: the general loop of Trend.Add — a sum of a float
+// property, count_per_user_avg, wau and users over the shop mix with
+// daily buckets; BenchmarkTrendMathsChunks the same with the trails in
+// chunks.
+func BenchmarkTrendMaths(b *testing.B)       { benchTrendMaths(b, 0) }
+func BenchmarkTrendMathsChunks(b *testing.B) { benchTrendMaths(b, benchChunk) }
+
+func benchTrendMaths(b *testing.B, chunk int) {
+	d := makeBenchData(10000, mixShop)
+	addPrice(d)
+	spec := analysis.TrendSpec{
+		Bounds: timebucket.Bounds(d.from, d.to, timebucket.Day, nil, timebucket.Monday),
+		From:   d.from, To: d.to,
+		Series: []analysis.TrendSeries{{Math: analysis.MathSum, Bit: 0, Col: 0, Float: true}, {Math: analysis.MathCountPerUserAvg, Bit: 1},
+			{Math: analysis.MathWAU, Bit: 2}, {Math: analysis.MathUsers, Bit: 3}},
+	}
+	runTrendBench(b, d.chunked(chunk), spec, true)
+}
+
+// runTrendBench adds d's trails to a Trend of spec per iteration: always
+// the same accumulator, or with fresh a new one (the allocations are then
+// those of one query: here the growth of the per-user counts and sums).
+func runTrendBench(b *testing.B, d *benchData, spec analysis.TrendSpec, fresh bool) {
 	tr, err := analysis.NewTrend(spec)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
+	cpu0 := cputime.Process()
 	for b.Loop() {
+		if fresh {
+			tr, _ = analysis.NewTrend(spec)
+		}
 		for _, t := range d.trails {
 			tr.Add(&t)
 		}
 	}
-	reportEvents(b, d.events)
+	reportEvents(b, d.events, cpu0)
 }
 
 // BenchmarkRetention runs the retention kernel over the shop mix (start:
 // bit 0, return: bit 1, 6% of events) and, in the any-return cases, with
 // every event a return event, as in bench/queries/retention_install_daily.json
-// (return "$any").
-func BenchmarkRetention(b *testing.B) {
+// (return "$any"); BenchmarkRetentionChunks the same with the trails in
+// chunks.
+func BenchmarkRetention(b *testing.B)       { benchRetention(b, 0) }
+func BenchmarkRetentionChunks(b *testing.B) { benchRetention(b, benchChunk) }
+
+func benchRetention(b *testing.B, chunk int) {
 	d := makeBenchData(10000, mixShop)
 	anyReturn := &benchData{events: d.events, from: d.from, to: d.to}
 	for _, tr := range d.trails {
@@ -141,7 +209,7 @@ func BenchmarkRetention(b *testing.B) {
 		{"recurring/calendar/any-return", analysis.TypeRecurring, analysis.WindowsCalendar, anyReturn},
 		{"recurring/rolling", analysis.TypeRecurring, analysis.WindowsRolling, d},
 	} {
-		d := c.data
+		d := c.data.chunked(chunk)
 		b.Run(c.name, func(b *testing.B) {
 			bounds := timebucket.Bounds(d.from, d.to, timebucket.Day, nil, timebucket.Monday)
 			spec := analysis.RetentionSpec{
@@ -154,12 +222,13 @@ func BenchmarkRetention(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				for _, t := range d.trails {
 					r.Add(&t)
 				}
 			}
-			reportEvents(b, d.events)
+			reportEvents(b, d.events, cpu0)
 		})
 	}
 }
@@ -200,22 +269,31 @@ func BenchmarkFunnelResult(b *testing.B) {
 	}
 }
 
-// BenchmarkTrendResultPercentiles: the merge side of a trend with daily
-// buckets over 30 days and median (of views' price), p99 (of every
-// event's price) and count_per_user_median (of all events) series, ~1M
-// events of 10k users.
-func BenchmarkTrendResultPercentiles(b *testing.B) {
-	d := makeBenchData(10000, mixShop)
+// addPrice gives every event of d a float price of 1 … 54.60 in column 0.
+func addPrice(d *benchData) {
 	r := rand.New(rand.NewPCG(42, 9))
 	for i := range d.trails {
 		tr := &d.trails[i]
 		c := trail.Column{Set: make([]bool, len(tr.Times)), Bits: make([]uint64, len(tr.Times))}
 		for j := range c.Set {
 			c.Set[j] = true
-			c.Bits[j] = math.Float64bits(math.Round(100*math.Exp(4*r.Float64())) / 100) // price 1 … 54.60
-			tr.Mask[j] |= 1<<4 | 1<<5                                                   // every event: p99 and count-per-user series
+			c.Bits[j] = math.Float64bits(math.Round(100*math.Exp(4*r.Float64())) / 100)
 		}
 		tr.Cols = []trail.Column{c}
+	}
+}
+
+// BenchmarkTrendResultPercentiles: the merge side of a trend with daily
+// buckets over 30 days and median (of views' price), p99 (of every
+// event's price) and count_per_user_median (of all events) series, ~1M
+// events of 10k users.
+func BenchmarkTrendResultPercentiles(b *testing.B) {
+	d := makeBenchData(10000, mixShop)
+	addPrice(d)
+	for i := range d.trails {
+		for j := range d.trails[i].Mask {
+			d.trails[i].Mask[j] |= 1<<4 | 1<<5 // every event: p99 and count-per-user series
+		}
 	}
 	spec := analysis.TrendSpec{
 		Bounds: timebucket.Bounds(d.from, d.to, timebucket.Day, nil, timebucket.Monday),

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/spurdb/spur/trail"
 )
@@ -30,7 +31,7 @@ const (
 )
 
 // CohortCond is a compiled cohort condition tree, evaluated per user on
-// the user's trail (spec §7: performed, not_performed as performed with
+// the user's trail by a CohortState (spec §7: performed, not_performed as performed with
 // count = 0, first_performed, user_property; and, or, not).
 type CohortCond struct {
 	Op   CohortOp
@@ -42,7 +43,8 @@ type CohortCond struct {
 	// Count and N: the performed node's comparison.
 	Count CountOp
 	N     int64
-	// Flag is the bit of a user_property node in the flags given to Eval.
+	// Flag is the bit of a user_property node in the flags given to
+	// CohortState.In.
 	Flag int
 }
 
@@ -74,55 +76,143 @@ func (c *CohortCond) Validate() error {
 	return nil
 }
 
-// Eval reports whether the user of tr is in the cohort. tr must hold the
-// user's events for every performed window (from all stored data for
-// first_performed), with the nodes' bits set; flags carries the
-// user_property results. No allocation.
-func (c *CohortCond) Eval(tr *trail.Trail, flags uint64) bool {
+// CohortState evaluates a cohort condition for one user at a time, over
+// a trail that may come in chunks (package trail): Add is called with each
+// of the user's chunks in order, then In decides. Its state is one count
+// per performed or first_performed node of the tree, whatever the trail's
+// length. The trail must hold the user's events for every performed
+// window (from all stored data for first_performed), with the nodes' bits
+// set. A CohortState is owned by one goroutine; several may share one
+// CohortCond.
+type CohortState struct {
+	nodes  []cohortNode // the tree in preorder
+	leaves []cohortLeaf
+}
+
+// cohortNode is a node of the flattened tree.
+type cohortNode struct {
+	op   CohortOp
+	end  int32  // index of the node after this node's subtree
+	leaf int32  // performed, first_performed: index into leaves
+	flag uint64 // user flag: the node's bit in the flags
+}
+
+// cohortLeaf is a performed or first_performed node with the current
+// user's state.
+type cohortLeaf struct {
+	first    bool // first_performed
+	bit      uint64
+	from, to int64
+	count    CountOp
+	n        int64
+	// got is the user's state: performed: matching events in [from, to)
+	// so far; first_performed: 0 before the first matching event, 1 when
+	// it lay in [from, to), -1 when it did not.
+	got int64
+}
+
+// NewCohortState returns an evaluator of c, which must be valid
+// (Validate). c is not retained.
+func NewCohortState(c *CohortCond) *CohortState {
+	s := &CohortState{}
+	s.flatten(c)
+	return s
+}
+
+func (s *CohortState) flatten(c *CohortCond) {
+	i := len(s.nodes)
+	s.nodes = append(s.nodes, cohortNode{op: c.Op, leaf: -1})
 	switch c.Op {
+	case CohortPerformed, CohortFirstPerformed:
+		s.nodes[i].leaf = int32(len(s.leaves))
+		s.leaves = append(s.leaves, cohortLeaf{first: c.Op == CohortFirstPerformed, bit: 1 << uint(c.Bit),
+			from: c.From, to: c.To, count: c.Count, n: c.N})
+	case CohortUserFlag:
+		s.nodes[i].flag = 1 << uint(c.Flag)
+	}
+	for k := range c.Kids {
+		s.flatten(&c.Kids[k])
+	}
+	s.nodes[i].end = int32(len(s.nodes))
+}
+
+// Add feeds one chunk of the user's trail; a chunk with Offset 0 starts a
+// new user. The trail is borrowed only for the call. Cost: O(events) per
+// performed node (O(log n) to its window), no allocation.
+func (s *CohortState) Add(tr *trail.Trail) {
+	times := tr.Times
+	masks := tr.Mask[:len(times)]
+	for li := range s.leaves {
+		lf := &s.leaves[li]
+		if tr.Offset == 0 {
+			lf.got = 0
+		}
+		if lf.first {
+			if lf.got != 0 {
+				continue // decided by an earlier chunk
+			}
+			for i, m := range masks {
+				if m&lf.bit != 0 {
+					lf.got = -1
+					if t := times[i]; t >= lf.from && t < lf.to {
+						lf.got = 1
+					}
+					break
+				}
+			}
+			continue
+		}
+		i := 0
+		if len(times) > 0 && times[0] < lf.from {
+			from := lf.from
+			i = sort.Search(len(times), func(j int) bool { return times[j] >= from })
+		}
+		n, to, bit := lf.got, lf.to, lf.bit
+		for ; i < len(times) && times[i] < to; i++ {
+			if masks[i]&bit != 0 {
+				n++
+			}
+		}
+		lf.got = n
+	}
+}
+
+// In reports whether the user whose whole trail was fed to Add is in the
+// cohort; flags carries the user_property results (bit Flag of a
+// CohortUserFlag node). No allocation.
+func (s *CohortState) In(flags uint64) bool { return s.eval(0, flags) }
+
+func (s *CohortState) eval(i int, flags uint64) bool {
+	nd := &s.nodes[i]
+	switch nd.op {
 	case CohortAnd:
-		for i := range c.Kids {
-			if !c.Kids[i].Eval(tr, flags) {
+		for k := i + 1; k < int(nd.end); k = int(s.nodes[k].end) {
+			if !s.eval(k, flags) {
 				return false
 			}
 		}
 		return true
 	case CohortOr:
-		for i := range c.Kids {
-			if c.Kids[i].Eval(tr, flags) {
+		for k := i + 1; k < int(nd.end); k = int(s.nodes[k].end) {
+			if s.eval(k, flags) {
 				return true
 			}
 		}
 		return false
 	case CohortNot:
-		return !c.Kids[0].Eval(tr, flags)
+		return !s.eval(i+1, flags)
 	case CohortUserFlag:
-		return flags>>uint(c.Flag)&1 != 0
-	case CohortFirstPerformed:
-		bit := uint64(1) << uint(c.Bit)
-		for i, m := range tr.Mask[:len(tr.Times)] {
-			if m&bit != 0 {
-				t := tr.Times[i]
-				return t >= c.From && t < c.To
-			}
-		}
-		return false
+		return flags&nd.flag != 0
 	}
-	bit := uint64(1) << uint(c.Bit)
-	var n int64
-	for i, t := range tr.Times {
-		if t >= c.To {
-			break
-		}
-		if t >= c.From && tr.Mask[i]&bit != 0 {
-			n++
-		}
+	lf := &s.leaves[nd.leaf]
+	if lf.first {
+		return lf.got > 0
 	}
-	switch c.Count {
+	switch lf.count {
 	case CountLTE:
-		return n <= c.N
+		return lf.got <= lf.n
 	case CountEQ:
-		return n == c.N
+		return lf.got == lf.n
 	}
-	return n >= c.N
+	return lf.got >= lf.n
 }

@@ -213,25 +213,21 @@ func TestDiffTrend(t *testing.T) {
 		tspec, src := trailSpec(q.Breakdown, trailMatchers, cols...)
 		spec.Breakdown = src
 		trails, dicts := testutil.BuildTrailsWith(d.data, tspec)
-		run := func(spec analysis.TrendSpec) *analysis.Trend {
-			assign, shards, order := d.plan.split(len(trails))
-			accs := make([]*analysis.Trend, shards)
-			for i := range accs {
-				var err error
-				if accs[i], err = analysis.NewTrend(spec); err != nil {
-					t.Fatal(err)
+		run := func(spec analysis.TrendSpec, plan *shardPlan, fd feeder) *analysis.Trend {
+			return accumulate(t, trails, plan, fd, func() (*analysis.Trend, error) { return analysis.NewTrend(spec) })
+		}
+		// sameChunked requires the result of spec to be want when the
+		// trails come in chunks of every length.
+		sameChunked := func(spec analysis.TrendSpec, want analysis.TrendResult) {
+			for _, fd := range chunkFeeders(seed) {
+				if c := run(spec, fd.plan(d.plan), fd).Result(nil); !reflect.DeepEqual(c, want) {
+					t.Fatalf("seed %d: trend %v fed chunks of about %d events\nchunked %+v\nwhole   %+v", seed, q.Math, fd.maxLen, c, want)
 				}
 			}
-			for i, ut := range trails {
-				accs[assign[i]].Add(&ut.Trail)
-			}
-			for _, s := range order[1:] {
-				accs[order[0]].Merge(accs[s])
-			}
-			return accs[order[0]]
 		}
-		acc := run(spec)
+		acc := run(spec, d.plan, feeder{})
 		got := acc.Result(nil)
+		sameChunked(spec, got)
 		want := testutil.NaiveTrend(d.data, q)
 		var labels []string
 		for s := range series {
@@ -283,7 +279,8 @@ func TestDiffTrend(t *testing.T) {
 		gspec.Group = func(k analysis.Key) (analysis.Key, bool) {
 			return otherKey, !kept[keyLabel(k, q.Breakdown, dicts)]
 		}
-		second := run(gspec).Result(nil)
+		second := run(gspec, d.plan, feeder{}).Result(nil)
+		sameChunked(gspec, second)
 		for s := range series {
 			w := rowsByLabel(want[s])["~other"]
 			var g testutil.TrendRow
@@ -477,10 +474,16 @@ func TestDiffRetention(t *testing.T) {
 			q.Type = analysis.RetentionType(combo & 1)
 			q.Windows = analysis.RetentionWindows(combo >> 1 & 1)
 			q.Criterion = analysis.RetentionCriterion(combo >> 2 & 1)
-			got := runRetention(t, d.evs, q, q.Periods-1+d.r.IntN(3), d.plan)
+			ext := q.Periods - 1 + d.r.IntN(3)
+			got := runRetention(t, d.evs, q, ext, d.plan, feeder{})
 			want := testutil.NaiveRetention(testutil.Data{Events: d.evs}, q)[0].Cohorts
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("seed %d: retention %v/%v/%v %+v\nkernel %+v\nnaive  %+v", seed, q.Type, q.Windows, q.Criterion, q, got, want)
+			}
+			for _, fd := range chunkFeeders(seed) {
+				if c := runRetention(t, d.evs, q, ext, fd.plan(d.plan), fd); !reflect.DeepEqual(c, got) {
+					t.Fatalf("seed %d: retention %v/%v/%v fed chunks of about %d events\nchunked %+v\nwhole   %+v", seed, q.Type, q.Windows, q.Criterion, fd.maxLen, c, got)
+				}
 			}
 			for _, c := range got {
 				if len(c.Retained) > 1 && c.Retained[1] > 0 {
@@ -510,21 +513,18 @@ func diffRetentionBreakdown(t *testing.T, d *diffCase, q testutil.RetentionQuery
 	tspec, src := trailSpec(q.Breakdown, []string{q.Start, q.Return})
 	spec.Breakdown = src
 	trails, dicts := testutil.BuildTrailsWith(d.data, tspec)
-	assign, shards, order := d.plan.split(len(trails))
-	accs := make([]*analysis.Retention, shards)
-	for i := range accs {
-		var err error
-		if accs[i], err = analysis.NewRetention(spec); err != nil {
-			t.Fatal(err)
+	run := func(plan *shardPlan, fd feeder) *analysis.Retention {
+		return accumulate(t, trails, plan, fd, func() (*analysis.Retention, error) { return analysis.NewRetention(spec) })
+	}
+	acc := run(d.plan, feeder{})
+	res := acc.Result(nil)
+	allKeys := func(analysis.Key) analysis.Key { return analysis.Key{} }
+	for _, fd := range chunkFeeders(seed) {
+		c := run(fd.plan(d.plan), fd)
+		if !sameRetention(c.Result(nil), res) || !sameRetention(c.Result(allKeys), acc.Result(allKeys)) {
+			t.Fatalf("seed %d: retention %+v with breakdown and list %+v fed chunks of about %d events\nchunked %+v\nwhole   %+v", seed, q, spec.List, fd.maxLen, c.Result(nil), res)
 		}
 	}
-	for i, ut := range trails {
-		accs[assign[i]].Add(&ut.Trail)
-	}
-	for _, s := range order[1:] {
-		accs[order[0]].Merge(accs[s])
-	}
-	res := accs[order[0]].Result(nil)
 	want := testutil.NaiveRetention(d.data, q)
 	entries := testutil.NaiveRetentionEntries(d.data, q)
 	if len(res.Groups) != len(want) {
@@ -541,7 +541,7 @@ func diffRetentionBreakdown(t *testing.T, d *diffCase, q testutil.RetentionQuery
 			t.Fatalf("seed %d: group %q cell %+v: kernel %v naive %v", seed, l, spec.List, g.List.Page(0, 1000), users)
 		}
 	}
-	all := accs[order[0]].Result(func(analysis.Key) analysis.Key { return analysis.Key{} })
+	all := acc.Result(allKeys)
 	users := testutil.RetentionUsers(entries, spec.List.Cohort, spec.List.Period, nil, nil)
 	var got []string
 	var n int64
@@ -551,6 +551,24 @@ func diffRetentionBreakdown(t *testing.T, d *diffCase, q testutil.RetentionQuery
 	if n != int64(len(users)) || !slices.Equal(orEmpty(got), orEmpty(users)) {
 		t.Fatalf("seed %d: overall cell %+v: kernel %v naive %v", seed, spec.List, got, users)
 	}
+}
+
+// sameRetention reports whether two retention results have the same
+// groups, tables and listed users.
+func sameRetention(a, b analysis.RetentionResult) bool {
+	if len(a.Groups) != len(b.Groups) {
+		return false
+	}
+	for i, ga := range a.Groups {
+		gb := b.Groups[i]
+		if ga.Key != gb.Key || !reflect.DeepEqual(ga.Cohorts, gb.Cohorts) || (ga.List == nil) != (gb.List == nil) {
+			return false
+		}
+		if ga.List != nil && (ga.List.Count() != gb.List.Count() || !slices.Equal(ga.List.Page(0, 1000), gb.List.Page(0, 1000))) {
+			return false
+		}
+	}
+	return true
 }
 
 // TestDiffCohort: the cohort condition evaluator against the naive
@@ -627,23 +645,32 @@ func TestDiffCohort(t *testing.T) {
 		for _, w := range d.data.Users {
 			universe[w.User] = true
 		}
-		got := map[string]bool{}
-		for u := range universe {
-			var fl uint64
-			for i, f := range flags {
-				if f.Holds(current[u][f.Prop]) {
-					fl |= 1 << i
+		users := slices.Sorted(maps.Keys(universe))
+		// One state for every user, whole trails or chunks of every
+		// length.
+		st := analysis.NewCohortState(&kc)
+		for _, fd := range append([]feeder{{}}, chunkFeeders(seed)...) {
+			got := map[string]bool{}
+			for _, u := range users {
+				var fl uint64
+				for i, f := range flags {
+					if f.Holds(current[u][f.Prop]) {
+						fl |= 1 << i
+					}
+				}
+				tr := byUser[u]
+				fd.add(&tr, st.Add)
+				if st.In(fl) {
+					got[u] = true
 				}
 			}
-			tr := byUser[u]
-			if kc.Eval(&tr, fl) {
-				got[u] = true
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("seed %d: cohort %+v fed chunks of about %d events\nkernel %v\nnaive  %v", seed, nc, fd.maxLen, got, want)
+			}
+			if fd.maxLen == 0 {
+				members += len(got)
 			}
 		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("seed %d: cohort %+v\nkernel %v\nnaive  %v", seed, nc, got, want)
-		}
-		members += len(got)
 	}
 	if members < diffSeeds {
 		t.Errorf("only %d members over %d seeds", members, diffSeeds)

@@ -2,9 +2,9 @@
 // math of spec §4, breakdowns, rolling active users), ordered funnels (§5)
 // and retention (§6), each per breakdown key and able to list the users
 // behind a step or cell, and the cohort condition evaluator (§7). The
-// storage scan feeds them one user's Trail at a time — times, matcher
-// masks, the requested event property columns and user property values —
-// and they never see storage.
+// storage scan feeds them one user's trail at a time, in chunks (package
+// trail) — times, matcher masks, the requested event property columns and
+// user property values — and they never see storage.
 //
 // Breakdown keys are Values (typed bits, strings as query-wide ids); a
 // kernel groups by key with an allocation-free open-addressing table and
@@ -16,7 +16,7 @@
 // Every kernel is an accumulator with the same life cycle:
 //
 //	acc, err := NewX(spec, …)  // validates spec, preallocates state
-//	acc.Add(&trail)             // once per user, with the user's whole trail
+//	acc.Add(&chunk)             // per chunk of each user's trail, in order
 //	acc.Merge(other)            // combine accumulators of other shards
 //	res := acc.Result(group)    // final, freshly allocated tables
 //
@@ -28,8 +28,20 @@
 // reports its memory (Bytes) for the query's budget. Merge is exact and commutative:
 // the Result does not depend on how users were split between accumulators
 // or the order of merges (spec §8). A user must be added to exactly one
-// accumulator, with their whole trail in one Add: counts of distinct users
-// rely on it.
+// accumulator, which counts distinct users on it.
+//
+// A user's trail comes as one or more chunks by the rules of package
+// trail: Add is called with each in turn, without another user's chunk in
+// between; the first has Offset 0 (a new user), all but the last More (the
+// trail continues), and no chunk splits a group of equal timestamps. The
+// result is the same however a trail is cut. Between the chunks of a user
+// a kernel keeps only bounded state — marks per breakdown key and series,
+// the user's retention entries (at most one per cohort bucket), a count
+// per cohort condition — or state it counts in Bytes; a trail of one chunk
+// (Offset 0, More false) takes the same path, as fast as before chunks. A
+// cohort condition is evaluated the same way, chunk by chunk
+// (CohortState), and decided after the last chunk. (Funnel does not follow
+// these rules yet: it needs a user's whole trail in one chunk.)
 //
 // All instants are int64 UTC microseconds; calendar buckets come from
 // package query/timebucket as boundary lists.

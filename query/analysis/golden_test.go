@@ -204,7 +204,11 @@ func runGolden(t *testing.T, input []string) (kernel, naive string, err error) {
 			q.Events = append(q.Events, ev)
 			q.Math = append(q.Math, math)
 		}
-		return rc.trend(q, trendRows(runTrend(t, evs, q, nil))), rc.trend(q, testutil.NaiveTrend(testutil.Data{Events: evs}, q)), nil
+		kernel = rc.trend(q, trendRows(runTrend(t, evs, q, nil, feeder{})))
+		if c := rc.trend(q, trendRows(runTrend(t, evs, q, nil, chunked(1, 1)))); c != kernel {
+			return "", "", fmt.Errorf("the kernel fed chunks of tie groups says\n%s", c)
+		}
+		return kernel, rc.trend(q, testutil.NaiveTrend(testutil.Data{Events: evs}, q)), nil
 	case "retention":
 		q := testutil.RetentionQuery{Start: p.str("start", ""), Return: p.str("return", testutil.Any), WeekStart: ws, From: from, To: to,
 			Common: testutil.Common{Loc: p.loc}}
@@ -223,7 +227,11 @@ func runGolden(t *testing.T, input []string) (kernel, naive string, err error) {
 		if q.Criterion, err = analysis.ParseRetentionCriterion(p.str("criterion", "")); err != nil {
 			return "", "", err
 		}
-		return rc.retention(runRetention(t, evs, q, q.Periods, nil)), rc.retention(testutil.NaiveRetention(testutil.Data{Events: evs}, q)[0].Cohorts), nil
+		kernel = rc.retention(runRetention(t, evs, q, q.Periods, nil, feeder{}))
+		if c := rc.retention(runRetention(t, evs, q, q.Periods, nil, chunked(1, 1))); c != kernel {
+			return "", "", fmt.Errorf("the kernel fed chunks of tie groups says\n%s", c)
+		}
+		return kernel, rc.retention(testutil.NaiveRetention(testutil.Data{Events: evs}, q)[0].Cohorts), nil
 	}
 	return "", "", fmt.Errorf("unknown query kind %q", p.kind)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/spurdb/spur/internal/testutil"
 	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/query/timebucket"
+	"github.com/spurdb/spur/trail"
 )
 
 func TestMain(m *testing.M) {
@@ -47,29 +48,87 @@ func (p *shardPlan) split(n int) (assign []int, shards int, order []int) {
 	return assign, shards, order
 }
 
-func runTrend(t testing.TB, evs []testutil.Ev, q testutil.TrendQuery, plan *shardPlan) analysis.TrendResult {
+// chunkLens are the chunk lengths (about that many events each, package
+// trail's rules) of the whole-versus-chunked differential tests.
+var chunkLens = []int{1, 2, 3, 7, 40}
+
+// feeder hands trails to a kernel whole (the zero feeder) or in random
+// chunks of about maxLen events (testutil.Chunks), each lent as a copy
+// that is spoiled after the call (testutil.Lend).
+type feeder struct {
+	r      *rand.Rand
+	maxLen int
+}
+
+// chunked returns the feeder of chunks of about maxLen events, with its
+// own random source for seed.
+func chunked(seed int64, maxLen int) feeder {
+	return feeder{r: rand.New(rand.NewPCG(uint64(seed), uint64(maxLen))), maxLen: maxLen}
+}
+
+// chunkFeeders returns a chunked feeder per length of chunkLens.
+func chunkFeeders(seed int64) []feeder {
+	fds := make([]feeder, len(chunkLens))
+	for i, n := range chunkLens {
+		fds[i] = chunked(seed, n)
+	}
+	return fds
+}
+
+// plan returns a shard plan like p (whole trails in one accumulator
+// when p is nil) drawn from the feeder's random source, for chunked runs
+// that leave the whole run's random draws alone.
+func (f feeder) plan(p *shardPlan) *shardPlan {
+	if p == nil {
+		return nil
+	}
+	return &shardPlan{r: f.r, shards: p.shards}
+}
+
+func (f feeder) add(tr *trail.Trail, add func(*trail.Trail)) {
+	if f.maxLen == 0 {
+		add(tr)
+		return
+	}
+	for _, c := range testutil.Chunks(tr, f.r, f.maxLen) {
+		testutil.Lend(&c, add)
+	}
+}
+
+// accumulate adds trails to accumulators made by mk, users spread over
+// them by plan and fed by fd, merges them in plan's order and returns the
+// merged one.
+func accumulate[A interface {
+	Add(*trail.Trail)
+	Merge(A)
+}](t testing.TB, trails []testutil.UserTrail, plan *shardPlan, fd feeder, mk func() (A, error)) A {
+	t.Helper()
+	assign, shards, order := plan.split(len(trails))
+	accs := make([]A, shards)
+	for i := range accs {
+		acc, err := mk()
+		if err != nil {
+			t.Fatal(err)
+		}
+		accs[i] = acc
+	}
+	for i, ut := range trails {
+		fd.add(&ut.Trail, accs[assign[i]].Add)
+	}
+	for _, s := range order[1:] {
+		accs[order[0]].Merge(accs[s])
+	}
+	return accs[order[0]]
+}
+
+func runTrend(t testing.TB, evs []testutil.Ev, q testutil.TrendQuery, plan *shardPlan, fd feeder) analysis.TrendResult {
 	t.Helper()
 	spec := analysis.TrendSpec{Bounds: q.Bounds, From: q.From, To: q.To}
 	for i, m := range q.Math {
 		spec.Series = append(spec.Series, analysis.TrendSeries{Math: m, Bit: i})
 	}
 	trails := testutil.BuildTrails(evs, q.Events)
-	assign, shards, order := plan.split(len(trails))
-	accs := make([]*analysis.Trend, shards)
-	for i := range accs {
-		acc, err := analysis.NewTrend(spec)
-		if err != nil {
-			t.Fatalf("NewTrend: %v", err)
-		}
-		accs[i] = acc
-	}
-	for i, ut := range trails {
-		accs[assign[i]].Add(&ut.Trail)
-	}
-	for _, s := range order[1:] {
-		accs[order[0]].Merge(accs[s])
-	}
-	return accs[order[0]].Result(nil)
+	return accumulate(t, trails, plan, fd, func() (*analysis.Trend, error) { return analysis.NewTrend(spec) }).Result(nil)
 }
 
 func runFunnel(t testing.TB, evs []testutil.Ev, q testutil.FunnelQuery, plan *shardPlan) (analysis.FunnelResult, map[string]testutil.NaivePath) {
@@ -120,25 +179,11 @@ func retentionSpec(q testutil.RetentionQuery, ext int) analysis.RetentionSpec {
 	}
 }
 
-func runRetention(t testing.TB, evs []testutil.Ev, q testutil.RetentionQuery, ext int, plan *shardPlan) []analysis.RetentionCohort {
+func runRetention(t testing.TB, evs []testutil.Ev, q testutil.RetentionQuery, ext int, plan *shardPlan, fd feeder) []analysis.RetentionCohort {
 	t.Helper()
 	trails := testutil.BuildTrails(evs, []string{q.Start, q.Return})
-	assign, shards, order := plan.split(len(trails))
-	accs := make([]*analysis.Retention, shards)
-	for i := range accs {
-		acc, err := analysis.NewRetention(retentionSpec(q, ext))
-		if err != nil {
-			t.Fatalf("NewRetention: %v", err)
-		}
-		accs[i] = acc
-	}
-	for i, ut := range trails {
-		accs[assign[i]].Add(&ut.Trail)
-	}
-	for _, s := range order[1:] {
-		accs[order[0]].Merge(accs[s])
-	}
-	return accs[order[0]].Result(nil).Groups[0].Cohorts
+	acc := accumulate(t, trails, plan, fd, func() (*analysis.Retention, error) { return analysis.NewRetention(retentionSpec(q, ext)) })
+	return acc.Result(nil).Groups[0].Cohorts
 }
 
 // Rendering of results as the golden files show them.

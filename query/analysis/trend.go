@@ -149,8 +149,19 @@ type Trend struct {
 	rawT  slotTable
 
 	gen     uint32
-	touched []int32 // slot*nw+bit of count-per-user marks touched by the current Add
+	touched []int32 // slot*nw+bit of count-per-user marks touched by the current user
+	user    trendUser
 	bytes   int64
+}
+
+// trendUser is the current user's state between the chunks of their
+// trail (package trail) that the marks do not hold: a few words, whatever
+// the trail's length.
+type trendUser struct {
+	b int // bucket of the last event counted in [From, To)
+	// addCounts: users series that counted the user at all, and those
+	// that counted them in bucket b
+	seen, done uint64
 }
 
 // NewTrend validates spec and returns an empty accumulator. It copies
@@ -261,10 +272,15 @@ func (t *Trend) slotOf(k Key) int32 {
 	return s
 }
 
-// Add accumulates one user's whole trail. The trail is borrowed only for
-// the call. Cost: O(log n) to find the first event, then O(events ×
-// matching series) plus the buckets crossed; no allocation except the
-// amortised growth of value lists and of the breakdown slots.
+// Add accumulates one chunk of a user's trail (package trail: a user's
+// chunks come one after the other, the first with Offset 0, all but the
+// last with More). Between chunks the accumulator keeps the user's marks
+// per breakdown key and series and a few words (trendUser), and the
+// count-per-user maths' counts are recorded after the last chunk. The
+// trail is borrowed only for the call. Cost: O(log n) to find the first
+// event, then O(events × matching series) plus the buckets crossed; no
+// allocation except the amortised growth of value lists and of the
+// breakdown slots.
 func (t *Trend) Add(tr *trail.Trail) {
 	times := tr.Times
 	masks := tr.Mask[:len(times)]
@@ -276,12 +292,15 @@ func (t *Trend) Add(tr *trail.Trail) {
 	if len(times) > 0 && times[0] < start {
 		i = sort.Search(len(times), func(j int) bool { return times[j] >= start })
 	}
-	t.gen++
-	if t.gen == 0 { // wrapped: reset every mark
-		for si := range t.slots {
-			clear(t.slots[si].marks)
+	if tr.Offset == 0 { // a new user
+		t.gen++
+		if t.gen == 0 { // wrapped: reset every mark
+			for si := range t.slots {
+				clear(t.slots[si].marks)
+			}
+			t.gen = 1
 		}
-		t.gen = 1
+		t.user = trendUser{}
 	}
 	userSlot := int32(0)
 	switch {
@@ -291,7 +310,7 @@ func (t *Trend) Add(tr *trail.Trail) {
 		userSlot = t.slotOf(Key{})
 	}
 	if userSlot >= 0 && t.spec.Breakdown.From != KeyEvent && t.otherMask|t.lookMask == 0 {
-		t.addCounts(times[i:], masks[i:], &t.slots[userSlot])
+		t.addCounts(times[i:], masks[i:], &t.slots[userSlot], tr.More)
 		return
 	}
 	from, to, bounds, nw, gen := t.spec.From, t.spec.To, t.spec.Bounds, t.nw, t.gen
@@ -307,8 +326,8 @@ func (t *Trend) Add(tr *trail.Trail) {
 	// Locals: the stores into cells below would otherwise make the
 	// compiler reload these from t on every event.
 	seriesMask, lookMask, countMask, usersMask, otherMask := t.seriesMask, t.lookMask, t.countMask, t.usersMask, t.otherMask
-	b := 0
-	next := bounds[1]
+	b := t.user.b
+	next := bounds[b+1]
 	for ; i < len(times); i++ {
 		ts := times[i]
 		if ts >= to {
@@ -355,6 +374,10 @@ func (t *Trend) Add(tr *trail.Trail) {
 			t.event(sl, slot, bits.TrailingZeros64(om), tr, i, b)
 		}
 	}
+	if tr.More {
+		t.user.b = b
+		return
+	}
 	for _, ix := range t.touched {
 		sl := &t.slots[ix/int32(t.nw)]
 		bit := int(ix % int32(t.nw))
@@ -368,18 +391,19 @@ func (t *Trend) Add(tr *trail.Trail) {
 
 // addCounts is Add's loop for the most common shape — only count and
 // users series, one slot for the whole trail — kept as tight as the scan
-// itself (one masked table update per matching event).
-func (t *Trend) addCounts(times []int64, masks []uint64, sl *trendSlot) {
+// itself (one masked table update per matching event). more says that
+// the user's trail continues in another chunk: the loop's state is kept
+// in t.user and the range totals wait for the last chunk.
+func (t *Trend) addCounts(times []int64, masks []uint64, sl *trendSlot, more bool) {
 	to, bounds, nw := t.spec.To, t.spec.Bounds, t.nw
 	seriesMask, countMask, usersMask := t.seriesMask, t.countMask, t.usersMask
 	counts := sl.counts
 	masks = masks[:len(times)]
 	// seen: users series the trail counts at all; done: users series that
 	// already counted the user in bucket b.
-	var seen, done uint64
-	b := 0
-	next := bounds[1]
-	row := counts[:nw]
+	seen, done, b := t.user.seen, t.user.done, t.user.b
+	next := bounds[b+1]
+	row := counts[b*nw : b*nw+nw]
 	for i := 0; i < len(times); i++ {
 		ts := times[i]
 		if ts >= to {
@@ -411,6 +435,10 @@ func (t *Trend) addCounts(times []int64, masks []uint64, sl *trendSlot) {
 				i = skipBelow(times, i, next) - 1
 			}
 		}
+	}
+	if more {
+		t.user = trendUser{b: b, seen: seen, done: done}
+		return
 	}
 	for ; seen != 0; seen &= seen - 1 {
 		sl.tots[bits.TrailingZeros64(seen)].n++

@@ -387,11 +387,14 @@ func TestCohortCondValidate(t *testing.T) {
 			t.Errorf("Validate(%+v) accepted", bad)
 		}
 	}
-	// Eval: the empty trail performed nothing; "count = 0" holds.
+	// The empty trail performed nothing; "count = 0" holds.
 	var empty trail.Trail
 	zero := analysis.CohortCond{Op: analysis.CohortPerformed, Count: analysis.CountEQ, N: 0, To: day}
-	if !zero.Eval(&empty, 0) || ok.Eval(&empty, 0) {
-		t.Error("Eval on an empty trail")
+	zs, oks := analysis.NewCohortState(&zero), analysis.NewCohortState(&ok)
+	zs.Add(&empty)
+	oks.Add(&empty)
+	if !zs.In(0) || oks.In(0) {
+		t.Error("cohort state on an empty trail")
 	}
 }
 

@@ -79,12 +79,14 @@ func benchReadBlock(b *testing.B, r *Reader, props []int) {
 }
 
 // BenchmarkWrite writes the realistic 1M-event segment; bytes/event is the
-// file size over the rows.
+// file size over the rows, rows/cpu-s the rows per second of process CPU
+// time (the per-core speed even when other processes share the machine).
 func BenchmarkWrite(b *testing.B) {
 	in := benchInput()
 	dir := b.TempDir()
 	var info Info
 	b.ReportAllocs()
+	cpu0 := cputime.Process()
 	for i := 0; b.Loop(); i++ {
 		var err error
 		if info, err = Write(filepath.Join(dir, fmt.Sprint(i)), in, WriterOptions{}); err != nil {
@@ -92,6 +94,9 @@ func BenchmarkWrite(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(int64(b.N)*info.Rows)/b.Elapsed().Seconds(), "rows/s")
+	if cpu := cputime.Process() - cpu0; cpu > 0 {
+		b.ReportMetric(float64(int64(b.N)*info.Rows)/cpu.Seconds(), "rows/cpu-s")
+	}
 	b.ReportMetric(float64(info.Bytes)/float64(info.Rows), "bytes/event")
 }
 
@@ -130,7 +135,7 @@ func BenchmarkDecodeUsers(b *testing.B) {
 	}
 	slices.SortFunc(in, func(a, b User) int { return cmp.Compare(a.Hash, b.Hash) })
 	var e encoder
-	raw, enc := e.encodeUsers(nil, in, 1e9)
+	raw, enc := e.encodeUsers(nil, usersBlock(in), 1e9)
 	for _, keys := range []Keys{KeysNone, KeysIDs, KeysAll} {
 		b.Run([]string{"none", "ids", "all"}[keys], func(b *testing.B) {
 			var blk Block
@@ -143,4 +148,97 @@ func BenchmarkDecodeUsers(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*users), "ns/user")
 		})
 	}
+}
+
+// discardFile is a File that keeps nothing, for the writer benchmarks.
+type discardFile struct{ n int64 }
+
+func (f *discardFile) Write(p []byte) (int, error) { f.n += int64(len(p)); return len(p), nil }
+func (f *discardFile) Sync() error                 { return nil }
+func (f *discardFile) Close() error                { return nil }
+
+// BenchmarkWriteStream writes the realistic 1M-event segment with a
+// Writer to a file that discards the bytes, as the two writers of storage
+// feed it: "import" appends it in Inputs of 64 Ki rows (an import run's
+// sorted buffer, users cut between pieces), "compact" appends the rows of
+// its decoded blocks user by user through a Remap (a compaction of one
+// input). rows/cpu-s is rows per second of process CPU time.
+func BenchmarkWriteStream(b *testing.B) {
+	in := benchInput()
+	props := make([]PropSpec, len(in.Props))
+	for j, p := range in.Props {
+		props[j] = PropSpec{Name: p.Name, Type: p.Type}
+	}
+	opt := WriterOptions{Props: props, Identity: Identity{Kind: KindEvents, Shards: 16, Shard: 3}}
+	run := func(b *testing.B, fill func(w *Writer) error) {
+		b.ReportAllocs()
+		var info Info
+		cpu0 := cputime.Process()
+		for b.Loop() {
+			w, err := NewWriter(&discardFile{}, opt)
+			if err == nil {
+				err = fill(w)
+			}
+			if err == nil {
+				info, err = w.Close()
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(int64(b.N)*info.Rows)/b.Elapsed().Seconds(), "rows/s")
+		if cpu := cputime.Process() - cpu0; cpu > 0 {
+			b.ReportMetric(float64(int64(b.N)*info.Rows)/cpu.Seconds(), "rows/cpu-s")
+		}
+	}
+	b.Run("import", func(b *testing.B) {
+		var pieces []*Input
+		for lo := 0; lo < len(in.Times); lo += 1 << 16 {
+			pieces = append(pieces, sliceInput(in, lo, min(lo+1<<16, len(in.Times))))
+		}
+		run(b, func(w *Writer) error {
+			for _, p := range pieces {
+				if err := w.AppendInput(p); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+	b.Run("compact", func(b *testing.B) {
+		path := filepath.Join(b.TempDir(), "seg")
+		if _, err := Write(path, in, WriterOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		r, err := Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer r.Close()
+		all := []int{0, 1, 2}
+		blocks := make([]Block, len(r.Meta().Blocks))
+		for i := range blocks {
+			if err := r.ReadBlock(i, all, &blocks[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		run(b, func(w *Writer) error {
+			rm, err := w.NewRemap(r.Meta(), all)
+			if err != nil {
+				return err
+			}
+			for i := range blocks {
+				blk := &blocks[i]
+				for u := range len(blk.UserHashes) {
+					if err := w.StartUser(blk.UserHashes[u], blk.UserID(u)); err != nil {
+						return err
+					}
+					if err := w.AppendBlockRows(blk, int(blk.UserStarts[u]), int(blk.UserStarts[u+1]), rm); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+	})
 }

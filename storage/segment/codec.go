@@ -136,7 +136,7 @@ func maxRawLen(col, rows, users int) int {
 	case colTimes: // PFOR: low parts, plus up to rows exceptions of 2×64 bits
 		return 2*binary.MaxVarintLen64 + 4 + binary.MaxVarintLen64 + 3*8*rows
 	case colEvents:
-		return 1 + 2*rows
+		return 1 + 4*rows
 	}
 	return 8*((rows+63)/64) + binary.MaxVarintLen64 + 2 + rows*binary.MaxVarintLen64
 }
@@ -156,48 +156,48 @@ type encoder struct {
 	comp2 []byte
 }
 
-// encodeUsers appends the users chunk of users (rows of each user) to dst
-// and returns it with its encoding: encUsersIDs when every user's Hash is
-// xxhash64 of its ID (UserHash), so that readers recompute the hashes
-// (stored, they took 46-50 bits a user as deltas, about 0.5 bytes/event
-// at 100M), else encUsers with the hashes stored (inputs that simulate
-// hash collisions). encUsersIDs's keys section (id lengths and ids) is
-// zstd-compressed when that makes it minRatio times smaller; the chunk
-// itself must then be stored uncompressed, so that the row counts read
-// without decompressing anything. The hash deltas use e.u64 as
-// scratch, the keys e.raw2 and e.comp2.
-func (e *encoder) encodeUsers(dst []byte, users []User, minRatio float64) ([]byte, uint8) {
+// encodeUsers appends the users chunk of the block b (its users' hashes,
+// ids and row counts) to dst and returns it with its encoding:
+// encUsersIDs when every user's hash is xxhash64 of its id (UserHash), so
+// that readers recompute the hashes (stored, they took 46-50 bits a user
+// as deltas, about 0.5 bytes/event at 100M), else encUsers with the
+// hashes stored (inputs that simulate hash collisions). encUsersIDs's
+// keys section (id lengths and ids) is zstd-compressed when that makes it
+// minRatio times smaller; the chunk itself must then be stored
+// uncompressed, so that the row counts read without decompressing
+// anything. The hash deltas use e.u64 as scratch, the keys e.raw2 and
+// e.comp2.
+func (e *encoder) encodeUsers(dst []byte, b *blockBuf, minRatio float64) ([]byte, uint8) {
+	users := len(b.hashes)
 	enc := uint8(encUsersIDs)
-	for i := range users {
-		if users[i].Hash != xxhash.Sum64String(users[i].ID) {
+	for i, h := range b.hashes {
+		if h != xxhash.Sum64(b.id(i)) {
 			enc = encUsers
 			break
 		}
 	}
 	if enc == encUsers {
-		deltas := grow(e.u64, len(users))[:0]
+		deltas := grow(e.u64, users)[:0]
 		var maxd uint64
-		for i := 1; i < len(users); i++ {
-			d := users[i].Hash - users[i-1].Hash
+		for i := 1; i < users; i++ {
+			d := b.hashes[i] - b.hashes[i-1]
 			deltas = append(deltas, d)
 			maxd = max(maxd, d)
 		}
 		e.u64 = deltas
 		w := bitWidth(maxd)
-		dst = binary.LittleEndian.AppendUint64(dst, users[0].Hash)
+		dst = binary.LittleEndian.AppendUint64(dst, b.hashes[0])
 		dst = append(dst, byte(w))
 		dst = appendPacked(dst, deltas, w)
 	}
 	for i := range users {
-		dst = binary.AppendUvarint(dst, uint64(users[i].Rows))
+		dst = binary.AppendUvarint(dst, uint64(b.starts[i+1]-b.starts[i]))
 	}
 	keys := e.raw2[:0]
 	for i := range users {
-		keys = binary.AppendUvarint(keys, uint64(len(users[i].ID)))
+		keys = binary.AppendUvarint(keys, uint64(b.idOff[i+1]-b.idOff[i]))
 	}
-	for i := range users {
-		keys = append(keys, users[i].ID...)
-	}
+	keys = append(keys, b.ids[:b.idOff[users]]...)
 	e.raw2 = keys
 	if enc == encUsers {
 		return append(dst, keys...), enc
@@ -352,25 +352,28 @@ func (e *encoder) appendPFOR(dst []byte, vals []uint64) ([]byte, uint8) {
 // write each layout).
 var pforBitmapRatio = 1.5
 
-// encodeEvents encodes the events chunk of codes, re-mapped by remap to
-// the written dictionary, as bit-packed codes (encEvents): into min at the
-// smallest width that holds the block's codes (into tight), and, when that width is
-// not 8 or 16, into aligned at 8 or 16 bits, which zstd compresses better
-// (aligned is then returned empty).
-func (e *encoder) encodeEvents(tight, aligned []byte, codes []uint32, remap []uint32) ([]byte, []byte) {
+// encodeEvents encodes the events chunk of codes (the writer's codes) as
+// bit-packed codes (encEvents): into tight at the smallest width that
+// holds the block's codes, and, when that width is not 8, 16 or 32, into
+// aligned at the next of those, which zstd compresses better (aligned is
+// then returned empty).
+func (e *encoder) encodeEvents(tight, aligned []byte, codes []uint32) ([]byte, []byte) {
 	vals := grow(e.u64, len(codes))
 	e.u64 = vals
-	var maxc uint64
+	var maxc uint32
 	for i, c := range codes {
-		vals[i] = uint64(remap[c])
-		maxc = max(maxc, vals[i])
+		vals[i] = uint64(c)
+		maxc = max(maxc, c)
 	}
-	w := bitWidth(maxc)
+	w := bitWidth(uint64(maxc))
 	tight = append(tight, byte(w))
 	tight = appendPacked(tight, vals, w)
-	if w != 8 && w != 16 {
+	if w != 8 && w != 16 && w != 32 {
 		aw := uint(8)
-		if w > 8 {
+		switch {
+		case w > 16:
+			aw = 32
+		case w > 8:
 			aw = 16
 		}
 		aligned = append(aligned, byte(aw))
@@ -379,31 +382,17 @@ func (e *encoder) encodeEvents(tight, aligned []byte, codes []uint32, remap []ui
 	return tight, aligned
 }
 
-// encodeProp appends the chunk of rows [lo, hi) of col to dst and returns
-// its encoding. dm is the compacted dictionary of a string column.
-func (e *encoder) encodeProp(dst []byte, col *PropColumn, dm *dictMap, lo, hi int) ([]byte, uint8) {
-	rows := hi - lo
+// encodeProp appends the chunk of the first rows rows of the property
+// buffer pb (of type typ) to dst and returns its encoding.
+func (e *encoder) encodeProp(dst []byte, pb *propBuf, typ event.Type, rows int) ([]byte, uint8) {
+	// The block's presence bits (the buffer may hold later rows).
 	words := (rows + 63) / 64
-	e.bm = grow(e.bm, words)
-	clear(e.bm)
-	ints := e.u64[:0]
-	floats := e.f64[:0]
-	for r := lo; r < hi; r++ {
-		if !present(col.Present, r) {
-			continue
-		}
-		e.bm[(r-lo)>>6] |= 1 << (uint(r-lo) & 63)
-		switch col.Type {
-		case event.TypeFloat:
-			floats = append(floats, col.Floats[r])
-		case event.TypeString:
-			ints = append(ints, uint64(dm.code[col.Strs[r]]))
-		default:
-			ints = append(ints, uint64(col.Ints[r]))
-		}
+	pm := append(e.bm[:0], pb.present[:words]...)
+	if rows%64 != 0 {
+		pm[words-1] &= 1<<(rows%64) - 1
 	}
-	e.u64, e.f64 = ints, floats
-	m := len(ints) + len(floats)
+	e.bm = pm
+	m := popcount(pm)
 	var pres uint8
 	switch m {
 	case 0:
@@ -412,20 +401,48 @@ func (e *encoder) encodeProp(dst []byte, col *PropColumn, dm *dictMap, lo, hi in
 		pres = presAll
 	default:
 		pres = presBitmap
-		for _, w := range e.bm {
+		for _, w := range pm {
 			dst = binary.LittleEndian.AppendUint64(dst, w)
 		}
 	}
 	var val uint8
-	switch col.Type {
-	case event.TypeFloat:
+	if typ == event.TypeFloat {
+		floats := grow(e.f64, m)
+		e.f64 = floats
+		gather(floats, pb.floats, pm, m == rows)
 		dst, val = e.encodeFloats(dst, floats)
-	case event.TypeString:
+		return dst, pres | val<<2
+	}
+	ints := grow(e.u64, m)
+	e.u64 = ints
+	if typ == event.TypeString {
+		gather(ints, pb.strs, pm, m == rows)
 		dst, val = appendFOR(dst, ints), valFOR
-	default:
+	} else {
+		gather(ints, pb.ints, pm, m == rows)
 		dst, val = appendInts(dst, ints)
 	}
 	return dst, pres | val<<2
+}
+
+// gather sets dst[j] to the value of src at the row of the j-th set bit
+// of pm (converted to D); all says every bit is set (then dst and src
+// align).
+func gather[D uint64 | float64, S int64 | uint32 | float64](dst []D, src []S, pm []uint64, all bool) {
+	if all {
+		src = src[:len(dst)]
+		for r, v := range src {
+			dst[r] = D(v)
+		}
+		return
+	}
+	j := 0
+	for wi, w := range pm {
+		for ; w != 0; w &= w - 1 {
+			dst[j] = D(src[wi*64+bits.TrailingZeros64(w)])
+			j++
+		}
+	}
 }
 
 // forSize returns the frame-of-reference parameters of vals (int64 bit
@@ -740,8 +757,8 @@ func (b *Block) SumDeltas(s, e int) uint64 {
 		if s < pf.nextRow {
 			pf.next, pf.nextRow = 0, 0
 		}
-		k := pf.next + BitsSet(pf.bits, pf.nextRow, s)
-		c := BitsSet(pf.bits, s, e)
+		k := pf.next + bitsSet(pf.bits, pf.nextRow, s)
+		c := bitsSet(pf.bits, s, e)
 		for _, h := range pf.highs[k : k+c] {
 			sum += h << pf.w
 		}
@@ -763,38 +780,8 @@ func (b *Block) SumDeltas(s, e int) uint64 {
 	return sum
 }
 
-// PackedDeltas is the layout of a block's time deltas that
-// ReadBlockPacked left bit-packed (PFOR; see Block.PackedDeltas). Row r's
-// delta (see Block.Deltas) is its low part, the W bits at bits
-// [r·W, (r+1)·W) of Lows (little-endian, LSB first, the layout of
-// parquet-go/bitpack), plus Highs[k]<<W when r is the k-th exception.
-// The exceptions are the rows of ExcRows (ascending), or, when ExcBits is
-// not nil, the set bits of ExcBits: ⌈rows/64⌉ little-endian u64 words,
-// bit r%64 of word r/64 for row r, none at or past the block's rows.
-// Lows holds packedLen(rows, W) bytes; nothing may be read past it or
-// past ExcBits.
-type PackedDeltas struct {
-	W       uint
-	Lows    []byte
-	ExcRows []uint64
-	ExcBits []byte
-	Highs   []uint64
-}
-
-// PackedDeltas returns the layout of the time deltas that ReadBlockPacked
-// left bit-packed, with ok, or ok false when they are in Deltas (after any
-// other read, or a times chunk not stored as PFOR). The slices are
-// borrowed from b and valid until its next read.
-func (b *Block) PackedDeltas() (PackedDeltas, bool) {
-	if !b.packed {
-		return PackedDeltas{}, false
-	}
-	pf := &b.pf
-	return PackedDeltas{W: pf.w, Lows: pf.packed[:len(pf.packed):len(pf.packed)], ExcRows: pf.idx, ExcBits: pf.bits, Highs: pf.highs[:len(pf.highs):len(pf.highs)]}, true
-}
-
 // UnpackDeltas decodes the deltas that ReadBlockPacked left packed into
-// Deltas (see PackedDeltas); after it the block reads as after
+// Deltas; after it the block reads as after
 // ReadBlockDeltas. It does nothing when they are in Deltas already. It
 // does not allocate in steady state.
 func (b *Block) UnpackDeltas() {
@@ -952,7 +939,7 @@ func (pf *pforReader) init(src []byte, n int, enc uint8, scratch *[]uint64) (int
 		}
 		pf.bits = src[p : p+nb : p+nb]
 		p += nb
-		if c := BitsSet(pf.bits, 0, n); uint64(c) != exc {
+		if c := bitsSet(pf.bits, 0, n); uint64(c) != exc {
 			return 0, fmt.Errorf("PFOR exception bitmap has %d rows, want %d", c, exc)
 		}
 		if n%64 != 0 && binary.LittleEndian.Uint64(pf.bits[nb-8:])>>(n%64) != 0 {
@@ -1025,11 +1012,11 @@ func (pf *pforReader) read(vs []uint64, c0 int) {
 	pf.next = k
 }
 
-// BitsSet returns the number of bits set in rows [a, b) of the bitmap bm
-// in the layout of PackedDeltas.ExcBits (little-endian u64 words, bit
-// r%64 of word r/64 for row r; 0 ≤ a ≤ b ≤ 8·len(bm), len(bm) a multiple
-// of 8): with a = 0, the rank of row b among the exceptions.
-func BitsSet(bm []byte, a, b int) int {
+// bitsSet returns the number of bits set in rows [a, b) of the bitmap bm
+// in the layout of the PFOR exception bitmap (little-endian u64 words,
+// bit r%64 of word r/64 for row r; 0 ≤ a ≤ b ≤ 8·len(bm), len(bm) a
+// multiple of 8): with a = 0, the rank of row b among the exceptions.
+func bitsSet(bm []byte, a, b int) int {
 	if a >= b {
 		return 0
 	}
@@ -1062,12 +1049,12 @@ func unpackWidth(vals []uint64, src []byte, p int) (uint, int, error) {
 }
 
 // decodeEvents decodes an events chunk into b.Events, checking every code
-// against the nNames names of the segment.
+// against the nNames names of the segment (≤ MaxEventNames).
 func decodeEvents(raw []byte, nNames int, b *Block) error {
 	rows := b.Rows
 	ev := grow(b.Events, rows)
 	b.Events = ev
-	if len(raw) == 0 || raw[0] > 16 {
+	if len(raw) == 0 || raw[0] > 32 {
 		return errors.New("bad event code width")
 	}
 	w := uint(raw[0])
@@ -1075,33 +1062,31 @@ func decodeEvents(raw []byte, nNames int, b *Block) error {
 	if len(raw) != packedLen(rows, w) {
 		return fmt.Errorf("%d bytes for %d codes of %d bits", len(raw), rows, w)
 	}
-	// over collects limit-1-c for every code c: its top bit is set iff
-	// some c ≥ limit (c < 2^16 and limit ≤ 2^16, so no false positive).
 	// Codes unpack with parquet-go/bitpack's vectorised kernels straight
 	// into the 32-bit Events (a uint16 Events needed a narrowing pass that
-	// cost 0.8 ns per row at 1B events); the check is then codesAbove,
-	// skipped when w bits cannot exceed the names.
-	limit := uint32(min(nNames, 1<<16))
-	var over uint32
+	// cost 0.8 ns per row at 1B events); the check that every code is
+	// below the names is then codesAbove, skipped when w bits cannot
+	// exceed them.
+	limit := uint32(nNames) // > 0: a block has rows, so the segment names
+	var over bool
 	switch {
 	case w == 0:
 		clear(ev)
-		over = limit - 1
 	case w == 16:
+		var o uint32
 		for i := range ev {
 			c := uint32(binary.LittleEndian.Uint16(raw[2*i:]))
 			ev[i] = c
-			over |= limit - 1 - c
+			o |= limit - 1 - c
 		}
+		over = o>>31 != 0 // c < 2^16 and limit ≤ 2^31: no false positive
 	default:
 		unpack(ev, raw, w)
-		if uint32(1)<<w > limit && codesAbove(ev, limit-1) {
-			over = 1 << 31
-		}
+		over = uint64(1)<<w > uint64(limit) && codesAbove(ev, limit-1)
 	}
-	if over>>31 != 0 {
+	if over || limit == 0 {
 		for i, c := range ev {
-			if uint32(c) >= limit {
+			if c >= limit {
 				return fmt.Errorf("row %d event code %d ≥ %d names", i, c, nNames)
 			}
 		}
@@ -1110,12 +1095,14 @@ func decodeEvents(raw []byte, nNames int, b *Block) error {
 }
 
 // codesOver reports, in the top bit of its result, whether some code
-// exceeds l (< 2^16). It reads the codes in pairs as uint64 words and
+// exceeds l (< 2^31). It reads the codes in pairs as uint64 words and
 // subtracts each pair from l|l<<32: a lane's top bit is set when its code
-// exceeds l, and the borrow from the low lane only ever sets the high
-// lane's top bit when the low lane's is already set, so the test stays
-// exact. Four accumulators keep the OR chains off the critical path (one
-// accumulator over single codes ran at 2 cycles per code at 1B events).
+// (below 2^31) exceeds l, and the borrow from the low lane only ever sets
+// the high lane's top bit when the low lane's is already set, so the test
+// stays exact; each word is ORed in too, for the codes of 2^31 and more
+// (32-bit codes). Four accumulators keep the OR chains off the critical
+// path (one accumulator over single codes ran at 2 cycles per code at 1B
+// events).
 func codesOver(codes []uint32, l uint32) uint32 {
 	var o0, o1, o2, o3 uint64
 	l2 := uint64(l) | uint64(l)<<32
@@ -1124,18 +1111,19 @@ func codesOver(codes []uint32, l uint32) uint32 {
 		i := 0
 		for ; i+4 <= len(w); i += 4 {
 			x := w[i : i+4 : i+4]
-			o0 |= l2 - x[0]
-			o1 |= l2 - x[1]
-			o2 |= l2 - x[2]
-			o3 |= l2 - x[3]
+			o0 |= (l2 - x[0]) | x[0]
+			o1 |= (l2 - x[1]) | x[1]
+			o2 |= (l2 - x[2]) | x[2]
+			o3 |= (l2 - x[3]) | x[3]
 		}
 		for _, x := range w[i:] {
-			o0 |= l2 - x
+			o0 |= (l2 - x) | x
 		}
 	}
 	o := o0 | o1 | o2 | o3
 	if len(codes)%2 == 1 {
-		o |= uint64(l - codes[len(codes)-1])
+		c := codes[len(codes)-1]
+		o |= uint64((l - c) | c)
 	}
 	return uint32(o) | uint32(o>>32)
 }

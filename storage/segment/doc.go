@@ -1,36 +1,48 @@
 // Package segment implements Spur's on-disk segment format: an immutable,
-// checksummed, columnar file holding the events of one shard for some
-// time range, rows sorted by (user hash, user id bytes, time, arrival).
-// Write creates a segment from an Input; Open, Reader.Meta, Reader.ReadBlock
-// and Reader.Verify read it back.
+// checksummed, columnar file holding the events (or user property writes)
+// of one shard for some time range, rows sorted by (user hash, user id
+// bytes, time, arrival). A Writer writes a segment a block at a time, the
+// footer last (Write does so from a whole Input); NewReader (or Open),
+// Reader.Meta, Reader.ReadBlock and Reader.Verify read it back. The row
+// filters of a scan (FilterDeltas, FilterDeltasSparse,
+// FilterDeltasInRange, FilterDeltasBlock) live here too, beside the time
+// encodings they read, which no other package sees.
 //
 // # Design
 //
 // Rows are grouped into blocks of whole users (about
-// WriterOptions.BlockRows rows; a larger user gets a block of its own).
-// Each block stores one chunk per column: users, times, events, then each
-// property. A chunk is encoded by its statistics (bit-packing at the
-// smallest width, patched bit-packing for skewed time deltas, frame of
-// reference, zigzag deltas, exact decimals for floats, dictionary codes for
-// strings, presence bitmaps), then compressed with zstd only if that makes
-// it WriterOptions.MinZstdRatio times smaller (default 2: zstd decoding
-// costs more than the bit-unpacking), then checksummed with CRC-32C. The
-// footer holds the dictionaries, the schema, per-block zone maps (hash and
-// time ranges, a bitset of the event codes present) and the chunk records.
-// The chunks tile the bytes between header and footer exactly, so the
-// header and trailer fields, the footer checksum and the chunk checksums
-// together cover every byte of the file: any change to a byte makes Open
-// or Verify fail with a *CorruptionError.
+// WriterOptions.BlockRows rows); a user with more rows than a block holds
+// (WriterOptions.SplitRows) continues in the next block, which is marked
+// Continued. Each block stores one chunk per column: users, times,
+// events, then each property. A chunk is encoded by its statistics
+// (bit-packing at the smallest width, patched bit-packing for skewed time
+// deltas, frame of reference, zigzag deltas, exact decimals for floats,
+// dictionary codes for strings, presence bitmaps), then compressed with
+// zstd only if that makes it WriterOptions.MinZstdRatio times smaller
+// (default 2: zstd decoding costs more than the bit-unpacking), then
+// checksummed with CRC-32C. The footer holds the segment's identity (its
+// shard, kind, catalog generation and arrival-order range, so that a
+// store can rebuild its catalog from footers alone), the dictionaries
+// (codes assigned in the order the writer first met each string, so that
+// a streaming writer never recodes), the schema, per-block zone maps
+// (hash and time ranges, a bitset of the event codes present) and the
+// chunk records. The chunks tile the bytes between header and footer
+// exactly, so the header and trailer fields, the footer checksum and the
+// chunk checksums together cover every byte of the file: any change to a
+// byte makes NewReader or Verify fail with a *CorruptionError. The footer
+// decoder is strict besides: every count, range and order is checked,
+// varints must be in their shortest form, and a footer it accepts
+// re-encodes to the same bytes.
 //
-// # File layout (version 3)
+// # File layout (version 4)
 //
 // All fixed-width integers are little-endian. uvarint and varint are
-// encoding/binary's (LEB128; varint zigzag-encoded). A string is a uvarint
-// byte length followed by the bytes. CRC is CRC-32C (Castagnoli).
+// encoding/binary's (LEB128; varint zigzag-encoded), in their shortest
+// form. A string is a uvarint byte length followed by the bytes. CRC is
+// CRC-32C (Castagnoli).
 //
-//	offset 0        version byte (3; version 2 files, the same layout
-//	                without users encoding 2, and version 1 files,
-//	                also without times encoding 3, are read too)
+//	offset 0        version byte (4; versions 1 to 3 are read too, see
+//	                below)
 //	offset 1..7     magic "SPURSEG"
 //	offset 8..F-1   blocks: for each block in order, its chunks' stored
 //	                bytes back to back (users, times, events, property
@@ -51,13 +63,29 @@
 //
 // Footer:
 //
-//	uvarint rows, uvarint users, varint min time, varint max time (µs)
-//	uvarint E, E strings: event names, strictly ascending
+//	identity (Identity; all 0 for none, kind 0):
+//	    byte kind (0 none, 1 events, 2 users),
+//	    uvarint shard count (a power of two ≤ MaxShards; 0 with kind 0),
+//	    uvarint shard index (< shard count),
+//	    uvarint generation (the catalog generation the writing operation
+//	        intends to publish),
+//	    uvarint seq min, uvarint seq max (arrival ranks of the rows,
+//	        min ≤ max < 2^63)
+//	uvarint creation time (UTC µs, in (0, year 10000))
+//	uvarint rows, uvarint users (distinct), varint min time, varint max
+//	    time (µs)
+//	uvarint E, E strings: event names, unique, in first-use order
 //	E uvarints: rows per event name (each ≥ 1, summing to rows)
 //	uvarint P, P properties: string name, byte event.Type (1..5),
-//	    uvarint D, D strings: dictionary (strings only; strictly ascending)
-//	uvarint B, B blocks:
-//	    uvarint rows, uvarint users
+//	    uvarint D, D strings: dictionary (strings only; unique, in
+//	    first-use order)
+//	uvarint B, B blocks (B·⌈E/64⌉ ≤ 32 Mi: the decoded event bitsets
+//	    take at most 256 MiB):
+//	    uvarint rows (≤ MaxBlockRows), uvarint users (a continued user
+//	        counts in each of its blocks)
+//	    byte flags: bit 0 continued (the first user is the previous
+//	        block's last user, same hash and id, its rows going on in
+//	        time order; never on block 0); other bits 0
 //	    u64 first user hash, u64 last user hash
 //	    varint min time, uvarint max time - min time
 //	    uvarint K, K uvarints: the event codes present, as gaps
@@ -65,6 +93,12 @@
 //	    3+P chunk records: byte encoding, byte compression (0 none,
 //	        1 zstd), uvarint stored length, uvarint raw length, u32 CRC
 //	        of the stored bytes
+//
+// Versions 1 to 3 lack the identity and creation time, the flags byte of
+// each block record (no user continues) and keep their dictionaries
+// strictly ascending; version 3 introduced the users encoding 2, version
+// 2 the times encoding 3, and event codes were at most 16 bits wide
+// before version 4.
 //
 // A chunk's stored bytes are its raw bytes (compression 0) or one zstd
 // frame of them (compression 1; no zstd checksum). Raw chunk layouts,
@@ -101,7 +135,7 @@
 //	    i is an exception; X bits set, none at or past n), so readers
 //	    test, rank and copy exceptions without decoding them; writers
 //	    choose it when it takes at most 1.5 times the gaps' bytes.
-//	events (encoding 1): byte w ≤ 16, packed(rows, w) event codes.
+//	events (encoding 1): byte w ≤ 32, packed(rows, w) event codes.
 //	property: encoding byte = presence | value<<2 with presence
 //	    0 none (raw chunk empty), 1 all rows, 2 bitmap; the raw chunk is
 //	    [ceil(rows/64) u64 bitmap words, bit r%64 of word r/64 = row r
@@ -115,11 +149,22 @@
 //
 // # Reading
 //
-// Open reads the header, trailer and footer with pread (os.File.ReadAt)
-// and validates every footer length and count against the bytes present,
-// so no corrupt length can make it allocate more than a small multiple of
-// the footer's size. ReadBlock reads the chunks it needs with pread into
+// NewReader reads the header, trailer and footer with pread
+// (io.ReaderAt) and validates every footer length and count against the
+// bytes present, so that no corrupt length can make it allocate more than
+// a small multiple of the footer's size (the event bitsets, bounded
+// above, aside). ReadBlock reads the chunks it needs with pread into
 // buffers owned by the caller's Block, checks their CRCs, and decodes into
 // the Block's reusable slices without allocating in steady state; block
 // row counts are capped by MaxBlockRows, which bounds its buffers.
+//
+// # Writing
+//
+// A Writer holds the block being built, the dictionaries and the footer
+// records of the blocks written (Writer.Bytes). Rows arrive in key order,
+// checked; AppendBlockRows copies rows of decoded blocks (a compaction)
+// through a Remap of each input's codes, AppendInput whole runs of users
+// (an import). A block is encoded and written when the next user does
+// not fit, or when one user fills SplitRows rows alone; Close writes the
+// footer and the trailer, syncs and closes the file.
 package segment

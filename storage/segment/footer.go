@@ -2,7 +2,9 @@ package segment
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 
@@ -10,26 +12,35 @@ import (
 )
 
 // PropMeta describes one property column of a segment. Dict is the
-// string dictionary of a TypeString column (sorted ascending, unique, every
-// entry used by some row); nil for other types.
+// string dictionary of a TypeString column (unique, every entry used by
+// some row; in the order the writer first met the values since version
+// 4, ascending before); nil for other types.
 type PropMeta struct {
 	Name string
 	Type event.Type
 	Dict []string
 }
 
-// BlockMeta describes one block: a run of whole users.
+// BlockMeta describes one block: a run of users, of which the first may
+// continue the previous block's last user (Continued) and the last may
+// continue in the next block.
 //
-// FirstHash and LastHash are the hashes of its first and last user;
-// MinTime and MaxTime the exact minimum and maximum row time (UTC
-// microseconds); Events a bitset over event codes (bit c%64 of word c/64,
-// (len(Meta.EventNames)+63)/64 words) with a bit set for each code that
-// occurs in the block.
+// Rows and Users count the block's rows and users (a continued user
+// counts in every block it has rows in). FirstHash and LastHash are the
+// hashes of its first and last user; MinTime and MaxTime the exact
+// minimum and maximum row time (UTC microseconds); Events a bitset over
+// event codes (bit c%64 of word c/64, (len(Meta.EventNames)+63)/64
+// words) with a bit set for each code that occurs in the block.
+// Continued (format version 4) reports that the block's first user is
+// the previous block's last user (same hash and id), whose rows go on
+// here in time order: a user with more rows than a block holds spans
+// consecutive blocks.
 type BlockMeta struct {
 	Rows, Users         int
 	FirstHash, LastHash uint64
 	MinTime, MaxTime    int64
 	Events              []uint64 // bitset over event codes present in the block
+	Continued           bool
 }
 
 // ColumnStats is per-column storage accounting for spur inspect. Name is
@@ -46,18 +57,96 @@ type ColumnStats struct {
 	RawBytes        int64
 }
 
+// Kind says what a segment holds (the footer's kind byte, format
+// version 4).
+type Kind uint8
+
+const (
+	// KindNone: the segment does not say (a file of format version 1 to
+	// 3, or one written without an Identity).
+	KindNone Kind = 0
+	// KindEvents: events of one shard.
+	KindEvents Kind = 1
+	// KindUsers: user property writes ("$set" rows) of one shard.
+	KindUsers Kind = 2
+)
+
+// String returns "events", "users" or "none".
+func (k Kind) String() string {
+	switch k {
+	case KindEvents:
+		return "events"
+	case KindUsers:
+		return "users"
+	case KindNone:
+		return "none"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// MaxShards is the largest shard count an Identity may name.
+const MaxShards = 1 << 16
+
+// maxCreated bounds Meta.Created: the first microsecond of the year 10000
+// (UTC).
+const maxCreated = 253402300800 * 1e6
+
+// Identity is what a segment says about its place in its app, so that a
+// store can rebuild its catalog from the footers alone (storage.md §3).
+// The zero Identity (Kind KindNone) means none: files of format versions
+// 1 to 3 and files written without one. Otherwise Kind is KindEvents or
+// KindUsers; Shards is the app's shard count, a power of two in
+// [1, MaxShards], and Shard the segment's shard index in [0, Shards);
+// Generation is the catalog generation the writing operation intends to
+// publish (any value); SeqMin ≤ SeqMax (both ≥ 0) are the arrival ranks of
+// the segment's rows: equal for the output of one flush or import run, the
+// range of its inputs' ranks for a compaction output.
+type Identity struct {
+	Kind           Kind
+	Shard, Shards  int
+	Generation     uint64
+	SeqMin, SeqMax int64
+}
+
+// check returns an error naming the first field out of range, or nil.
+func (id *Identity) check() error {
+	if id.Kind == KindNone {
+		if *id != (Identity{}) {
+			return fmt.Errorf("identity without a kind has shard %d of %d, generation %d, seq %d..%d (want all 0)", id.Shard, id.Shards, id.Generation, id.SeqMin, id.SeqMax)
+		}
+		return nil
+	}
+	switch {
+	case id.Kind > KindUsers:
+		return fmt.Errorf("identity kind %d is not events (1) or users (2)", id.Kind)
+	case id.Shards < 1 || id.Shards > MaxShards || id.Shards&(id.Shards-1) != 0:
+		return fmt.Errorf("identity shard count %d is not a power of two in [1, %d]", id.Shards, MaxShards)
+	case id.Shard < 0 || id.Shard >= id.Shards:
+		return fmt.Errorf("identity shard %d is outside [0, %d)", id.Shard, id.Shards)
+	case id.SeqMin < 0 || id.SeqMin > id.SeqMax:
+		return fmt.Errorf("identity seq range %d..%d is not 0 ≤ min ≤ max", id.SeqMin, id.SeqMax)
+	}
+	return nil
+}
+
 // Meta is the decoded footer of a segment.
 //
-// Rows and Users count rows and users; MinTime and MaxTime are the exact
-// minimum and maximum row time in UTC microseconds (both 0 for an empty
-// segment). EventNames is the event dictionary (sorted ascending, unique,
-// each used): Block.Events holds codes into it, and EventRows[c] is the
-// number of rows with code c. Props describes the property columns in
-// chunk order (ReadBlock's props are indexes into it). Blocks describes the
-// blocks in file order (non-decreasing user hash). Columns has one entry per
+// Version is the file's format version. Identity and Created (UTC
+// microseconds, when the writer started; > 0) are those the writer was
+// given (format version 4; zero in older files). Rows and Users count
+// rows and distinct users; MinTime and MaxTime are the exact minimum and
+// maximum row time in UTC microseconds (both 0 for an empty segment).
+// EventNames is the event dictionary (unique, each used; in the order
+// the writer first met the names since version 4, ascending before):
+// Block.Events holds codes into it, and EventRows[c] is the number of
+// rows with code c. Props describes the property columns in chunk order
+// (ReadBlock's props are indexes into it). Blocks describes the blocks in
+// file order (non-decreasing user hash). Columns has one entry per
 // column: "$user", "$time", "$event", then Props in order.
 type Meta struct {
 	Version          uint8
+	Identity         Identity
+	Created          int64
 	Rows, Users      int64
 	MinTime, MaxTime int64
 	EventNames       []string
@@ -83,10 +172,36 @@ type blockLayout struct {
 	chunks []chunkMeta
 }
 
-// appendFooter appends the footer encoding of m and its block layouts to
-// dst (layout in doc.go). m.Columns and m.Version are not stored: they
-// follow from the chunk records and the header.
+// Block record flags (format version 4).
+const (
+	flagContinued = 1 // BlockMeta.Continued
+	knownFlags    = flagContinued
+)
+
+// appendFooter appends the footer encoding of m and its block layouts in
+// format version m.Version (layout in doc.go). m.Columns is not stored:
+// it follows from the chunk records.
 func appendFooter(dst []byte, m *Meta, layouts []blockLayout) []byte {
+	dst = appendFooterHead(dst, m, len(m.Blocks))
+	for i := range m.Blocks {
+		dst = appendBlockRecord(dst, m.Version, &m.Blocks[i], layouts[i].chunks)
+	}
+	return dst
+}
+
+// appendFooterHead appends the footer up to and including the block
+// count nBlocks, in format version m.Version; the block records follow.
+func appendFooterHead(dst []byte, m *Meta, nBlocks int) []byte {
+	if m.Version >= 4 {
+		id := &m.Identity
+		dst = append(dst, byte(id.Kind))
+		dst = binary.AppendUvarint(dst, uint64(id.Shards))
+		dst = binary.AppendUvarint(dst, uint64(id.Shard))
+		dst = binary.AppendUvarint(dst, id.Generation)
+		dst = binary.AppendUvarint(dst, uint64(id.SeqMin))
+		dst = binary.AppendUvarint(dst, uint64(id.SeqMax))
+		dst = binary.AppendUvarint(dst, uint64(m.Created))
+	}
 	dst = binary.AppendUvarint(dst, uint64(m.Rows))
 	dst = binary.AppendUvarint(dst, uint64(m.Users))
 	dst = binary.AppendVarint(dst, m.MinTime)
@@ -107,30 +222,39 @@ func appendFooter(dst []byte, m *Meta, layouts []blockLayout) []byte {
 			dst = appendString(dst, s)
 		}
 	}
-	dst = binary.AppendUvarint(dst, uint64(len(m.Blocks)))
-	for i := range m.Blocks {
-		b := &m.Blocks[i]
-		dst = binary.AppendUvarint(dst, uint64(b.Rows))
-		dst = binary.AppendUvarint(dst, uint64(b.Users))
-		dst = binary.LittleEndian.AppendUint64(dst, b.FirstHash)
-		dst = binary.LittleEndian.AppendUint64(dst, b.LastHash)
-		dst = binary.AppendVarint(dst, b.MinTime)
-		dst = binary.AppendUvarint(dst, uint64(b.MaxTime-b.MinTime))
-		n := popcount(b.Events)
-		dst = binary.AppendUvarint(dst, uint64(n))
-		prev := -1
-		for c := range len(m.EventNames) {
-			if present(b.Events, c) {
-				dst = binary.AppendUvarint(dst, uint64(c-prev-1))
-				prev = c
-			}
+	return binary.AppendUvarint(dst, uint64(nBlocks))
+}
+
+// appendBlockRecord appends the footer record of block b with chunk
+// records chunks in format version v.
+func appendBlockRecord(dst []byte, v uint8, b *BlockMeta, chunks []chunkMeta) []byte {
+	dst = binary.AppendUvarint(dst, uint64(b.Rows))
+	dst = binary.AppendUvarint(dst, uint64(b.Users))
+	if v >= 4 {
+		var flags byte
+		if b.Continued {
+			flags |= flagContinued
 		}
-		for _, c := range layouts[i].chunks {
-			dst = append(dst, c.enc, c.comp)
-			dst = binary.AppendUvarint(dst, uint64(c.stored))
-			dst = binary.AppendUvarint(dst, uint64(c.raw))
-			dst = binary.LittleEndian.AppendUint32(dst, c.crc)
+		dst = append(dst, flags)
+	}
+	dst = binary.LittleEndian.AppendUint64(dst, b.FirstHash)
+	dst = binary.LittleEndian.AppendUint64(dst, b.LastHash)
+	dst = binary.AppendVarint(dst, b.MinTime)
+	dst = binary.AppendUvarint(dst, uint64(b.MaxTime-b.MinTime))
+	dst = binary.AppendUvarint(dst, uint64(popcount(b.Events)))
+	prev := -1
+	for w, word := range b.Events {
+		for ; word != 0; word &= word - 1 {
+			c := 64*w + bits.TrailingZeros64(word)
+			dst = binary.AppendUvarint(dst, uint64(c-prev-1))
+			prev = c
 		}
+	}
+	for _, c := range chunks {
+		dst = append(dst, c.enc, c.comp)
+		dst = binary.AppendUvarint(dst, uint64(c.stored))
+		dst = binary.AppendUvarint(dst, uint64(c.raw))
+		dst = binary.LittleEndian.AppendUint32(dst, c.crc)
 	}
 	return dst
 }
@@ -185,12 +309,15 @@ func (d *footerDecoder) u64() uint64 {
 	return binary.LittleEndian.Uint64(d.b[d.p-8:])
 }
 
+// uvarint reads a uvarint in its shortest form: a longer one (a last
+// byte of 0) is corruption too, so that every value the decoder accepts
+// has one encoding.
 func (d *footerDecoder) uvarint() uint64 {
 	if d.err != nil {
 		return 0
 	}
 	v, n := binary.Uvarint(d.b[d.p:])
-	if n <= 0 {
+	if n <= 0 || n > 1 && d.b[d.p+n-1] == 0 {
 		d.fail("bad uvarint")
 		return 0
 	}
@@ -198,12 +325,13 @@ func (d *footerDecoder) uvarint() uint64 {
 	return v
 }
 
+// varint reads a varint in its shortest form (see uvarint).
 func (d *footerDecoder) varint() int64 {
 	if d.err != nil {
 		return 0
 	}
 	v, n := binary.Varint(d.b[d.p:])
-	if n <= 0 {
+	if n <= 0 || n > 1 && d.b[d.p+n-1] == 0 {
 		d.fail("bad varint")
 		return 0
 	}
@@ -239,37 +367,63 @@ func (d *footerDecoder) str(what string) string {
 	return string(d.b[d.p-int(n) : d.p])
 }
 
-// sortedStrings reads n strings that must be strictly ascending.
-func (d *footerDecoder) sortedStrings(what string, n int) []string {
+// dictStrings reads n strings that must be unique: in format version 4
+// in any order, before strictly ascending (as the writers sorted them).
+func (d *footerDecoder) dictStrings(what string, n int, version uint8) []string {
 	out := make([]string, n)
+	var seen map[string]struct{}
+	if version >= 4 {
+		seen = make(map[string]struct{}, n)
+	}
 	for i := range out {
 		out[i] = d.str(what)
 		if d.err != nil {
 			return nil
 		}
-		if i > 0 && out[i-1] >= out[i] {
-			d.fail("%s %d (%q) not after %q", what, i, out[i], out[i-1])
+		if version < 4 {
+			if i > 0 && out[i-1] >= out[i] {
+				d.fail("%s %d (%q) not after %q", what, i, out[i], out[i-1])
+				return nil
+			}
+			continue
+		}
+		if _, dup := seen[out[i]]; dup {
+			d.fail("%s %d (%q) repeats an earlier one", what, i, out[i])
 			return nil
 		}
+		seen[out[i]] = struct{}{}
 	}
 	return out
 }
 
 // minBlockRecord is the fewest bytes one block record takes without its
-// chunk records: rows, users, two hashes, min time, time span, code count.
+// chunk records: rows, users, (flags,) two hashes, min time, time span,
+// code count.
 const minBlockRecord = 1 + 1 + 16 + 1 + 1 + 1
 
 // minChunkRecord is the fewest bytes one chunk record takes.
 const minChunkRecord = 1 + 1 + 1 + 1 + 4
 
-// decodeFooter decodes footer bytes b that start at file offset base. The
-// block data occupies file bytes [headerSize, base): chunk records must
-// tile it exactly. It checks every count against the bytes left and every
-// cross-field invariant (sums, orders, ranges), and returns a
-// *CorruptionError (without Path) for the first violation.
-func decodeFooter(b []byte, base int64) (*Meta, []blockLayout, *CorruptionError) {
+// maxBitsetWords bounds the words of all blocks' event bitsets together
+// (256 MiB), which decodeFooter allocates at once: blocks × (event names
+// + 63)/64. The writer refuses to write a footer that needs more; with
+// the default block size it takes millions of distinct event names in
+// one segment, which a writer's dictionary memory (Writer.Bytes) makes
+// its caller end long before.
+const maxBitsetWords = 32 << 20
+
+// decodeFooter decodes the footer bytes b, of format version version,
+// that start at file offset base. The block data occupies file bytes
+// [headerSize, base): chunk records must tile it exactly. It checks every
+// count against the bytes left and every cross-field invariant (sums,
+// orders, ranges, the identity), and returns a *CorruptionError (without
+// Path) for the first violation.
+func decodeFooter(b []byte, base int64, version uint8) (*Meta, []blockLayout, *CorruptionError) {
 	d := &footerDecoder{b: b, base: base}
-	m := &Meta{Version: Version}
+	m := &Meta{Version: version}
+	if version >= 4 {
+		d.decodeIdentity(m)
+	}
 	rows, users := d.uvarint(), d.uvarint()
 	m.MinTime, m.MaxTime = d.varint(), d.varint()
 	if d.err == nil && (rows > 1<<62 || users > rows || m.MinTime > m.MaxTime || rows == 0 && (users != 0 || m.MinTime != 0 || m.MaxTime != 0)) {
@@ -278,7 +432,7 @@ func decodeFooter(b []byte, base int64) (*Meta, []blockLayout, *CorruptionError)
 	m.Rows, m.Users = int64(rows), int64(users)
 
 	nEvents := d.count("event names", 1, MaxEventNames)
-	m.EventNames = d.sortedStrings("event name", nEvents)
+	m.EventNames = d.dictStrings("event name", nEvents, version)
 	m.EventRows = make([]int64, nEvents)
 	var sum uint64
 	for c := range m.EventRows {
@@ -313,29 +467,52 @@ func decodeFooter(b []byte, base int64) (*Meta, []blockLayout, *CorruptionError)
 			d.fail("property %q has type %v with %d dictionary entries", p.Name, p.Type, nDict)
 		}
 		if p.Type == event.TypeString {
-			p.Dict = d.sortedStrings("dictionary entry", nDict)
+			p.Dict = d.dictStrings("dictionary entry", nDict, version)
 		}
 	}
 
 	cols := colProps + nProps
-	nBlocks := d.count("blocks", minBlockRecord+cols*minChunkRecord, math.MaxInt)
+	recordBytes := minBlockRecord + cols*minChunkRecord
+	if version >= 4 {
+		recordBytes++ // flags
+	}
+	nBlocks := d.count("blocks", recordBytes, math.MaxInt)
+	words := (nEvents + 63) / 64
+	if d.err == nil && nBlocks*words > maxBitsetWords {
+		d.fail("%d blocks of %d event names need %d bitset words, more than %d", nBlocks, nEvents, nBlocks*words, maxBitsetWords)
+	}
+	if d.err != nil {
+		return nil, nil, d.err
+	}
 	m.Blocks = make([]BlockMeta, nBlocks)
 	layouts := make([]blockLayout, nBlocks)
-	words := (nEvents + 63) / 64
 	bitsets := make([]uint64, nBlocks*words)
 	chunks := make([]chunkMeta, nBlocks*cols)
 	off := int64(headerSize)
-	var sumRows, sumUsers uint64
+	var sumRows, sumUsers, continued uint64
 	for i := range m.Blocks {
 		bm := &m.Blocks[i]
 		br, bu := d.uvarint(), d.uvarint()
+		var flags byte
+		if version >= 4 {
+			flags = d.u8()
+		}
 		bm.FirstHash, bm.LastHash = d.u64(), d.u64()
 		bm.MinTime = d.varint()
 		span := d.uvarint()
 		if d.err != nil {
 			break
 		}
-		if br == 0 || br > MaxBlockRows || bu == 0 || bu > br || bu > MaxBlockUsers || br > rows-sumRows || bu > users-sumUsers {
+		bm.Continued = flags&flagContinued != 0
+		if flags&^knownFlags != 0 || bm.Continued && (i == 0 || bm.FirstHash != m.Blocks[i-1].LastHash) {
+			d.fail("block %d: flags %#02x invalid (unknown, or a continued first user unlike the previous block's last)", i, flags)
+			break
+		}
+		if bm.Continued {
+			continued++
+		}
+		// Users counts distinct users: a continued one counts once.
+		if br == 0 || br > MaxBlockRows || bu == 0 || bu > br || bu > MaxBlockUsers || br > rows-sumRows || bu > users+continued-sumUsers {
 			d.fail("block %d: %d rows, %d users do not fit", i, br, bu)
 			break
 		}
@@ -387,8 +564,8 @@ func decodeFooter(b []byte, base int64) (*Meta, []blockLayout, *CorruptionError)
 	}
 	if d.err == nil {
 		switch {
-		case sumRows != rows || sumUsers != users:
-			d.fail("blocks hold %d rows and %d users, footer says %d and %d", sumRows, sumUsers, rows, users)
+		case sumRows != rows || sumUsers-continued != users:
+			d.fail("blocks hold %d rows and %d users (%d continued), footer says %d and %d", sumRows, sumUsers, continued, rows, users)
 		case off != base:
 			d.fail("chunks end at offset %d, footer starts at %d", off, base)
 		case d.p != len(b):
@@ -402,6 +579,39 @@ func decodeFooter(b []byte, base int64) (*Meta, []blockLayout, *CorruptionError)
 	}
 	m.Columns = columnStats(m, layouts)
 	return m, layouts, nil
+}
+
+// decodeIdentity reads the identity fields and the creation time of a
+// version 4 footer into m, failing on any value out of range.
+func (d *footerDecoder) decodeIdentity(m *Meta) {
+	at := d.p
+	id := &m.Identity
+	kind := d.u8()
+	shards, shard := d.uvarint(), d.uvarint()
+	id.Generation = d.uvarint()
+	seqMin, seqMax := d.uvarint(), d.uvarint()
+	created := d.uvarint()
+	if d.err != nil {
+		return
+	}
+	// Bounded before the conversions, so that the check sees the values
+	// the file holds.
+	if kind > uint8(KindUsers) || shards > MaxShards || shard > MaxShards || seqMin > math.MaxInt64 || seqMax > math.MaxInt64 {
+		d.p = at
+		d.fail("identity out of range: kind %d, shard %d of %d, seq %d..%d", kind, shard, shards, seqMin, seqMax)
+		return
+	}
+	id.Kind, id.Shards, id.Shard, id.SeqMin, id.SeqMax = Kind(kind), int(shards), int(shard), int64(seqMin), int64(seqMax)
+	if err := id.check(); err != nil {
+		d.p = at
+		d.fail("%v", err)
+		return
+	}
+	if created == 0 || created >= maxCreated {
+		d.fail("creation time %d µs is outside (0, %d)", created, int64(maxCreated))
+		return
+	}
+	m.Created = int64(created)
 }
 
 func minBlockTime(bs []BlockMeta) int64 {

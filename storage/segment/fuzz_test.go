@@ -49,13 +49,15 @@ func seedSegment(f *testing.F, in *Input, opt WriterOptions) []byte {
 }
 
 // seedSegments returns a few small valid segment files (small, because
-// the fuzzer minimises every interesting input at ~1 ms per execution).
+// the fuzzer minimises every interesting input at ~1 ms per execution),
+// among them one with an identity and users continued across blocks.
 func seedSegments(f *testing.F) [][]byte {
 	in := bytesInput([]byte("a few rows of arbitrary bytes to seed the fuzzer: \x00\x01\xff"))
 	return [][]byte{
 		seedSegment(f, realisticInput(11, 40), WriterOptions{BlockRows: 16, MinZstdRatio: 1.01}),
 		seedSegment(f, in, WriterOptions{BlockRows: 2}),
 		seedSegment(f, &Input{}, WriterOptions{}),
+		seedSegment(f, realisticInput(12, 30), WriterOptions{BlockRows: 4, SplitRows: 4, Created: 1, Identity: Identity{Kind: KindUsers, Shard: 3, Shards: 4, Generation: 7, SeqMin: 2, SeqMax: 9}}),
 	}
 }
 
@@ -74,25 +76,36 @@ func splitFile(data []byte) (footer []byte, off int64, ok bool) {
 	return data[fo:end], int64(fo), true
 }
 
+// FuzzFooter decodes arbitrary footer bytes as a footer of format
+// version 1 + version%Version at file offset headerSize + off%2^24: a
+// footer that decodes must re-encode to the same bytes, which decode to
+// the same Meta, and a failure must be a corruption error inside the
+// footer.
 func FuzzFooter(f *testing.F) {
 	for _, seg := range seedSegments(f) {
 		footer, off, _ := splitFile(seg)
-		f.Add(footer, uint32(off))
+		f.Add(footer, uint32(off-headerSize), uint8(Version-1))
 	}
-	f.Add([]byte{}, uint32(0))
-	f.Add([]byte{0x80, 0x80, 0x80}, uint32(8))
-	f.Fuzz(func(t *testing.T, footer []byte, off uint32) {
+	f.Add([]byte{}, uint32(0), uint8(0))
+	f.Add([]byte{0x80, 0x80, 0x80}, uint32(8), uint8(3))
+	f.Fuzz(func(t *testing.T, footer []byte, off uint32, version uint8) {
 		base := headerSize + int64(off%(1<<24))
-		m, layouts, err := decodeFooter(footer, base)
+		v := 1 + version%Version
+		m, layouts, err := decodeFooter(footer, base, v)
 		if err != nil {
 			if m != nil || layouts != nil || err.Offset < base || err.Offset > base+int64(len(footer)) {
 				t.Fatalf("failed decode returned meta or an offset %d outside the footer: %v", err.Offset, err)
 			}
 			return
 		}
-		// A decoded footer re-encodes to one that decodes identically.
+		// A decoded footer re-encodes to the same bytes (the decoder is
+		// strict: it reads every value as the bytes say), which decode
+		// identically.
 		again := appendFooter(nil, m, layouts)
-		m2, layouts2, err := decodeFooter(again, base)
+		if !bytes.Equal(again, footer) {
+			t.Fatalf("footer re-encodes to other bytes:\n%x\n%x", footer, again)
+		}
+		m2, layouts2, err := decodeFooter(again, base, v)
 		if err != nil {
 			t.Fatalf("re-encoded footer does not decode: %v", err)
 		}
@@ -113,7 +126,7 @@ func fixChecksums(data []byte) []byte {
 	if !ok {
 		return nil
 	}
-	m, layouts, err := decodeFooter(footer, off)
+	m, layouts, err := decodeFooter(footer, off, Version)
 	if err != nil {
 		return nil
 	}
@@ -141,27 +154,31 @@ func fixChecksums(data []byte) []byte {
 	return append(out, tr[:]...)
 }
 
+// FuzzReadBlock opens arbitrary bytes as a segment (with fix, after
+// fixChecksums: the footer of version Version, with checksums made right,
+// so that the chunk decoders see the bytes), reads every block every way
+// and verifies the file: errors must be corruption, never a panic, and
+// the reads of a block that decodes must agree.
 func FuzzReadBlock(f *testing.F) {
 	for _, seg := range seedSegments(f) {
 		f.Add(seg, false)
 		f.Add(seg, true)
 	}
 	f.Add([]byte("\x01SPURSEG"), false)
-	path := filepath.Join(f.TempDir(), "seg") // rewritten by every execution (one per worker process)
 	f.Fuzz(func(t *testing.T, data []byte, fix bool) {
 		if fix {
 			if data = fixChecksums(data); data == nil {
 				return
 			}
 		}
-		if err := os.WriteFile(path, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		r, err := Open(path)
+		r, err := NewReader(bytes.NewReader(data), int64(len(data)), "fuzz")
 		if fix && err != nil {
 			t.Fatalf("Open of a file with fixed checksums: %v", err)
 		}
 		if err != nil {
+			if !isCorruption(err) && !errors.Is(err, ErrNewerVersion) {
+				t.Fatalf("NewReader: %v, neither corruption nor a newer version", err)
+			}
 			return
 		}
 		defer r.Close()
@@ -253,14 +270,14 @@ func fuzzBlock(rows, users int) *Block {
 func FuzzDecodeUsers(f *testing.F) {
 	users := []User{{Hash: 3, ID: "a", Rows: 2}, {Hash: 9, ID: "bb", Rows: 1}, {Hash: math.MaxUint64, ID: "", Rows: 300}}
 	var e encoder
-	raw, enc := e.encodeUsers(nil, users, DefaultMinZstdRatio)
+	raw, enc := e.encodeUsers(nil, usersBlock(users), DefaultMinZstdRatio)
 	f.Add(raw, enc, uint32(303), uint32(3), uint64(3), uint64(math.MaxUint64))
 	users = []User{{ID: "u1", Rows: 2}, {ID: "u0", Rows: 1}, {ID: "u2", Rows: 300}}
 	for i := range users {
 		users[i].Hash = UserHash([]byte(users[i].ID))
 	}
 	slices.SortFunc(users, func(a, b User) int { return cmp.Compare(a.Hash, b.Hash) })
-	raw, enc = e.encodeUsers(nil, users, DefaultMinZstdRatio)
+	raw, enc = e.encodeUsers(nil, usersBlock(users), DefaultMinZstdRatio)
 	f.Add(raw, enc, uint32(303), uint32(3), users[0].Hash, users[2].Hash)
 	f.Add([]byte{}, uint8(encUsers), uint32(1), uint32(1), uint64(0), uint64(0))
 	f.Fuzz(func(t *testing.T, raw []byte, enc uint8, rows, users uint32, first, last uint64) {
@@ -349,11 +366,15 @@ func deltaTimes(b *Block) []int64 {
 
 func FuzzDecodeEvents(f *testing.F) {
 	var e encoder
-	tightEnc, aligned := e.encodeEvents(nil, nil, []uint32{0, 5, 2, 2, 7, 1, 0, 0, 3}, []uint32{0, 1, 2, 3, 4, 5, 6, 7})
+	tightEnc, aligned := e.encodeEvents(nil, nil, []uint32{0, 5, 2, 2, 7, 1, 0, 0, 3})
 	f.Add(tightEnc, uint32(9), uint32(8))
 	f.Add(aligned, uint32(9), uint32(6))
 	f.Add([]byte{16, 0xff, 0xff}, uint32(1), uint32(65535))
 	f.Add([]byte{11, 0xff, 0xff, 0xff}, uint32(2), uint32(1000))
+	tightEnc, aligned = e.encodeEvents(nil, nil, []uint32{69999, 5, 1 << 17, 0})
+	f.Add(tightEnc, uint32(4), uint32(70000))
+	f.Add(aligned, uint32(4), uint32(1<<17+1))
+	f.Add([]byte{32, 0xff, 0xff, 0xff, 0xff}, uint32(1), uint32(1<<31-2))
 	f.Fuzz(func(t *testing.T, raw []byte, rows, names uint32) {
 		r, n := 1+int(rows%100000), 1+int(names%MaxEventNames)
 		b1, b2 := &Block{Rows: r}, &Block{Rows: r}
@@ -385,16 +406,18 @@ func FuzzDecodeProp(f *testing.F) {
 		}
 		ints[r], floats[r], strs[r] = int64(r*r)-50, float64(r)/4, uint32(r%7)
 	}
-	dm := compactDict([]string{"a", "b", "c", "d", "e", "f", "g"}, []bool{true, true, true, true, true, true, true})
-	for _, col := range []PropColumn{
-		{Type: event.TypeInt, Present: bm, Ints: ints},
-		{Type: event.TypeFloat, Present: bm, Floats: floats},
-		{Type: event.TypeFloat, Present: allPresent(n), Floats: append(floats[:n-1:n-1], math.NaN())},
-		{Type: event.TypeString, Present: bm, Strs: strs},
-		{Type: event.TypeTime, Present: allPresent(n), Ints: ints},
+	for _, col := range []struct {
+		typ event.Type
+		pb  propBuf
+	}{
+		{event.TypeInt, propBuf{present: bm, ints: ints}},
+		{event.TypeFloat, propBuf{present: bm, floats: floats}},
+		{event.TypeFloat, propBuf{present: allPresent(n), floats: append(floats[:n-1:n-1], math.NaN())}},
+		{event.TypeString, propBuf{present: bm, strs: strs}},
+		{event.TypeTime, propBuf{present: allPresent(n), ints: ints}},
 	} {
-		raw, enc := e.encodeProp(nil, &col, &dm, 0, n)
-		f.Add(raw, enc, uint8(col.Type), uint32(7), uint32(n))
+		raw, enc := e.encodeProp(nil, &col.pb, col.typ, n)
+		f.Add(raw, enc, uint8(col.typ), uint32(7), uint32(n))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte, enc, typ uint8, dictLen, rows uint32) {
 		r := 1 + int(rows%100000)
@@ -470,14 +493,19 @@ func FuzzBitpack(f *testing.F) {
 
 // FuzzRoundTrip builds an Input from arbitrary bytes and requires it to
 // write, verify and read back exactly (this covers every encoder's choice
-// on adversarial value distributions).
+// on adversarial value distributions), with blocks of whole users or,
+// when the top bit of blockRows is set, users continued across blocks.
 func FuzzRoundTrip(f *testing.F) {
 	f.Add([]byte("seed"), uint16(3))
 	f.Add(make([]byte, 64), uint16(1))
 	f.Add([]byte{0xff, 0xfe, 0x80, 0x7f, 0x00, 0x01, 0x02, 0x03, 0x04}, uint16(0))
 	f.Fuzz(func(t *testing.T, data []byte, blockRows uint16) {
 		in := bytesInput(data)
-		roundTrip(t, in, WriterOptions{BlockRows: 1 + int(blockRows%300), MinZstdRatio: 1.01})
+		opt := WriterOptions{BlockRows: 1 + int(blockRows%300), MinZstdRatio: 1.01}
+		if blockRows&0x8000 != 0 {
+			opt.SplitRows = opt.BlockRows // users continue across blocks
+		}
+		roundTrip(t, in, opt)
 	})
 }
 

@@ -3,6 +3,7 @@ package segment
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -170,7 +171,7 @@ func randomInput(rng *rand.Rand) *Input {
 	presence := []float64{0, 0.01, 0.5, 0.99, 1}
 	types := map[string]event.Type{"i": event.TypeInt, "f": event.TypeFloat, "s": event.TypeString, "b": event.TypeBool, "t": event.TypeTime}
 	pres := map[string]float64{}
-	for k := range types {
+	for _, k := range slices.Sorted(maps.Keys(types)) { // in a fixed order: the draws are reproducible
 		pres[k] = presence[rng.IntN(len(presence))]
 	}
 	var evs []testEvent
@@ -214,4 +215,17 @@ func randomInput(rng *rand.Rand) *Input {
 		coarse = hashID
 	}
 	return buildInput(evs, types, coarse)
+}
+
+// usersBlock returns a block buffer holding users (their hashes, ids and
+// row counts), as encodeUsers takes them.
+func usersBlock(users []User) *blockBuf {
+	b := &blockBuf{idOff: []int{0}, starts: []int{0}}
+	for _, u := range users {
+		b.hashes = append(b.hashes, u.Hash)
+		b.ids = append(b.ids, u.ID...)
+		b.idOff = append(b.idOff, len(b.ids))
+		b.starts = append(b.starts, b.starts[len(b.starts)-1]+u.Rows)
+	}
+	return b
 }

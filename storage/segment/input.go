@@ -4,23 +4,24 @@ import (
 	"cmp"
 	"fmt"
 	"math/bits"
-	"slices"
 	"strings"
 
 	"github.com/spurdb/spur/event"
 )
 
-// Limits of the format. Write rejects an Input beyond them and Open treats a
-// footer beyond them as corruption, so that no length read from a file can
-// make the reader allocate more than a few hundred megabytes.
+// Limits of the format. The writer rejects data beyond them and Open treats
+// a footer beyond them as corruption, so that no length read from a file
+// can make the reader allocate more than a few hundred megabytes.
 const (
-	// MaxEventNames is the largest number of distinct event names a segment
-	// holds (after the writer drops unused and duplicate names): event codes
-	// are uint16.
-	MaxEventNames = 65535
-	// MaxBlockRows is the largest number of rows in one block. A block holds
-	// whole users, so one user with more rows than this in one segment is
-	// an error; WriterOptions.BlockRows may not exceed it either.
+	// MaxEventNames is the largest number of distinct event names a
+	// segment holds: event codes are below 2^31 (stored in up to 32
+	// bits). In practice a writer's caller ends a segment long before,
+	// when its dictionaries grow large (Writer.Bytes).
+	MaxEventNames = 1<<31 - 1
+	// MaxBlockRows is the largest number of rows in one block, and
+	// WriterOptions.BlockRows and SplitRows may not exceed it. It does
+	// not limit a user: a user with more rows than a block holds
+	// continues in the next block (BlockMeta.Continued).
 	MaxBlockRows = 1 << 24
 	// MaxBlockUsers is the largest number of users in one block; the writer
 	// starts a new block when a block reaches it.
@@ -49,7 +50,7 @@ type User struct {
 // absent rows are ignored): Ints for TypeInt, TypeBool (0 or 1) and
 // TypeTime (UTC microseconds); Floats for TypeFloat; Strs for TypeString,
 // each a code into Dict. Dict may hold unused or duplicate strings: the
-// writer keeps only the used ones, deduplicated and sorted.
+// writer keeps only the used ones, once each.
 type PropColumn struct {
 	Name    string
 	Type    event.Type
@@ -60,16 +61,16 @@ type PropColumn struct {
 	Dict    []string  // TypeString dictionary
 }
 
-// Input is the content of one segment: the events of one shard for some
-// time range, rows sorted by (user Hash, user ID bytes, Time, arrival).
+// Input is a run of rows of one shard, columnar, sorted by (user Hash,
+// user ID bytes, Time, arrival): the content of a segment for Write, or a
+// piece of it for Writer.AppendInput.
 //
 // Users lists the consecutive runs of rows per user, strictly increasing by
 // (Hash, ID); the sum of their Rows is len(Times). Times are UTC
 // microseconds, non-decreasing within each user. Events[r] is a code into
 // EventNames, which may hold unused or duplicate names (the writer keeps
-// only the used ones, deduplicated and sorted; at most MaxEventNames).
-// Props are the property columns, names unique and non-empty. Write does
-// not modify or retain the Input.
+// only the used ones, once each). Props are the property columns, names
+// unique and non-empty. The writer does not modify or retain an Input.
 type Input struct {
 	Users      []User
 	Times      []int64
@@ -78,111 +79,64 @@ type Input struct {
 	Props      []PropColumn
 }
 
-// dictMap is a compacted dictionary: the used entries of an input
-// dictionary, deduplicated and sorted, and the mapping of input codes to it.
-type dictMap struct {
-	names []string // written dictionary, sorted, unique
-	code  []uint32 // input code → written code (only meaningful for used codes)
-}
-
-// compactDict builds the written dictionary of dict from the used marks.
-func compactDict(dict []string, used []bool) dictMap {
-	names := make([]string, 0, len(dict))
-	for c, u := range used {
-		if u {
-			names = append(names, dict[c])
-		}
-	}
-	slices.Sort(names)
-	names = slices.Compact(names)
-	m := dictMap{names: names, code: make([]uint32, len(dict))}
-	for c, u := range used {
-		if u {
-			i, _ := slices.BinarySearch(names, dict[c])
-			m.code[c] = uint32(i)
-		}
-	}
-	return m
-}
-
-// prepared is a validated Input with its dictionaries compacted.
-type prepared struct {
-	in     *Input
-	events dictMap
-	props  []dictMap // per prop; zero for non-string props
-	starts []int     // row offset of each user, len(Users)+1
-}
-
-// validate checks in against the Input contract and compacts its
-// dictionaries. Errors name the offending user, row or property.
-func validate(in *Input) (*prepared, error) {
+// checkInput checks in against the Input contract (but not against a
+// writer's columns or its last user). Errors name the offending user,
+// row or property.
+func checkInput(in *Input) error {
 	n := len(in.Times)
 	if len(in.Events) != n {
-		return nil, fmt.Errorf("input has %d times but %d events", n, len(in.Events))
+		return fmt.Errorf("input has %d times but %d events", n, len(in.Events))
 	}
-	p := &prepared{in: in, starts: make([]int, len(in.Users)+1)}
 	rows := 0
 	for i := range in.Users {
 		u := &in.Users[i]
 		if u.Rows < 1 {
-			return nil, fmt.Errorf("user %d (%q) has %d rows, want ≥ 1", i, u.ID, u.Rows)
-		}
-		if u.Rows > MaxBlockRows {
-			return nil, fmt.Errorf("user %d (%q) has %d rows, more than the %d rows a block may hold", i, u.ID, u.Rows, MaxBlockRows)
+			return fmt.Errorf("user %d (%q) has %d rows, want ≥ 1", i, u.ID, u.Rows)
 		}
 		if len(u.ID) > event.MaxUserIDBytes {
-			return nil, fmt.Errorf("user %d id is %d bytes, longer than %d", i, len(u.ID), event.MaxUserIDBytes)
+			return fmt.Errorf("user %d id is %d bytes, longer than %d", i, len(u.ID), event.MaxUserIDBytes)
 		}
 		if i > 0 {
 			v := &in.Users[i-1]
 			if c := cmp.Or(cmp.Compare(v.Hash, u.Hash), strings.Compare(v.ID, u.ID)); c >= 0 {
-				return nil, fmt.Errorf("users %d (%#x %q) and %d (%#x %q) are not strictly increasing by (hash, id)", i-1, v.Hash, v.ID, i, u.Hash, u.ID)
+				return fmt.Errorf("users %d (%#x %q) and %d (%#x %q) are not strictly increasing by (hash, id)", i-1, v.Hash, v.ID, i, u.Hash, u.ID)
 			}
 		}
 		if u.Rows > n-rows {
-			return nil, fmt.Errorf("users hold more rows than the %d times (at user %d)", n, i)
+			return fmt.Errorf("users hold more rows than the %d times (at user %d)", n, i)
 		}
 		for r := rows + 1; r < rows+u.Rows; r++ {
 			if in.Times[r] < in.Times[r-1] {
-				return nil, fmt.Errorf("row %d (user %d %q): time %d µs is before the previous row's %d µs", r, i, u.ID, in.Times[r], in.Times[r-1])
+				return fmt.Errorf("row %d (user %d %q): time %d µs is before the previous row's %d µs", r, i, u.ID, in.Times[r], in.Times[r-1])
 			}
 		}
 		rows += u.Rows
-		p.starts[i+1] = rows
 	}
 	if rows != n {
-		return nil, fmt.Errorf("users hold %d rows but there are %d times", rows, n)
+		return fmt.Errorf("users hold %d rows but there are %d times", rows, n)
 	}
-
-	used := make([]bool, len(in.EventNames))
 	for r, c := range in.Events {
-		if int64(c) >= int64(len(used)) {
-			return nil, fmt.Errorf("row %d: event code %d out of range (%d event names)", r, c, len(used))
+		if int64(c) >= int64(len(in.EventNames)) {
+			return fmt.Errorf("row %d: event code %d out of range (%d event names)", r, c, len(in.EventNames))
 		}
-		used[c] = true
-	}
-	p.events = compactDict(in.EventNames, used)
-	if len(p.events.names) > MaxEventNames {
-		return nil, fmt.Errorf("segment would have %d distinct event names, more than %d", len(p.events.names), MaxEventNames)
 	}
 
 	words := (n + 63) / 64
-	names := make(map[string]bool, len(in.Props))
-	p.props = make([]dictMap, len(in.Props))
 	for pi := range in.Props {
 		col := &in.Props[pi]
 		if col.Name == "" {
-			return nil, fmt.Errorf("property %d has an empty name", pi)
+			return fmt.Errorf("property %d has an empty name", pi)
 		}
-		if names[col.Name] {
-			return nil, fmt.Errorf("property %q appears twice", col.Name)
+		for _, p := range in.Props[:pi] {
+			if p.Name == col.Name {
+				return fmt.Errorf("property %q appears twice", col.Name)
+			}
 		}
-		names[col.Name] = true
 		if len(col.Present) != words {
-			return nil, fmt.Errorf("property %q: presence bitmap has %d words, want %d for %d rows", col.Name, len(col.Present), words, n)
+			return fmt.Errorf("property %q: presence bitmap has %d words, want %d for %d rows", col.Name, len(col.Present), words, n)
 		}
 		if n%64 != 0 && col.Present[words-1]>>(n%64) != 0 {
-			return nil, fmt.Errorf("property %q: presence bits set beyond row %d", col.Name, n)
+			return fmt.Errorf("property %q: presence bits set beyond row %d", col.Name, n)
 		}
 		var vals int
 		switch col.Type {
@@ -193,33 +147,27 @@ func validate(in *Input) (*prepared, error) {
 		case event.TypeString:
 			vals = len(col.Strs)
 		default:
-			return nil, fmt.Errorf("property %q has invalid type %v", col.Name, col.Type)
+			return fmt.Errorf("property %q has invalid type %v", col.Name, col.Type)
 		}
 		if vals != n {
-			return nil, fmt.Errorf("property %q (%v) has %d values, want one per row (%d)", col.Name, col.Type, vals, n)
+			return fmt.Errorf("property %q (%v) has %d values, want one per row (%d)", col.Name, col.Type, vals, n)
 		}
 		switch col.Type {
 		case event.TypeBool:
 			for r, v := range col.Ints {
 				if v&^1 != 0 && present(col.Present, r) {
-					return nil, fmt.Errorf("property %q (bool) row %d: value %d is not 0 or 1", col.Name, r, v)
+					return fmt.Errorf("property %q (bool) row %d: value %d is not 0 or 1", col.Name, r, v)
 				}
 			}
 		case event.TypeString:
-			used := make([]bool, len(col.Dict))
 			for r, c := range col.Strs {
-				if !present(col.Present, r) {
-					continue
+				if int64(c) >= int64(len(col.Dict)) && present(col.Present, r) {
+					return fmt.Errorf("property %q row %d: string code %d out of range (dictionary of %d)", col.Name, r, c, len(col.Dict))
 				}
-				if int64(c) >= int64(len(used)) {
-					return nil, fmt.Errorf("property %q row %d: string code %d out of range (dictionary of %d)", col.Name, r, c, len(used))
-				}
-				used[c] = true
 			}
-			p.props[pi] = compactDict(col.Dict, used)
 		}
 	}
-	return p, nil
+	return nil
 }
 
 // present reports whether bit r of the bitmap is set.

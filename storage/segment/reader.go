@@ -16,8 +16,11 @@ import (
 // Version is the segment format version this package writes, and the
 // newest it reads. Version 2 adds the times encoding 3 (PFOR with an
 // exception bitmap), version 3 the users encoding 2 (hashes recomputed
-// from the ids, not stored); older files are read as before.
-const Version = 3
+// from the ids, not stored), version 4 the footer's identity and
+// creation time, continued users across blocks, dictionaries in the
+// writer's first-use order and event codes of up to 32 bits; older files
+// are read as before.
+const Version = 4
 
 // File framing (see doc.go).
 const (
@@ -27,61 +30,60 @@ const (
 	trailerSize  = 8 + 8 + 4 + 4 + 1 + 8 // see doc.go
 )
 
-// Reader reads one segment file. Open validates the framing and decodes
-// the footer; ReadBlock reads blocks with pread into the caller's Block.
-// A Reader is safe for concurrent ReadBlock calls with distinct Blocks;
-// Close must not run concurrently with other calls.
+// Reader reads one segment file. NewReader (or Open) validates the
+// framing and decodes the footer; ReadBlock reads blocks with pread into
+// the caller's Block. A Reader is safe for concurrent ReadBlock calls
+// with distinct Blocks; Close must not run concurrently with other calls.
 type Reader struct {
-	path    string
-	f       File
+	name    string
+	ra      io.ReaderAt
+	closer  io.Closer // the file Open opened; nil after NewReader
 	size    int64
 	meta    *Meta
 	layouts []blockLayout
 	footer  int64 // footer offset, to detect a changed file in Verify
 }
 
-// Open opens the segment file at path, checks its header, trailer and
-// footer checksum and decodes the footer. It returns a *CorruptionError
-// (errors.Is ErrCorruption) for any structural problem, an error matching
+// NewReader reads the segment of size bytes that ra holds (a file of the
+// store's filesystem seam, or any io.ReaderAt): it checks its header,
+// trailer and footer checksum and decodes the footer. name names the
+// segment in errors (Path). It returns a *CorruptionError (errors.Is
+// ErrCorruption) for any structural problem, an error matching
 // ErrNewerVersion for a file of a newer format version, or the wrapped
-// os error when the file cannot be opened or read. The Reader holds the
-// file open until Close.
-func Open(path string) (*Reader, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("open segment: %w", err)
-	}
-	r, err := NewReader(f, path)
-	if err != nil {
-		f.Close()
-	}
-	return r, err
-}
-
-// File is what a Reader reads a segment from: an open file (an *os.File,
-// or a file of the store's filesystem interface) read with pread.
-type File interface {
-	io.ReaderAt
-	io.Closer
-	Stat() (fs.FileInfo, error)
-}
-
-// NewReader is Open for a file opened by the caller; path names it in
-// errors. On success the Reader owns f (Close closes it); on error the
-// caller still does.
-func NewReader(f File, path string) (*Reader, error) {
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("open segment %s: %w", path, err)
-	}
-	r := &Reader{path: path, f: f, size: st.Size()}
+// read error. The Reader reads ra until the caller stops using it; it
+// does not close ra (Close does nothing to it).
+func NewReader(ra io.ReaderAt, size int64, name string) (*Reader, error) {
+	r := &Reader{name: name, ra: ra, size: size}
+	var err error
 	if r.meta, r.layouts, r.footer, err = r.load(); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-// load reads and checks header, trailer and footer of r.f (r.size bytes).
+// Open opens the segment file at path with NewReader (name path). It
+// returns NewReader's errors, or the wrapped os error when the file
+// cannot be opened. The Reader holds the file open until Close.
+func Open(path string) (*Reader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open segment: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open segment: %w", err)
+	}
+	r, err := NewReader(f, st.Size(), path)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	r.closer = f
+	return r, nil
+}
+
+// load reads and checks header, trailer and footer of r.ra (r.size bytes).
 func (r *Reader) load() (*Meta, []blockLayout, int64, error) {
 	if r.size < headerSize+trailerSize {
 		return nil, nil, 0, r.corrupt(corruptf(0, "file is %d bytes, smaller than header and trailer (%d)", r.size, headerSize+trailerSize))
@@ -103,7 +105,7 @@ func (r *Reader) load() (*Meta, []blockLayout, int64, error) {
 	case hv != tv:
 		return nil, nil, 0, r.corrupt(corruptf(0, "header version %d disagrees with trailer version %d", hv, tv))
 	case hv > Version:
-		return nil, nil, 0, fmt.Errorf("open segment %s: format version %d: %w (this build reads up to version %d)", r.path, hv, ErrNewerVersion, Version)
+		return nil, nil, 0, fmt.Errorf("open segment %s: format version %d: %w (this build reads up to version %d)", r.name, hv, ErrNewerVersion, Version)
 	case hv == 0:
 		return nil, nil, 0, r.corrupt(corruptf(0, "invalid format version 0"))
 	}
@@ -122,11 +124,10 @@ func (r *Reader) load() (*Meta, []blockLayout, int64, error) {
 	if got, want := crc(footer), binary.LittleEndian.Uint32(tr[16:]); got != want {
 		return nil, nil, 0, r.corrupt(corruptf(int64(footOff), "footer checksum mismatch (stored %#08x, computed %#08x)", want, got))
 	}
-	m, layouts, cerr := decodeFooter(footer, int64(footOff))
+	m, layouts, cerr := decodeFooter(footer, int64(footOff), hdr[0])
 	if cerr != nil {
 		return nil, nil, 0, r.corrupt(cerr)
 	}
-	m.Version = hdr[0]
 	for i, l := range layouts {
 		if c := l.chunks[colTimes]; m.Version < 2 && c.enc == encTimesPFORBits {
 			return nil, nil, 0, r.corrupt(corruptf(c.off, "block %d: times encoding %d in a version %d file", i, c.enc, m.Version))
@@ -142,27 +143,33 @@ func (r *Reader) load() (*Meta, []blockLayout, int64, error) {
 // readAt fills b from file offset off; a short read (the file shrank) is
 // corruption.
 func (r *Reader) readAt(b []byte, off int64) error {
-	n, err := r.f.ReadAt(b, off)
+	n, err := r.ra.ReadAt(b, off)
 	if n == len(b) {
 		return nil
 	}
 	if errors.Is(err, io.EOF) {
 		return r.corrupt(corruptf(off+int64(n), "file ends early (%d of %d bytes readable)", n, len(b)))
 	}
-	return fmt.Errorf("read segment %s at offset %d: %w", r.path, off, err)
+	return fmt.Errorf("read segment %s at offset %d: %w", r.name, off, err)
 }
 
 // corrupt names r's file in e.
 func (r *Reader) corrupt(e *CorruptionError) error {
-	e.Path = r.path
+	e.Path = r.name
 	return e
 }
 
-// Close releases the file. The Reader must not be used afterwards.
-func (r *Reader) Close() error { return r.f.Close() }
+// Close closes the file Open opened (a Reader of NewReader has none).
+// The Reader must not be used afterwards.
+func (r *Reader) Close() error {
+	if r.closer == nil {
+		return nil
+	}
+	return r.closer.Close()
+}
 
-// Path returns the file path given to Open.
-func (r *Reader) Path() string { return r.path }
+// Path returns the name given to NewReader (the path given to Open).
+func (r *Reader) Path() string { return r.name }
 
 // Size returns the file size in bytes.
 func (r *Reader) Size() int64 { return r.size }
@@ -343,11 +350,11 @@ const (
 
 func (r *Reader) readBlock(i int, props []int, dst *Block, times int, keys Keys) error {
 	if i < 0 || i >= len(r.meta.Blocks) {
-		return fmt.Errorf("segment %s: block %d out of range [0, %d)", r.path, i, len(r.meta.Blocks))
+		return fmt.Errorf("segment %s: block %d out of range [0, %d)", r.name, i, len(r.meta.Blocks))
 	}
 	for _, p := range props {
 		if p < 0 || p >= len(r.meta.Props) {
-			return fmt.Errorf("segment %s: property %d out of range [0, %d)", r.path, p, len(r.meta.Props))
+			return fmt.Errorf("segment %s: property %d out of range [0, %d)", r.name, p, len(r.meta.Props))
 		}
 	}
 	bm, l := &r.meta.Blocks[i], &r.layouts[i]
@@ -447,20 +454,25 @@ func (r *Reader) chunkErr(block, col int, c *chunkMeta, err error) error {
 }
 
 // Verify checks the whole file: it re-reads and re-checks header, trailer
-// and footer checksum (also catching a file changed since Open), reads
-// every chunk of every block checking its CRC-32C and decoding it, and
-// checks the decoded data against the footer: users strictly ascending by
-// (hash, id), exact block time ranges and event bitsets, per-event row
+// and footer checksum (also catching a file changed since Open: with
+// NewReader, when ra has a Stat method, as *os.File has, a changed size
+// too), reads every chunk of every block checking its CRC-32C and
+// decoding it, and checks the decoded data against the footer: users
+// strictly ascending by (hash, id) but for a continued user (the same id
+// as the previous block's last user, its rows in time order across the
+// blocks), exact block time ranges and event bitsets, per-event row
 // counts, string codes used, bools 0 or 1. With the chunks tiling the
 // bytes between header and footer, every byte of the file is covered. It
 // returns the first problem as a *CorruptionError, or an I/O error.
 func (r *Reader) Verify() error {
-	st, err := r.f.Stat()
-	if err != nil {
-		return fmt.Errorf("verify segment %s: %w", r.path, err)
-	}
-	if st.Size() != r.size {
-		return r.corrupt(corruptf(r.size, "file size changed from %d to %d bytes since Open", r.size, st.Size()))
+	if st, ok := r.ra.(interface{ Stat() (fs.FileInfo, error) }); ok {
+		fi, err := st.Stat()
+		if err != nil {
+			return fmt.Errorf("verify segment %s: %w", r.name, err)
+		}
+		if fi.Size() != r.size {
+			return r.corrupt(corruptf(r.size, "file size changed from %d to %d bytes since Open", r.size, fi.Size()))
+		}
 	}
 	_, _, footer, err := r.load()
 	if err != nil {
@@ -510,6 +522,7 @@ type verifier struct {
 	dictUsed  [][]bool
 	lastHash  uint64
 	lastID    []byte
+	lastTime  int64 // the last user's last row time
 	haveLast  bool
 }
 
@@ -518,10 +531,16 @@ type verifier struct {
 func (v *verifier) block(m *Meta, bm *BlockMeta, b *Block) string {
 	for u := range b.UserHashes {
 		h, id := b.UserHashes[u], b.UserID(u)
-		if v.haveLast && (h < v.lastHash || h == v.lastHash && bytes.Compare(id, v.lastID) <= 0) {
+		ts := b.Times[b.UserStarts[u]:b.UserStarts[u+1]]
+		switch {
+		case u == 0 && bm.Continued:
+			if !v.haveLast || h != v.lastHash || !bytes.Equal(id, v.lastID) || ts[0] < v.lastTime {
+				return fmt.Sprintf("continued user (%#x %q) from time %d µs does not continue the previous block's last user (%#x %q) at %d µs", h, id, ts[0], v.lastHash, v.lastID, v.lastTime)
+			}
+		case v.haveLast && (h < v.lastHash || h == v.lastHash && bytes.Compare(id, v.lastID) <= 0):
 			return fmt.Sprintf("user %d (%#x %q) not after (%#x %q)", u, h, id, v.lastHash, v.lastID)
 		}
-		v.lastHash, v.lastID, v.haveLast = h, append(v.lastID[:0], id...), true
+		v.lastHash, v.lastID, v.lastTime, v.haveLast = h, append(v.lastID[:0], id...), ts[len(ts)-1], true
 	}
 	lo, hi := b.Times[0], b.Times[0]
 	for u := range b.UserHashes {

@@ -67,25 +67,61 @@ func roundTrip(t *testing.T, in *Input, opt WriterOptions) *Reader {
 	return r
 }
 
-// compareSegment checks r's content against in.
+// firstUse returns the strings of dict that codes use (the codes of the
+// rows where ok is true, in row order), once each, in the order of first
+// use: the dictionary a version 4 writer writes.
+func firstUse(dict []string, codes []uint32, ok func(r int) bool) []string {
+	var out []string
+	seen := map[string]bool{}
+	for r, c := range codes {
+		if ok(r) && !seen[dict[c]] {
+			seen[dict[c]] = true
+			out = append(out, dict[c])
+		}
+	}
+	return out
+}
+
+// compareSegment checks r's content against in, written by Write with opt
+// (SplitRows 0 is MaxBlockRows).
 func compareSegment(t *testing.T, in *Input, r *Reader, opt WriterOptions) {
 	t.Helper()
+	compareSegmentVersion(t, in, r, opt, Version)
+}
+
+// compareSegmentVersion is compareSegment for a file of format version v:
+// before version 4 without identity, with sorted dictionaries.
+func compareSegmentVersion(t *testing.T, in *Input, r *Reader, opt WriterOptions, v uint8) {
+	t.Helper()
 	m := r.Meta()
-	if m.Version != Version || m.Rows != int64(len(in.Times)) || m.Users != int64(len(in.Users)) {
-		t.Fatalf("meta version %d rows %d users %d, want %d %d %d", m.Version, m.Rows, m.Users, Version, len(in.Times), len(in.Users))
+	if m.Version != v || m.Rows != int64(len(in.Times)) || m.Users != int64(len(in.Users)) {
+		t.Fatalf("meta version %d rows %d users %d, want %d %d %d", m.Version, m.Rows, m.Users, v, len(in.Times), len(in.Users))
+	}
+	if v < 4 {
+		if m.Identity != (Identity{}) || m.Created != 0 {
+			t.Errorf("version %d meta identity %+v created %d, want none", v, m.Identity, m.Created)
+		}
+	} else if m.Identity != opt.Identity || opt.Created != 0 && m.Created != opt.Created || m.Created <= 0 {
+		t.Errorf("meta identity %+v created %d, want %+v created %d", m.Identity, m.Created, opt.Identity, opt.Created)
+	}
+	// The dictionaries: sorted before version 4, since in the order the
+	// rows first use them.
+	order := func(d []string) []string {
+		if v < 4 {
+			slices.Sort(d)
+		}
+		return d
 	}
 	if len(in.Times) > 0 && (m.MinTime != slices.Min(in.Times) || m.MaxTime != slices.Max(in.Times)) {
 		t.Errorf("meta time range %d..%d, want %d..%d", m.MinTime, m.MaxTime, slices.Min(in.Times), slices.Max(in.Times))
 	}
-	if !slices.IsSorted(m.EventNames) || len(slices.Compact(slices.Clone(m.EventNames))) != len(m.EventNames) {
-		t.Errorf("event names not sorted and unique: %q", m.EventNames)
+	// Event names in the order the rows first use them.
+	if want := order(firstUse(in.EventNames, in.Events, func(int) bool { return true })); !slices.Equal(m.EventNames, want) {
+		t.Errorf("event names %q, want %q", m.EventNames, want)
 	}
 	wantRows := map[string]int64{}
 	for _, c := range in.Events {
 		wantRows[in.EventNames[c]]++
-	}
-	if len(wantRows) != len(m.EventNames) {
-		t.Errorf("%d event names, want %d used", len(m.EventNames), len(wantRows))
 	}
 	for c, name := range m.EventNames {
 		if m.EventRows[c] != wantRows[name] {
@@ -94,6 +130,15 @@ func compareSegment(t *testing.T, in *Input, r *Reader, opt WriterOptions) {
 	}
 	if len(m.Props) != len(in.Props) || len(m.Columns) != colProps+len(in.Props) {
 		t.Fatalf("%d props and %d columns, want %d and %d", len(m.Props), len(m.Columns), len(in.Props), colProps+len(in.Props))
+	}
+	for j := range in.Props {
+		col := &in.Props[j]
+		if col.Type != event.TypeString {
+			continue
+		}
+		if want := order(firstUse(col.Dict, col.Strs, func(r int) bool { return present(col.Present, r) })); !slices.Equal(m.Props[j].Dict, want) {
+			t.Errorf("property %q dictionary %q, want %q", col.Name, m.Props[j].Dict, want)
+		}
 	}
 	var stored int64
 	for _, c := range m.Columns {
@@ -113,8 +158,11 @@ func compareSegment(t *testing.T, in *Input, r *Reader, opt WriterOptions) {
 		}
 	}
 	blockRows := cmp.Or(opt.BlockRows, DefaultBlockRows)
+	splitRows := cmp.Or(opt.SplitRows, MaxBlockRows)
 	var b Block
-	row, user := 0, 0
+	// user: the input user of the next block's first user; done: its
+	// rows in earlier blocks
+	row, user, done := 0, 0, 0
 	for i := range m.Blocks {
 		bm := &m.Blocks[i]
 		if err := r.ReadBlock(i, all, &b); err != nil {
@@ -125,19 +173,28 @@ func compareSegment(t *testing.T, in *Input, r *Reader, opt WriterOptions) {
 			t.Fatalf("block %d shape: rows %d users %d starts %d offsets %d times %d events %d props %d read %d; meta %+v",
 				i, b.Rows, len(b.UserHashes), len(b.UserStarts), len(b.UserIDOffsets), len(b.Times), len(b.Events), len(b.Props), b.BytesRead, bm)
 		}
-		if bm.Rows > blockRows && bm.Users != 1 {
-			t.Errorf("block %d has %d rows and %d users, over BlockRows %d", i, bm.Rows, bm.Users, blockRows)
+		// Packing: whole users up to blockRows; a user alone up to
+		// splitRows, continuing in the next block only from a full one.
+		if bm.Rows > splitRows || bm.Rows > blockRows && bm.Users != 1 {
+			t.Errorf("block %d has %d rows and %d users, over BlockRows %d / SplitRows %d", i, bm.Rows, bm.Users, blockRows, splitRows)
 		}
-		if i+1 < len(m.Blocks) && bm.Rows+in.Users[user+bm.Users].Rows <= blockRows && bm.Users < MaxBlockUsers {
-			t.Errorf("block %d (%d rows) closed before user %d (%d rows) although it fits", i, bm.Rows, user+bm.Users, in.Users[user+bm.Users].Rows)
+		if bm.Continued != (done > 0) {
+			t.Fatalf("block %d: Continued %v, but %d rows of its first user came before", i, bm.Continued, done)
 		}
 		for u := range bm.Users {
 			want := &in.Users[user]
 			lo, hi := int(b.UserStarts[u]), int(b.UserStarts[u+1])
-			if b.UserHashes[u] != want.Hash || string(b.UserID(u)) != want.ID || hi-lo != want.Rows {
-				t.Fatalf("block %d user %d: %#x %q %d rows, want %#x %q %d", i, u, b.UserHashes[u], b.UserID(u), hi-lo, want.Hash, want.ID, want.Rows)
+			if b.UserHashes[u] != want.Hash || string(b.UserID(u)) != want.ID {
+				t.Fatalf("block %d user %d: %#x %q, want %#x %q", i, u, b.UserHashes[u], b.UserID(u), want.Hash, want.ID)
 			}
-			user++
+			if done += hi - lo; done == want.Rows {
+				user, done = user+1, 0
+			} else if u+1 < bm.Users || done > want.Rows || bm.Rows != splitRows {
+				t.Fatalf("block %d user %d (%q): %d of its %d rows so far; a user continues only from the last user of a full block", i, u, want.ID, done, want.Rows)
+			}
+		}
+		if i+1 < len(m.Blocks) && done == 0 && bm.Rows+in.Users[user].Rows <= blockRows && bm.Users < MaxBlockUsers {
+			t.Errorf("block %d (%d rows) closed before user %d (%d rows) although it fits", i, bm.Rows, user, in.Users[user].Rows)
 		}
 		for k := range b.Rows {
 			if b.Times[k] != in.Times[row+k] {
@@ -155,8 +212,8 @@ func compareSegment(t *testing.T, in *Input, r *Reader, opt WriterOptions) {
 		}
 		row += b.Rows
 	}
-	if row != len(in.Times) || user != len(in.Users) {
-		t.Fatalf("blocks hold %d rows and %d users, want %d and %d", row, user, len(in.Times), len(in.Users))
+	if row != len(in.Times) || user != len(in.Users) || done != 0 {
+		t.Fatalf("blocks hold %d rows and %d users (%d rows of one more), want %d and %d", row, user, done, len(in.Times), len(in.Users))
 	}
 }
 
@@ -370,8 +427,8 @@ func TestRoundTripStrings(t *testing.T) {
 			PropColumn{Name: "s", Type: event.TypeString, Present: pres, Strs: codes, Dict: dict},
 			PropColumn{Name: "b", Type: event.TypeBool, Present: pres, Ints: make([]int64, n)})
 		r := roundTrip(t, in, WriterOptions{BlockRows: 100})
-		if pres[0] != 0 && !slices.Equal(r.Meta().Props[0].Dict, []string{"", "a", long, long + "!"}) {
-			t.Errorf("dictionary not compacted, deduplicated and sorted: %d entries", len(r.Meta().Props[0].Dict))
+		if pres[0] != 0 && !slices.Equal(r.Meta().Props[0].Dict, []string{"", long, "a", long + "!"}) {
+			t.Errorf("dictionary not compacted and deduplicated in first-use order: %d entries", len(r.Meta().Props[0].Dict))
 		}
 	}
 }
@@ -407,33 +464,42 @@ func TestRoundTripBigUser(t *testing.T) {
 	}
 }
 
+// TestRoundTripManyEventNames writes 70,000 distinct event names (more
+// than the 65,535 of 16-bit codes) in one segment, in one block and in
+// blocks of 4,096 rows, in reverse first-use order of their input codes:
+// every row reads back, the names in first-use order, the codes 17 bits
+// wide (or 32 where zstd takes the aligned candidate).
 func TestRoundTripManyEventNames(t *testing.T) {
-	names := make([]string, MaxEventNames)
-	for i := range names {
-		names[i] = fmt.Sprintf("event-%05d", i)
+	const names = 70_000
+	dict := make([]string, names)
+	for i := range dict {
+		dict[i] = fmt.Sprintf("event-%05d", i)
 	}
-	n := MaxEventNames + 1000
-	in := singleUser(make([]int64, n))
-	in.EventNames = names
+	n := names + 1000
+	in := &Input{Users: []User{{Hash: 1, ID: "a", Rows: n / 2}, {Hash: 2, ID: "b", Rows: n - n/2}}, Times: make([]int64, n), Events: make([]uint32, n), EventNames: dict}
 	for r := range in.Events {
-		in.Events[r] = uint32(MaxEventNames - 1 - r%MaxEventNames)
+		in.Events[r] = uint32(names - 1 - r%names)
+		in.Times[r] = int64(r)
 	}
-	r := roundTrip(t, in, WriterOptions{BlockRows: 1 << 20})
-	if got := len(r.Meta().EventNames); got != MaxEventNames {
-		t.Fatalf("%d event names, want %d", got, MaxEventNames)
-	}
-	var b Block
-	if err := r.ReadBlock(0, nil, &b); err != nil {
-		t.Fatal(err)
-	}
-	if raw := r.layouts[0].chunks[colEvents]; raw.comp == compNone && raw.raw != 1+2*b.Rows {
-		t.Errorf("events chunk of %d raw bytes for %d rows, want 16-bit codes", raw.raw, b.Rows)
-	}
-
-	in.EventNames = append(in.EventNames, "one-too-many")
-	in.Events[0] = MaxEventNames
-	if _, err := Write(filepath.Join(t.TempDir(), "seg"), in, WriterOptions{}); err == nil || !strings.Contains(err.Error(), "65536 distinct event names") {
-		t.Fatalf("Write with %d names: %v, want a too-many-names error", MaxEventNames+1, err)
+	for _, blockRows := range []int{1 << 20, 4096} {
+		r := roundTrip(t, in, WriterOptions{BlockRows: blockRows})
+		m := r.Meta()
+		if len(m.EventNames) != names || m.EventNames[0] != dict[names-1] {
+			t.Fatalf("%d event names starting %q, want %d starting %q", len(m.EventNames), m.EventNames[0], names, dict[names-1])
+		}
+		widths := map[int]bool{}
+		for i := range m.Blocks {
+			c := r.layouts[i].chunks[colEvents]
+			if c.comp == compNone {
+				widths[(c.raw-1)*8/m.Blocks[i].Rows] = true
+			}
+			if words := (names + 63) / 64; len(m.Blocks[i].Events) != words {
+				t.Fatalf("block %d event bitset of %d words, want %d", i, len(m.Blocks[i].Events), words)
+			}
+		}
+		if blockRows > n && !widths[17] {
+			t.Errorf("events chunks of %v bits per code, want 17", widths)
+		}
 	}
 }
 
@@ -551,66 +617,62 @@ func TestNewerVersionRefused(t *testing.T) {
 	}
 }
 
-// TestVersion1Read checks that a version 1 file (written with the
-// exception gaps, the only PFOR layout of version 1) reads as it did, and
-// that a version 1 file with the version 2 times encoding is corrupt.
-// TestOlderVersionsRead relabels files as versions 1 and 2: they read as
+// TestOlderVersionsRead reads the version 3 files in testdata/v3, written
+// by the version 3 writer (commit d08f051) from the inputs the test
+// rebuilds (realisticInput(4, 5000) with its own hashes or hashes + 1,
+// stored, with the PFOR exceptions by index gaps or by bitmap, and
+// randomInput of PCG(7, 99)): each reads back exactly (dictionaries
+// sorted, no identity). Relabelled as versions 1 and 2 they read as
 // before unless they hold an encoding their version lacks (times encoding
 // 3 before version 2, users encoding 2 before version 3), which is
 // corruption.
 func TestOlderVersionsRead(t *testing.T) {
-	defer func(r float64) { pforBitmapRatio = r }(pforBitmapRatio)
-	for _, storedHashes := range []bool{false, true} {
-		in := realisticInput(4, 5000)
-		if storedHashes {
-			// Hashes other than UserHash (in the same order) are stored.
+	files, err := filepath.Glob(filepath.Join("testdata", "v3", "*.seg"))
+	if err != nil || len(files) != 5 {
+		t.Fatalf("testdata/v3 holds %d files (%v), want 5", len(files), err)
+	}
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".seg")
+		in, opt := realisticInput(4, 5000), WriterOptions{BlockRows: 1000}
+		switch {
+		case name == "v3-random":
+			in, opt = randomInput(rand.New(rand.NewPCG(7, 99))), WriterOptions{BlockRows: 100}
+		case strings.Contains(name, "hashes"):
 			in.Users = slices.Clone(in.Users)
 			for i := range in.Users {
 				in.Users[i].Hash++
 			}
 		}
-		for _, ratio := range []float64{0, math.Inf(1)} {
-			pforBitmapRatio = ratio
-			path, _ := writeSeg(t, in, WriterOptions{BlockRows: 1000})
-			data, err := os.ReadFile(path)
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range []byte{1, 2, 3} {
+			if v < 3 && name == "v3-random" {
+				continue
+			}
+			data[0], data[len(data)-9] = v, v
+			r, err := NewReader(bytes.NewReader(data), int64(len(data)), fmt.Sprintf("%s as v%d", name, v))
+			var want string
+			switch {
+			case v < 2 && strings.Contains(name, "bitmap"):
+				want = fmt.Sprintf("times encoding 3 in a version %d file", v)
+			case v < 3 && strings.Contains(name, "ids"):
+				want = fmt.Sprintf("users encoding 2 in a version %d file or compressed", v)
+			}
+			if want != "" {
+				if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), want) {
+					t.Fatalf("%s as version %d: %v, want corruption %q", name, v, err, want)
+				}
+				continue
+			}
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("%s as version %d: %v", name, v, err)
 			}
-			for _, v := range []byte{1, 2} {
-				data[0], data[len(data)-9] = v, v
-				old := filepath.Join(t.TempDir(), fmt.Sprintf("v%d", v))
-				if err := os.WriteFile(old, data, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				r, err := Open(old)
-				var want string
-				switch {
-				case v < 2 && ratio > 0:
-					want = fmt.Sprintf("times encoding 3 in a version %d file", v)
-				case v < 3 && !storedHashes:
-					want = fmt.Sprintf("users encoding 2 in a version %d file or compressed", v)
-				}
-				if want != "" {
-					if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), want) {
-						t.Fatalf("Open of a version %d file (stored hashes %v, bitmap ratio %v): %v, want corruption %q", v, storedHashes, ratio, err, want)
-					}
-					continue
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				if r.Meta().Version != v {
-					t.Errorf("Meta().Version = %d, want %d", r.Meta().Version, v)
-				}
-				if err := r.Verify(); err != nil {
-					t.Fatalf("version %d file: %v", v, err)
-				}
-				var b Block
-				if err := r.ReadBlock(0, nil, &b); err != nil || b.UserHashes[0] != in.Users[0].Hash {
-					t.Fatalf("version %d file: first hash %#x (%v), want %#x", v, b.UserHashes[0], err, in.Users[0].Hash)
-				}
-				r.Close()
+			if err := r.Verify(); err != nil {
+				t.Fatalf("%s as version %d: %v", name, v, err)
 			}
+			compareSegmentVersion(t, in, r, opt, v)
 		}
 	}
 }
@@ -892,37 +954,35 @@ func TestReadBlockPacked(t *testing.T) {
 				s := rng.IntN(d.Rows + 1)
 				check(s, s+rng.IntN(d.Rows-s+1))
 			}
-			// PackedDeltas' layout gives every delta, and UnpackDeltas
-			// writes them all.
-			if pd, ok := p.PackedDeltas(); ok != p.packed {
-				t.Fatalf("block %d: PackedDeltas ok = %v on a block packed %v", i, ok, p.packed)
-			} else if ok {
-				rows := pd.ExcRows
-				if pd.ExcBits != nil {
-					if rows != nil || len(pd.ExcBits) != 8*((d.Rows+63)/64) {
-						t.Fatalf("block %d: %d exception rows and %d bitmap bytes", i, len(rows), len(pd.ExcBits))
+			// The packed layout (pforReader) gives every delta, and
+			// UnpackDeltas writes them all.
+			if pf := &p.pf; p.packed {
+				rows := pf.idx
+				if pf.bits != nil {
+					if rows != nil || len(pf.bits) != 8*((d.Rows+63)/64) {
+						t.Fatalf("block %d: %d exception rows and %d bitmap bytes", i, len(rows), len(pf.bits))
 					}
-					for r := range 8 * len(pd.ExcBits) {
-						if pd.ExcBits[r/8]>>(r%8)&1 == 1 {
+					for r := range 8 * len(pf.bits) {
+						if pf.bits[r/8]>>(r%8)&1 == 1 {
 							rows = append(rows, uint64(r))
 						}
 					}
 				}
-				if len(pd.Lows) != packedLen(d.Rows, pd.W) || len(rows) != len(pd.Highs) {
-					t.Fatalf("block %d: %d low bytes for %d rows at %d bits, %d exception rows with %d highs", i, len(pd.Lows), d.Rows, pd.W, len(rows), len(pd.Highs))
+				if len(pf.packed) != packedLen(d.Rows, pf.w) || len(rows) != len(pf.highs) {
+					t.Fatalf("block %d: %d low bytes for %d rows at %d bits, %d exception rows with %d highs", i, len(pf.packed), d.Rows, pf.w, len(rows), len(pf.highs))
 				}
 				got := make([]uint64, d.Rows)
-				unpack(got, pd.Lows, pd.W)
+				unpack(got, pf.packed, pf.w)
 				for k, r := range rows {
-					got[r] |= pd.Highs[k] << pd.W
+					got[r] |= pf.highs[k] << pf.w
 				}
 				if !slices.Equal(got, d.Deltas) {
-					t.Fatalf("block %d: PackedDeltas' layout differs from the deltas", i)
+					t.Fatalf("block %d: the packed layout differs from the deltas", i)
 				}
 			}
 			p.UnpackDeltas()
-			if _, ok := p.PackedDeltas(); ok || !slices.Equal(p.Deltas, d.Deltas) {
-				t.Fatalf("block %d: UnpackDeltas left packed %v or other deltas", i, ok)
+			if p.packed || !slices.Equal(p.Deltas, d.Deltas) {
+				t.Fatalf("block %d: UnpackDeltas left packed %v or other deltas", i, p.packed)
 			}
 			check(0, d.Rows)
 		}
@@ -964,14 +1024,10 @@ func TestMaxRawLen(t *testing.T) {
 			t.Fatalf("times chunks of %d and %d bytes exceed the %d-byte bound for %d rows", len(pfor), len(uv), limit, rows)
 		}
 		codes := make([]uint32, rows)
-		remap := make([]uint32, MaxEventNames)
-		for c := range remap {
-			remap[c] = uint32(c)
-		}
 		for r := range codes {
-			codes[r] = uint32(rng.IntN(1 + rng.IntN(MaxEventNames)))
+			codes[r] = uint32(rng.Int64N(1 + rng.Int64N(MaxEventNames)))
 		}
-		tightEnc, aligned := e.encodeEvents(nil, nil, codes, remap)
+		tightEnc, aligned := e.encodeEvents(nil, nil, codes)
 		if limit := maxRawLen(colEvents, rows, 1); len(tightEnc) > limit || len(aligned) > limit {
 			t.Fatalf("events chunks of %d and %d bytes exceed the %d-byte bound", len(tightEnc), len(aligned), limit)
 		}
@@ -981,17 +1037,20 @@ func TestMaxRawLen(t *testing.T) {
 			ints[r] = int64(rng.Uint64())
 			floats[r] = math.Float64frombits(rng.Uint64())
 		}
-		for _, col := range []PropColumn{
-			{Type: event.TypeInt, Present: allPresent(rows), Ints: ints},
-			{Type: event.TypeFloat, Present: allPresent(rows), Floats: floats},
+		for _, col := range []struct {
+			typ event.Type
+			pb  propBuf
+		}{
+			{event.TypeInt, propBuf{present: allPresent(rows), ints: ints}},
+			{event.TypeFloat, propBuf{present: allPresent(rows), floats: floats}},
 		} {
-			raw, _ := e.encodeProp(nil, &col, nil, 0, rows)
+			raw, _ := e.encodeProp(nil, &col.pb, col.typ, rows)
 			if limit := maxRawLen(colProps, rows, 1); len(raw) > limit {
-				t.Fatalf("%v chunk of %d bytes exceeds the %d-byte bound", col.Type, len(raw), limit)
+				t.Fatalf("%v chunk of %d bytes exceeds the %d-byte bound", col.typ, len(raw), limit)
 			}
 		}
 		users := []User{{Hash: rng.Uint64(), ID: strings.Repeat("x", event.MaxUserIDBytes), Rows: 1 << 30}}
-		if raw, _ := e.encodeUsers(nil, users, 1); len(raw) > maxRawLen(colUsers, rows, 1) {
+		if raw, _ := e.encodeUsers(nil, usersBlock(users), 1); len(raw) > maxRawLen(colUsers, rows, 1) {
 			t.Fatalf("users chunk exceeds the %d-byte bound", maxRawLen(colUsers, rows, 1))
 		}
 	}
