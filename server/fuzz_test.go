@@ -23,7 +23,7 @@ var fuzzCodes = []string{query.CodeInvalidQuery, query.CodeInvalidInput, query.C
 func checkAnswer(t *testing.T, w *httptest.ResponseRecorder, what string) {
 	t.Helper()
 	switch w.Code {
-	case 200, 400, 403, 404, 405, 408, 413, 422:
+	case 200, 400, 401, 403, 404, 405, 408, 413, 422:
 	default:
 		t.Fatalf("%s: status %d: %s", what, w.Code, w.Body.Bytes())
 	}
@@ -44,7 +44,7 @@ func checkAnswer(t *testing.T, w *httptest.ResponseRecorder, what string) {
 
 func newFuzzServer(f *testing.F) *Server {
 	st := openCardano(f)
-	srv, err := New(Config{Store: st, Logger: quietLog(), MaxImportDecompressedBytes: 1 << 20, MaxPropertyBytes: 1 << 10})
+	srv, err := New(Config{Store: st, Logger: quietLog(), Auth: AuthNone, MaxImportDecompressedBytes: 1 << 20, MaxPropertyBytes: 1 << 10})
 	if err != nil {
 		f.Fatal(err)
 	}
