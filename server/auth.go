@@ -108,7 +108,7 @@ func forbidden(k *Key, acc access, r *http.Request) string {
 	if k.Scope == ScopeAdmin || acc.anyKey {
 		return ""
 	}
-	desc := fmt.Sprintf("key %s is a %s key for app %s", k.ID, k.Scope, event.Quote(k.App))
+	desc := fmt.Sprintf("key %s is %s %s key for app %s", k.ID, article(k.Scope), k.Scope, event.Quote(k.App))
 	if k.Scope != acc.scope {
 		return fmt.Sprintf("%s; %s %s needs %s", desc, r.Method, r.URL.Path, scopeNeed(acc.scope))
 	}
@@ -116,6 +116,14 @@ func forbidden(k *Key, acc access, r *http.Request) string {
 		return fmt.Sprintf("%s, not for app %s", desc, event.Quote(app))
 	}
 	return ""
+}
+
+// article returns the indefinite article before scope's name.
+func article(scope Scope) string {
+	if scope == ScopeIngest || scope == ScopeAdmin {
+		return "an"
+	}
+	return "a"
 }
 
 // scopeNeed says which keys an endpoint of scope takes.

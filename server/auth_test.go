@@ -102,7 +102,7 @@ func TestAuthMatrix(t *testing.T) {
 		}
 	}
 	// The messages say which.
-	if _, e := call("POST", "api/apps/cardano/query", "Bearer "+keys["ingest"]); !strings.Contains(e.Error.Message, "is a ingest key for app \"cardano\"") ||
+	if _, e := call("POST", "api/apps/cardano/query", "Bearer "+keys["ingest"]); !strings.Contains(e.Error.Message, "is an ingest key for app \"cardano\"") ||
 		!strings.Contains(e.Error.Message, "needs a query key of the app") {
 		t.Errorf("ingest key on query: %q", e.Error.Message)
 	}

@@ -111,6 +111,6 @@ columnar segments and answers trends, funnels and retention over raw events.`,
 	root.PersistentFlags().IntVar(&g.shards, "shards", 16, "shards per new app (a power of two)")
 	root.PersistentFlags().StringVar(&g.cpuProf, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
 	root.PersistentFlags().StringVar(&g.memProf, "memprofile", "", "write an allocation profile of the command to this file (go tool pprof -sample_index=alloc_space)")
-	root.AddCommand(newImportCmd(g), newQueryCmd(g), newInspectCmd(g), newDemoCmd(g), newGenCmd(g), newServeCmd(g), newBenchCmd(g), newBenchQueryCmd(g), newCohortCmd(g), newCompactCmd(g), newVerifyCmd(g), newRecoverCmd(g), newVersionCmd())
+	root.AddCommand(newImportCmd(g), newQueryCmd(g), newInspectCmd(g), newDemoCmd(g), newGenCmd(g), newServeCmd(g), newBenchCmd(g), newBenchQueryCmd(g), newCohortCmd(g), newCompactCmd(g), newVerifyCmd(g), newRecoverCmd(g), newKeysCmd(g), newLoadgenCmd(g), newVersionCmd())
 	return root, g
 }
