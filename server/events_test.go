@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -429,4 +430,38 @@ func benchEventsBody(b testing.TB, n int) []byte {
 		body = append(ingest.AppendEventJSON(body, &ev, nil, nil), '\n')
 	}
 	return []byte(gzipped(b, string(body)))
+}
+
+// BenchmarkEventsHTTP: BenchmarkEventsEndpoint over loopback TCP, the
+// client (8 goroutines) on the same cores: the HTTP stack's share.
+func BenchmarkEventsHTTP(b *testing.B) {
+	ts := start(b, Config{Store: emptyStore(b), Ingester: nopIngester{}})
+	key, _, err := ts.srv.Keys().Create(ScopeIngest, "shop", "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := benchEventsBody(b, 1000)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, DisableCompression: true}}
+	defer client.CloseIdleConnections()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	b.SetParallelism(4) // 4 × GOMAXPROCS clients
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req, _ := http.NewRequest("POST", ts.url+"api/apps/shop/events", bytes.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+key)
+			req.Header.Set("Content-Type", "application/x-ndjson")
+			req.Header.Set("Content-Encoding", "gzip")
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				b.Fatalf("status %d", resp.StatusCode)
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)*1000/b.Elapsed().Seconds(), "events/s")
 }

@@ -94,7 +94,7 @@ type testServer struct {
 
 // start serves cfg (with a quiet logger unless set) until the test ends.
 // Under AuthKeys it creates an admin key for do.
-func start(t *testing.T, cfg Config) *testServer {
+func start(t testing.TB, cfg Config) *testServer {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quietLog()
@@ -146,7 +146,7 @@ func (k keyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func (k keyTransport) CloseIdleConnections() { k.rt.CloseIdleConnections() }
 
 // stop shuts the server down (idempotent) and checks Serve's result.
-func (ts *testServer) stop(t *testing.T) {
+func (ts *testServer) stop(t testing.TB) {
 	t.Helper()
 	ts.cancel()
 	if err, ok := <-ts.done; ok {
