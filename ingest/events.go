@@ -456,15 +456,11 @@ func (p *EventsParser) parseEvent(b []byte, ev *event.Event, n int) bool {
 			if !p.member(ev, n) {
 				return false
 			}
-			if c := s.ws(); c == ',' {
-				s.i++
-				continue
-			} else if c == '}' {
-				s.i++
+			if more, ok := s.more(); !ok {
+				return p.syntaxErr()
+			} else if !more {
 				break
 			}
-			s.fail(s.i, "expected ',' or '}'")
-			return p.syntaxErr()
 		}
 	}
 	if !s.end() {
@@ -568,19 +564,7 @@ func (p *EventsParser) column(field string, sp *span) bool {
 		case &r.name:
 			return p.reject(field, "expected a string, found a number")
 		case &r.timeStr:
-			var us int64
-			var err error
-			if isInt {
-				var n int64
-				if n, err = parseInt(raw); err == nil {
-					us, err = event.EpochToMicros(n)
-				}
-			} else {
-				var f float64
-				if f, err = parseFloat(raw); err == nil {
-					us, err = event.EpochFloatToMicros(f)
-				}
-			}
+			us, err := epochNumber(raw, isInt)
 			if err != nil {
 				return p.reject(field, err.Error())
 			}
@@ -635,15 +619,10 @@ func (p *EventsParser) props(dst *[]event.Prop, prefix string) bool {
 			}
 			*dst = append(*dst, event.Prop{Name: k.name, Value: v})
 		}
-		switch s.ws() {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return true
-		default:
-			s.fail(s.i, "expected ',' or '}'")
+		if more, ok := s.more(); !ok {
 			return p.syntaxErr()
+		} else if !more {
+			return true
 		}
 	}
 }
@@ -794,24 +773,33 @@ func jsonKind(c byte) string {
 	return "a number"
 }
 
+// jsonString follows a byte-wise walk over JSON text in and out of
+// strings, without decoding them.
+type jsonString struct{ in, esc bool }
+
+// step advances over byte c and reports whether c belongs to a string
+// (its quotes included).
+func (j *jsonString) step(c byte) bool {
+	switch {
+	case j.esc:
+		j.esc = false
+	case j.in:
+		j.esc = c == '\\'
+		j.in = c != '"'
+	case c == '"':
+		j.in = true
+	default:
+		return false
+	}
+	return true
+}
+
 // compactJSON appends src, a valid JSON value, to dst without the
 // whitespace outside its strings.
 func compactJSON(dst, src []byte) []byte {
-	inStr, esc := false, false
+	var st jsonString
 	for _, c := range src {
-		switch {
-		case inStr:
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-		case c == '"':
-			inStr = true
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		if !st.step(c) && (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
 			continue
 		}
 		dst = append(dst, c)
@@ -981,28 +969,19 @@ func (a *arrayReader) next() ([]byte, error) {
 // elem returns the text of the value at a.r: an object or array up to its
 // closing bracket, a string, or a scalar up to the next delimiter.
 func (a *arrayReader) elem() ([]byte, error) {
-	depth, inStr, esc := 0, false, false
+	depth := 0
+	var st jsonString
 	i := a.r
 	for {
 		for ; i < a.w; i++ {
 			c := a.buf[i]
-			if inStr {
-				switch {
-				case esc:
-					esc = false
-				case c == '\\':
-					esc = true
-				case c == '"':
-					inStr = false
-					if depth == 0 {
-						return a.take(i + 1), nil
-					}
+			if was := st.in; st.step(c) {
+				if was && !st.in && depth == 0 {
+					return a.take(i + 1), nil // a string element
 				}
 				continue
 			}
 			switch c {
-			case '"':
-				inStr = true
 			case '{', '[':
 				depth++
 			case '}', ']':
@@ -1022,7 +1001,7 @@ func (a *arrayReader) elem() ([]byte, error) {
 		more := a.fill(a.r)
 		i -= r - a.r // fill moved the unread bytes to the front
 		if !more {
-			if a.err == nil && depth == 0 && !inStr && i > a.r {
+			if a.err == nil && depth == 0 && !st.in && i > a.r {
 				return a.take(i), nil // a scalar at the end of the body
 			}
 			a.r = a.w

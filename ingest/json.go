@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/spurdb/spur/event"
 )
 
 // MaxLineBytes is the longest NDJSON or OTTO line a reader accepts; a longer
@@ -274,6 +276,39 @@ func (s *scanner) number() (raw []byte, isInt, ok bool) {
 	return s.b[start:i], isInt, true
 }
 
+// more consumes what follows an object member: ',' (more members: true)
+// or '}' (the object's end: false). Anything else is recorded as an error
+// and ok is false.
+func (s *scanner) more() (more, ok bool) {
+	switch s.ws() {
+	case ',':
+		s.i++
+		return true, true
+	case '}':
+		s.i++
+		return false, true
+	}
+	return false, s.fail(s.i, "expected ',' or '}'")
+}
+
+// epochNumber converts a JSON number (raw, from number) holding a Unix
+// epoch timestamp to UTC microseconds by the magnitude rule
+// (event.EpochToMicros, event.EpochFloatToMicros).
+func epochNumber(raw []byte, isInt bool) (int64, error) {
+	if isInt {
+		n, err := parseInt(raw)
+		if err != nil {
+			return 0, err
+		}
+		return event.EpochToMicros(n)
+	}
+	f, err := parseFloat(raw)
+	if err != nil {
+		return 0, err
+	}
+	return event.EpochFloatToMicros(f)
+}
+
 // errIntRange is returned by parseInt for an integer outside int64.
 var errIntRange = errors.New("integer out of the int64 range")
 
@@ -371,14 +406,8 @@ func (s *scanner) skip(depth int) bool {
 			if s.tmp, ok = s.str(s.tmp[:0]); !ok || !s.expect(':', "':'") || !s.skip(depth+1) {
 				return false
 			}
-			switch s.ws() {
-			case ',':
-				s.i++
-			case '}':
-				s.i++
-				return true
-			default:
-				return s.fail(s.i, "expected ',' or '}'")
+			if more, ok := s.more(); !more {
+				return ok
 			}
 		}
 	}

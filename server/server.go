@@ -333,24 +333,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConnections == 0 {
 		cfg.MaxConnections = DefaultMaxConnections
 	}
-	switch {
-	case cfg.MaxImportDecompressedBytes == 0:
-		cfg.MaxImportDecompressedBytes = DefaultMaxImportDecompressedBytes
-	case cfg.MaxImportDecompressedBytes < 0:
-		cfg.MaxImportDecompressedBytes = 0 // ingest: no limit
-	}
+	decompressedLimit(&cfg.MaxImportDecompressedBytes, DefaultMaxImportDecompressedBytes)
 	if cfg.AllowedHosts == nil {
 		cfg.AllowedHosts = DefaultAllowedHosts()
 	}
 	if cfg.MaxEventsBytes <= 0 {
 		cfg.MaxEventsBytes = DefaultMaxEventsBytes
 	}
-	switch {
-	case cfg.MaxEventsDecompressedBytes == 0:
-		cfg.MaxEventsDecompressedBytes = DefaultMaxEventsDecompressedBytes
-	case cfg.MaxEventsDecompressedBytes < 0:
-		cfg.MaxEventsDecompressedBytes = 0 // ingest: no limit
-	}
+	decompressedLimit(&cfg.MaxEventsDecompressedBytes, DefaultMaxEventsDecompressedBytes)
 	if cfg.MaxFuture == 0 {
 		cfg.MaxFuture = DefaultMaxFuture
 	}
@@ -408,6 +398,17 @@ func New(cfg Config) (*Server, error) {
 	// tool pprof http://127.0.0.1:6060/…` works whatever --allowed-hosts.
 	s.debug = s.wrap(guardRoute(sameOriginOnly, s.debugRoutes()), newHostPolicy(append(DefaultAllowedHosts(), cfg.AllowedHosts...)))
 	return s, nil
+}
+
+// decompressedLimit applies a decompressed-size limit's convention: 0
+// means def, negative no limit (ingest's 0).
+func decompressedLimit(v *int64, def int64) {
+	switch {
+	case *v == 0:
+		*v = def
+	case *v < 0:
+		*v = 0
+	}
 }
 
 // Keys returns the server's key store (`spur serve` creates the first

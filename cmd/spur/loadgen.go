@@ -464,16 +464,9 @@ func (w *loadWorker) acked(b *loadBatch, ans *eventsAnswer, lat time.Duration) {
 		rejected[r.Index] = true
 	}
 	for i, u := range b.users {
-		if rejected[i] {
-			continue
+		if !rejected[i] {
+			addTally(w.tally, u, b.hashes[i])
 		}
-		t := w.tally[u]
-		if t == nil {
-			t = &userTally{}
-			w.tally[u] = t
-		}
-		t.Events++
-		t.Sum += b.hashes[i]
 	}
 	st := w.st
 	st.acked.Add(int64(ans.Accepted))
@@ -492,14 +485,19 @@ func (w *loadWorker) acked(b *loadBatch, ans *eventsAnswer, lat time.Duration) {
 // be stored.
 func (w *loadWorker) giveUp(b *loadBatch) {
 	for i, u := range b.users {
-		t := w.unacked[u]
-		if t == nil {
-			t = &userTally{}
-			w.unacked[u] = t
-		}
-		t.Events++
-		t.Sum += b.hashes[i]
+		addTally(w.unacked, u, b.hashes[i])
 	}
+}
+
+// addTally adds an event of hash h to user u's tally in m.
+func addTally(m map[string]*userTally, u string, h uint64) {
+	t := m[u]
+	if t == nil {
+		t = &userTally{}
+		m[u] = t
+	}
+	t.Events++
+	t.Sum += h
 }
 
 // percentiles returns the ps quantiles of ds and their maximum (sorting
