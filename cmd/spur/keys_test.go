@@ -114,3 +114,16 @@ func TestLoadgen(t *testing.T) {
 		t.Fatalf("check of a wrong record: %v\n%s", err, out)
 	}
 }
+
+// TestServeAuthNone: --auth none is refused on a listener that is not
+// loopback, and on loopback the server says it runs without keys.
+func TestServeAuthNone(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "store")
+	if _, _, err := spur(t, "", "--data", data, "serve", "--auth", "none", "--listen", "0.0.0.0:0", "--debug-listen", ""); err == nil ||
+		!strings.Contains(err.Error(), "not a loopback address") {
+		t.Fatalf("--auth none on 0.0.0.0: %v", err)
+	}
+	if _, _, err := spur(t, "", "--data", data, "serve", "--auth", "maybe", "--listen", "127.0.0.1:0"); err == nil || !strings.Contains(err.Error(), "want keys or none") {
+		t.Fatalf("--auth maybe: %v", err)
+	}
+}
