@@ -18,7 +18,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
@@ -27,6 +26,7 @@ import (
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/gen"
 	"github.com/spurdb/spur/ingest"
+	"github.com/spurdb/spur/internal/cputime"
 )
 
 // loadgenConfig are the flags of `spur loadgen`.
@@ -198,7 +198,7 @@ func runLoadgen(cmd *cobra.Command, c *loadgenConfig) error {
 		defer cancel()
 	}
 	st := &loadStats{}
-	cpu0, _ := processCPU()
+	cpu0 := cputime.Process()
 	srvCPU0, srvErr := c.serverCPU(ctx)
 	start := time.Now()
 	workers := make([]*loadWorker, c.workers)
@@ -219,7 +219,7 @@ func runLoadgen(cmd *cobra.Command, c *loadgenConfig) error {
 	wg.Wait()
 	close(stop)
 	elapsed := time.Since(start)
-	cpu1, _ := processCPU()
+	cpu1 := cputime.Process()
 	srvCPU1, _ := c.serverCPU(ctx)
 
 	out := cmd.OutOrStdout()
@@ -229,11 +229,13 @@ func runLoadgen(cmd *cobra.Command, c *loadgenConfig) error {
 	if p := percentiles(st.latencies, 0.5, 0.99, 0.999); p != nil {
 		fmt.Fprintf(out, "loadgen: ack latency p50 %s, p99 %s, p99.9 %s, max %s\n", p[0], p[1], p[2], p[3])
 	}
-	fmt.Fprintf(out, "loadgen: CPU %.2f cores (this process)", (cpu1-cpu0)/elapsed.Seconds())
-	if c.serverMetric != "" && srvErr == nil {
-		fmt.Fprintf(out, ", %.2f cores (the server)", (srvCPU1-srvCPU0)/elapsed.Seconds())
+	if cpu1 > 0 { // 0: not measured on this system
+		fmt.Fprintf(out, "loadgen: CPU %.2f cores (this process)", (cpu1-cpu0).Seconds()/elapsed.Seconds())
+		if c.serverMetric != "" && srvErr == nil {
+			fmt.Fprintf(out, ", %.2f cores (the server)", (srvCPU1-srvCPU0)/elapsed.Seconds())
+		}
+		fmt.Fprintln(out)
 	}
-	fmt.Fprintln(out)
 	if st.firstReject != "" {
 		fmt.Fprintf(out, "loadgen: first rejection: %s\n", st.firstReject)
 	}
@@ -513,15 +515,6 @@ func percentiles(ds []time.Duration, ps ...float64) []time.Duration {
 		out = append(out, ds[max(i, 0)].Round(10*time.Microsecond))
 	}
 	return append(out, ds[len(ds)-1].Round(10*time.Microsecond))
-}
-
-// processCPU returns this process's user and system CPU time, seconds.
-func processCPU() (float64, error) {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0, err
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds(), nil
 }
 
 // serverCPU reads process_cpu_seconds_total from --server-metrics.
