@@ -206,7 +206,10 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		ans.Accepted = rep.Accepted
-		ans.Rejected = mergeRejections(b.Rejected, b.Index, rep.Rejected)
+		if ans.Rejected, err = mergeRejections(b.Rejected, b.Index, rep.Rejected); err != nil {
+			s.internal(w, r, err)
+			return
+		}
 	}
 	if ans.Rejected == nil {
 		ans.Rejected = []ingest.Rejection{}
@@ -224,22 +227,26 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 // mergeRejections returns the parser's rejections (request positions)
-// and the store's (positions in the events handed to it, mapped to the
-// request's through index), in request order.
-func mergeRejections(parsed []ingest.Rejection, index []int, stored []storage.IngestRejection) []ingest.Rejection {
+// and the store's (positions in the events handed to it, in order, mapped
+// to the request's through index), in request order. A store rejection
+// out of range or order is an error.
+func mergeRejections(parsed []ingest.Rejection, index []int, stored []storage.IngestRejection) ([]ingest.Rejection, error) {
 	if len(stored) == 0 {
-		return parsed
+		return parsed, nil
 	}
 	out := make([]ingest.Rejection, 0, len(parsed)+len(stored))
 	i := 0
-	for _, st := range stored {
+	for k, st := range stored {
+		if st.Index < 0 || st.Index >= len(index) || k > 0 && st.Index <= stored[k-1].Index {
+			return nil, fmt.Errorf("the store rejected event %d of %d, out of range or order", st.Index, len(index))
+		}
 		at := index[st.Index]
 		for ; i < len(parsed) && parsed[i].Index < at; i++ {
 			out = append(out, parsed[i])
 		}
 		out = append(out, ingest.Rejection{Index: at, Field: st.Field, Message: st.Message})
 	}
-	return append(out, parsed[i:]...)
+	return append(out, parsed[i:]...), nil
 }
 
 // eventsBodyError answers a failed parse of an events body, or returns

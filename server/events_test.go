@@ -465,3 +465,20 @@ func BenchmarkEventsHTTP(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)*1000/b.Elapsed().Seconds(), "events/s")
 }
+
+// TestMergeRejections: the store's rejections (positions among the
+// events it got) join the parser's in request order; a store position
+// out of range or order is an error, not a wrong answer.
+func TestMergeRejections(t *testing.T) {
+	parsed := []ingest.Rejection{{Index: 1, Field: "user_id"}, {Index: 4, Field: "event"}}
+	index := []int{0, 2, 3, 5}
+	got, err := mergeRejections(parsed, index, []storage.IngestRejection{{Index: 0, Field: "properties.a"}, {Index: 2, Field: "properties.b"}, {Index: 3, Field: "properties.c"}})
+	if err != nil || fmt.Sprint(got) != "[{0 properties.a } {1 user_id } {3 properties.b } {4 event } {5 properties.c }]" {
+		t.Fatalf("%v %v", got, err)
+	}
+	for _, bad := range [][]storage.IngestRejection{{{Index: 4}}, {{Index: -1}}, {{Index: 2}, {Index: 1}}} {
+		if _, err := mergeRejections(parsed, index, bad); err == nil {
+			t.Errorf("%v: no error", bad)
+		}
+	}
+}
