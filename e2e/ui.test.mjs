@@ -6,14 +6,21 @@
 // every number on screen equals the API's answer to the same query,
 // written independently here.
 //
+// The server requires API keys: the first test signs in through the login
+// URL that `spur serve` prints at its first start (its admin key also
+// authenticates this file's own API calls), and one test checks, from a
+// page of another origin, that a browser may send events with an ingest
+// key but not query.
+//
 // Environment: SPUR_BIN (the spur binary), SPUR_DATA (a store holding the
-// demo apps: `spur demo --keep DIR`), optional CHROMIUM (default
-// /usr/bin/chromium) and SPUR_SCREENSHOTS (a directory for a PNG of each
-// view). Run through e2e/run.sh.
+// demo apps, `spur demo --keep DIR`, with no admin key yet), optional
+// CHROMIUM (default /usr/bin/chromium) and SPUR_SCREENSHOTS (a directory
+// for a PNG of each view). Run through e2e/run.sh.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:http';
 import { mkdtempSync, rmSync, mkdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,21 +33,28 @@ const SHOTS = process.env.SPUR_SCREENSHOTS || '';
 assert.ok(SPUR && DATA, 'set SPUR_BIN and SPUR_DATA (see e2e/run.sh)');
 
 let server, base, context, page, profileDir, downloads;
+let loginURL, adminKey; // from the first start's login URL
 const pageErrors = [];
+let corsExpected = false; // a test provokes the browser's CORS refusals
 
-// startServer runs `spur serve` on a free port and waits for its address.
-async function startServer() {
-  const proc = spawn(SPUR, ['serve', '--data', DATA, '--listen', '127.0.0.1:0', '--debug-listen', ''],
+// startServer runs `spur serve` on listen (default a free port) and waits
+// for its address and, at the first start, its login URL.
+async function startServer(listen = '127.0.0.1:0') {
+  const proc = spawn(SPUR, ['serve', '--data', DATA, '--listen', listen, '--debug-listen', ''],
     { stdio: ['ignore', 'pipe', 'inherit'] });
   const exit = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
   const url = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('spur serve did not print its address within 20 s')), 20_000);
+    const timer = setTimeout(() => reject(new Error('spur serve did not print its address and keys within 20 s')), 20_000);
     proc.on('exit', (code) => reject(new Error(`spur serve exited early with ${code}`)));
+    let addr;
     createInterface({ input: proc.stdout }).on('line', (line) => {
       const m = line.match(/UI and API on (http:\/\/\S+\/)/);
-      if (m) {
+      if (m) addr = m[1];
+      const k = line.match(/^ {4}(http:\/\/\S+\/#key=(spur_[a-z2-7]{32}))$/);
+      if (k) [, loginURL, adminKey] = k;
+      if (/create more keys|needs a key/.test(line)) {
         clearTimeout(timer);
-        resolve(m[1]);
+        resolve(addr);
       }
     });
   });
@@ -72,7 +86,9 @@ before(async () => {
   // A 4xx answer is an expected error state (the API's error is shown);
   // Chromium logs it as a failed resource load.
   page.on('console', (m) => {
-    if (m.type() === 'error' && !/Failed to load resource: .* status of 4\d\d/.test(m.text())) pageErrors.push(`console error: ${m.text()}`);
+    if (m.type() !== 'error' || /Failed to load resource: .* status of 4\d\d/.test(m.text())) return;
+    if (corsExpected && /CORS policy|Failed to load resource: net::ERR_FAILED/.test(m.text())) return;
+    pageErrors.push(`console error: ${m.text()}`);
   });
   if (SHOTS) mkdirSync(SHOTS, { recursive: true });
 });
@@ -84,18 +100,98 @@ after(async () => {
   assert.deepEqual(pageErrors, [], 'the page logged errors');
 });
 
+// fetchAPI is fetch with the admin key.
+const fetchAPI = (path, opts = {}) => fetch(base + path, { ...opts, headers: { Authorization: `Bearer ${adminKey}`, ...opts.headers } });
+
 async function api(q) {
-  const resp = await fetch(`${base}api/apps/${q.app}/query`, { method: 'POST', body: JSON.stringify(q) });
+  const resp = await fetchAPI(`api/apps/${q.app}/query`, { method: 'POST', body: JSON.stringify(q) });
   const body = await resp.json();
   assert.equal(resp.status, 200, JSON.stringify(body));
   return body;
 }
 
 async function apiGet(path) {
-  const resp = await fetch(base + path);
+  const resp = await fetchAPI(path);
   assert.equal(resp.status, 200, path);
   return resp.json();
 }
+
+test('sign-in: without a key the UI asks for one; the login URL signs in and leaves the address bar', async () => {
+  assert.ok(loginURL && adminKey, 'spur serve printed a login URL at its first start');
+  await page.goto(base);
+  await page.waitForSelector('main.login input[name="key"]');
+  await shot('login');
+  await page.fill('main.login input[name="key"]', 'spur_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa');
+  await page.click('main.login button[type="submit"]');
+  await page.waitForSelector('main.login [role="alert"] >> text=unknown API key');
+  await page.goto(loginURL);
+  await waitResult('trend');
+  assert.doesNotMatch(page.url(), /key=|#/, 'the key left the address bar');
+  assert.equal(await page.evaluate(() => localStorage.getItem('spur.key')), adminKey);
+  // Every API request of the page carried the key; none put it in a URL.
+  const seen = [];
+  const watch = (r) => { if (r.url().includes('/api/')) seen.push([r.url(), r.headers().authorization]); };
+  page.on('request', watch);
+  await page.reload();
+  await waitResult('trend');
+  page.off('request', watch);
+  assert.ok(seen.length > 0);
+  for (const [u, a] of seen) {
+    assert.equal(a, `Bearer ${adminKey}`, u);
+    assert.ok(!u.includes(adminKey.slice(5)), u);
+  }
+});
+
+test('a page of another origin may send events with an ingest key, and may not query', async () => {
+  const mkKey = async (scope) => {
+    const resp = await fetchAPI('api/keys', { method: 'POST', body: JSON.stringify({ scope, app: 'cardano', name: `e2e ${scope}` }) });
+    assert.equal(resp.status, 201);
+    return (await resp.json()).key;
+  };
+  const ingestKey = await mkKey('ingest');
+  const queryKey = await mkKey('query');
+  // A web app on another origin: localhost on another port (the API is on 127.0.0.1).
+  const site = createServer((req, res) => { res.setHeader('Content-Type', 'text/html'); res.end('<!doctype html><title>shop</title><p>shop'); });
+  await new Promise((r) => site.listen(0, '127.0.0.1', r));
+  const siteURL = `http://localhost:${site.address().port}/`;
+  corsExpected = true;
+  try {
+    await page.goto(siteURL);
+    const send = await page.evaluate(async ({ api, key }) => {
+      const resp = await fetch(`${api}api/apps/cardano/events`, {
+        method: 'POST', headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
+        body: JSON.stringify([{ user_id: 'e2e-browser', event: 'e2e_cors_event', timestamp: '2021-06-01T10:00:00Z', insert_id: 'e2e-1', properties: { via: 'fetch' } },
+          { user_id: 'e2e-browser', event: 'e2e_cors_event', timestamp: 'never' }]),
+      });
+      return { status: resp.status, body: await resp.json() };
+    }, { api: base, key: ingestKey });
+    assert.equal(send.status, 200, JSON.stringify(send.body));
+    assert.equal(send.body.accepted, 1);
+    assert.deepEqual(send.body.rejected.map((r) => [r.index, r.field]), [[1, 'timestamp']]);
+    // The ingest key cannot read, even from its own origin's point of view.
+    const read = await page.evaluate(async ({ api, key }) => {
+      const resp = await fetch(`${api}api/apps/cardano/events`, { method: 'POST', headers: { Authorization: `Bearer ${key}x` }, body: '[]' });
+      return resp.status;
+    }, { api: base, key: ingestKey });
+    assert.equal(read, 401, 'a bad key is refused, readably (CORS headers on the 401)');
+    const query = await page.evaluate(async ({ api, key }) => {
+      try {
+        const resp = await fetch(`${api}api/apps/cardano/query`, { method: 'POST', headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
+          body: JSON.stringify({ kind: 'trend', range: { from: '2021-05-01', to: '2021-07-01' }, series: [{ event: 'e2e_cors_event' }] }) });
+        return `answered ${resp.status}`;
+      } catch (e) {
+        return `blocked: ${e.name}`;
+      }
+    }, { api: base, key: queryKey });
+    assert.equal(query, 'blocked: TypeError', 'a cross-origin query is refused by the server and the browser');
+  } finally {
+    corsExpected = false;
+    site.close();
+  }
+  // The event sent from the browser is stored and counted.
+  const r = await api({ kind: 'trend', app: 'cardano', range: { from: '2021-05-01', to: '2021-07-01' }, tz: 'UTC', interval: 'month', series: [{ event: 'e2e_cors_event' }] });
+  assert.equal(r.series[0].total, 1);
+});
 
 const nf = new Intl.NumberFormat('en-US');
 const pct = (f) => (100 * f).toFixed(1) + '%';
@@ -508,8 +604,8 @@ test('a saved insight on a dashboard survives a server restart', async () => {
   const dashURL = new URL(page.url()).pathname;
 
   await stopServer(server);
-  server = await startServer();
-  base = server.url;
+  server = await startServer(new URL(base).host); // the same origin: the browser keeps its key
+  assert.equal(server.url, base);
   await page.goto(base + dashURL.slice(1));
   await checkTile();
   assert.match(await page.textContent('[data-testid="tile-age"]'), /^computed \d+ s ago/, 'a new process computes it afresh');
@@ -544,7 +640,7 @@ test('date presets are relative ranges, the zone picker sets tz, and an hourly t
   await page.waitForSelector('#result:not([aria-busy])');
   await page.waitForSelector('#run');
   assert.deepEqual(urlQuery().range, { last: '30d' }, 'a preset is a relative range');
-  const resp = await fetch(`${base}api/apps/cardano/query`, { method: 'POST', body: JSON.stringify({ ...q, interval: 'week', range: { last: '30d' } }) });
+  const resp = await fetchAPI('api/apps/cardano/query', { method: 'POST', body: JSON.stringify({ ...q, interval: 'week', range: { last: '30d' } }) });
   if (resp.ok) {
     await page.waitForSelector('table[data-kind="trend"]');
   } else {

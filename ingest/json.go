@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/spurdb/spur/event"
 )
 
 // MaxLineBytes is the longest NDJSON or OTTO line a reader accepts; a longer
@@ -18,14 +20,21 @@ const MaxLineBytes = 64 << 20
 // lineReader reads physical lines without allocating for lines that fit its
 // buffer.
 type lineReader struct {
-	br   *bufio.Reader
-	long []byte // accumulates a line longer than the buffer
-	line int64  // number of the line last returned, 1-based
-	name string
+	br    *bufio.Reader
+	long  []byte // accumulates a line longer than the buffer
+	line  int64  // number of the line last returned, 1-based
+	bytes int64  // bytes of the lines returned, line ends included
+	name  string
 }
 
 func newLineReader(in io.Reader, name string) *lineReader {
 	return &lineReader{br: bufio.NewReaderSize(in, 256<<10), name: name}
+}
+
+// reset makes l read in from its start, keeping its buffers.
+func (l *lineReader) reset(in io.Reader) {
+	l.br.Reset(in)
+	l.long, l.line, l.bytes = l.long[:0], 0, 0
 }
 
 // next returns the next line without its "\n" or "\r\n" (and without a
@@ -51,6 +60,7 @@ func (l *lineReader) next() ([]byte, error) {
 		return nil, io.EOF
 	}
 	l.line++
+	l.bytes += int64(len(b))
 	b = bytes.TrimSuffix(b, []byte("\n"))
 	b = bytes.TrimSuffix(b, []byte("\r"))
 	if l.line == 1 {
@@ -266,6 +276,39 @@ func (s *scanner) number() (raw []byte, isInt, ok bool) {
 	return s.b[start:i], isInt, true
 }
 
+// more consumes what follows an object member: ',' (more members: true)
+// or '}' (the object's end: false). Anything else is recorded as an error
+// and ok is false.
+func (s *scanner) more() (more, ok bool) {
+	switch s.ws() {
+	case ',':
+		s.i++
+		return true, true
+	case '}':
+		s.i++
+		return false, true
+	}
+	return false, s.fail(s.i, "expected ',' or '}'")
+}
+
+// epochNumber converts a JSON number (raw, from number) holding a Unix
+// epoch timestamp to UTC microseconds by the magnitude rule
+// (event.EpochToMicros, event.EpochFloatToMicros).
+func epochNumber(raw []byte, isInt bool) (int64, error) {
+	if isInt {
+		n, err := parseInt(raw)
+		if err != nil {
+			return 0, err
+		}
+		return event.EpochToMicros(n)
+	}
+	f, err := parseFloat(raw)
+	if err != nil {
+		return 0, err
+	}
+	return event.EpochFloatToMicros(f)
+}
+
 // errIntRange is returned by parseInt for an integer outside int64.
 var errIntRange = errors.New("integer out of the int64 range")
 
@@ -363,14 +406,8 @@ func (s *scanner) skip(depth int) bool {
 			if s.tmp, ok = s.str(s.tmp[:0]); !ok || !s.expect(':', "':'") || !s.skip(depth+1) {
 				return false
 			}
-			switch s.ws() {
-			case ',':
-				s.i++
-			case '}':
-				s.i++
-				return true
-			default:
-				return s.fail(s.i, "expected ',' or '}'")
+			if more, ok := s.more(); !more {
+				return ok
 			}
 		}
 	}

@@ -109,15 +109,10 @@ func (r *ndjsonReader) members(ev *event.Event, pos event.Pos, top bool) error {
 		if err := r.value(ev, pos, k, rl); err != nil {
 			return err
 		}
-		switch s.ws() {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return nil
-		default:
-			s.fail(s.i, "expected ',' or '}'")
+		if more, ok := s.more(); !ok {
 			return rowErr(pos, "", s.err())
+		} else if !more {
+			return nil
 		}
 	}
 }
@@ -238,19 +233,7 @@ func (r *ndjsonReader) column(pos event.Pos, k *keyInfo, rl role, c byte) error 
 		case roleEvent:
 			return rowErr(pos, k.name, "expected a string, found a number")
 		case roleTime:
-			var us int64
-			var err error
-			if isInt {
-				var n int64
-				if n, err = parseInt(raw); err == nil {
-					us, err = event.EpochToMicros(n)
-				}
-			} else {
-				var f float64
-				if f, err = parseFloat(raw); err == nil {
-					us, err = event.EpochFloatToMicros(f)
-				}
-			}
+			us, err := epochNumber(raw, isInt)
 			if err != nil {
 				return rowErr(pos, k.name, err.Error())
 			}

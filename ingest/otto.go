@@ -138,15 +138,11 @@ func (r *ottoReader) object(pos event.Pos, field, notObj string, value func(key 
 		if err := value(r.keyBuf); err != nil {
 			return err
 		}
-		if c := s.ws(); c == ',' {
-			s.i++
-			continue
-		} else if c == '}' {
-			s.i++
+		if more, ok := s.more(); !ok {
+			return rowErr(pos, "", s.err())
+		} else if !more {
 			return nil
 		}
-		s.fail(s.i, "expected ',' or '}'")
-		return rowErr(pos, "", s.err())
 	}
 }
 

@@ -144,8 +144,12 @@ func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
+	key, _ := s.requestKey(r)
 	out := []appSummary{}
 	for _, n := range names {
+		if !readable(key, n) {
+			continue
+		}
 		app, err := s.store.App(n)
 		if err != nil {
 			s.internal(w, r, err)

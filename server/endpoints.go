@@ -12,10 +12,8 @@ import (
 
 // Scope is the access a key needs for an endpoint (ingest.md §4: an
 // ingest key sends events, a query key queries an app and saves its
-// cohorts, insights and dashboards, an admin key does everything). There
-// are no keys yet: every endpoint is open on the loopback listener. The
-// scopes are declared with the endpoints, so that an authentication
-// middleware can look them up.
+// cohorts, insights and dashboards, an admin key does everything). The
+// scopes are declared with the routes; auth.go checks them.
 type Scope string
 
 // Scopes of ingest.md §4.
@@ -58,7 +56,7 @@ func (s *Server) endpoints() []endpoint {
 // for each path an answer 405 with Allow naming its methods.
 func (s *Server) registerEndpoints(rt *router) {
 	for _, ep := range s.endpoints() {
-		rt.handle(ep.method, ep.path, sameOriginOnly, ep.h)
+		rt.handle(ep.method, ep.path, sameOriginOnly, needs(ep.scope), ep.h)
 	}
 }
 

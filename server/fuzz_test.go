@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -10,7 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/query"
+	"github.com/spurdb/spur/storage"
 )
 
 // fuzzCodes are the spec §9 error codes an answer may carry.
@@ -23,7 +26,7 @@ var fuzzCodes = []string{query.CodeInvalidQuery, query.CodeInvalidInput, query.C
 func checkAnswer(t *testing.T, w *httptest.ResponseRecorder, what string) {
 	t.Helper()
 	switch w.Code {
-	case 200, 400, 403, 404, 405, 408, 413, 422:
+	case 200, 400, 401, 403, 404, 405, 408, 413, 422:
 	default:
 		t.Fatalf("%s: status %d: %s", what, w.Code, w.Body.Bytes())
 	}
@@ -44,7 +47,7 @@ func checkAnswer(t *testing.T, w *httptest.ResponseRecorder, what string) {
 
 func newFuzzServer(f *testing.F) *Server {
 	st := openCardano(f)
-	srv, err := New(Config{Store: st, Logger: quietLog(), MaxImportDecompressedBytes: 1 << 20, MaxPropertyBytes: 1 << 10})
+	srv, err := New(Config{Store: st, Logger: quietLog(), Auth: AuthNone, MaxImportDecompressedBytes: 1 << 20, MaxPropertyBytes: 1 << 10})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -130,4 +133,60 @@ func validMethod(m string) bool {
 		}
 	}
 	return true
+}
+
+// checkingIngester fails the test when the events endpoint hands the
+// store an invalid event or a user write naming no event.
+type checkingIngester struct{ t *testing.T }
+
+func (c *checkingIngester) Ingest(_ context.Context, _ string, evs []event.Event, users []storage.UserWrite) (*storage.IngestReport, error) {
+	for i := range evs {
+		if err := event.ValidateEvent(&evs[i]); err != nil {
+			c.t.Fatalf("the store got an invalid event: %v", err)
+		}
+	}
+	for _, u := range users {
+		if u.Index < 0 || u.Index >= len(evs) || len(u.Props) == 0 {
+			c.t.Fatalf("the store got user write %+v for %d events", u, len(evs))
+		}
+	}
+	return &storage.IngestReport{Accepted: len(evs)}, nil
+}
+
+// FuzzEventsHandler: any body, Content-Type and Content-Encoding on the
+// events endpoint answer with a documented status and a §9 body, and the
+// store gets only valid events; a 200 lists rejections in order.
+func FuzzEventsHandler(f *testing.F) {
+	ing := &checkingIngester{}
+	srv, err := New(Config{Store: emptyStore(f), Logger: quietLog(), Auth: AuthNone, Ingester: ing,
+		MaxEventsBytes: 1 << 16, MaxEventsDecompressedBytes: 1 << 18, EventsMemory: 8 << 20})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte(`[{"user_id": "u1", "event": "e", "timestamp": 1700000000, "properties": {"a": [1, {"b": 2}]}, "user_properties": {"p": 1}}]`), "application/json", "", "shop")
+	f.Add([]byte("{\"user_id\": \"u1\", \"event\": \"e\"}\n{\"user_id\": 5}\n\n[]\n"), "application/x-ndjson", "", "shop")
+	f.Add([]byte(gzipped(f, `[{"user_id": "u", "event": "e", "insert_id": 7}, {"event": "x"}]`)), "", "gzip", "shop")
+	f.Add([]byte(`[{"user_id": "u", "event": "e", "timestamp": "2999-01-01T00:00:00Z"}, 1, "x", null]`), "text/plain", "identity", "shop")
+	f.Add([]byte("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"), "application/json", "br", "Bad App")
+	f.Fuzz(func(t *testing.T, body []byte, ctype, encoding, app string) {
+		ing.t = t
+		req := httptest.NewRequest("POST", "/", bytes.NewReader(body))
+		req.URL.Path = "/api/apps/" + app + "/events"
+		req.Header.Set("Content-Type", ctype)
+		req.Header.Set("Content-Encoding", encoding)
+		w := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(w, req)
+		checkAnswer(t, w, "events "+string(body))
+		if w.Code == 200 {
+			var ans eventsAnswer
+			if err := json.Unmarshal(w.Body.Bytes(), &ans); err != nil || ans.Rejected == nil {
+				t.Fatalf("answer %s: %v", w.Body.Bytes(), err)
+			}
+			for i := 1; i < len(ans.Rejected); i++ {
+				if ans.Rejected[i].Index <= ans.Rejected[i-1].Index {
+					t.Fatalf("rejections out of order: %s", w.Body.Bytes())
+				}
+			}
+		}
+	})
 }

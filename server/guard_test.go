@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"slices"
 	"strings"
@@ -18,7 +17,7 @@ import (
 	"github.com/spurdb/spur/storage"
 )
 
-func emptyStore(t *testing.T) *storage.Store {
+func emptyStore(t testing.TB) *storage.Store {
 	t.Helper()
 	st, err := storage.Open(storage.Config{Dir: t.TempDir(), Shards: 2, Logger: quietLog()})
 	if err != nil {
@@ -155,52 +154,10 @@ func TestCrossSiteRefused(t *testing.T) {
 	}
 }
 
-// TestAnyOriginRoute: the exemption the events endpoint will use answers
-// preflights and cross-site requests with CORS headers.
-func TestAnyOriginRoute(t *testing.T) {
-	rt := newRouter()
-	rt.handle("POST", "/api/apps/{app}/events", anyOrigin, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, 200, map[string]int{"accepted": 1})
-	})
-	rt.handle("POST", "/api/apps/{app}/query", sameOriginOnly, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, 200, map[string]int{})
-	})
-	mux := rt.finish()
-	serve := func(method, path string, hdr ...string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest(method, path, strings.NewReader("[]"))
-		for i := 0; i+1 < len(hdr); i += 2 {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-		w := httptest.NewRecorder()
-		mux.ServeHTTP(w, req)
-		return w
-	}
-	pre := serve("OPTIONS", "/api/apps/shop/events", "Origin", "https://shop.example", "Access-Control-Request-Method", "POST",
-		"Access-Control-Request-Headers", "authorization, content-type")
-	h := pre.Header()
-	if pre.Code != http.StatusNoContent || h.Get("Access-Control-Allow-Origin") != "*" || !strings.Contains(h.Get("Access-Control-Allow-Methods"), "POST") ||
-		!strings.Contains(h.Get("Access-Control-Allow-Headers"), "Authorization") || h.Get("Access-Control-Max-Age") == "" {
-		t.Errorf("preflight: %d %v", pre.Code, h)
-	}
-	post := serve("POST", "/api/apps/shop/events", "Origin", "https://shop.example", "Sec-Fetch-Site", "cross-site")
-	if post.Code != 200 || post.Header().Get("Access-Control-Allow-Origin") != "*" {
-		t.Errorf("cross-site POST to the events endpoint: %d %v", post.Code, post.Header())
-	}
-	if q := serve("POST", "/api/apps/shop/query", "Origin", "https://shop.example"); q.Code != http.StatusForbidden {
-		t.Errorf("cross-site query: %d", q.Code)
-	}
-	if q := serve("OPTIONS", "/api/apps/shop/query", "Origin", "https://shop.example"); q.Code != http.StatusForbidden || q.Header().Get("Access-Control-Allow-Origin") != "" {
-		t.Errorf("preflight of the query endpoint: %d %v", q.Code, q.Header())
-	}
-	if m := serve("GET", "/api/apps/shop/events"); m.Code != http.StatusMethodNotAllowed || m.Header().Get("Allow") != "OPTIONS, POST" {
-		t.Errorf("GET on the events endpoint: %d %v", m.Code, m.Header())
-	}
-}
-
 // trickle opens a connection, sends a request whose body of n bytes comes
 // one byte per interval, and returns the status line the server answers
 // with (or the read error) and how long it took.
-func trickle(t *testing.T, addr, path string, n int, interval time.Duration) (string, time.Duration) {
+func trickle(t *testing.T, addr, key, path string, n int, interval time.Duration) (string, time.Duration) {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -208,7 +165,7 @@ func trickle(t *testing.T, addr, path string, n int, interval time.Duration) (st
 	}
 	defer c.Close()
 	start := time.Now()
-	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: text/csv\r\nContent-Length: %d\r\n\r\n", path, addr, n)
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: text/csv\r\nContent-Length: %d\r\n\r\n", path, addr, key, n)
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
@@ -245,7 +202,7 @@ func TestBodyTimeout(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	before := runtime.NumGoroutine()
 	for _, path := range []string{"/api/apps/cardano/query", "/api/apps/shop/import?format=csv"} {
-		line, took := trickle(t, addr, path, 10_000, 50*time.Millisecond)
+		line, took := trickle(t, addr, ts.key, path, 10_000, 50*time.Millisecond)
 		if !strings.Contains(line, "408") || took > 3*time.Second {
 			t.Errorf("%s trickled: %q after %s, want 408 after about 300ms", path, line, took)
 		}

@@ -21,9 +21,15 @@ type metrics struct {
 	bytesRead     *prometheus.CounterVec // by kind
 	imports       *prometheus.CounterVec // by result
 	importRows    *prometheus.CounterVec // by result
+
+	ingestRequests *prometheus.CounterVec // by code
+	ingestEvents   *prometheus.CounterVec // by result
+	ingestAck      prometheus.Histogram
+	ingestBytes    prometheus.Counter
+	authFailures   *prometheus.CounterVec // by status
 }
 
-func newMetrics(reg *prometheus.Registry, st *storage.Store, log *slog.Logger) *metrics {
+func newMetrics(reg *prometheus.Registry, st *storage.Store, log *slog.Logger, events *memGate) *metrics {
 	m := &metrics{
 		queryDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "spur_query_duration_seconds",
@@ -54,9 +60,35 @@ func newMetrics(reg *prometheus.Registry, st *storage.Store, log *slog.Logger) *
 			Name: "spur_import_rows_total",
 			Help: "Rows read by HTTP imports, by result: applied, rejected (bad rows), duplicate (insert_id).",
 		}, []string{"result"}),
+		ingestRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spur_ingest_requests_total",
+			Help: "Events endpoint requests answered, by outcome code (ok, cancelled or a spec §9 error code).",
+		}, []string{"code"}),
+		ingestEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spur_ingest_events_total",
+			Help: "Events received by the events endpoint in answered requests, by result: accepted (durable and visible when answered) or rejected (listed in the answer).",
+		}, []string{"result"}),
+		ingestAck: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "spur_ingest_ack_seconds",
+			Help:    "Time from an events request's start to its 200 answer (events durable and visible), seconds.",
+			Buckets: prometheus.ExponentialBuckets(0.00025, 2, 17), // 0.25 ms .. 16 s
+		}),
+		ingestBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spur_ingest_body_bytes_total",
+			Help: "Decompressed bytes of the events request bodies parsed.",
+		}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spur_auth_failures_total",
+			Help: "Requests refused for their key, by status: 401 (missing or unknown key), 403 (scope or app).",
+		}, []string{"status"}),
 	}
+	eventsMem := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "spur_ingest_request_memory_bytes",
+		Help: "Memory reserved by the events requests being parsed and stored (bounded by --events-memory), bytes.",
+	}, func() float64 { return float64(events.used.Load()) })
 	reg.MustRegister(m.queryDuration, m.queries, m.inFlight, m.eventsScanned, m.bytesRead,
-		m.imports, m.importRows, &storeCollector{st: st, log: log},
+		m.imports, m.importRows, m.ingestRequests, m.ingestEvents, m.ingestAck, m.ingestBytes, m.authFailures, eventsMem,
+		&storeCollector{st: st, log: log},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -32,14 +32,18 @@ func fetch(t *testing.T, client *http.Client, url string) []byte {
 }
 
 // TestProfileAndTraceOfRunningQueries takes a CPU profile and an execution
-// trace from the debug listener while queries run, then finds the queries'
-// runtime/trace tasks and stage regions in the trace, and the app and kind
-// pprof labels in the profile.
+// trace from the debug listener while queries and events requests run,
+// then finds their runtime/trace tasks and stage regions in the trace, and
+// the app and kind pprof labels in the profile.
 func TestProfileAndTraceOfRunningQueries(t *testing.T) {
-	ts := start(t, Config{Store: openCardano(t)})
+	ts := start(t, Config{Store: openCardano(t), Ingester: nopIngester{}})
 	stop := make(chan struct{})
 	var load sync.WaitGroup
-	for range 2 {
+	for i := range 3 {
+		path, body := "api/apps/cardano/query", funnelQuery
+		if i == 2 { // and events requests
+			path, body = "api/apps/cardano/events", `[{"user_id": "u", "event": "e", "properties": {"n": 1}}]`
+		}
 		load.Add(1)
 		go func() {
 			defer load.Done()
@@ -49,7 +53,7 @@ func TestProfileAndTraceOfRunningQueries(t *testing.T) {
 					return
 				default:
 				}
-				resp, err := ts.client.Post(ts.url+"api/apps/cardano/query", "application/json", strings.NewReader(funnelQuery))
+				resp, err := ts.client.Post(ts.url+path, "application/json", strings.NewReader(body))
 				if err != nil {
 					t.Error(err)
 					return
@@ -102,6 +106,7 @@ func TestProfileAndTraceOfRunningQueries(t *testing.T) {
 	for task, want := range map[string][]string{
 		"spur.request": {"read body", "parse", "run", "encode"},
 		"spur.query":   {"plan", "scan", "scan shard"},
+		"spur.ingest":  {"parse", "store"},
 	} {
 		for _, rg := range want {
 			if regions[task][rg] == 0 {

@@ -2,25 +2,32 @@
 // web UI, Prometheus metrics, and a separate debug listener serving
 // net/http/pprof.
 //
-// Main listener (loopback by default; there is no authentication):
+// Main listener (loopback by default), each route with the key scope it
+// needs (auth.go: every /api/ request and /metrics carry
+// "Authorization: Bearer KEY"):
 //
-//	GET  /                          the web UI (embedded files of ui/)
-//	GET  /api/apps                  {"apps": [{name, tz, events, user_rows, segments, bytes, min_time, max_time}]}
-//	GET  /api/apps/{app}/schema     storage.Schema: event names with counts, properties with types and top values (?top=N, default 20)
-//	POST /api/apps/{app}/query      body: a spec §9 query; answer: the §9 result (?trace=1 adds "trace", the timing tree; ?output=csv tidy CSV)
-//	POST /api/apps/{app}/import     body: a CSV, NDJSON or Parquet file (gzip allowed), applied atomically
-//	     /api/apps/{app}/insights, dashboards, cohorts   saved documents: list, create, read, update (409 when stale), delete (insights.go)
-//	GET  /api/apps/{app}/insights/{id}/result             a saved insight's answer, cached by query and catalog version
-//	GET  /api/apps/{app}/users[/{id}[/events]]            users' current properties and one user's trail (users.go)
-//	GET  /metrics                   Prometheus metrics
-//	GET  /healthz                   {"status": "ok"}
+//	GET  /                          the web UI (embedded files of ui/; no key: it asks for one)
+//	GET  /api/apps                  query: {"apps": [{name, tz, events, user_rows, segments, bytes, min_time, max_time}]}, the apps the key reads
+//	GET  /api/apps/{app}/schema     query: storage.Schema: event names with counts, properties with types and top values (?top=N, default 20)
+//	POST /api/apps/{app}/query      query: body a spec §9 query; answer: the §9 result (?trace=1 adds "trace", the timing tree; ?output=csv tidy CSV)
+//	POST /api/apps/{app}/events     ingest: live events (events.go; ingest.md §1), any origin
+//	POST /api/apps/{app}/import     ingest: body a CSV, NDJSON or Parquet file (gzip allowed), applied atomically
+//	     /api/apps/{app}/insights, dashboards, cohorts   query: saved documents: list, create, read, update (409 when stale), delete (insights.go)
+//	GET  /api/apps/{app}/insights/{id}/result             query: a saved insight's answer, cached by query and catalog version
+//	GET  /api/apps/{app}/users[/{id}[/events]]            query: users' current properties and one user's trail (users.go)
+//	GET  /api/key                   any key: the key's own record
+//	     /api/keys[/{id}]           admin: list, create, revoke keys (auth.go)
+//	GET  /metrics                   admin: Prometheus metrics (also on the debug listener, without a key)
+//	GET  /healthz                   no key: {"status": "ok"}
 //
 // Errors have the spec §9 shape {"error": {"code", "message", "field"}}
 // (field: the JSON path of the offending query field, e.g.
 // "series[0].where[1].value") and these statuses:
 //
 //	400 invalid_query    malformed JSON, unknown field, bad value, bad import parameter
-//	403 forbidden        Host not served (field "host") or a browser's cross-site request (field "origin")
+//	400 invalid_input    an events body that cannot be parsed as a whole (events.go)
+//	401 unauthenticated  a missing, malformed or unknown key (field "authorization")
+//	403 forbidden        Host not served (field "host"), a browser's cross-site request (field "origin"), a key without the scope or app (field "authorization")
 //	404 not_found        unknown app, API path or saved document
 //	409 conflict         an update or delete naming a stale document version
 //	405 invalid_query    wrong method for an API path (Allow names the right one)
@@ -30,6 +37,7 @@
 //	422 limit_exceeded   a query over a limit other than time
 //	504 limit_exceeded   query time limit exceeded (Config.QueryTimeout)
 //	503 unavailable      no query memory free within the wait (Config.MemoryTotal), or the server is shutting down; Retry-After: 5
+//	                     (the events endpoint: the store cannot take more now; Retry-After: 1)
 //	500 corruption       a segment failed its checksums
 //	500 internal         anything else
 //
@@ -50,6 +58,12 @@
 //	connections    1,024 open on the main listener (MaxConnections,
 //	               --max-connections); more wait in the kernel's accept queue
 //	query body     1 MiB (MaxBodyBytes, --max-body-bytes)
+//	events body    20 MiB as sent (MaxEventsBytes, --max-events-bytes),
+//	               200 MiB decompressed (MaxEventsDecompressedBytes,
+//	               --max-events-decompressed-bytes); 256 MiB for the
+//	               events requests in flight together (EventsMemory,
+//	               --events-memory); timestamps at most 24 h ahead
+//	               (MaxFuture, --max-future)
 //	import body    1 GiB as sent (MaxImportBytes, --max-import-bytes) and
 //	               200 MiB decompressed (MaxImportDecompressedBytes,
 //	               --max-import-decompressed-bytes, ingest.md §1's figure):
@@ -67,9 +81,9 @@
 // 403 forbidden: an Origin header that is not this server's host:port, or
 // Sec-Fetch-Site: cross-site (a top-level GET navigation excepted, so a
 // link to the UI from elsewhere opens it). Clients that send neither
-// header (curl, scripts) are not affected. Routes registered with the
-// anyOrigin policy (the coming events endpoint, which browser SDKs call
-// cross-origin) allow every origin and answer CORS preflights instead. The
+// header (curl, scripts) are not affected. The events endpoint (the
+// anyOrigin policy: browser SDKs call it cross-origin with an ingest key)
+// allows every origin and answers CORS preflights instead. The
 // debug listener applies the same two checks, and always answers the
 // loopback names too.
 //
@@ -191,6 +205,34 @@ type Config struct {
 	// field and the limit. 0 means event.DefaultMaxPropertyBytes (64
 	// KiB); negative means no limit.
 	MaxPropertyBytes int
+	// Auth is how requests are authenticated: AuthKeys (the zero value:
+	// every /api/ request and /metrics carry a key, auth.go) or AuthNone,
+	// which Serve allows only when every listener is on a loopback
+	// address.
+	Auth AuthMode
+	// Keys is the key store checked under AuthKeys; nil means
+	// OpenKeys(Store).
+	Keys *Keys
+	// Ingester stores the events endpoint's events; nil means Store
+	// (Store.Ingest: the write-ahead log and the live layer, which need
+	// storage.Config.Live).
+	Ingester Ingester
+	// MaxEventsBytes bounds an events request body as sent, bytes; 0
+	// means DefaultMaxEventsBytes (20 MiB, ingest.md §1).
+	MaxEventsBytes int64
+	// MaxEventsDecompressedBytes bounds what a gzip events body
+	// decompresses to, bytes; 0 means DefaultMaxEventsDecompressedBytes
+	// (200 MiB); negative means no limit.
+	MaxEventsDecompressedBytes int64
+	// MaxFuture is how far past the server's clock an event's timestamp
+	// may be (later ones are rejected); 0 means DefaultMaxFuture (24 h);
+	// negative means no limit.
+	MaxFuture time.Duration
+	// EventsMemory bounds the memory of the events requests being parsed
+	// and stored at once, bytes (their bodies, events and strings): a
+	// request that would pass it waits for none, it is answered 503 (413
+	// when it alone needs more). 0 means DefaultEventsMemory (256 MiB).
+	EventsMemory int64
 	// AllowedHosts lists the Host header values served (names or
 	// addresses, any port; "*.example.com" for subdomains; "*" for all);
 	// any other Host gets 403 forbidden, against DNS rebinding. nil means
@@ -230,6 +272,12 @@ type Server struct {
 	schemas  map[string]cachedSchema
 
 	results resultCache // saved insights' answers (insights.go)
+
+	keys       *Keys
+	ingester   Ingester
+	eventsMem  memGate    // memory of the events requests in flight
+	eventsPool *sync.Pool // *eventsWork
+	routeList  []route    // the main listener's routes (tests check each one's access)
 }
 
 type cachedSchema struct {
@@ -285,14 +333,29 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConnections == 0 {
 		cfg.MaxConnections = DefaultMaxConnections
 	}
-	switch {
-	case cfg.MaxImportDecompressedBytes == 0:
-		cfg.MaxImportDecompressedBytes = DefaultMaxImportDecompressedBytes
-	case cfg.MaxImportDecompressedBytes < 0:
-		cfg.MaxImportDecompressedBytes = 0 // ingest: no limit
-	}
+	decompressedLimit(&cfg.MaxImportDecompressedBytes, DefaultMaxImportDecompressedBytes)
 	if cfg.AllowedHosts == nil {
 		cfg.AllowedHosts = DefaultAllowedHosts()
+	}
+	if cfg.MaxEventsBytes <= 0 {
+		cfg.MaxEventsBytes = DefaultMaxEventsBytes
+	}
+	decompressedLimit(&cfg.MaxEventsDecompressedBytes, DefaultMaxEventsDecompressedBytes)
+	if cfg.MaxFuture == 0 {
+		cfg.MaxFuture = DefaultMaxFuture
+	}
+	if cfg.EventsMemory <= 0 {
+		cfg.EventsMemory = DefaultEventsMemory
+	}
+	if cfg.Keys == nil {
+		k, err := OpenKeys(cfg.Store)
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		cfg.Keys = k
+	}
+	if cfg.Ingester == nil {
+		cfg.Ingester = cfg.Store
 	}
 	s := &Server{
 		cfg:     cfg,
@@ -302,6 +365,11 @@ func New(cfg Config) (*Server, error) {
 		reg:     cfg.Registry,
 		slots:   make(chan struct{}, cfg.MaxConcurrentQueries),
 		schemas: map[string]cachedSchema{},
+
+		keys:       cfg.Keys,
+		ingester:   cfg.Ingester,
+		eventsMem:  memGate{limit: cfg.EventsMemory},
+		eventsPool: newEventsPool(),
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -313,41 +381,76 @@ func New(cfg Config) (*Server, error) {
 	if s.reg == nil {
 		s.reg = prometheus.NewRegistry()
 	}
-	s.met = newMetrics(s.reg, s.store, s.log)
+	s.met = newMetrics(s.reg, s.store, s.log, &s.eventsMem)
+	if c, ok := s.ingester.(prometheus.Collector); ok {
+		// The store's own ingest metrics (log bytes, unflushed events,
+		// flush and compaction durations), when it has them.
+		if err := s.reg.Register(c); err != nil {
+			return nil, fmt.Errorf("server: register the ingester's metrics: %w", err)
+		}
+	}
 	s.handler = s.wrap(s.routes(), newHostPolicy(cfg.AllowedHosts))
 	// The debug listener also answers the loopback names, so that `go
 	// tool pprof http://127.0.0.1:6060/…` works whatever --allowed-hosts.
-	s.debug = s.wrap(guardRoute(sameOriginOnly, debugRoutes()), newHostPolicy(append(DefaultAllowedHosts(), cfg.AllowedHosts...)))
+	s.debug = s.wrap(guardRoute(sameOriginOnly, s.debugRoutes()), newHostPolicy(append(DefaultAllowedHosts(), cfg.AllowedHosts...)))
 	return s, nil
 }
+
+// decompressedLimit applies a decompressed-size limit's convention: 0
+// means def, negative no limit (ingest's 0).
+func decompressedLimit(v *int64, def int64) {
+	switch {
+	case *v == 0:
+		*v = def
+	case *v < 0:
+		*v = 0
+	}
+}
+
+// Keys returns the server's key store (`spur serve` creates the first
+// admin key through it).
+func (s *Server) Keys() *Keys { return s.keys }
 
 // Handler returns the main listener's handler: API, UI, /metrics.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // DebugHandler returns the debug listener's handler: net/http/pprof under
 // /debug/pprof/ (index, cmdline, profile, symbol, trace and the named
-// profiles heap, allocs, goroutine, block, mutex, threadcreate).
+// profiles heap, allocs, goroutine, block, mutex, threadcreate), and
+// /metrics without a key (the listener is for operators: loopback by
+// default).
 func (s *Server) DebugHandler() http.Handler { return s.debug }
+
+// route is one registered method and path with its policy and access.
+type route struct {
+	method, path string
+	policy       crossSite
+	acc          access
+}
 
 // router registers routes with their cross-site policy, and answers 405
 // with Allow for the other methods of a path (finish).
 type router struct {
-	mux   *http.ServeMux
-	paths []string            // in registration order
-	allow map[string][]string // per path: its methods
-	guard map[string]crossSite
+	s      *Server
+	mux    *http.ServeMux
+	routes []route             // every handle call, in order
+	paths  []string            // in registration order
+	allow  map[string][]string // per path: its methods
+	guard  map[string]crossSite
 }
 
-func newRouter() *router {
-	return &router{mux: http.NewServeMux(), allow: map[string][]string{}, guard: map[string]crossSite{}}
+func (s *Server) newRouter() *router {
+	return &router{s: s, mux: http.NewServeMux(), allow: map[string][]string{}, guard: map[string]crossSite{}}
 }
 
-// handle serves method on path with h under policy: sameOriginOnly refuses
-// browsers' cross-site requests (403), anyOrigin allows every origin and
-// answers CORS preflights (OPTIONS) for the path. All methods of a path
+// handle serves method on path with h under policy and acc: sameOriginOnly
+// refuses browsers' cross-site requests (403), anyOrigin allows every
+// origin and answers CORS preflights (OPTIONS) for the path, without a
+// key; acc is the key the request needs (auth.go). All methods of a path
 // share one policy.
-func (rt *router) handle(method, path string, policy crossSite, h http.HandlerFunc) {
-	rt.mux.Handle(method+" "+path, guardRoute(policy, h))
+func (rt *router) handle(method, path string, policy crossSite, acc access, h http.HandlerFunc) {
+	rt.mux.Handle(method+" "+path, guardRoute(policy, rt.s.authorize(acc, h)))
+	rt.routes = append(rt.routes, route{method, path, policy, acc})
 	if _, ok := rt.allow[path]; !ok {
 		rt.paths = append(rt.paths, path)
 		rt.guard[path] = policy
@@ -364,43 +467,59 @@ func (rt *router) handle(method, path string, policy crossSite, h http.HandlerFu
 func (rt *router) finish() *http.ServeMux {
 	for _, path := range rt.paths {
 		allow := strings.Join(slices.Sorted(slices.Values(rt.allow[path])), ", ")
-		rt.mux.Handle(path, guardRoute(rt.guard[path], http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		acc := open
+		if strings.HasPrefix(path, "/api/") {
+			acc = access{anyKey: true}
+		}
+		rt.mux.Handle(path, guardRoute(rt.guard[path], rt.s.authorize(acc, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)
 			writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Code: query.CodeInvalidQuery,
 				Message: fmt.Sprintf("method %s not allowed on %s: use %s", event.Quote(r.Method), r.URL.Path, allow)})
-		})))
+		}))))
 	}
 	return rt.mux
 }
 
 func (s *Server) routes() http.Handler {
-	rt := newRouter()
-	rt.handle("GET", "/api/apps", sameOriginOnly, s.handleApps)
-	rt.handle("GET", "/api/apps/{app}/schema", sameOriginOnly, s.handleSchema)
-	rt.handle("POST", "/api/apps/{app}/query", sameOriginOnly, s.handleQuery)
-	rt.handle("POST", "/api/apps/{app}/import", sameOriginOnly, s.handleImport)
+	rt := s.newRouter()
+	rt.handle("GET", "/api/apps", sameOriginOnly, access{scope: ScopeQuery}, s.handleApps)
+	rt.handle("GET", "/api/apps/{app}/schema", sameOriginOnly, needs(ScopeQuery), s.handleSchema)
+	rt.handle("POST", "/api/apps/{app}/query", sameOriginOnly, needs(ScopeQuery), s.handleQuery)
+	rt.handle("POST", "/api/apps/{app}/import", sameOriginOnly, needs(ScopeIngest), s.handleImport)
+	rt.handle("POST", "/api/apps/{app}/events", anyOrigin, needs(ScopeIngest), s.handleEvents)
 	s.registerEndpoints(rt)
-	rt.handle("GET", "/healthz", sameOriginOnly, func(w http.ResponseWriter, r *http.Request) {
+	rt.handle("GET", "/api/key", sameOriginOnly, access{anyKey: true}, s.handleOwnKey)
+	rt.handle("GET", "/api/keys", sameOriginOnly, access{scope: ScopeAdmin}, s.handleListKeys)
+	rt.handle("POST", "/api/keys", sameOriginOnly, access{scope: ScopeAdmin}, s.handleCreateKey)
+	rt.handle("DELETE", "/api/keys/{id}", sameOriginOnly, access{scope: ScopeAdmin}, s.handleRevokeKey)
+	rt.handle("GET", "/healthz", sameOriginOnly, open, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	rt.handle("GET", "/metrics", sameOriginOnly, promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	}).ServeHTTP)
-	rt.mux.Handle("/api/", guardRoute(sameOriginOnly, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	rt.handle("GET", "/metrics", sameOriginOnly, access{scope: ScopeAdmin}, s.metricsHandler().ServeHTTP)
+	rt.mux.Handle("/api/", guardRoute(sameOriginOnly, s.authorize(access{anyKey: true}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{Status: http.StatusNotFound, Code: query.CodeNotFound,
 			Message: fmt.Sprintf("no API endpoint %s %s", event.Quote(r.Method), r.URL.Path)})
-	})))
+	}))))
 	rt.mux.Handle("/", guardRoute(sameOriginOnly, uiHandler()))
+	s.routeList = rt.routes
 	return rt.finish()
 }
 
-func debugRoutes() http.Handler {
+// metricsHandler serves the registry in the Prometheus text format.
+func (s *Server) metricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	})
+}
+
+func (s *Server) debugRoutes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("GET /metrics", s.metricsHandler())
 	mux.Handle("/{$}", http.RedirectHandler("/debug/pprof/", http.StatusFound))
 	return mux
 }
@@ -474,6 +593,17 @@ var errShuttingDown = errors.New("server shutting down")
 // handler has returned, with nil after a shutdown caused by ctx, or the
 // listener's error. Serve closes the listeners.
 func (s *Server) Serve(ctx context.Context, ln, debugLn net.Listener) error {
+	if s.cfg.Auth == AuthNone {
+		for _, l := range []net.Listener{ln, debugLn} {
+			if l != nil && !IsLoopback(l.Addr()) {
+				ln.Close()
+				if debugLn != nil {
+					debugLn.Close()
+				}
+				return fmt.Errorf("server: no authentication (--auth none) on %s, which is not a loopback address: serve with keys", l.Addr())
+			}
+		}
+	}
 	errLog := slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
 	// Every request's context descends from base, so that a shutdown can
 	// cancel the queries still running. No write timeout: a query is
@@ -531,4 +661,11 @@ func (s *Server) Serve(ctx context.Context, ln, debugLn net.Listener) error {
 		return fmt.Errorf("server: %w", first)
 	}
 	return nil
+}
+
+// IsLoopback reports whether a is a TCP address on a loopback interface
+// (127.0.0.0/8, ::1).
+func IsLoopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
 }

@@ -86,13 +86,15 @@ type testServer struct {
 	srv      *Server
 	url      string // main listener, with a trailing slash
 	debugURL string // debug listener, with a trailing slash
+	key      string // an admin key, sent by do unless it is given another Authorization
 	client   *http.Client
 	cancel   context.CancelFunc
 	done     chan error // Serve's result
 }
 
 // start serves cfg (with a quiet logger unless set) until the test ends.
-func start(t *testing.T, cfg Config) *testServer {
+// Under AuthKeys it creates an admin key for do.
+func start(t testing.TB, cfg Config) *testServer {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quietLog()
@@ -100,6 +102,12 @@ func start(t *testing.T, cfg Config) *testServer {
 	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	var key string
+	if cfg.Auth == AuthKeys {
+		if key, _, err = srv.Keys().Create(ScopeAdmin, "", "test"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -110,8 +118,8 @@ func start(t *testing.T, cfg Config) *testServer {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ts := &testServer{srv: srv, url: "http://" + ln.Addr().String() + "/", debugURL: "http://" + dln.Addr().String() + "/",
-		client: &http.Client{Transport: &http.Transport{}}, cancel: cancel, done: make(chan error, 1)}
+	ts := &testServer{srv: srv, url: "http://" + ln.Addr().String() + "/", debugURL: "http://" + dln.Addr().String() + "/", key: key,
+		client: &http.Client{Transport: keyTransport{key: key, rt: &http.Transport{}}}, cancel: cancel, done: make(chan error, 1)}
 	go func() { ts.done <- srv.Serve(ctx, ln, dln) }()
 	t.Cleanup(func() {
 		ts.stop(t)
@@ -119,8 +127,26 @@ func start(t *testing.T, cfg Config) *testServer {
 	return ts
 }
 
+// keyTransport adds "Authorization: Bearer key" to requests without an
+// Authorization header.
+type keyTransport struct {
+	key string
+	rt  *http.Transport
+}
+
+func (k keyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if k.key != "" && r.Header.Get("Authorization") == "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+k.key)
+	}
+	return k.rt.RoundTrip(r)
+}
+
+// CloseIdleConnections lets http.Client.CloseIdleConnections reach rt.
+func (k keyTransport) CloseIdleConnections() { k.rt.CloseIdleConnections() }
+
 // stop shuts the server down (idempotent) and checks Serve's result.
-func (ts *testServer) stop(t *testing.T) {
+func (ts *testServer) stop(t testing.TB) {
 	t.Helper()
 	ts.cancel()
 	if err, ok := <-ts.done; ok {

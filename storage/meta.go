@@ -28,6 +28,11 @@ import (
 //
 //	DIR/apps/APP/meta/COLLECTION/ID.doc
 //
+// and documents of no app (the server's access keys) in store-level
+// collections (Store.Collection):
+//
+//	DIR/meta/COLLECTION/ID.doc
+//
 // A document file is one header line and the document's JSON:
 //
 //	spur-doc 1 LEN CRC\n
@@ -99,14 +104,18 @@ func (e *DocCorruptionError) Error() string {
 // that every layer maps to the corruption code.
 func (e *DocCorruptionError) Is(target error) bool { return target == segment.ErrCorruption }
 
-// Collection is one named collection of documents of an app. It holds no
-// open files and no cache: every call reads or writes the disk, so a
-// change made by another process is seen at once. Safe for concurrent use.
+// Collection is one named collection of documents of an app, or of the
+// store (Store.Collection: documents of no app, such as access keys). It
+// holds no open files and no cache: every call reads or writes the disk,
+// so a change made by another process is seen at once. Safe for
+// concurrent use.
 type Collection struct {
-	app  *App
-	name string
-	dir  string
-	mu   *sync.Mutex // the app's per-collection write mutex (this process's writers)
+	store *Store
+	app   *App   // nil for a store-level collection
+	owner string // who holds it, in messages: `app "shop"` or "the store"
+	name  string
+	dir   string
+	mu    *sync.Mutex // the owner's per-collection write mutex (this process's writers)
 }
 
 // Collection returns the app's collection name ([a-z][a-z0-9_]{0,31}).
@@ -117,15 +126,40 @@ func (a *App) Collection(name string) (*Collection, error) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.collMu == nil {
-		a.collMu = map[string]*sync.Mutex{}
+	return &Collection{store: a.store, app: a, owner: fmt.Sprintf("app %q", a.name), name: name,
+		dir: filepath.Join(a.dir, metaDir, name), mu: collectionMutex(&a.collMu, name)}, nil
+}
+
+// Collection returns the store-level collection name
+// ([a-z][a-z0-9_]{0,31}), for documents that belong to no app (the
+// server's access keys): DIR/meta/NAME/ID.doc, in the format, with the
+// checks and atomic writes of an app's collections. Writes are refused
+// while another process holds the store's writer role (a *LockedError
+// naming it is wrapped), as for every write (storage.md §4). The
+// directory is created on the first write.
+func (s *Store) Collection(name string) (*Collection, error) {
+	if !collectionRE.MatchString(name) {
+		return nil, fmt.Errorf("invalid collection name %q: want [a-z][a-z0-9_]{0,31}", name)
 	}
-	mu := a.collMu[name]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &Collection{store: s, owner: "the store", name: name, dir: filepath.Join(s.cfg.Dir, metaDir, name),
+		mu: collectionMutex(&s.collMu, name)}, nil
+}
+
+// collectionMutex returns the write mutex of collection name in *m,
+// creating the map and the mutex on first use. The caller holds the
+// lock guarding *m.
+func collectionMutex(m *map[string]*sync.Mutex, name string) *sync.Mutex {
+	if *m == nil {
+		*m = map[string]*sync.Mutex{}
+	}
+	mu := (*m)[name]
 	if mu == nil {
 		mu = &sync.Mutex{}
-		a.collMu[name] = mu
+		(*m)[name] = mu
 	}
-	return &Collection{app: a, name: name, dir: filepath.Join(a.dir, metaDir, name), mu: mu}, nil
+	return mu
 }
 
 // Get returns document id. Errors: ErrNotFound (errors.Is) when there is
@@ -134,9 +168,9 @@ func (c *Collection) Get(id string) (Doc, error) {
 	if !ValidDocID(id) {
 		return Doc{}, fmt.Errorf("%s %q: %w", c.name, id, ErrNotFound)
 	}
-	d, err := readDoc(c.app.store.fs, filepath.Join(c.dir, id+docExt), id)
+	d, err := readDoc(c.store.fs, filepath.Join(c.dir, id+docExt), id)
 	if errors.Is(err, fs.ErrNotExist) {
-		return Doc{}, fmt.Errorf("app %q has no %s %q: %w", c.app.name, c.name, id, ErrNotFound)
+		return Doc{}, fmt.Errorf("%s has no %s %q: %w", c.owner, c.name, id, ErrNotFound)
 	}
 	return d, err
 }
@@ -145,7 +179,7 @@ func (c *Collection) Get(id string) (Doc, error) {
 // allocated; empty when there is none). A corrupt document fails the
 // whole list, naming the file.
 func (c *Collection) List() ([]Doc, error) {
-	ents, err := c.app.store.fs.List(c.dir)
+	ents, err := c.store.fs.List(c.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return []Doc{}, nil
 	}
@@ -158,7 +192,7 @@ func (c *Collection) List() ([]Doc, error) {
 		if !ok || !ValidDocID(id) {
 			continue // META.LOCK, a temporary file left by a crash
 		}
-		d, err := readDoc(c.app.store.fs, filepath.Join(c.dir, e), id)
+		d, err := readDoc(c.store.fs, filepath.Join(c.dir, e), id)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // deleted since ReadDir
 		}
@@ -196,7 +230,7 @@ func (c *Collection) Create(id string, body []byte) (Doc, error) {
 func (c *Collection) Update(id string, version int64, body []byte) (Doc, error) {
 	return c.write(id, body, func(old *Doc) (int64, error) {
 		if old == nil {
-			return 0, fmt.Errorf("app %q has no %s %q: %w", c.app.name, c.name, id, ErrNotFound)
+			return 0, fmt.Errorf("%s has no %s %q: %w", c.owner, c.name, id, ErrNotFound)
 		}
 		if old.Version != version {
 			return 0, fmt.Errorf("%s %q is at version %d, not %d: %w", c.name, id, old.Version, version, ErrConflict)
@@ -224,9 +258,9 @@ func (c *Collection) Delete(id string, version int64) error {
 	}
 	return c.locked(func() error {
 		path := filepath.Join(c.dir, id+docExt)
-		old, err := readDoc(c.app.store.fs, path, id)
+		old, err := readDoc(c.store.fs, path, id)
 		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("app %q has no %s %q: %w", c.app.name, c.name, id, ErrNotFound)
+			return fmt.Errorf("%s has no %s %q: %w", c.owner, c.name, id, ErrNotFound)
 		}
 		if err != nil {
 			return err
@@ -234,10 +268,10 @@ func (c *Collection) Delete(id string, version int64) error {
 		if version > 0 && old.Version != version {
 			return fmt.Errorf("%s %q is at version %d, not %d: %w", c.name, id, old.Version, version, ErrConflict)
 		}
-		if err := c.app.store.fs.Remove(path); err != nil {
+		if err := c.store.fs.Remove(path); err != nil {
 			return fmt.Errorf("delete %s %q: %w", c.name, id, err)
 		}
-		return vfs.SyncDir(c.app.store.fs, c.dir)
+		return vfs.SyncDir(c.store.fs, c.dir)
 	})
 }
 
@@ -258,7 +292,7 @@ func (c *Collection) write(id string, body []byte, next func(old *Doc) (int64, e
 	err := c.locked(func() error {
 		path := filepath.Join(c.dir, id+docExt)
 		var old *Doc
-		o, err := readDoc(c.app.store.fs, path, id)
+		o, err := readDoc(c.store.fs, path, id)
 		switch {
 		case err == nil:
 			old = &o
@@ -274,7 +308,7 @@ func (c *Collection) write(id string, body []byte, next func(old *Doc) (int64, e
 		if old != nil {
 			d.Created = old.Created
 		}
-		return vfs.WriteFileAtomic(c.app.store.fs, c.dir, id+docExt, encodeDoc(&d))
+		return vfs.WriteFileAtomic(c.store.fs, c.dir, id+docExt, encodeDoc(&d))
 	})
 	return d, err
 }
@@ -287,11 +321,11 @@ func (c *Collection) write(id string, body []byte, next func(old *Doc) (int64, e
 // own lock orders the writes, so saving a document never waits for an
 // import.
 func (c *Collection) locked(f func() error) error {
-	a, s := c.app, c.app.store
+	a, s := c.app, c.store
 	if s.cfg.ReadOnly {
-		return fmt.Errorf("app %q: the store is open read-only", a.name)
+		return fmt.Errorf("%s: the store is open read-only", c.owner)
 	}
-	if a.Current().Generation == 0 {
+	if a != nil && a.Current().Generation == 0 {
 		return fmt.Errorf("app %q: %w", a.name, ErrNotFound)
 	}
 	if err := vfs.MkdirAllSync(s.fs, c.dir, 0o755); err != nil {
@@ -300,6 +334,9 @@ func (c *Collection) locked(f func() error) error {
 	if s.role == nil {
 		l, err := s.fs.Lock(filepath.Join(s.cfg.Dir, lockName), true, "")
 		if err != nil {
+			if a == nil {
+				return s.storeLocked(err)
+			}
 			return a.locked(err, filepath.Join(s.cfg.Dir, lockName))
 		}
 		defer l.Close()

@@ -305,3 +305,74 @@ func FuzzDecodeDoc(f *testing.F) {
 		}
 	})
 }
+
+// TestStoreCollection: a store-level collection needs no app, lives in
+// DIR/meta/NAME, is checksummed like an app's, and its writes are refused
+// while another process holds the store's writer role.
+func TestStoreCollection(t *testing.T) {
+	dir := t.TempDir()
+	st, err := Open(Config{Dir: dir, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	c, err := st.Collection("keys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if docs, err := c.List(); err != nil || len(docs) != 0 {
+		t.Fatalf("empty: %v %v", docs, err)
+	}
+	d, err := c.Create("k1", []byte(`{"scope":"admin"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "meta", "keys", "k1.doc")
+	b, err := os.ReadFile(path)
+	if err != nil || !strings.HasPrefix(string(b), "spur-doc 1 ") {
+		t.Fatalf("file %s: %q %v", path, b, err)
+	}
+	if got, err := c.Get("k1"); err != nil || string(got.Body) != string(d.Body) {
+		t.Fatalf("Get: %+v %v", got, err)
+	}
+	if _, err := c.Get("k2"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "the store has no keys") {
+		t.Fatalf("missing: %v", err)
+	}
+	if _, err := st.Collection("Keys"); err == nil {
+		t.Fatal("invalid collection name accepted")
+	}
+
+	// A flipped byte is corruption naming the file.
+	b[len(b)-3] ^= 1
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get("k1"); !errors.Is(err, segment.ErrCorruption) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("corrupt: %v", err)
+	}
+	if err := c.Delete("k1", 0); !errors.Is(err, segment.ErrCorruption) {
+		t.Fatalf("delete of a corrupt document: %v", err)
+	}
+	os.Remove(path)
+
+	// Another process (a second Store here) holding the writer role
+	// refuses this one's writes, naming it.
+	srv, err := Open(Config{Dir: dir, Writer: true, Holder: "spur serve", Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Create("k3", []byte(`{}`)); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "spur serve (pid") {
+		t.Fatalf("write while served: %v", err)
+	}
+	sc, err := srv.Collection("keys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sc.Create("k3", []byte(`{}`)); err != nil {
+		t.Fatalf("the writer's own write: %v", err)
+	}
+	srv.Close()
+	if docs, err := c.List(); err != nil || len(docs) != 1 || docs[0].ID != "k3" {
+		t.Fatalf("list after the writer: %+v %v", docs, err)
+	}
+}

@@ -128,8 +128,9 @@ type Store struct {
 	holder string
 	role   io.Closer // the store's writer role (Config.Writer), or nil
 
-	mu   sync.Mutex // guards apps (the map, not the apps' versions)
-	apps map[string]*App
+	mu     sync.Mutex // guards apps (the map, not the apps' versions) and collMu
+	apps   map[string]*App
+	collMu map[string]*sync.Mutex // per store-level document collection: this process's writers (Store.Collection)
 
 	// idle holds per-worker scan states with their decode buffers between
 	// scans (a free list, not a sync.Pool: a GC must not drop tens of MiB of

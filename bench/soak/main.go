@@ -101,7 +101,7 @@ func run(c config) error {
 		return err
 	}
 	addr, daddr := freeAddr(), freeAddr()
-	srv := exec.Command(c.spur, "--data", c.data, "--log-level", "warn", "serve", "--listen", addr, "--debug-listen", daddr)
+	srv := exec.Command(c.spur, "--data", c.data, "--log-level", "warn", "serve", "--listen", addr, "--debug-listen", daddr, "--auth", "none") // loopback: no keys needed
 	logPath := filepath.Join(tmp, "serve.log")
 	if c.log != "" {
 		logPath = c.log

@@ -35,7 +35,7 @@ type importConfig struct {
 	maxErrors int
 	progress  string
 	noCompact bool
-	url       string
+	remote    remote
 	maxProp   int
 }
 
@@ -57,7 +57,7 @@ through its API with --url http://HOST:PORT: each file is then one atomic
 import of the server's.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if c.url != "" {
+			if c.remote.url != "" {
 				return importViaServer(cmd, c, args)
 			}
 			st, err := openStore(g, writeStore, "spur import")
@@ -89,7 +89,7 @@ import of the server's.`,
 	f.StringVar(&c.progress, "progress", "auto", "progress bar: auto (on a terminal), always, never")
 	f.IntVar(&c.maxProp, "max-property-bytes", event.DefaultMaxPropertyBytes, "largest string property value (or insert id), bytes; a longer one is a bad row; negative: no limit")
 	f.BoolVar(&c.noCompact, "no-compact", false, "do not compact the app afterwards (by default shards with more than 8 runs of a kind are compacted)")
-	f.StringVar(&c.url, "url", "", "import through a running spur serve at this base URL (POST /api/apps/APP/import, one request per file) instead of the --data store")
+	c.remote.flags(f, "import through a running spur serve at this base URL (POST /api/apps/APP/import, one request per file, with an ingest or admin --key) instead of the --data store")
 	cmd.MarkFlagRequired("app")
 	return cmd
 }
@@ -216,9 +216,9 @@ func printReport(w io.Writer, rep *storage.ImportReport, ok bool) {
 // file, and prints each server report. It stops at the first failure,
 // with the server's error message.
 func importViaServer(cmd *cobra.Command, c *importConfig, files []string) error {
-	base, err := url.Parse(strings.TrimSuffix(c.url, "/"))
-	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return fmt.Errorf("--url %q: want http://HOST:PORT", c.url)
+	rm := &c.remote
+	if err := rm.open(); err != nil {
+		return err
 	}
 	params := url.Values{"user": {c.userCol}, "time": {c.timeCol}, "event": {c.eventCol},
 		"insert_id": {c.insertCol}, "tz": {c.tz}, "max_errors": {strconv.Itoa(c.maxErrors)}}
@@ -231,45 +231,23 @@ func importViaServer(cmd *cobra.Command, c *importConfig, files []string) error 
 	if c.users {
 		params.Set("users", "true")
 	}
-	client := &http.Client{}
 	for _, path := range files {
 		f, err := os.Open(path)
 		if err != nil {
 			return err
 		}
 		params.Set("name", filepath.Base(path))
-		u := base.JoinPath("api", "apps", c.app, "import")
-		u.RawQuery = params.Encode()
-		req, err := http.NewRequestWithContext(cmd.Context(), http.MethodPost, u.String(), f)
-		if err != nil {
-			f.Close()
-			return err
-		}
-		resp, err := client.Do(req)
+		body, err := rm.request(cmd.Context(), http.MethodPost, "api/apps/"+url.PathEscape(c.app)+"/import?"+params.Encode(), nil, f, 16<<20)
 		f.Close()
 		if err != nil {
-			return fmt.Errorf("import %s through %s: %w", path, c.url, err)
-		}
-		body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-		resp.Body.Close()
-		if err != nil {
-			return fmt.Errorf("import %s through %s: read the answer: %w", path, c.url, err)
-		}
-		if resp.StatusCode != http.StatusOK {
-			var e struct {
-				Error struct{ Code, Message string } `json:"error"`
-			}
-			if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
-				return fmt.Errorf("import %s through %s: %s (%s)", path, c.url, e.Error.Message, e.Error.Code)
-			}
-			return fmt.Errorf("import %s through %s: HTTP %s", path, c.url, resp.Status)
+			return fmt.Errorf("import %s through %s: %w", path, rm.url, err)
 		}
 		var rep storage.ImportReport
 		var ms struct {
 			ElapsedMS float64 `json:"elapsed_ms"`
 		}
 		if err := errors.Join(json.Unmarshal(body, &rep), json.Unmarshal(body, &ms)); err != nil {
-			return fmt.Errorf("import %s through %s: unreadable answer: %w", path, c.url, err)
+			return fmt.Errorf("import %s through %s: unreadable answer: %w", path, rm.url, err)
 		}
 		rep.Elapsed = time.Duration(ms.ElapsedMS * float64(time.Millisecond))
 		printReport(cmd.ErrOrStderr(), &rep, true)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"time"
@@ -24,6 +25,28 @@ type serveConfig struct {
 	shutdownTimeout time.Duration
 	workers         int
 	http            serveHTTPLimits
+	auth            string
+	events          serveEvents
+}
+
+// serveEvents are the events endpoint's limits (server.Config's fields of
+// the same names).
+type serveEvents struct {
+	maxBytes        int64
+	maxDecompressed int64
+	maxFuture       time.Duration
+	memory          int64
+}
+
+func (e *serveEvents) flags(f *pflag.FlagSet) {
+	f.Int64Var(&e.maxBytes, "max-events-bytes", server.DefaultMaxEventsBytes, "largest events request body as sent, bytes (413 past it, nothing stored)")
+	f.Int64Var(&e.maxDecompressed, "max-events-decompressed-bytes", server.DefaultMaxEventsDecompressedBytes, "largest decompressed size of a gzip events body, bytes (413 past it, nothing stored); negative: no limit")
+	f.DurationVar(&e.maxFuture, "max-future", server.DefaultMaxFuture, "events timestamped more than this after the server's clock are rejected; negative: no limit")
+	f.Int64Var(&e.memory, "events-memory", server.DefaultEventsMemory, "memory for the events requests being received at once, bytes (503 Retry-After past it; 413 for a request needing more alone)")
+}
+
+func (e *serveEvents) apply(cfg *server.Config) {
+	cfg.MaxEventsBytes, cfg.MaxEventsDecompressedBytes, cfg.MaxFuture, cfg.EventsMemory = e.maxBytes, e.maxDecompressed, e.maxFuture, e.memory
 }
 
 // serveHTTPLimits are the HTTP limits and request checks of `spur serve`
@@ -65,19 +88,28 @@ func newServeCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the HTTP API, the web UI and /metrics; pprof on a separate debug listener",
-		Long: `Serve answers spec §9 queries over HTTP (POST /api/apps/{app}/query), imports
-(POST /api/apps/{app}/import), lists apps and their schemas, serves the web UI
-at / and Prometheus metrics at /metrics. A second listener (--debug-listen)
-serves net/http/pprof under /debug/pprof/ (see docs/profiling.md).
+		Long: `Serve answers spec §9 queries over HTTP (POST /api/apps/{app}/query), takes
+live events (POST /api/apps/{app}/events) and imports (POST
+/api/apps/{app}/import), lists apps and their schemas, serves the web UI at /
+and Prometheus metrics at /metrics. A second listener (--debug-listen) serves
+net/http/pprof under /debug/pprof/ and /metrics (see docs/profiling.md).
 
-There is no authentication: both listeners default to loopback addresses.
+Every API request needs a key (Authorization: Bearer KEY; spur keys). When
+the store has no admin key yet, serve creates one and prints a login URL
+carrying it, once, to standard output; the web UI keeps it in the browser.
+--auth none serves without keys, allowed only when every listener is on a
+loopback address.
+
 Requests whose Host is not served (--allowed-hosts) and browsers'
 cross-site requests (an Origin that is not this server, or
-Sec-Fetch-Site: cross-site) are refused with 403 on every endpoint; curl
-and scripts, which send neither, work. Limits: headers within
---read-header-timeout, a body within --body-timeout, --max-connections open
-connections, --max-body-bytes per query, --max-import-bytes per import as
-sent and --max-import-decompressed-bytes once decompressed.
+Sec-Fetch-Site: cross-site) are refused with 403 on every endpoint but the
+events endpoint, which any origin may call; curl and scripts, which send
+neither, work. Limits: headers within --read-header-timeout, a body within
+--body-timeout, --max-connections open connections, --max-body-bytes per
+query, --max-import-bytes per import as sent and
+--max-import-decompressed-bytes once decompressed, --max-events-bytes and
+--max-events-decompressed-bytes per events request, --events-memory for the
+events requests in flight, --max-future for event timestamps.
 SIGTERM or Ctrl-C shuts down gracefully: new connections are refused and
 in-flight requests get --shutdown-timeout to finish; queries still running a
 second before its end are cancelled (503 unavailable). A second signal ends
@@ -93,7 +125,15 @@ the process at once.`,
 				return err
 			}
 			defer st.Close()
-			scfg := server.Config{
+			var auth server.AuthMode
+			switch c.auth {
+			case "keys":
+			case "none":
+				auth = server.AuthNone
+			default:
+				return fmt.Errorf("--auth %q: want keys or none", c.auth)
+			}
+			scfg := server.Config{Auth: auth,
 				Store: st, Workers: c.workers, QueryTimeout: c.limits.timeout, MemoryBudget: int64(c.limits.memory),
 				MemoryTotal: int64(c.limits.total), MaxBodyBytes: c.maxBodyBytes,
 				MaxImportBytes: c.maxImportBytes, MaxConcurrentQueries: c.maxConcurrent, SlowQuery: c.slowQuery,
@@ -101,6 +141,7 @@ the process at once.`,
 			}
 			c.http.allowedHostsExplicit = cmd.Flags().Changed("allowed-hosts")
 			c.http.apply(&scfg, c.listen, c.debugListen)
+			c.events.apply(&scfg)
 			srv, err := server.New(scfg)
 			if err != nil {
 				return err
@@ -119,12 +160,22 @@ the process at once.`,
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "spur serve: UI and API on http://%s/ (data %s)\n", ln.Addr(), g.dataDir)
 			if dln != nil {
-				fmt.Fprintf(out, "spur serve: pprof on http://%s/debug/pprof/\n", dln.Addr())
+				fmt.Fprintf(out, "spur serve: pprof and metrics on http://%s/debug/pprof/\n", dln.Addr())
 			}
-			for _, l := range []net.Listener{ln, dln} {
-				if l != nil && !isLoopback(l.Addr()) {
-					slog.Warn("listening on a non-loopback address; the API has no authentication", "addr", l.Addr().String())
+			if auth == server.AuthNone {
+				// Serve refuses a listener off loopback.
+				fmt.Fprintln(out, "spur serve: NO AUTHENTICATION (--auth none): every request to these loopback listeners is served as with an admin key")
+				slog.Warn("serving without authentication (--auth none)")
+			} else if srv.Keys().Admins() == 0 {
+				if err := printLoginURL(out, srv.Keys(), ln.Addr()); err != nil {
+					ln.Close()
+					if dln != nil {
+						dln.Close()
+					}
+					return err
 				}
+			} else {
+				fmt.Fprintf(out, "spur serve: every API request needs a key (Authorization: Bearer KEY); the web UI asks for one (spur keys list)\n")
 			}
 			return srv.Serve(cmd.Context(), ln, dln)
 		},
@@ -139,11 +190,27 @@ the process at once.`,
 	f.DurationVar(&c.slowQuery, "slow-query", time.Second, "log queries taking at least this long at warn level with their JSON and stats; negative: never")
 	f.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may run after SIGTERM; queries still running a second before its end are cancelled")
 	f.IntVar(&c.workers, "workers", 0, "scan goroutines per query (0 = GOMAXPROCS)")
+	f.StringVar(&c.auth, "auth", "keys", "keys: every API request needs a key; none: no authentication (only when every listener is on a loopback address)")
 	c.http.flags(f)
+	c.events.flags(f)
 	return cmd
 }
 
-func isLoopback(a net.Addr) bool {
-	ta, ok := a.(*net.TCPAddr)
-	return ok && ta.IP.IsLoopback()
+// printLoginURL creates the store's first admin key and prints, once, the
+// web UI's login URL carrying it (Jupyter's pattern): in the URL's
+// fragment, which browsers never send to a server, so the key reaches no
+// request line or log; the UI keeps it and removes it from the address
+// bar. The key goes to the terminal and nowhere else.
+func printLoginURL(out io.Writer, keys *server.Keys, addr net.Addr) error {
+	secret, k, err := keys.Create(server.ScopeAdmin, "", "created by spur serve (first start)")
+	if err != nil {
+		return fmt.Errorf("create the first admin key: %w", err)
+	}
+	host := addr.String()
+	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
+		host = net.JoinHostPort("127.0.0.1", fmt.Sprint(ta.Port))
+	}
+	fmt.Fprintf(out, "spur serve: created the first admin key (id %s). Open the web UI with it (shown this once; the UI keeps it):\n\n    http://%s/#key=%s\n\n", k.ID, host, secret)
+	fmt.Fprintf(out, "spur serve: create more keys with `spur keys create --url http://%s --key KEY --scope ingest|query --app APP`\n", host)
+	return nil
 }

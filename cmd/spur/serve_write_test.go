@@ -19,9 +19,10 @@ import (
 )
 
 // startServe runs `spur serve` on data in this process (its own flock on
-// the store, as another process would hold it) and returns its base URL
-// and a stop function that waits for it to exit.
-func startServe(t *testing.T, data string) (string, func()) {
+// the store, as another process would hold it) and returns its base URL,
+// the admin key of its login URL (on a store without one) and a stop
+// function that waits for it to exit.
+func startServe(t *testing.T, data string) (string, string, func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
@@ -31,10 +32,16 @@ func startServe(t *testing.T, data string) (string, func()) {
 	go func() { done <- root.ExecuteContext(ctx); pw.Close() }()
 	sc := bufio.NewScanner(pr)
 	re := regexp.MustCompile(`on (http://[^/ ]+)/`)
-	var url string
+	keyRE := regexp.MustCompile(`^    http://[^/ ]+/#key=(spur_[a-z2-7]{32})$`)
+	var url, key string
 	for sc.Scan() {
-		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil && url == "" {
 			url = m[1]
+		}
+		if m := keyRE.FindStringSubmatch(sc.Text()); m != nil {
+			key = m[1]
+		}
+		if l := sc.Text(); strings.Contains(l, "create more keys") || strings.Contains(l, "needs a key") || strings.Contains(l, "NO AUTHENTICATION") {
 			break
 		}
 	}
@@ -43,7 +50,7 @@ func startServe(t *testing.T, data string) (string, func()) {
 		cancel()
 		t.Fatalf("serve did not start: %v", <-done)
 	}
-	return url, func() {
+	return url, key, func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("serve: %v", err)
@@ -73,7 +80,7 @@ func TestServeAndCLIWrites(t *testing.T) {
 	if _, stderr, err := spur(t, "", "--data", data, "import", "--app", "shop", "--time", "ts", batch(0)); err != nil {
 		t.Fatalf("first import: %v\n%s", err, stderr)
 	}
-	url, stop := startServe(t, data)
+	url, key, stop := startServe(t, data)
 	defer stop()
 
 	_, _, err := spur(t, "", "--data", data, "import", "--app", "shop", "--time", "ts", batch(1))
@@ -86,7 +93,9 @@ func TestServeAndCLIWrites(t *testing.T) {
 
 	count := func() (int64, error) {
 		body := `{"kind":"trend","range":{"from":"2021-05-01","to":"2021-06-01"},"interval":"month","series":[{"event":"view"}]}`
-		resp, err := http.Post(url+"/api/apps/shop/query", "application/json", strings.NewReader(body))
+		req, _ := http.NewRequest("POST", url+"/api/apps/shop/query", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return 0, err
 		}
@@ -132,7 +141,7 @@ func TestServeAndCLIWrites(t *testing.T) {
 	for n.Load() < queries && imports < 400 {
 		var out bytes.Buffer
 		root, _ := newRoot(&out, &out)
-		root.SetArgs([]string{"--data", data, "import", "--app", "shop", "--time", "ts", "--url", url, batch(imports)})
+		root.SetArgs([]string{"--data", data, "import", "--app", "shop", "--time", "ts", "--url", url, "--key", key, batch(imports)})
 		if err := root.ExecuteContext(context.Background()); err != nil {
 			t.Fatalf("import %d through the server: %v\n%s", imports, err, out.String())
 		}

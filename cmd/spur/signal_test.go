@@ -103,7 +103,7 @@ func TestServeShutdownWithRunningQueries(t *testing.T) {
 	bin := buildSpur(t)
 	data := slowData(t, bin)
 	const shutdown = 3 * time.Second
-	cmd := exec.Command(bin, "--data", data, "serve", "--listen", "127.0.0.1:0", "--debug-listen", "",
+	cmd := exec.Command(bin, "--data", data, "serve", "--listen", "127.0.0.1:0", "--debug-listen", "", "--auth", "none",
 		"--workers", "1", "--query-memory", "256MiB", "--query-memory-total", "4GiB", "--shutdown-timeout", shutdown.String())
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -8,10 +8,13 @@
 //   /apps/:app/dashboards[/:id]        dashboards and their tiles
 //   /apps/:app/cohorts                 saved cohorts
 //   /apps/:app/users/:id               one user's properties and trail
+//
+// Without an API key, or with one the server refuses, it shows the login
+// form (Login); a login URL (…/#key=spur_…) signs in at once.
 
 import { html, render, useEffect, useState } from './lib/html.js';
 import { LocationProvider, Router, Route, useLocation } from './vendor/preact-iso-router.js';
-import { api } from './lib/api.js';
+import { api, auth } from './lib/api.js';
 import { Provide } from './lib/appctx.js';
 import { parseQuery, queryURL } from './lib/query.js';
 import { num } from './lib/format.js';
@@ -37,7 +40,33 @@ function Shell({ apps, app, children }) {
         <a class=${here('dashboards')} href=${`/apps/${a}/dashboards`}>Dashboards</a>
         <a class=${here('cohorts')} href=${`/apps/${a}/cohorts`}>Cohorts</a>
       </nav>` : null}
+      <button class="link signout" onClick=${signOut}>Sign out</button>
     </header>${children}`;
+}
+
+function signOut() {
+  auth.clear();
+  location.assign('/');
+}
+
+// Login asks for an API key; err is why the last one did not do.
+function Login({ err, onKey }) {
+  const [key, setKey] = useState('');
+  const submit = (e) => {
+    e.preventDefault();
+    if (!key.trim()) return;
+    auth.set(key);
+    onKey();
+  };
+  return html`<main class="page login"><h1>Spur</h1>
+    <p>This server needs an API key. Open the login URL that <code>spur serve</code> printed when it first started,
+      or paste a query or admin key (<code>spur keys create --scope query --app APP</code>).</p>
+    ${err ? html`<${ErrorBox} err=${err} />` : null}
+    <form onSubmit=${submit}>
+      <label>API key <input type="password" name="key" autocomplete="off" placeholder="spur_…" value=${key}
+        onInput=${(e) => setKey(e.target.value)} /></label>
+      <button class="primary" type="submit">Sign in</button>
+    </form></main>`;
 }
 
 // AppRoute loads the schema of the route's app and renders page in the
@@ -66,7 +95,7 @@ function Home({ apps }) {
     if (app) loc.route(q ? queryURL(app, q) : `/apps/${encodeURIComponent(app)}/query`, true);
   }, []);
   return html`<${Shell} apps=${apps}>${apps.length ? null : html`<main class="page"><${ErrorBox}
-    err=${{ code: 'not_found', message: 'The store has no apps yet: import events with `spur import`, POST /api/apps/{app}/import, or run `spur demo --keep DIR` and serve DIR.' }} /></main>`}<//>`;
+    err=${{ code: 'not_found', message: 'No app to show: the store has none yet, or this key reads none. Send events (POST /api/apps/{app}/events with an ingest key), import them (`spur import`), or run `spur demo --keep DIR` and serve DIR.' }} /></main>`}<//>`;
 }
 
 const NotFound = ({ apps }) => html`<${Shell} apps=${apps}><main class="page"><${ErrorBox} err=${{ code: 'not_found', message: `No page ${location.pathname}` }} /></main><//>`;
@@ -78,7 +107,12 @@ const QueryRoute = routed(QueryPage), InsightsRoute = routed(InsightsPage), Dash
 function App() {
   const [apps, setApps] = useState(null);
   const [err, setErr] = useState(null);
-  useEffect(() => { api.apps().then(setApps, setErr); }, []);
+  const [tries, setTries] = useState(0);
+  useEffect(() => { setErr(null); api.apps().then(setApps, setErr); }, [tries]);
+  const retry = () => setTries((n) => n + 1);
+  if (err?.status === 401 || err?.status === 403) {
+    return html`<${Login} err=${auth.key() ? err : null} onKey=${retry} />`;
+  }
   if (err) return html`<main class="page"><${ErrorBox} err=${err} /></main>`;
   if (!apps) return html`<main class="page"><p class="loading">Loading…</p></main>`;
   return html`<${LocationProvider}><${Router}>

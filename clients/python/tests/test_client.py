@@ -120,13 +120,24 @@ def test_send_events_sends_json_arrays_with_a_bearer_key() -> None:
     assert out["accepted"] == 2 and [r["index"] for r in out["rejected"]] == [0, 2, 4]
 
 
-def test_send_events_to_the_server(client: Client) -> None:
-    try:
-        out = client.send_events("pyclient", [{"user_id": "p1", "event": "signup", "timestamp": "2026-01-01T00:00:00Z"}])
-    except SpurError as e:
-        if e.status in (404, 405):
-            pytest.skip("this server has no POST /api/apps/{app}/events yet (the live-ingestion issue adds it)")
-        raise
-    assert out["accepted"] == 1
-    res = client.query({"kind": "trend", "app": "pyclient", "series": [{"event": "signup"}]})
+def test_send_events_to_the_server(client: Client, server_url: str) -> None:
+    created = client._call("POST", "api/keys", json={"scope": "ingest", "app": "pyclient"}).json()
+    with Client(server_url, key=created["key"]) as ingest:
+        out = ingest.send_events("pyclient", [{"user_id": "p1", "event": "signup", "timestamp": "2026-01-01T00:00:00Z"},
+                                              {"user_id": "", "event": "signup"}])
+        assert out["accepted"] == 1 and [(r["index"], r["field"]) for r in out["rejected"]] == [(1, "user_id")]
+        with pytest.raises(SpurError) as e:  # an ingest key cannot read
+            ingest.query({"kind": "trend", "app": "pyclient", "series": [{"event": "signup"}]})
+        assert e.value.status == 403 and e.value.code == "forbidden"
+    res = client.query({"kind": "trend", "app": "pyclient", "range": {"from": "2026-01-01", "to": "2026-01-02"}, "series": [{"event": "signup"}]})
     assert res.to_pandas().value.sum() == 1
+
+
+def test_keys(server_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with Client(server_url, key="") as anon, pytest.raises(SpurError) as e:
+        anon.apps()
+    assert e.value.status == 401 and e.value.code == "unauthenticated"
+    monkeypatch.setenv("SPUR_KEY", "spur_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
+    with Client(server_url) as env, pytest.raises(SpurError) as e:  # the key from $SPUR_KEY
+        env.apps()
+    assert e.value.status == 401 and "unknown API key" in str(e.value)

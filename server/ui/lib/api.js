@@ -1,6 +1,12 @@
 // The one client of Spur's HTTP API (server/server.go lists the
 // endpoints). Every call returns the decoded JSON body or throws an
 // ApiError carrying the spec §9 error {code, message, field}.
+//
+// Every request carries the API key (ingest.md §4) as "Authorization:
+// Bearer KEY". The key comes from the login URL `spur serve` prints
+// (http://HOST/#key=spur_…: in the fragment, which the browser never
+// sends to a server), or from the login form; it is kept in
+// localStorage and taken out of the address bar at once.
 
 export class ApiError extends Error {
   constructor(status, err) {
@@ -14,8 +20,32 @@ export class ApiError extends Error {
 
 const enc = encodeURIComponent;
 
+const keyItem = 'spur.key';
+
+// auth keeps the browser's API key.
+export const auth = {
+  key: () => localStorage.getItem(keyItem) || '',
+  set: (k) => localStorage.setItem(keyItem, k.trim()),
+  clear: () => localStorage.removeItem(keyItem),
+};
+
+// A login URL's key is stored and removed from the address bar (and so
+// from the history) before anything else runs; one opened over a page of
+// the UI (only the fragment changes, so nothing reloads) reloads it.
+function keyFromURL() {
+  const m = /^#key=(spur_[a-z2-7]+)$/.exec(location.hash);
+  if (!m) return false;
+  auth.set(m[1]);
+  history.replaceState(history.state, '', location.pathname + location.search);
+  return true;
+}
+keyFromURL();
+addEventListener('hashchange', () => { if (keyFromURL()) location.reload(); });
+
 async function request(method, path, { body, signal, raw } = {}) {
   const opts = { method, signal, headers: {} };
+  const key = auth.key();
+  if (key) opts.headers.Authorization = `Bearer ${key}`;
   if (body !== undefined) {
     opts.body = typeof body === 'string' ? body : JSON.stringify(body);
     opts.headers['Content-Type'] = 'application/json';
@@ -36,6 +66,8 @@ async function request(method, path, { body, signal, raw } = {}) {
 const app = (a) => `/api/apps/${enc(a)}`;
 
 export const api = {
+  // whoami returns the key's record: {id, scope, app, name, auth}.
+  whoami: () => request('GET', '/api/key'),
   apps: () => request('GET', '/api/apps').then((r) => r.apps),
   schema: (a) => request('GET', `${app(a)}/schema`),
   // query runs a spec §9 query; signal cancels it (AbortController).

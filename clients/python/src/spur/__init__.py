@@ -8,6 +8,7 @@ events to ``POST /api/apps/{app}/events`` as JSON arrays with a Bearer key.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 from urllib.parse import quote
 
@@ -122,11 +123,14 @@ class Client:
 
     ``url`` is the server's base URL (``http://127.0.0.1:8080``); ``key``
     an API key sent as ``Authorization: Bearer KEY`` (a query key to query,
-    an ingest key to send events; ingest.md §4). ``timeout`` is in seconds.
+    an ingest key to send events, an admin key for both; ingest.md §4),
+    by default ``$SPUR_KEY``; ``""`` sends none. ``timeout`` is in seconds.
     """
 
     def __init__(self, url: str, key: Optional[str] = None, timeout: float = 120.0,
                  transport: Optional[httpx.BaseTransport] = None) -> None:
+        if key is None:
+            key = os.environ.get("SPUR_KEY", "")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._http = httpx.Client(base_url=url.rstrip("/") + "/", headers=headers, timeout=timeout, transport=transport)
 
