@@ -29,7 +29,7 @@ type metrics struct {
 	authFailures   *prometheus.CounterVec // by status
 }
 
-func newMetrics(reg *prometheus.Registry, st *storage.Store, log *slog.Logger, events *memGate) *metrics {
+func newMetrics(reg *prometheus.Registry, st *storage.Store, log *slog.Logger, events *memGate, live *LiveObserver) *metrics {
 	m := &metrics{
 		queryDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "spur_query_duration_seconds",
@@ -90,6 +90,9 @@ func newMetrics(reg *prometheus.Registry, st *storage.Store, log *slog.Logger, e
 		m.imports, m.importRows, m.ingestRequests, m.ingestEvents, m.ingestAck, m.ingestBytes, m.authFailures, eventsMem,
 		&storeCollector{st: st, log: log},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if live != nil {
+		reg.MustRegister(live.flush, live.flushRows, live.compact, live.compactRows)
+	}
 	return m
 }
 
@@ -132,15 +135,94 @@ var (
 	bytesDesc    = prometheus.NewDesc("spur_app_bytes", "Bytes of published segment files per app and kind.", []string{"app", "kind"}, nil)
 )
 
+// The live layer's gauges (storage.LiveStats), per app with live events.
+var (
+	liveBytesDesc    = prometheus.NewDesc("spur_live_unflushed_bytes", "Memory of the live layer's events not yet in segment files (bounded by --ingest-memory), bytes.", []string{"app"}, nil)
+	liveRowsDesc     = prometheus.NewDesc("spur_live_unflushed_events", "Events and user property writes acknowledged but not yet flushed into segment files.", []string{"app"}, nil)
+	liveSegsDesc     = prometheus.NewDesc("spur_live_memory_segments", "In-memory segments of the live layer (sealed, not yet flushed).", []string{"app"}, nil)
+	walBytesDesc     = prometheus.NewDesc("spur_wal_bytes", "Bytes of the write-ahead log's files.", []string{"app"}, nil)
+	walFilesDesc     = prometheus.NewDesc("spur_wal_files", "Files of the write-ahead log.", []string{"app"}, nil)
+	walAppliedDesc   = prometheus.NewDesc("spur_wal_applied_seq", "The last write-ahead-log record applied (visible to queries).", []string{"app"}, nil)
+	walPublishedDesc = prometheus.NewDesc("spur_wal_published_seq", "The last write-ahead-log record held by published segment files.", []string{"app"}, nil)
+)
+
 // Describe implements prometheus.Collector.
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- segmentsDesc
-	ch <- rowsDesc
-	ch <- bytesDesc
+	for _, d := range []*prometheus.Desc{segmentsDesc, rowsDesc, bytesDesc, liveBytesDesc, liveRowsDesc, liveSegsDesc,
+		walBytesDesc, walFilesDesc, walAppliedDesc, walPublishedDesc} {
+		ch <- d
+	}
+}
+
+// collectLive reports the live layers.
+func (c *storeCollector) collectLive(ch chan<- prometheus.Metric) {
+	for _, ls := range c.st.LiveStats() {
+		g := func(d *prometheus.Desc, v float64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, ls.App)
+		}
+		g(liveBytesDesc, float64(ls.UnflushedBytes))
+		g(liveRowsDesc, float64(ls.UnflushedRows))
+		g(liveSegsDesc, float64(ls.MemorySegments))
+		g(walBytesDesc, float64(ls.LogBytes))
+		g(walFilesDesc, float64(ls.LogFiles))
+		g(walAppliedDesc, float64(ls.LastAppliedSeq))
+		g(walPublishedDesc, float64(ls.PublishedLogSeq))
+	}
+}
+
+// LiveObserver records the store's flushes and background compactions as
+// histograms: give its OnFlush and OnCompact to storage.LiveOptions, and
+// the observer to the server (Config.LiveObserver), which registers it.
+type LiveObserver struct {
+	flush       *prometheus.HistogramVec // by result
+	flushRows   prometheus.Counter
+	compact     prometheus.Histogram
+	compactRows prometheus.Counter
+}
+
+// NewLiveObserver returns an observer with no observation.
+func NewLiveObserver() *LiveObserver {
+	return &LiveObserver{
+		flush: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "spur_flush_seconds",
+			Help:    "Duration of the live layer's flushes into segment files, seconds, by result (ok, error: retried).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 18), // 1 ms .. 131 s
+		}, []string{"result"}),
+		flushRows: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spur_flush_rows_total",
+			Help: "Rows (events and user property writes) written into segment files by flushes.",
+		}),
+		compact: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "spur_compaction_seconds",
+			Help:    "Duration of the background (tiered) compactions that rewrote segments, seconds.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 20), // 1 ms .. 524 s
+		}),
+		compactRows: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spur_compaction_rows_total",
+			Help: "Rows rewritten by background compactions (with the flushed rows: write amplification).",
+		}),
+	}
+}
+
+// OnFlush records a flush (storage.LiveOptions.OnFlush).
+func (o *LiveObserver) OnFlush(d time.Duration, rows int64, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	o.flush.WithLabelValues(result).Observe(d.Seconds())
+	o.flushRows.Add(float64(rows))
+}
+
+// OnCompact records a background compaction (storage.LiveOptions.OnCompact).
+func (o *LiveObserver) OnCompact(d time.Duration, rep *storage.CompactReport) {
+	o.compact.Observe(d.Seconds())
+	o.compactRows.Add(float64(rep.Rows))
 }
 
 // Collect implements prometheus.Collector.
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	c.collectLive(ch)
 	names, err := c.st.Apps()
 	if err != nil {
 		c.log.Warn("metrics: list apps", "err", err)

@@ -213,6 +213,10 @@ type Config struct {
 	// Keys is the key store checked under AuthKeys; nil means
 	// OpenKeys(Store).
 	Keys *Keys
+	// LiveObserver, if set, is registered for the store's flush and
+	// compaction histograms (its methods are the store's
+	// LiveOptions.OnFlush and OnCompact).
+	LiveObserver *LiveObserver
 	// Ingester stores the events endpoint's events; nil means Store
 	// (Store.Ingest: the write-ahead log and the live layer, which need
 	// storage.Config.Live).
@@ -381,7 +385,7 @@ func New(cfg Config) (*Server, error) {
 	if s.reg == nil {
 		s.reg = prometheus.NewRegistry()
 	}
-	s.met = newMetrics(s.reg, s.store, s.log, &s.eventsMem)
+	s.met = newMetrics(s.reg, s.store, s.log, &s.eventsMem, cfg.LiveObserver)
 	if c, ok := s.ingester.(prometheus.Collector); ok {
 		// The store's own ingest metrics (log bytes, unflushed events,
 		// flush and compaction durations), when it has them.

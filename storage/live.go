@@ -931,6 +931,7 @@ func (l *liveApp) mergeProps(kind SegmentKind, props []event.PropType) ([]event.
 type LiveStats struct {
 	App             string
 	UnflushedBytes  int64
+	UnflushedRows   int64 // events and user property writes applied, not yet in segment files
 	BufferedRows    int64 // applied, not yet sealed
 	MemorySegments  int
 	LogFiles        int
@@ -949,8 +950,11 @@ func (s *Store) LiveStats() []LiveStats {
 		}
 		ls := l.log.Stats()
 		l.mu.Lock()
-		st := LiveStats{App: a.name, UnflushedBytes: l.mem.Load(), BufferedRows: int64(l.tailRows), MemorySegments: len(l.segs),
-			LogFiles: ls.Files, LogBytes: ls.Bytes, LastAppliedSeq: l.applied, PublishedLogSeq: a.published().LogSeq}
+		st := LiveStats{App: a.name, UnflushedBytes: l.mem.Load(), UnflushedRows: int64(l.tailRows), BufferedRows: int64(l.tailRows),
+			MemorySegments: len(l.segs), LogFiles: ls.Files, LogBytes: ls.Bytes, LastAppliedSeq: l.applied, PublishedLogSeq: a.published().LogSeq}
+		for _, sg := range l.segs {
+			st.UnflushedRows += sg.ref.Rows
+		}
 		l.mu.Unlock()
 		out = append(out, st)
 	}

@@ -36,8 +36,18 @@ const writeOverhead = 64 << 20
 // openStore opens the --data store for a command named holder ("spur
 // import"), in the given mode.
 func openStore(g *globals, mode storeMode, holder string) (*storage.Store, error) {
-	cfg := storage.Config{Dir: g.dataDir, Shards: g.shards, Holder: holder, WriteMemory: int64(g.writeMemory),
+	return openStoreConfig(g, mode, storeConfig(g, mode, holder))
+}
+
+// storeConfig returns the store configuration of a command named holder
+// in the given mode.
+func storeConfig(g *globals, mode storeMode, holder string) storage.Config {
+	return storage.Config{Dir: g.dataDir, Shards: g.shards, Holder: holder, WriteMemory: int64(g.writeMemory),
 		ReadOnly: mode == readStore, Writer: mode == serveStore}
+}
+
+// openStoreConfig opens the store of cfg for a command in the given mode.
+func openStoreConfig(g *globals, mode storeMode, cfg storage.Config) (*storage.Store, error) {
 	if mode == writeStore {
 		// The Go heap's soft limit, so that garbage is collected before the
 		// process grows past the writes' bound (storage.md §5).

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,8 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/server"
+	"github.com/spurdb/spur/storage"
+	"github.com/spurdb/spur/storage/wal"
 )
 
 // serveConfig is what `spur serve` passes to the server package.
@@ -27,6 +30,30 @@ type serveConfig struct {
 	http            serveHTTPLimits
 	auth            string
 	events          serveEvents
+	live            serveLive
+}
+
+// serveLive are the live layer's limits (storage.LiveOptions, ingest.md §2).
+type serveLive struct {
+	memory     byteSize
+	flushBytes byteSize
+	flushAge   time.Duration
+	logFile    byteSize
+}
+
+func (l *serveLive) flags(f *pflag.FlagSet) {
+	l.memory, l.flushBytes, l.logFile = byteSize(storage.DefaultIngestMemory), byteSize(storage.DefaultFlushBytes), byteSize(wal.DefaultSegmentSize)
+	f.Var(&l.memory, "ingest-memory", "memory of acknowledged events not yet flushed into segment files (e.g. 512MiB): past it events requests get 503 with Retry-After until a flush frees it")
+	f.Var(&l.flushBytes, "flush-bytes", "an app's live events are flushed into segment files once they take this much memory")
+	f.DurationVar(&l.flushAge, "flush-age", storage.DefaultFlushAge, "... or once the oldest of them was acknowledged this long ago")
+	f.Var(&l.logFile, "log-file-size", "write-ahead log files rotate at this size")
+}
+
+// options returns the store's live options, with the events endpoint's
+// future limit and the metrics' hooks.
+func (l *serveLive) options(maxFuture time.Duration, obs *server.LiveObserver) *storage.LiveOptions {
+	return &storage.LiveOptions{Memory: int64(l.memory), FlushBytes: int64(l.flushBytes), FlushAge: l.flushAge,
+		LogFileSize: int64(l.logFile), MaxFuture: maxFuture, OnFlush: obs.OnFlush, OnCompact: obs.OnCompact}
 }
 
 // serveEvents are the events endpoint's limits (server.Config's fields of
@@ -110,6 +137,11 @@ query, --max-import-bytes per import as sent and
 --max-import-decompressed-bytes once decompressed, --max-events-bytes and
 --max-events-decompressed-bytes per events request, --events-memory for the
 events requests in flight, --max-future for event timestamps.
+
+Events are durable (write-ahead log, fsync) and visible to queries when
+acknowledged; the live layer holds them in memory (--ingest-memory) until a
+flush writes them into segment files (--flush-bytes, --flush-age), and
+tiered compaction merges those as they accumulate (docs/ingest.md).
 SIGTERM or Ctrl-C shuts down gracefully: new connections are refused and
 in-flight requests get --shutdown-timeout to finish; queries still running a
 second before its end are cancelled (503 unavailable). A second signal ends
@@ -120,11 +152,22 @@ the process at once.`,
 			if err := c.limits.check(); err != nil {
 				return err
 			}
-			st, err := openStore(g, serveStore, "spur serve")
+			obs := server.NewLiveObserver()
+			cfg := storeConfig(g, serveStore, "spur serve")
+			cfg.Live = c.live.options(c.events.maxFuture, obs)
+			st, err := openStoreConfig(g, serveStore, cfg)
 			if err != nil {
 				return err
 			}
-			defer st.Close()
+			defer func() {
+				// Flush the live layers, within the shutdown timeout: what is
+				// not flushed stays in the logs, replayed at the next start.
+				ctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
+				defer cancel()
+				if err := st.CloseContext(ctx); err != nil {
+					slog.Error("close the store", "err", err)
+				}
+			}()
 			var auth server.AuthMode
 			switch c.auth {
 			case "keys":
@@ -137,7 +180,7 @@ the process at once.`,
 				Store: st, Workers: c.workers, QueryTimeout: c.limits.timeout, MemoryBudget: int64(c.limits.memory),
 				MemoryTotal: int64(c.limits.total), MaxBodyBytes: c.maxBodyBytes,
 				MaxImportBytes: c.maxImportBytes, MaxConcurrentQueries: c.maxConcurrent, SlowQuery: c.slowQuery,
-				ShutdownTimeout: c.shutdownTimeout, Logger: slog.Default(),
+				ShutdownTimeout: c.shutdownTimeout, Logger: slog.Default(), LiveObserver: obs,
 			}
 			c.http.allowedHostsExplicit = cmd.Flags().Changed("allowed-hosts")
 			c.http.apply(&scfg, c.listen, c.debugListen)
@@ -193,6 +236,7 @@ the process at once.`,
 	f.StringVar(&c.auth, "auth", "keys", "keys: every API request needs a key; none: no authentication (only when every listener is on a loopback address)")
 	c.http.flags(f)
 	c.events.flags(f)
+	c.live.flags(f)
 	return cmd
 }
 
