@@ -43,7 +43,7 @@ export function RangeField({ q, onChange }) {
         <input type="number" id="last-n" min="1" aria-label="Relative range length" value=${n} onInput=${(e) => setLast(e.target.value, unit)} />
         <${Select} label="Relative range unit" value=${unit} options=${LAST_UNITS} onChange=${(u) => setLast(n, u)} />
       </div>
-      <p class="hint">Relative: the last ${r.last} ${unit === 'h' ? 'up to now' : 'ending with today'}, in the time zone below; a saved insight keeps it relative.
+      <p class="hint">Relative: the last ${r.last} ${unit === 'h' ? 'up to now' : 'ending with today'}, in the time zone below; a saved insight keeps it relative.${' '}
         <button type="button" class="link" onClick=${() => onChange(set(q, 'range', fixed))}>Fixed dates</button></p>` : null}
     ${mode === 'all' ? html`<p class="hint">All the app's data, by day. <button type="button" class="link" onClick=${() => onChange(set(q, 'range', fixed))}>Fixed dates</button></p>` : null}
     ${mode === 'fixed' ? html`<div class="row">

@@ -72,10 +72,9 @@ function Builder({ q, onChange }) {
         <${PropertySelect} label="Channel property" sources=${['event']} value=${propValue(q.channel)} onChange=${(v) => onChange(set(q, 'channel', splitProp(v)[1] || undefined))} /></label>
     <//>
     <${Field} title="Model">
-      <div class="row">
-        <${Select} label="Attribution model" options=${MODELS} value=${q.model || 'last_touch'} onChange=${(m) => onChange(setModel(q, m))} />
-        ${q.model === 'time_decay' ? html`<span>half-life</span><${DurationInput} value=${q.half_life} fallback="7d" label="Half-life" onChange=${(v) => onChange(set(q, 'half_life', v))} />` : null}
-      </div>
+      <div class="row"><${Select} label="Attribution model" options=${MODELS} value=${q.model || 'last_touch'} onChange=${(m) => onChange(setModel(q, m))} /></div>
+      ${q.model === 'time_decay' ? html`<div class="row"><span>half-life</span>
+        <${DurationInput} value=${q.half_life} fallback="7d" label="Half-life" onChange=${(v) => onChange(set(q, 'half_life', v))} /></div>` : null}
     <//>
     <${Field} title="Subsequent events" hint="later events credited through the conversion">
       ${sub ? html`<div class="item"><div class="grow">
