@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Browser test of the web UI (see ui.test.mjs): installs Debian's chromium
 # when /usr/bin/chromium is missing and the e2e npm packages (npm ci), builds
-# spur, imports the bundled data into a temporary store (`spur demo --keep`),
-# and runs the test with node's test runner. Exits non-zero on failure.
+# spur, imports the bundled data into a temporary store (`spur demo --keep`)
+# with the generator's marketing app "shop" (`spur gen`: ad touchpoints,
+# installs, purchases, page views), and runs the tests with node's test
+# runner, one file after the other. Exits non-zero on failure.
 # SPUR_SCREENSHOTS=DIR keeps a PNG of each view.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +23,11 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 go build -o "$tmp/spur" ./cmd/spur
 "$tmp/spur" demo --keep "$tmp/data" >"$tmp/demo.log"
+"$tmp/spur" --data "$tmp/data" gen --events 300000 --seed 1 --app shop >>"$tmp/demo.log"
 
 cd e2e
-SPUR_BIN="$tmp/spur" SPUR_DATA="$tmp/data" node --test --test-reporter=spec ui.test.mjs
+# One file after the other, ui.test.mjs first: its first test signs in
+# through the login URL of the store's first start.
+for f in ui.test.mjs analyses.test.mjs; do
+  SPUR_BIN="$tmp/spur" SPUR_DATA="$tmp/data" node --test --test-reporter=spec "$f"
+done

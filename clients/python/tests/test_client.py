@@ -3,16 +3,20 @@ whose numbers equal the JSON answer, errors, the trail, send_events."""
 
 from __future__ import annotations
 
+import csv
 import io
 import math
+from typing import Any, Dict
 
 import httpx
+import numpy as np
 import pandas as pd
 import pytest
 
 from spur import Client, Result, SpurError
 
 RANGE = {"from": "2021-04-26", "to": "2021-12-06"}
+SHOP = {"from": "2024-02-01", "to": "2024-03-01"}  # the generator's app "shop" (run-tests.sh makes it)
 
 
 def test_trend_every_point(client: Client) -> None:
@@ -48,10 +52,7 @@ def test_funnel_steps_and_breakdown(client: Client) -> None:
         assert list(part.step) == [1, 2, 3]
         assert list(part.users) == [s["users"] for s in b["steps"]]
         assert list(part.median_seconds.fillna(-1)) == [s["median_seconds"] if s["median_seconds"] is not None else -1 for s in b["steps"]]
-    # The DataFrame equals the server's own CSV.
-    csv = pd.read_csv(io.StringIO(client.query_csv(q)), keep_default_na=False, na_values={"avg_seconds": [""], "median_seconds": [""]})
-    assert list(csv.users) == list(df.users)
-    assert list(csv.conversion) == list(df.conversion)
+    assert_matches_csv(client, q)
 
 
 def test_retention_cells(client: Client) -> None:
@@ -100,9 +101,91 @@ def test_errors(client: Client) -> None:
 
 
 def test_unknown_kind_is_normalized() -> None:
-    res = Result({}, {"kind": "paths", "edges": [{"source": "1_a", "target": "2_b", "sessions": 3, "users": 2, "avg_seconds": 1.5}]})
+    res = Result({}, {"kind": "future", "rows": [{"a": "x", "n": 3}]})
     df = res.to_pandas()
-    assert list(df.columns) == ["source", "target", "sessions", "users", "avg_seconds"] and df.sessions.iloc[0] == 3
+    assert list(df.columns) == ["a", "n"] and df.n.iloc[0] == 3
+
+
+def _same(v: Any, text: str) -> bool:
+    """Whether a DataFrame cell holds what the CSV field says: an empty
+    field is a null, true/false a boolean, a time the same instant, a
+    number the same number, else the same text."""
+    if v is None or v is pd.NA or v is pd.NaT or (isinstance(v, float) and math.isnan(v)):
+        return text == ""
+    if isinstance(v, (bool, np.bool_)):
+        return text == ("true" if v else "false")
+    if isinstance(v, pd.Timestamp):
+        return text != "" and pd.Timestamp(text) == v and pd.Timestamp(text).utcoffset() == v.utcoffset()
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        return text != "" and float(text) == float(v)
+    return str(v) == text
+
+
+def assert_matches_csv(client: Client, q: Dict[str, Any]) -> pd.DataFrame:
+    """to_pandas() of q equals the server's CSV of q column for column,
+    row for row, cell for cell."""
+    df = client.query(q).to_pandas()
+    header, *body = list(csv.reader(io.StringIO(client.query_csv(q))))
+    assert list(df.columns) == header
+    assert len(df) == len(body) > 0
+    for i, (rec, line) in enumerate(zip(df.itertuples(index=False), body)):
+        for col, v, text in zip(header, rec, line):
+            assert _same(v, text), f"{q['kind']} row {i} {col}: DataFrame {v!r}, CSV {text!r}"
+    return df
+
+
+# One query per kind and funnel view, with the options that change the
+# CSV's shape (breakdowns, formulas, compare, subsequent events, buckets).
+CSV_QUERIES = {
+    "trend-formulas-compare": {"kind": "trend", "app": "cardano", "range": {"from": "2021-06-01", "to": "2021-07-15"}, "interval": "week",
+                               "series": [{"event": "answer", "math": "users"}, {"event": "badge", "math": "p90", "property": "value"}],
+                               "breakdown": {"property": "up_votes", "source": "user", "limit": 2}, "formulas": ["A / B"], "compare": "previous"},
+    "funnel-steps-unordered": {"kind": "funnel", "app": "cardano", "range": RANGE, "order": "unordered", "window": "7d",
+                               "steps": [{"event": "question"}, {"event": "answer"}, {"event": "comment"}],
+                               "breakdown": {"property": "detail", "limit": 2, "attribution": "first_touch"}},
+    "funnel-trends": {"kind": "funnel", "app": "cardano", "range": {"from": "2021-05-03", "to": "2021-06-14"}, "now": "2021-06-10T00:00:00Z",
+                      "steps": [{"event": "signup"}, {"event": "comment"}], "window": "14d", "view": "trends", "interval": "week",
+                      "breakdown": {"property": "up_votes", "source": "user", "limit": 2}},
+    "funnel-time-to-convert": {"kind": "funnel", "app": "cardano", "range": RANGE, "steps": [{"event": "question"}, {"event": "answer"}],
+                               "window": "7d", "view": "time_to_convert", "bins": 6, "tz": "Asia/Tokyo",
+                               "breakdown": {"property": "up_votes", "source": "user", "limit": 1}},
+    "retention": {"kind": "retention", "app": "cardano", "range": {"from": "2021-10-04", "to": "2021-12-06"}, "start": {"event": "signup"},
+                  "period": "week", "periods": 4, "breakdown": {"property": "up_votes", "source": "user", "limit": 1}},
+    "stickiness": {"kind": "stickiness", "app": "cardano", "range": {"from": "2021-05-03", "to": "2021-06-28"}, "interval": "week",
+                   "series": [{"event": "answer"}, {"event": "comment", "label": "commenters"}], "cumulative": True,
+                   "breakdown": {"property": "up_votes", "source": "user", "limit": 2}},
+    "lifecycle": {"kind": "lifecycle", "app": "cardano", "range": {"from": "2021-10-01", "to": "2021-12-06"}, "interval": "month",
+                  "tz": "Europe/Berlin", "event": "answer", "breakdown": {"property": "up_votes", "source": "user", "limit": 1}},
+    "paths": {"kind": "paths", "app": "cardano", "range": RANGE, "start": {"event": "signup"}, "steps": 4, "max_edges": 12},
+    "attribution-subsequent": {"kind": "attribution", "app": "shop", "range": SHOP, "conversion": {"event": "install"},
+                               "touchpoints": [{"event": "ad_click", "lookback": "7d"}, {"event": "ad_impression", "lookback": "7d"}],
+                               "channel": "channel", "model": "time_decay", "half_life": "1d", "interval": "week",
+                               "subsequent": {"event": "purchase", "window": "30d", "value": "revenue"},
+                               "breakdown": {"property": "platform", "source": "user", "limit": 2}},
+    "attribution-value": {"kind": "attribution", "app": "shop", "range": SHOP, "conversion": {"event": "purchase"}, "conversions": "first",
+                          "value": "revenue", "touchpoints": [{"event": "ad_click", "lookback": "30d"}], "channel": "channel", "model": "linear"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(CSV_QUERIES))
+def test_to_pandas_equals_the_servers_csv(client: Client, name: str) -> None:
+    df = assert_matches_csv(client, CSV_QUERIES[name])
+    if name.startswith("trend"):
+        assert (df.math == "formula").sum() > 0 and set(df.period) == {"current", "previous"}
+    if name == "funnel-steps-unordered":
+        assert df.event.isna().all() and list(df.label[:3]) == ["1 step", "2 steps", "3 steps"]
+    if name == "attribution-subsequent":
+        assert df.bucket.isna().any() and df.bucket.notna().any() and df.subsequent_events.notna().all()
+
+
+def test_listed_users_equal_the_servers_csv(client: Client) -> None:
+    # A query with a list exports its users: users_to_pandas() is that CSV.
+    q = {**CSV_QUERIES["lifecycle"], "list": {"bucket": "2021-11-15", "status": "dormant", "breakdown_value": "0", "limit": 20}}
+    res = client.query(q)
+    header, *body = list(csv.reader(io.StringIO(client.query_csv(q))))
+    assert header == ["user_id"]
+    assert list(res.users_to_pandas().user_id) == [r[0] for r in body] == res.json["list"]["user_ids"]
+    assert len(body) == min(20, res.json["list"]["users"]) > 0
 
 
 def test_send_events_sends_json_arrays_with_a_bearer_key() -> None:

@@ -92,10 +92,15 @@ export function describeList(l) {
   if (!l) return '';
   const parts = [];
   if (l.series !== undefined) parts.push(`series ${String.fromCharCode(65 + l.series)}`);
+  if (l.intervals) parts.push(`active in ${l.intervals} interval${l.intervals > 1 ? 's' : ''}`);
+  if (l.status) parts.push(l.status);
   if (l.bucket) parts.push(`bucket ${l.bucket.slice(0, 16).replace('T', ' ')}`);
+  if (l.bin !== undefined) parts.push(`time-to-convert bin ${l.bin}`);
   if (l.step) parts.push(`${l.dropped ? 'dropped after' : 'reached'} step ${l.step}`);
   if (l.cohort_start) parts.push(`cohort ${l.cohort_start.slice(0, 10)}`);
   if (l.period !== undefined && l.cohort_start) parts.push(`period ${l.period}`);
+  if (l.source) parts.push(`edge ${l.source} → ${l.target}`);
+  if (l.channel !== undefined) parts.push(`channel ${l.channel}`);
   if (l.breakdown_value !== undefined) parts.push(`breakdown ${l.breakdown_value}`);
   return parts.join(', ') || 'all users';
 }

@@ -77,10 +77,11 @@ export function QueryPage() {
       if (!q) return go(newQuery(app, schema, 'trend'), true);
     }
     if (q.app && q.app !== app) return loc.route(queryURL(q.app, q), true);
-    if (q.kind === 'trend' && !keepFine) {
-      const c = coarsen(q.interval, q.range, schema);
-      if (c.interval !== (q.interval || 'day')) {
-        setNotice({ from: q.interval || 'day', to: c.interval, points: c.points });
+    const iv = kindOf(q.kind)?.interval?.(q);
+    if (iv && !keepFine) {
+      const c = coarsen(iv, q.range, schema);
+      if (c.interval !== iv) {
+        setNotice({ from: iv, to: c.interval, points: c.points });
         return go(set(q, 'interval', c.interval), true);
       }
     }
@@ -104,9 +105,12 @@ export function QueryPage() {
     ctrl.current = null;
     setRun((r) => ({ ...r, busy: false, cancelled: true }));
   };
-  const drill = (list, title) => {
+  // drill opens the users of one number: list's coordinates, in the shown
+  // query changed by patch (fields set, or removed when undefined).
+  const drill = (list, title, patch) => {
     setListTitle(title || '');
-    go({ ...run.q, list: { ...list, limit: 50, offset: 0 } });
+    const q = Object.entries(patch || {}).reduce((o, [k, v]) => set(o, k, v), run.q);
+    go({ ...q, list: { ...list, limit: 50, offset: 0 } });
   };
   const page = (offset) => go({ ...run.q, list: { ...run.q.list, offset } });
   const closeList = () => go(set(run.q, 'list', undefined));
@@ -121,7 +125,7 @@ export function QueryPage() {
       ${kind ? html`<${kind.Builder} q=${draft} onChange=${setDraft} />` : html`<${ErrorBox} err=${{ code: 'invalid_query', field: 'kind', message: `this UI has no builder for kind "${draft.kind}": edit the JSON below` }} />`}
       <${RangeField} q=${draft} onChange=${setDraft} />
       ${kind?.common.where ? html`<${WhereField} q=${draft} onChange=${setDraft} />` : null}
-      ${kind?.common.breakdown ? html`<${BreakdownField} q=${draft} onChange=${setDraft} />` : null}
+      ${kind?.common.breakdown ? html`<${BreakdownField} q=${draft} onChange=${setDraft} opts=${kind.common.breakdown} />` : null}
       ${kind?.common.cohort ? html`<${CohortField} q=${draft} onChange=${setDraft} />` : null}
       ${draft.list && draft.kind !== 'cohort' ? html`<${Field} title="Users listed">
         <p class="listed" data-testid="builder-list">${describeList(draft.list)} · page of ${draft.list.limit || 100} from ${draft.list.offset || 0}
@@ -134,7 +138,8 @@ export function QueryPage() {
           : html`<button type="submit" key="run" id="run" class="primary">Run query</button>`}
       </div>
     </form>
-    <section id="result" aria-live="polite" aria-busy=${run.busy ? 'true' : null} class=${run.busy ? 'busy' : ''}>
+    <section id="result" aria-live="polite" aria-busy=${run.busy ? 'true' : null} class=${run.busy ? 'busy' : ''}
+      data-shown=${shownQ && !run.busy ? JSON.stringify(shownQ) : null}>
       <div class="toolbar">
         <${SaveInsight} app=${app} q=${shownQ} id=${insightId} onSaved=${(id) => loc.route(queryURL(app, shownQ) + `&insight=${encodeURIComponent(id)}`, true)} />
         <button type="button" class="ghost" disabled=${!res} onClick=${async () => download(await api.queryCSV(app, shownQ), `spur-${shownQ.kind}.csv`)}>CSV</button>
@@ -148,7 +153,8 @@ export function QueryPage() {
       ${run.cancelled ? html`<div class="notice" role="status">Cancelled.</div>` : null}
       ${run.err ? html`<${ErrorBox} err=${run.err} />` : null}
       ${res ? html`<${Warnings} warnings=${res.warnings} />` : null}
-      ${res && ShownKind ? html`<${ShownKind.Result} q=${shownQ} res=${res} drill=${drill} page=${page} chartRef=${chartRef} />` : null}
+      ${res && ShownKind ? html`<${ShownKind.Result} q=${shownQ} res=${res} drill=${drill} page=${page} chartRef=${chartRef}
+        onQuery=${(q) => go(set(q, 'list', undefined))} />` : null}
       ${res && !ShownKind ? html`<pre class="json">${JSON.stringify(res, null, 2)}</pre>` : null}
       ${res?.list && res.kind !== 'cohort' ? html`<${UserList} app=${app} list=${res.list} title=${listTitle || describeList(shownQ.list)} busy=${run.busy}
         onPage=${page} onClose=${closeList} />` : null}

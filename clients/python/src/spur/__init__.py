@@ -1,8 +1,8 @@
 """Python client of Spur's HTTP API.
 
 ``Client(url, key=None).query(dict) -> Result`` runs a spec §9 query;
-``Result.to_pandas()`` gives one tidy DataFrame per result kind (the
-columns of ``spur query --output csv``). ``Client.send_events`` posts
+``Result.to_pandas()`` gives one tidy DataFrame per result kind and
+funnel view (the columns of ``spur query --output csv``, in order). ``Client.send_events`` posts
 events to ``POST /api/apps/{app}/events`` as JSON arrays with a Bearer key.
 """
 
@@ -57,16 +57,24 @@ class Result:
         return list(self.json.get("warnings", []))
 
     def to_pandas(self) -> pd.DataFrame:
-        """The result as a tidy DataFrame: one row per series × bucket
-        (trend), funnel step, retention cell, or listed user (cohort).
+        """The result as a tidy DataFrame with the columns of the server's
+        CSV (``spur query --output csv``, ``query.WriteCSV``) in order:
+        one row per series × bucket then formula × bucket (trend), funnel
+        step, bucket or histogram bin (by the funnel's view), retention
+        cell, stickiness count, lifecycle bucket × status, path edge,
+        attribution channel (then channel × bucket), or listed user
+        (cohort). Times are tz-aware Timestamps; empty CSV fields are
+        None, NaN or NaT. A query with a ``list`` exports its users as
+        CSV: that is ``users_to_pandas()``.
         """
-        if self.kind == "trend":
-            return _trend(self.json)
-        if self.kind == "funnel" and "steps" in self.json:
-            return _funnel(self.json)
-        if self.kind == "retention":
-            return _retention(self.json)
-        if self.kind == "cohort":
+        kind = self.kind
+        if kind == "funnel":
+            view = self.json.get("view")
+            return _funnel_trends(self.json) if view == "trends" else _funnel_times(self.json) if view == "time_to_convert" else _funnel(self.json)
+        table = _TABLES.get(kind)
+        if table:
+            return table(self.json)
+        if kind == "cohort":
             return self.users_to_pandas()
         for v in self.json.values():  # a kind this client does not know yet
             if isinstance(v, list) and v and isinstance(v[0], dict):
@@ -85,27 +93,56 @@ class Result:
         return f"<spur.Result {self.kind} {self.stats.get('wall_ms', '?')} ms>"
 
 
+def _frame(rows: List[JSON], cols: List[str], ints: Iterable[str] = (), bools: Iterable[str] = ()) -> pd.DataFrame:
+    """A DataFrame of rows in cols' order; ints and bools are nullable
+    integer and boolean columns (a CSV's empty fields)."""
+    df = pd.DataFrame(rows, columns=cols)
+    for c in ints:
+        df[c] = df[c].astype("Int64")
+    for c in bools:
+        df[c] = df[c].astype("boolean")
+    return df
+
+
 def _trend(r: JSON) -> pd.DataFrame:
+    cols = ["series", "label", "event", "math", "property", "breakdown_value", "bucket", "value", "incomplete", "total", "period"]
     rows = []
     for s in r.get("series", []):
         for b in s["buckets"]:
             rows.append({"series": s.get("series"), "label": s["label"], "event": s["event"], "math": s["math"],
-                         "property": s.get("property"), "breakdown_value": s.get("breakdown_value"),
-                         **({"period": s["period"]} if "period" in s else {}),
-                         "bucket": pd.Timestamp(b["start"]), "value": b["value"], "incomplete": b["incomplete"],
-                         "total": s["total"]})
-    cols = ["series", "label", "event", "math", "property", "breakdown_value", "bucket", "value", "incomplete", "total"]
-    return pd.DataFrame(rows, columns=cols + (["period"] if rows and "period" in rows[0] else []))
+                         "property": s.get("property"), "breakdown_value": s.get("breakdown_value"), "bucket": pd.Timestamp(b["start"]),
+                         "value": b["value"], "incomplete": b["incomplete"], "total": s["total"], "period": s.get("period")})
+    for f in r.get("formulas") or []:
+        for b in f["buckets"]:
+            rows.append({"series": None, "label": f["label"], "event": None, "math": "formula", "property": None,
+                         "breakdown_value": f.get("breakdown_value"), "bucket": pd.Timestamp(b["start"]), "value": b["value"],
+                         "incomplete": None, "total": f["total"], "period": f.get("period")})
+    return _frame(rows, cols, ints=["series"], bools=["incomplete"])
+
+
+def _groups(r: JSON) -> List[Any]:
+    """The funnel's all-users answer (breakdown_value None) then each
+    breakdown value's."""
+    return [(None, r)] + [(b["value"], b) for b in r.get("breakdown") or []]
 
 
 def _funnel(r: JSON) -> pd.DataFrame:
     cols = ["breakdown_value", "step", "label", "event", "users", "conversion", "conversion_from_previous", "avg_seconds", "median_seconds"]
-    rows: List[JSON] = []
-    groups: List[Any] = [(None, r.get("steps", []))] + [(b["value"], b["steps"]) for b in r.get("breakdown") or []]
-    for value, steps in groups:
-        for s in steps:
-            rows.append({"breakdown_value": value, **{c: s.get(c) for c in cols[1:]}})
-    return pd.DataFrame(rows, columns=cols)
+    rows = [{"breakdown_value": value, **{c: s.get(c) for c in cols[1:]}} for value, g in _groups(r) for s in g.get("steps") or []]
+    return _frame(rows, cols)
+
+
+def _funnel_trends(r: JSON) -> pd.DataFrame:
+    cols = ["breakdown_value", "bucket", "entered", "converted", "conversion", "incomplete"]
+    rows = [{"breakdown_value": value, "bucket": pd.Timestamp(b["start"]), "entered": b["entered"], "converted": b["converted"],
+             "conversion": b["conversion"], "incomplete": b["incomplete"]} for value, g in _groups(r) for b in g.get("buckets") or []]
+    return _frame(rows, cols)
+
+
+def _funnel_times(r: JSON) -> pd.DataFrame:
+    cols = ["breakdown_value", "from_seconds", "to_seconds", "users"]
+    rows = [{"breakdown_value": value, **{c: b[c] for c in cols[1:]}} for value, g in _groups(r) for b in g.get("histogram") or []]
+    return _frame(rows, cols)
 
 
 def _retention(r: JSON) -> pd.DataFrame:
@@ -115,7 +152,47 @@ def _retention(r: JSON) -> pd.DataFrame:
         for k, n in enumerate(c["retained"]):
             rows.append({"cohort_start": pd.Timestamp(c["start"]), "breakdown_value": c.get("breakdown_value"), "size": c["size"],
                          "period": k, "retained": n, "rate": c["rates"][k], "incomplete": c["incomplete"][k]})
-    return pd.DataFrame(rows, columns=cols)
+    return _frame(rows, cols)
+
+
+def _stickiness(r: JSON) -> pd.DataFrame:
+    cols = ["label", "event", "breakdown_value", "intervals", "users"]
+    rows = [{"label": s["label"], "event": s["event"], "breakdown_value": s.get("breakdown_value"), "intervals": i + 1, "users": n}
+            for s in r.get("series", []) for i, n in enumerate(s["counts"])]
+    return _frame(rows, cols)
+
+
+_STATUSES = ["new", "returning", "resurrecting", "dormant"]
+
+
+def _lifecycle(r: JSON) -> pd.DataFrame:
+    cols = ["breakdown_value", "bucket", "status", "users", "incomplete"]
+    rows = [{"breakdown_value": value, "bucket": pd.Timestamp(b["start"]), "status": st, "users": b[st], "incomplete": b["incomplete"]}
+            for value, g in _groups(r) for b in g.get("buckets") or [] for st in _STATUSES]
+    return _frame(rows, cols)
+
+
+def _paths(r: JSON) -> pd.DataFrame:
+    cols = ["source", "target", "sessions", "users", "avg_seconds"]
+    return _frame([{c: e[c] for c in cols} for e in r.get("edges", [])], cols)
+
+
+def _attribution(r: JSON) -> pd.DataFrame:
+    cols = ["channel", "breakdown_value", "bucket", "conversions", "users", "value", "subsequent_events", "subsequent_value", "incomplete"]
+
+    def row(c: JSON, x: JSON, bucket: Any, incomplete: Any) -> JSON:
+        sub = x.get("subsequent")
+        return {"channel": c["channel"], "breakdown_value": c.get("breakdown_value"), "bucket": bucket, "conversions": x["conversions"],
+                "users": x["users"], "value": x["value"], "subsequent_events": sub["events"] if sub else None,
+                "subsequent_value": sub["value"] if sub else None, "incomplete": incomplete}
+
+    chans = r.get("channels", [])
+    rows = [row(c, c, None, None) for c in chans]
+    rows += [row(c, b, pd.Timestamp(b["start"]), b["incomplete"]) for c in chans for b in c.get("buckets") or []]
+    return _frame(rows, cols, bools=["incomplete"])
+
+
+_TABLES = {"trend": _trend, "retention": _retention, "stickiness": _stickiness, "lifecycle": _lifecycle, "paths": _paths, "attribution": _attribution}
 
 
 class Client:
