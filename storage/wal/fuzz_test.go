@@ -64,8 +64,8 @@ func FuzzScan(f *testing.F) {
 			t.Fatalf("damage at %d (%q), records end at %d, %d bytes", res.bad, res.why, res.end, len(data))
 		}
 		if res.bad >= 0 {
-			if off, _, found, err := laterGroup(w, res.bad, res.seq); err != nil || (found && off < res.bad) {
-				t.Fatalf("laterGroup: %d, %v, %v", off, found, err)
+			if off, _, found, err := nextIntact(w, res.bad, res.seq, true); err != nil || (found && off < res.bad) {
+				t.Fatalf("nextIntact: %d, %v, %v", off, found, err)
 			}
 		}
 	})
