@@ -64,9 +64,10 @@ func openWindow(fsys vfs.FS, path string) (*window, vfs.File, error) {
 	return &window{f: f, path: path, size: st.Size()}, f, nil
 }
 
-// header returns the file's first bytes, up to fileHeaderSize.
+// header returns the file's first bytes, up to gapFileSize: a file
+// header and more, or a gap file.
 func (w *window) header() ([]byte, error) {
-	return w.at(0, int(min(w.size, fileHeaderSize)))
+	return w.at(0, int(min(w.size, gapFileSize)))
 }
 
 // scanResult is what reading a file's records found.
@@ -179,7 +180,8 @@ func readRecord(w *window, off int64) (h recordHeader, b []byte, why string, err
 //
 // With group it is Open's test for a torn tail: an intact record of a
 // later group proves that the damage before it was fsynced (groups are
-// written only after the previous one's fsync).
+// written only after the previous one's fsync). Without, it is Salvage's
+// resynchronisation after damage.
 func nextIntact(w *window, from int64, after uint64, group bool) (off int64, h recordHeader, found bool, err error) {
 	from = max(from, 0)
 	for off = from; w.size-off >= recordHeaderSize; off++ {
@@ -229,8 +231,9 @@ type checked struct {
 
 // checkFile checks dir/name, whose name says its first seq is first.
 // next is the next file's first seq, or 0 for the last file. A non-last
-// file must hold exactly the seqs [first, next); the last one any number
-// from first on, and its torn tail is cut (see the package doc).
+// file must hold exactly the seqs [first, next), or be a gap file
+// declaring them lost; the last one any number from first on, and its
+// torn tail is cut (see the package doc).
 func checkFile(fsys vfs.FS, dir, name string, first, next uint64) (checked, error) {
 	path := filepath.Join(dir, name)
 	last := next == 0
@@ -243,6 +246,17 @@ func checkFile(fsys vfs.FS, dir, name string, first, next uint64) (checked, erro
 	h, err := w.header()
 	if err != nil {
 		return c, err
+	}
+	if isGapFile(h) {
+		c.gap = true
+		why, err := gapDamage(h, w.size, first, next)
+		if err != nil {
+			return c, fmt.Errorf("%s: %w", path, err)
+		}
+		if why != "" {
+			return c, &CorruptionError{Path: path, Offset: 0, Msg: why}
+		}
+		return c, nil
 	}
 	why, torn, err := headerDamage(h, first)
 	if err != nil {

@@ -84,6 +84,7 @@ type logFile struct {
 	first  uint64 // seq of the file's first record (from its name)
 	size   int64  // bytes
 	synced bool   // its directory entry is durable
+	gap    bool   // a gap file: its seqs were lost (see Salvage)
 }
 
 // request is one Append or AppendBatch waiting for its commit.
@@ -108,8 +109,9 @@ type Stats struct {
 	// Files and Bytes count the log's files and their size on disk.
 	Files int
 	Bytes int64
-	// FirstSeq is the seq of the oldest record kept, LastSeq that of the
-	// newest durable one; FirstSeq = LastSeq+1 when the log holds none.
+	// FirstSeq is the seq of the oldest record kept (or the first seq
+	// of a gap file before it), LastSeq that of the newest durable one;
+	// FirstSeq = LastSeq+1 when the log holds none.
 	FirstSeq, LastSeq uint64
 	// Commits, Records and Failures count commit groups made durable,
 	// records in them and failed commits since Open; Syncs counts
@@ -235,7 +237,7 @@ func (l *Log) load() error {
 		if c, err = checkFile(l.fsys, l.dir, l.files[i].name, firsts[i], next); err != nil {
 			return err
 		}
-		l.files[i].size = c.size
+		l.files[i].size, l.files[i].gap = c.size, c.gap
 	}
 	l.repair = c.repair
 	l.lastSeq = firsts[len(firsts)-1] + c.count - 1
@@ -606,7 +608,8 @@ func (l *Log) finish(g *group, err error) {
 
 // Replay calls fn for every record with seq > after, in seq order (rec is
 // valid during the call only), up to the newest durable record when
-// Replay starts. The store calls it after Open and before the first
+// Replay starts. The seqs are consecutive but across a gap file (records
+// a salvage found lost), whose seqs fn never sees. The store calls it after Open and before the first
 // append, with its catalog's log position, to rebuild what segments do
 // not hold yet. It re-reads the files: damage found now (the disk
 // changed since Open) is a *CorruptionError, and fn may have seen the
@@ -645,7 +648,8 @@ func (l *Log) Replay(after uint64, fn func(seq uint64, rec []byte) error) error 
 	return nil
 }
 
-// replayFile calls fn for the records of f with seqs in (after, end).
+// replayFile calls fn for the records of f with seqs in (after, end); a
+// gap file is checked again and has none.
 func (l *Log) replayFile(f logFile, end, after uint64, fn func(seq uint64, rec []byte) error) error {
 	path := filepath.Join(l.dir, f.name)
 	w, file, err := openWindow(l.fsys, path)
@@ -656,6 +660,14 @@ func (l *Log) replayFile(f logFile, end, after uint64, fn func(seq uint64, rec [
 	h, err := w.header()
 	if err != nil {
 		return fmt.Errorf("wal: replay: %w", err)
+	}
+	if f.gap {
+		if why, err := gapDamage(h, w.size, f.first, end); err != nil {
+			return fmt.Errorf("wal: replay %s: %w", path, err)
+		} else if why != "" {
+			return &CorruptionError{Path: path, Msg: why}
+		}
+		return nil
 	}
 	if why, _, err := headerDamage(h, f.first); err != nil {
 		return fmt.Errorf("wal: replay %s: %w", path, err)
