@@ -14,7 +14,8 @@
 //     Options.FirstSeq for a new log), assigned in commit order; a batch's
 //     records are consecutive. The seqs of a failed commit were never
 //     returned to anyone and are given to the next commit, so the log
-//     never has holes.
+//     never has holes — but those a salvage declares (a gap file, see
+//     Salvage below), which Replay passes over.
 //   - Group commit: every append waiting when a commit starts shares its
 //     write and its fsync, and the next commit starts as soon as the
 //     previous fsync returns (no timer), as in PostgreSQL's WAL flush
@@ -27,6 +28,8 @@
 //   - Open checks every byte of every file, repairs a torn tail of the
 //     last file and refuses, with a *CorruptionError, any other damage. It
 //     never skips an acknowledged record silently.
+//   - Salvage copies the intact records of a damaged log into a new log
+//     that opens, and reports every byte range it could not read.
 //
 // # Files
 //
@@ -52,6 +55,19 @@
 //	  [20:24) u32 records that follow it in its batch (0 ends a batch)
 //	  [24:24+n) payload
 //
+// A gap file, which only Salvage writes, takes the place of records lost
+// to damage, so that the log has no unexplained hole. It is named like a
+// log file, for the first seq lost, and is exactly 28 bytes:
+//
+//	[0:7)   magic "SPURGAP"
+//	[7]     format version (1)
+//	[8:16)  u64 first seq lost (equal to the name's)
+//	[16:24) u64 end: the seq after the last one lost, the next file's first
+//	[24:28) u32 CRC-32C of bytes [0:24)
+//
+// A build that predates gap files refuses a log holding one (its header
+// is not a log file's), rather than skipping records.
+//
 // The group index lets Open tell a torn tail from damage: a commit group
 // is written and fsynced as a whole, and the next one is written only
 // after that fsync returned, so a power loss can tear only the last
@@ -71,6 +87,9 @@
 //     only be a commit that failed (see below), whose seqs the next file
 //     took over. Anything else — a damaged record, a missing record, a
 //     damaged header — is a *CorruptionError naming the file and offset.
+//     A non-last file may instead be a gap file whose end is the next
+//     file's first seq; a damaged gap file, one whose end is not, or one
+//     that is the last file is a *CorruptionError.
 //   - In the last file, the first damaged or incomplete record (a short
 //     header, a length past the end of the file, a checksum mismatch,
 //     zeroes) starts the torn tail, together with the records of its
@@ -107,6 +126,29 @@
 // before the new file could be made, a restart may replay the intact
 // records of the failed commit, which were never acknowledged (a client
 // retries them; the store deduplicates, ingest.md §3).
+//
+// # Salvage
+//
+// Damage that Open refuses stops the app's writes until an operator runs
+// `spur recover --app` (ingest.md §2). Salvage reads a damaged log
+// without opening it: every file, in seq order, every record's checksum
+// checked. After damage it resynchronises on the next intact record, with
+// the search Open uses to tell a tear from damage: a candidate's seq must
+// be after the damaged record's and reachable by the bytes between (a
+// record takes at least 24 bytes), and only then is its checksum
+// computed. It writes the intact records after a given seq, with their
+// seqs, into a new log, each record its own commit group, a gap file in
+// each hole, and reports every byte range that yielded no record with the
+// seqs lost there. The store then sets the damaged log aside and puts the
+// new one in its place.
+//
+// Limits: a record is trusted on its checksum (CRC-32C), so a payload
+// that itself holds a well-formed record (the bytes of another log, say)
+// could be taken for one when damage makes Salvage resynchronise inside
+// it; its seq must still fall among the seqs lost there. When the file
+// that superseded a failed commit is lost too, the failed commit's intact
+// records (never acknowledged) are kept in its place, as after a crash
+// between a failure and its fence (see above).
 //
 // # Concurrency
 //

@@ -20,7 +20,9 @@ const MaxRecordSizeLimit = 1 << 30
 
 const (
 	magic            = "SPURWAL"
+	gapMagic         = "SPURGAP" // a gap file's (see the package doc)
 	fileHeaderSize   = 20
+	gapFileSize      = 28
 	recordHeaderSize = 24
 	fileSuffix       = ".wal"
 	nameDigits       = 20
@@ -103,6 +105,55 @@ func headerDamage(h []byte, first uint64) (why string, torn bool, err error) {
 		return fmt.Sprintf("the header's first seq is %d, the file name's %d", got, first), false, nil
 	}
 	return "", false, nil
+}
+
+// appendGapFile appends the bytes of a gap file declaring the seqs
+// [first, end) lost.
+func appendGapFile(b []byte, first, end uint64) []byte {
+	at := len(b)
+	b = append(b, gapMagic...)
+	b = append(b, FormatVersion)
+	b = binary.LittleEndian.AppendUint64(b, first)
+	b = binary.LittleEndian.AppendUint64(b, end)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[at:], castagnoli))
+}
+
+// isGapFile reports whether b, a file's first bytes, starts as a gap file.
+func isGapFile(b []byte) bool {
+	return len(b) >= len(gapMagic) && string(b[:len(gapMagic)]) == gapMagic
+}
+
+// gapDamage says why b, the first bytes (up to gapFileSize) of a file of
+// size bytes named for seq first, is not a valid gap file for the seqs
+// [first, next), where next is the next file's first seq (0: it is the
+// last file, which a gap file never is): "" if it is. A valid gap file of
+// a newer version is an ErrUnsupportedVersion error.
+func gapDamage(b []byte, size int64, first, next uint64) (string, error) {
+	if size != gapFileSize || len(b) != gapFileSize {
+		return fmt.Sprintf("a gap file of %d bytes, want %d", size, gapFileSize), nil
+	}
+	stored, computed := binary.LittleEndian.Uint32(b[24:28]), crc32.Checksum(b[:24], castagnoli)
+	if stored != computed {
+		return fmt.Sprintf("gap file checksum mismatch: stored %08x, computed %08x", stored, computed), nil
+	}
+	if v := b[len(gapMagic)]; v != FormatVersion {
+		if v > FormatVersion {
+			return "", fmt.Errorf("gap file format version %d: %w (this build reads up to version %d)", v, ErrUnsupportedVersion, FormatVersion)
+		}
+		return fmt.Sprintf("gap file format version %d", v), nil
+	}
+	from, end := binary.LittleEndian.Uint64(b[8:16]), binary.LittleEndian.Uint64(b[16:24])
+	switch {
+	case from != first:
+		return fmt.Sprintf("the gap file's first seq is %d, the file name's %d", from, first), nil
+	case end <= first:
+		return fmt.Sprintf("a gap file for seqs %d up to %d", first, end), nil
+	case next == 0:
+		return fmt.Sprintf("a gap file (seqs %d..%d lost) is the log's last file: the file for seqs from %d is missing", first, end-1, end), nil
+	case end != next:
+		return fmt.Sprintf("a gap file for seqs %d..%d, but the next file starts at seq %d", first, end-1, next), nil
+	}
+	return "", nil
 }
 
 // recordHeader is a record's fixed fields.

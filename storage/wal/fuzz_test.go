@@ -64,8 +64,8 @@ func FuzzScan(f *testing.F) {
 			t.Fatalf("damage at %d (%q), records end at %d, %d bytes", res.bad, res.why, res.end, len(data))
 		}
 		if res.bad >= 0 {
-			if off, _, found, err := laterGroup(w, res.bad, res.seq); err != nil || (found && off < res.bad) {
-				t.Fatalf("laterGroup: %d, %v, %v", off, found, err)
+			if off, _, found, err := nextIntact(w, res.bad, res.seq, true); err != nil || (found && off < res.bad) {
+				t.Fatalf("nextIntact: %d, %v, %v", off, found, err)
 			}
 		}
 	})
@@ -73,15 +73,18 @@ func FuzzScan(f *testing.F) {
 
 // FuzzOpen opens a log whose first file holds arbitrary bytes, alone (the
 // last file: a torn tail is cut) or followed by a file for seq next (then
-// it must hold exactly the seqs before next). Open must refuse with a
-// *CorruptionError or ErrUnsupportedVersion, or open a log that replays
-// consecutive seqs, whose repaired file is the intact prefix, that opens
-// again without a repair and takes the next append.
+// it must hold exactly the seqs before next, or be a gap file declaring
+// them lost). Open must refuse with a *CorruptionError or
+// ErrUnsupportedVersion, or open a log that replays consecutive seqs,
+// whose repaired file is the intact prefix, that opens again without a
+// repair and takes the next append.
 func FuzzOpen(f *testing.F) {
 	for _, s := range fuzzSeeds(f) {
 		f.Add(s, uint8(0), false)
 		f.Add(s, uint8(9), true)
 	}
+	f.Add(appendGapFile(nil, 1, 11), uint8(9), true)
+	f.Add(appendGapFile(nil, 1, 11), uint8(0), false)
 	f.Fuzz(func(t *testing.T, data []byte, k uint8, two bool) {
 		fsys := crashfs.New()
 		if err := vfs.MkdirAllSync(fsys, dir, 0o755); err != nil {
@@ -102,6 +105,7 @@ func FuzzOpen(f *testing.F) {
 		rep, repaired := l.Repair()
 		got := replayAll(t, l, 0)
 		l.Close()
+		gap := two && bytes.Equal(data, appendGapFile(nil, 1, next)) // seqs 1..next-1 declared lost
 		for i, r := range got {
 			if r.seq != uint64(i+1) {
 				t.Fatalf("record %d has seq %d", i, r.seq)
@@ -109,7 +113,7 @@ func FuzzOpen(f *testing.F) {
 		}
 		after := readFile(t, fsys, fileName(1))
 		switch {
-		case two && (repaired || len(got) != int(next-1) || !bytes.Equal(after, data)):
+		case two && (repaired || !gap && len(got) != int(next-1) || gap && len(got) != 0 || !bytes.Equal(after, data)):
 			t.Fatalf("a non-last file: repaired %v, %d records (want %d), changed %v", repaired, len(got), next-1, !bytes.Equal(after, data))
 		case !two && !repaired && !bytes.Equal(after, data):
 			t.Fatal("the file changed without a repair")
@@ -129,8 +133,70 @@ func FuzzOpen(f *testing.F) {
 		if again := replayAll(t, l, 0); !slices.Equal(again, got) {
 			t.Fatal("second open replays differently")
 		}
-		if n := appendAll(t, l, []byte("next")); n[0].seq != uint64(len(got)+1) {
-			t.Fatalf("next seq %d after %d records", n[0].seq, len(got))
+		wantNext := uint64(len(got) + 1)
+		if gap {
+			wantNext = next
+		}
+		if n := appendAll(t, l, []byte("next")); n[0].seq != wantNext {
+			t.Fatalf("next seq %d after %d records, want %d", n[0].seq, len(got), wantNext)
+		}
+	})
+}
+
+// FuzzSalvage damages the sample log (two files: seqs 1..10 and 11..26):
+// data replaces the first or the last file (mode 0, 1), is XORed into one
+// of them at offset at (mode 2, 3), or is a third file after them (mode
+// 4). Salvage must not fail but for a file of a newer format, and
+// trySalvage checks that it never keeps a record that is not intact in
+// the damaged log, accounts for every seq, and writes a log that opens
+// without a repair and replays what it kept. Besides, every record whose
+// bytes the damage left alone is kept.
+func FuzzSalvage(f *testing.F) {
+	base, want := sampleLog(f)
+	for i, s := range fuzzSeeds(f) {
+		f.Add(s, uint8(i%5), uint16(i*37), uint8(i*3))
+	}
+	f.Add(appendGapFile(nil, 11, 27), uint8(1), uint16(0), uint8(0))
+	f.Add([]byte{0xff, 0, 0, 0, 0x10}, uint8(2), uint16(fileHeaderSize+3), uint8(0))
+	f.Add(bytes.Repeat([]byte{0x55}, 200), uint8(3), uint16(100), uint8(12))
+	f.Fuzz(func(t *testing.T, data []byte, mode uint8, at uint16, after uint8) {
+		if len(data) > 4096 {
+			return // intactRecords is quadratic in a file's size
+		}
+		fsys := base.Crash(0, nil)
+		names := []string{fileName(1), fileName(11)}
+		orig := [][]byte{readFile(t, fsys, names[0]), readFile(t, fsys, names[1])}
+		changed := [2]func(off, end int64) bool{} // nil: the file is as written
+		switch mode %= 5; mode {
+		case 0, 1:
+			writeFile(t, fsys, names[mode], data)
+			changed[mode] = func(int64, int64) bool { return true }
+		case 2, 3:
+			b := slices.Clone(orig[mode-2])
+			for i, x := range data {
+				if j := int(at) + i; j < len(b) {
+					b[j] ^= x
+				}
+			}
+			writeFile(t, fsys, names[mode-2], b)
+			changed[mode-2] = func(off, end int64) bool { return !bytes.Equal(b[off:end], orig[mode-2][off:end]) }
+		case 4:
+			writeFile(t, fsys, fileName(27), data)
+		}
+		_, kept, err := trySalvage(t, fsys, uint64(after%30))
+		if err != nil {
+			if !errors.Is(err, ErrUnsupportedVersion) {
+				t.Fatalf("salvage: %v", err)
+			}
+			return
+		}
+		for i, name := range names {
+			for _, p := range positions(orig[i]) {
+				if p.seq > uint64(after%30) && (changed[i] == nil || !changed[i](p.off, p.end)) &&
+					!slices.Contains(kept, want[p.seq-1]) {
+					t.Fatalf("record %d of %s is undamaged but was not kept", p.seq, name)
+				}
+			}
 		}
 	})
 }

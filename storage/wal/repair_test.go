@@ -1,7 +1,6 @@
 package wal
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -80,14 +79,7 @@ func sampleLog(t testing.TB) (*crashfs.FS, []rec) {
 			want = append(want, appendAll(t, l, payload(1, i, 5+i*11))...)
 			continue
 		}
-		batch := [][]byte{payload(2, i, 30), payload(3, i, 0)[:0], payload(4, i, 70)}
-		seq, err := l.AppendBatch(context.Background(), batch)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for j, b := range batch {
-			want = append(want, rec{seq + uint64(j), string(b)})
-		}
+		want = append(want, appendBatch(t, l, payload(2, i, 30), payload(3, i, 0)[:0], payload(4, i, 70))...)
 	}
 	l.Close()
 	if n := logNames(t, fsys); !slices.Equal(n, []string{fileName(1), fileName(11)}) || len(want) != 26 {
@@ -200,6 +192,15 @@ func TestTornTailGarbage(t *testing.T) {
 	})
 }
 
+// newerVersion changes b, a log file or a gap file whose checksummed
+// header is its first n bytes (the checksum last), to name the format
+// version after FormatVersion, and returns it.
+func newerVersion(b []byte, n int) []byte {
+	b[len(magic)] = FormatVersion + 1
+	binary.LittleEndian.PutUint32(b[n-4:], crc32.Checksum(b[:n-4], castagnoli))
+	return b
+}
+
 // flip returns a copy of b with the byte at i changed.
 func flip(b []byte, i int) []byte {
 	b = slices.Clone(b)
@@ -293,10 +294,7 @@ func TestDamageBetweenFiles(t *testing.T) {
 	t.Run("newer format", func(t *testing.T) {
 		for _, name := range []string{fileName(1), fileName(11)} {
 			fsys := base.Crash(0, nil)
-			data := readFile(t, base, name)
-			data[len(magic)] = FormatVersion + 1
-			binary.LittleEndian.PutUint32(data[16:], crc32.Checksum(data[:16], castagnoli))
-			writeFile(t, fsys, name, data)
+			writeFile(t, fsys, name, newerVersion(readFile(t, base, name), fileHeaderSize))
 			_, err := Open(fsys, dir, Options{})
 			if !errors.Is(err, ErrUnsupportedVersion) || errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "format version 2: format version is newer than this build reads") {
 				t.Fatalf("%s of version 2: %v", name, err)

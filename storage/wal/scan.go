@@ -64,9 +64,10 @@ func openWindow(fsys vfs.FS, path string) (*window, vfs.File, error) {
 	return &window{f: f, path: path, size: st.Size()}, f, nil
 }
 
-// header returns the file's first bytes, up to fileHeaderSize.
+// header returns the file's first bytes, up to gapFileSize: a file
+// header and more, or a gap file.
 func (w *window) header() ([]byte, error) {
-	return w.at(0, int(min(w.size, fileHeaderSize)))
+	return w.at(0, int(min(w.size, gapFileSize)))
 }
 
 // scanResult is what reading a file's records found.
@@ -107,25 +108,12 @@ func scanRecords(w *window, first, limit uint64, fn func(seq uint64, rec []byte)
 			}
 			return res, nil
 		}
-		if left < recordHeaderSize {
-			fail(fmt.Sprintf("incomplete record header (%d of %d bytes)", left, recordHeaderSize), true)
-			return res, nil
-		}
-		b, err := w.at(off, recordHeaderSize)
+		h, b, why, err := readRecord(w, off)
 		if err != nil {
 			return res, err
 		}
-		h := parseRecordHeader(b)
-		if int64(h.n) > left-recordHeaderSize || h.n > MaxRecordSizeLimit {
-			fail(fmt.Sprintf("record length %d runs past the end of the file (%d bytes left)", h.n, left-recordHeaderSize), true)
-			return res, nil
-		}
-		b, err = w.at(off, recordHeaderSize+int(h.n))
-		if err != nil {
-			return res, err
-		}
-		if got := recordCRC(b, b[recordHeaderSize:]); got != h.crc {
-			fail(fmt.Sprintf("record checksum mismatch: stored %08x, computed %08x", h.crc, got), true)
+		if why != "" {
+			fail(why, true)
 			return res, nil
 		}
 		switch {
@@ -155,34 +143,70 @@ func scanRecords(w *window, first, limit uint64, fn func(seq uint64, rec []byte)
 	}
 }
 
-// laterGroup looks in the file in w, at every offset from from on, for an
-// intact record of a commit group that starts after seq after, the seq
-// the damaged record at from should have had. Finding one proves that the
-// damage before it was fsynced (groups are written only after the
-// previous one's fsync), so it is not a torn tail. Only a record whose
-// seq the bytes since from could have reached (at least
-// recordHeaderSize bytes a record) has its checksum computed: random
-// bytes almost never pass, which keeps the search linear.
-func laterGroup(w *window, from int64, after uint64) (off int64, seq uint64, found bool, err error) {
+// readRecord reads the record at offset off of the file in w. It returns
+// its header and its bytes (header and payload; valid until the window's
+// next read), or in why what makes it unreadable — an incomplete header,
+// a length past the end of the file, a checksum mismatch: damage a crash
+// can leave — and then no bytes. The error is an I/O error.
+func readRecord(w *window, off int64) (h recordHeader, b []byte, why string, err error) {
+	left := w.size - off
+	if left < recordHeaderSize {
+		return h, nil, fmt.Sprintf("incomplete record header (%d of %d bytes)", left, recordHeaderSize), nil
+	}
+	if b, err = w.at(off, recordHeaderSize); err != nil {
+		return h, nil, "", err
+	}
+	h = parseRecordHeader(b)
+	if int64(h.n) > left-recordHeaderSize || h.n > MaxRecordSizeLimit {
+		return h, nil, fmt.Sprintf("record length %d runs past the end of the file (%d bytes left)", h.n, left-recordHeaderSize), nil
+	}
+	if b, err = w.at(off, recordHeaderSize+int(h.n)); err != nil {
+		return h, nil, "", err
+	}
+	if got := recordCRC(b, b[recordHeaderSize:]); got != h.crc {
+		return h, nil, fmt.Sprintf("record checksum mismatch: stored %08x, computed %08x", h.crc, got), nil
+	}
+	return h, b, "", nil
+}
+
+// nextIntact looks in the file in w, at every offset from from on, for
+// the first intact record whose seq is after seq after, the seq of the
+// damaged record at from, and that the bytes since from could have
+// reached (at least recordHeaderSize bytes a record, so at most
+// after+(off-from)/recordHeaderSize); with group, only a record of a
+// commit group that starts after seq after. Only a candidate that passes
+// these tests has its checksum computed: random bytes almost never pass,
+// which keeps the search linear in the bytes searched.
+//
+// With group it is Open's test for a torn tail: an intact record of a
+// later group proves that the damage before it was fsynced (groups are
+// written only after the previous one's fsync). Without, it is Salvage's
+// resynchronisation after damage.
+func nextIntact(w *window, from int64, after uint64, group bool) (off int64, h recordHeader, found bool, err error) {
 	from = max(from, 0)
 	for off = from; w.size-off >= recordHeaderSize; off++ {
 		b, err := w.at(off, recordHeaderSize)
 		if err != nil {
-			return 0, 0, false, err
+			return 0, h, false, err
 		}
-		h := parseRecordHeader(b)
-		if uint64(h.index) > h.seq || h.seq-uint64(h.index) <= after ||
+		h = parseRecordHeader(b)
+		start := h.seq // the seq that must be after after
+		if group {
+			start = h.seq - uint64(h.index)
+		}
+		if uint64(h.index) > h.seq || start <= after ||
 			h.seq-after > uint64(off-from)/recordHeaderSize || int64(h.n) > w.size-off-recordHeaderSize {
 			continue
 		}
-		if b, err = w.at(off, recordHeaderSize+int(h.n)); err != nil {
-			return 0, 0, false, err
+		_, _, why, err := readRecord(w, off)
+		if err != nil {
+			return 0, h, false, err
 		}
-		if recordCRC(b, b[recordHeaderSize:]) == h.crc {
-			return off, h.seq, true, nil
+		if why == "" {
+			return off, h, true, nil
 		}
 	}
-	return 0, 0, false, nil
+	return 0, recordHeader{}, false, nil
 }
 
 // Repair describes the torn tail Open cut from the last file.
@@ -207,8 +231,9 @@ type checked struct {
 
 // checkFile checks dir/name, whose name says its first seq is first.
 // next is the next file's first seq, or 0 for the last file. A non-last
-// file must hold exactly the seqs [first, next); the last one any number
-// from first on, and its torn tail is cut (see the package doc).
+// file must hold exactly the seqs [first, next), or be a gap file
+// declaring them lost; the last one any number from first on, and its
+// torn tail is cut (see the package doc).
 func checkFile(fsys vfs.FS, dir, name string, first, next uint64) (checked, error) {
 	path := filepath.Join(dir, name)
 	last := next == 0
@@ -221,6 +246,17 @@ func checkFile(fsys vfs.FS, dir, name string, first, next uint64) (checked, erro
 	h, err := w.header()
 	if err != nil {
 		return c, err
+	}
+	if isGapFile(h) {
+		c.gap = true
+		why, err := gapDamage(h, w.size, first, next)
+		if err != nil {
+			return c, fmt.Errorf("%s: %w", path, err)
+		}
+		if why != "" {
+			return c, &CorruptionError{Path: path, Offset: 0, Msg: why}
+		}
+		return c, nil
 	}
 	why, torn, err := headerDamage(h, first)
 	if err != nil {
@@ -260,11 +296,11 @@ func checkFile(fsys vfs.FS, dir, name string, first, next uint64) (checked, erro
 // tail (no later commit group follows it) and cuts the file after the
 // last complete batch (res.end; 0: rewrite the header).
 func cutTail(fsys vfs.FS, w *window, c *checked, res scanResult) error {
-	if off, seq, found, err := laterGroup(w, res.bad, res.seq); err != nil {
+	if off, h, found, err := nextIntact(w, res.bad, res.seq, true); err != nil {
 		return err
 	} else if found {
 		return &CorruptionError{Path: w.path, Offset: res.bad, Msg: fmt.Sprintf(
-			"%s, but an intact record of a later commit group (seq %d at offset %d) follows: damage inside the log, not a torn tail", res.why, seq, off)}
+			"%s, but an intact record of a later commit group (seq %d at offset %d) follows: damage inside the log, not a torn tail", res.why, h.seq, off)}
 	}
 	dir, name := filepath.Split(w.path)
 	tmp := w.path + ".tmp"

@@ -84,6 +84,7 @@ type logFile struct {
 	first  uint64 // seq of the file's first record (from its name)
 	size   int64  // bytes
 	synced bool   // its directory entry is durable
+	gap    bool   // a gap file: its seqs were lost (see Salvage)
 }
 
 // request is one Append or AppendBatch waiting for its commit.
@@ -108,8 +109,9 @@ type Stats struct {
 	// Files and Bytes count the log's files and their size on disk.
 	Files int
 	Bytes int64
-	// FirstSeq is the seq of the oldest record kept, LastSeq that of the
-	// newest durable one; FirstSeq = LastSeq+1 when the log holds none.
+	// FirstSeq is the seq of the oldest record kept (or the first seq
+	// of a gap file before it), LastSeq that of the newest durable one;
+	// FirstSeq = LastSeq+1 when the log holds none.
 	FirstSeq, LastSeq uint64
 	// Commits, Records and Failures count commit groups made durable,
 	// records in them and failed commits since Open; Syncs counts
@@ -141,9 +143,7 @@ type Log struct {
 
 	// Owned by the committer goroutine.
 	nextSeq uint64
-	cur     vfs.File // the file commits go to; nil: start a new one
-	curSize int64
-	wbuf    []byte
+	out     fileWriter // the file commits go to; out.f nil: start a new one
 
 	applyc        chan *group // committed groups to apply; nil without Options.Apply
 	committerDone chan struct{}
@@ -189,7 +189,7 @@ func Open(fsys vfs.FS, dir string, opt Options) (*Log, error) {
 	}
 	l.nextSeq = l.lastSeq + 1
 	l.work.L = &l.mu
-	l.wbuf = make([]byte, 0, writeBufferSize)
+	l.out.buf = make([]byte, 0, writeBufferSize)
 	l.requests.New = func() any { return &request{done: make(chan struct{}, 1)} }
 	l.groups.New = func() any { return new(group) }
 	l.committerDone = make(chan struct{})
@@ -237,7 +237,7 @@ func (l *Log) load() error {
 		if c, err = checkFile(l.fsys, l.dir, l.files[i].name, firsts[i], next); err != nil {
 			return err
 		}
-		l.files[i].size = c.size
+		l.files[i].size, l.files[i].gap = c.size, c.gap
 	}
 	l.repair = c.repair
 	l.lastSeq = firsts[len(firsts)-1] + c.count - 1
@@ -400,7 +400,7 @@ func (l *Log) commit(g *group) {
 	l.nextSeq = seq
 	l.mu.Lock()
 	l.lastSeq = seq - 1
-	l.files[len(l.files)-1].size = l.curSize
+	l.files[len(l.files)-1].size = l.out.size
 	l.stats.Commits++
 	l.stats.Records += uint64(n)
 	l.stats.LastSync = sync
@@ -416,20 +416,15 @@ func (l *Log) commit(g *group) {
 // there is none or it is full) and fsyncs it, and the directory if the
 // file is new. It returns the file fsync's duration.
 func (l *Log) write(g *group) (time.Duration, error) {
-	if l.cur == nil || l.curSize >= l.opt.SegmentSize {
+	if l.out.f == nil || l.out.size >= l.opt.SegmentSize {
 		if err := l.startFile(g.first); err != nil {
 			return 0, err
 		}
 	}
-	var hdr [recordHeaderSize]byte
 	seq, index := g.first, uint32(0)
 	for _, r := range g.reqs {
 		for j, rec := range r.recs {
-			putRecordHeader(&hdr, rec, seq, index, uint32(len(r.recs)-1-j))
-			if err := l.put(hdr[:]); err != nil {
-				return 0, err
-			}
-			if err := l.put(rec); err != nil {
+			if err := l.out.putRecord(rec, seq, index, uint32(len(r.recs)-1-j)); err != nil {
 				return 0, err
 			}
 			seq++
@@ -444,17 +439,12 @@ func (l *Log) write(g *group) (time.Duration, error) {
 // buffer. A file of the same name (the last file when it holds no record,
 // or one whose commit failed) is replaced.
 func (l *Log) startFile(first uint64) error {
-	if l.cur != nil {
-		l.cur.Close() // its data is fsynced; nothing is lost if close fails
-		l.cur = nil
-	}
+	l.out.close() // its data is fsynced; nothing is lost if close fails
 	name := fileName(first)
-	f, err := l.fsys.Create(filepath.Join(l.dir, name))
-	if err != nil {
+	if err := l.out.create(l.fsys, filepath.Join(l.dir, name)); err != nil {
 		return err
 	}
-	l.cur, l.curSize = f, 0
-	l.wbuf = appendFileHeader(l.wbuf[:0], first)
+	l.out.buf = appendFileHeader(l.out.buf, first)
 	l.mu.Lock()
 	if n := len(l.files); n > 0 && l.files[n-1].name == name {
 		l.files = l.files[:n-1]
@@ -464,43 +454,86 @@ func (l *Log) startFile(first uint64) error {
 	return nil
 }
 
-// put copies b into the write buffer, writing it out whenever it fills.
-func (l *Log) put(b []byte) error {
+// fileWriter writes one log file through a buffer: the file commits go
+// to, or one Salvage writes. It never hands a caller's slice to
+// File.Write (the buffer is a copy). Its buffer has cap writeBufferSize.
+type fileWriter struct {
+	f    vfs.File // nil: no file
+	size int64    // bytes written to f (the buffer not counted)
+	buf  []byte   // bytes not written yet
+	hdr  [recordHeaderSize]byte
+}
+
+// create creates (or truncates) the file path of fsys and makes it the
+// file written, with an empty buffer. The caller closed the previous one.
+func (w *fileWriter) create(fsys vfs.FS, path string) error {
+	f, err := fsys.Create(path)
+	if err != nil {
+		return err
+	}
+	w.f, w.size, w.buf = f, 0, w.buf[:0]
+	return nil
+}
+
+// putRecord buffers the record rec with the given seq, group index and
+// batch rest.
+func (w *fileWriter) putRecord(rec []byte, seq uint64, index, rest uint32) error {
+	putRecordHeader(&w.hdr, rec, seq, index, rest)
+	if err := w.put(w.hdr[:]); err != nil {
+		return err
+	}
+	return w.put(rec)
+}
+
+// put copies b into the buffer, writing it out whenever it fills.
+func (w *fileWriter) put(b []byte) error {
 	for len(b) > 0 {
-		if len(l.wbuf) == cap(l.wbuf) {
-			if err := l.flush(); err != nil {
+		if len(w.buf) == cap(w.buf) {
+			if err := w.flush(); err != nil {
 				return err
 			}
 		}
-		n := copy(l.wbuf[len(l.wbuf):cap(l.wbuf)], b)
-		l.wbuf = l.wbuf[:len(l.wbuf)+n]
+		n := copy(w.buf[len(w.buf):cap(w.buf)], b)
+		w.buf = w.buf[:len(w.buf)+n]
 		b = b[n:]
 	}
 	return nil
 }
 
-// flush writes the write buffer to the current file.
-func (l *Log) flush() error {
-	if len(l.wbuf) == 0 {
+// flush writes the buffer to the file.
+func (w *fileWriter) flush() error {
+	if len(w.buf) == 0 {
 		return nil
 	}
-	n, err := l.cur.Write(l.wbuf)
-	l.curSize += int64(n)
-	if err == nil && n < len(l.wbuf) {
+	n, err := w.f.Write(w.buf)
+	w.size += int64(n)
+	if err == nil && n < len(w.buf) {
 		err = io.ErrShortWrite
 	}
-	l.wbuf = l.wbuf[:0]
+	w.buf = w.buf[:0]
+	return err
+}
+
+// close closes the file, if any, dropping what the buffer holds, and
+// returns Close's error.
+func (w *fileWriter) close() error {
+	w.buf = w.buf[:0]
+	if w.f == nil {
+		return nil
+	}
+	err := w.f.Close()
+	w.f = nil
 	return err
 }
 
 // sync flushes the write buffer and fsyncs the current file, and the
 // directory if the file's entry is not durable yet.
 func (l *Log) sync() (time.Duration, error) {
-	if err := l.flush(); err != nil {
+	if err := l.out.flush(); err != nil {
 		return 0, err
 	}
 	start := time.Now()
-	if err := l.cur.Sync(); err != nil {
+	if err := l.out.f.Sync(); err != nil {
 		return 0, fmt.Errorf("fsync: %w", err)
 	}
 	took := time.Since(start)
@@ -528,31 +561,24 @@ func (l *Log) fail(g *group, last uint64, err error) {
 	path := filepath.Join(l.dir, fileName(g.first)) // the file a failed Create was for
 	l.mu.Lock()
 	l.stats.Failures++
-	if l.cur != nil { // the last file is the current one
+	if l.out.f != nil { // the last file is the current one
 		f := &l.files[len(l.files)-1]
-		f.size = l.curSize
+		f.size = l.out.size
 		path = filepath.Join(l.dir, f.name)
 	}
 	l.mu.Unlock()
-	if l.cur != nil {
-		l.cur.Close() // abandoned: its error adds nothing
-		l.cur = nil
-	}
-	l.wbuf = l.wbuf[:0]
+	l.out.close() // abandoned: its error adds nothing
 	first := g.first
 	l.finish(g, fmt.Errorf("wal: commit of seqs %d..%d to %s: %w", first, last, path, err))
 	if ferr := l.startFile(first); ferr == nil {
 		if _, ferr = l.sync(); ferr == nil {
 			l.mu.Lock()
-			l.files[len(l.files)-1].size = l.curSize
+			l.files[len(l.files)-1].size = l.out.size
 			l.mu.Unlock()
 			return
 		}
 	}
-	if l.cur != nil {
-		l.cur.Close()
-		l.cur = nil
-	}
+	l.out.close()
 }
 
 // applyLoop applies committed groups in order and acknowledges them.
@@ -582,7 +608,8 @@ func (l *Log) finish(g *group, err error) {
 
 // Replay calls fn for every record with seq > after, in seq order (rec is
 // valid during the call only), up to the newest durable record when
-// Replay starts. The store calls it after Open and before the first
+// Replay starts. The seqs are consecutive but across a gap file (records
+// a salvage found lost), whose seqs fn never sees. The store calls it after Open and before the first
 // append, with its catalog's log position, to rebuild what segments do
 // not hold yet. It re-reads the files: damage found now (the disk
 // changed since Open) is a *CorruptionError, and fn may have seen the
@@ -621,7 +648,8 @@ func (l *Log) Replay(after uint64, fn func(seq uint64, rec []byte) error) error 
 	return nil
 }
 
-// replayFile calls fn for the records of f with seqs in (after, end).
+// replayFile calls fn for the records of f with seqs in (after, end); a
+// gap file is checked again and has none.
 func (l *Log) replayFile(f logFile, end, after uint64, fn func(seq uint64, rec []byte) error) error {
 	path := filepath.Join(l.dir, f.name)
 	w, file, err := openWindow(l.fsys, path)
@@ -632,6 +660,14 @@ func (l *Log) replayFile(f logFile, end, after uint64, fn func(seq uint64, rec [
 	h, err := w.header()
 	if err != nil {
 		return fmt.Errorf("wal: replay: %w", err)
+	}
+	if f.gap {
+		if why, err := gapDamage(h, w.size, f.first, end); err != nil {
+			return fmt.Errorf("wal: replay %s: %w", path, err)
+		} else if why != "" {
+			return &CorruptionError{Path: path, Msg: why}
+		}
+		return nil
 	}
 	if why, _, err := headerDamage(h, f.first); err != nil {
 		return fmt.Errorf("wal: replay %s: %w", path, err)
@@ -726,11 +762,7 @@ func (l *Log) Close() error {
 	if l.applierDone != nil {
 		<-l.applierDone
 	}
-	var err error
-	if l.cur != nil {
-		err = l.cur.Close()
-		l.cur = nil
-	}
+	err := l.out.close()
 	if lerr := l.lock.Close(); err == nil {
 		err = lerr
 	}

@@ -83,6 +83,21 @@ func appendAll(t testing.TB, l *Log, recs ...[]byte) []rec {
 	return out
 }
 
+// appendBatch appends recs as one batch and returns them as replay
+// would.
+func appendBatch(t testing.TB, l *Log, recs ...[]byte) []rec {
+	t.Helper()
+	seq, err := l.AppendBatch(context.Background(), recs)
+	if err != nil {
+		t.Fatalf("append a batch: %v", err)
+	}
+	out := make([]rec, len(recs))
+	for i, r := range recs {
+		out[i] = rec{seq + uint64(i), string(r)}
+	}
+	return out
+}
+
 // logNames lists the log files in dir.
 func logNames(t testing.TB, fsys vfs.FS) []string {
 	t.Helper()
