@@ -14,9 +14,10 @@ import (
 	"github.com/spurdb/spur/storage/segment"
 )
 
-// CatalogFormatVersion is the newest catalog file format this build writes
-// and reads (docs/storage.md gives the byte layout).
-const CatalogFormatVersion = 1
+// CatalogFormatVersion is the newest catalog and settings file format this
+// build writes and reads; it reads every older one. Version 2 added the
+// log position to the settings file.
+const CatalogFormatVersion = 2
 
 // catalogMagic starts every catalog and settings file.
 const (
@@ -183,21 +184,25 @@ func (c *Catalog) clone() *Catalog {
 // schema (the footers hold each segment's properties, not the order of
 // their first sighting or declared but unused ones). They are kept in a
 // second, independently checksummed file (SETTINGS), so that a lost or
-// damaged catalog can be rebuilt (App.Recover).
+// damaged catalog can be rebuilt (App.Recover). LogSeq is the catalog's
+// log position (written with every publication that moves it, a flush of
+// live events): a rebuilt catalog does not replay the log records its
+// segments hold.
 type Settings struct {
 	App        string           `json:"app"`
 	Shards     int              `json:"shards"`
 	TZ         string           `json:"tz"`
 	EventProps []event.PropType `json:"event_props"`
 	UserProps  []event.PropType `json:"user_props"`
+	LogSeq     uint64           `json:"log_seq"`
 }
 
 func (c *Catalog) settings() Settings {
-	return Settings{App: c.App, Shards: c.Shards, TZ: c.TZ, EventProps: c.EventProps, UserProps: c.UserProps}
+	return Settings{App: c.App, Shards: c.Shards, TZ: c.TZ, EventProps: c.EventProps, UserProps: c.UserProps, LogSeq: c.LogSeq}
 }
 
 func (s *Settings) equal(o *Settings) bool {
-	return s.App == o.App && s.Shards == o.Shards && s.TZ == o.TZ &&
+	return s.App == o.App && s.Shards == o.Shards && s.TZ == o.TZ && s.LogSeq == o.LogSeq &&
 		equalProps(s.EventProps, o.EventProps) && equalProps(s.UserProps, o.UserProps)
 }
 
@@ -301,6 +306,7 @@ func encodeSettings(s *Settings) []byte {
 	b = appendString(b, s.TZ)
 	b = appendProps(b, s.EventProps)
 	b = appendProps(b, s.UserProps)
+	b = binary.AppendUvarint(b, s.LogSeq)
 	return frame(settingsMagic, b)
 }
 
@@ -308,7 +314,8 @@ func encodeSettings(s *Settings) []byte {
 // left, and the first failure sticks (a *CorruptionError at the offset of
 // the field being read).
 type decoder struct {
-	path string
+	path    string
+	version uint16 // the file's format version
 	buf  []byte
 	off  int // offset of buf[0] in the file
 	pos  int
@@ -434,15 +441,14 @@ func openFrame(path, magic string, b []byte) (*decoder, error) {
 	if len(b) < hdr+4 || string(b[:len(magic)]) != magic {
 		return nil, &CorruptionError{Path: path, Offset: 0, Msg: fmt.Sprintf("not a %q file (%d bytes)", strings.TrimSpace(magic), len(b))}
 	}
-	if v := binary.LittleEndian.Uint16(b[len(magic):]); v != CatalogFormatVersion {
+	v := binary.LittleEndian.Uint16(b[len(magic):])
+	if v == 0 || v > CatalogFormatVersion {
 		// A version byte flipped to a larger value also lands here; the
 		// CRC decides which it is.
 		if crc32.Checksum(b[:len(b)-4], castagnoli) == binary.LittleEndian.Uint32(b[len(b)-4:]) && v > CatalogFormatVersion {
 			return nil, fmt.Errorf("%s: format version %d: %w (this build reads up to version %d)", path, v, ErrUnsupportedVersion, CatalogFormatVersion)
 		}
-		if v > CatalogFormatVersion || v == 0 {
-			return nil, &CorruptionError{Path: path, Offset: int64(len(magic)), Msg: fmt.Sprintf("format version %d with a bad checksum", v)}
-		}
+		return nil, &CorruptionError{Path: path, Offset: int64(len(magic)), Msg: fmt.Sprintf("format version %d with a bad checksum", v)}
 	}
 	n := binary.LittleEndian.Uint32(b[len(magic)+2:])
 	if uint64(n) != uint64(len(b)-hdr-4) {
@@ -451,7 +457,7 @@ func openFrame(path, magic string, b []byte) (*decoder, error) {
 	if got, want := crc32.Checksum(b[:len(b)-4], castagnoli), binary.LittleEndian.Uint32(b[len(b)-4:]); got != want {
 		return nil, &CorruptionError{Path: path, Offset: int64(len(b) - 4), Msg: fmt.Sprintf("checksum mismatch: stored %08x, computed %08x", want, got)}
 	}
-	return &decoder{path: path, buf: b[hdr : len(b)-4], off: hdr}, nil
+	return &decoder{path: path, buf: b[hdr : len(b)-4], off: hdr, version: v}, nil
 }
 
 // done fails if bytes are left after the last field.
@@ -635,6 +641,9 @@ func decodeSettings(path string, b []byte) (*Settings, error) {
 	}
 	s.EventProps = d.props("event property")
 	s.UserProps = d.props("user property")
+	if d.version >= 2 {
+		s.LogSeq = d.uvarint("log seq")
+	}
 	if err := d.done(); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io/fs"
 	"maps"
@@ -236,7 +237,7 @@ func TestCatalogNewerVersion(t *testing.T) {
 	}
 	defer st.Close()
 	_, err = st.App("app")
-	if !errors.Is(err, ErrUnsupportedVersion) || errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "format version 2: format version is newer than this build reads") {
+	if !errors.Is(err, ErrUnsupportedVersion) || errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), fmt.Sprintf("format version %d: format version is newer than this build reads", CatalogFormatVersion+1)) {
 		t.Fatalf("newer catalog: %v", err)
 	}
 	if _, err := st.Recover(context.Background(), "app"); !errors.Is(err, ErrUnsupportedVersion) {

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/internal/crashfs"
 	"github.com/spurdb/spur/storage/segment"
+	"github.com/spurdb/spur/storage/vfs"
 	"github.com/spurdb/spur/trail"
 )
 
@@ -497,4 +500,100 @@ func TestIngestDiskFull(t *testing.T) {
 	sameTrails(t, "after space is back", appTrails(t, st), want)
 	crashed := openLiveOn(t, fs.Crash(0, nil), 2, quietLive)
 	sameTrails(t, "after a power loss", appTrails(t, crashed), want)
+}
+
+// TestLogDamageRefusesWritesAndRecovers (ingest.md §2): damage in the
+// write-ahead log other than a torn tail makes the app refuse writes while
+// its queries and the other apps keep serving; `spur recover` (Recover)
+// sets the damaged log aside, keeps every intact record, and reports the
+// lost range: the app then answers with every request but the damaged one.
+func TestLogDamageRefusesWritesAndRecovers(t *testing.T) {
+	ctx := context.Background()
+	fs := crashfs.New()
+	opt := quietLive
+	opt.LogFileSize = 1 // a file per commit
+	st := openLiveOn(t, fs, 2, opt)
+	r := rand.New(rand.NewPCG(12, 12))
+	var ids idPool
+	var reqs []liveRequest
+	for k := range 6 {
+		req := newLiveRequest(r, 20+r.IntN(20), 10, 1_600_000_000_000_000+int64(k)*1_000_000, &ids)
+		reqs = append(reqs, req)
+		ingestRequest(t, st, req)
+	}
+	if err := st.Close(); err != nil { // flushes: the log is released but its last file
+		t.Fatal(err)
+	}
+	st = openLiveOn(t, fs, 2, opt)
+	for k := range 6 {
+		req := newLiveRequest(r, 20+r.IntN(20), 10, 1_600_000_100_000_000+int64(k)*1_000_000, &ids)
+		reqs = append(reqs, req)
+		ingestRequest(t, st, req)
+	}
+	crashed := fs.Crash(0, nil)
+	// Damage the third of the log's files (a record in the middle).
+	dir := "store/apps/app/wal"
+	names, _ := crashed.List(dir)
+	var logs []string
+	for _, n := range names {
+		if strings.HasSuffix(n, ".wal") {
+			logs = append(logs, n)
+		}
+	}
+	slices.Sort(logs)
+	if len(logs) < 5 {
+		t.Fatalf("log files %v", logs)
+	}
+	victim := filepath.Join(dir, logs[2])
+	b, err := vfs.ReadFile(crashed, victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-10] ^= 0x40
+	f, err := crashed.Create(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(b)
+	f.Sync()
+	f.Close()
+
+	damaged := openLiveOn(t, crashed, 2, opt)
+	evs, users := reqs[0].clone()
+	if _, err := damaged.Ingest(ctx, "app", evs, users); !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "spur recover --app app") {
+		t.Fatalf("Ingest into an app with a damaged log: %v", err)
+	}
+	before := appTrails(t, damaged) // its queries serve: the flushed requests
+	if len(before) == 0 {
+		t.Fatal("the app's queries answer nothing")
+	}
+	other, users2 := reqs[1].clone()
+	if _, err := damaged.Ingest(ctx, "other", other, users2); err != nil {
+		t.Fatalf("another app refuses writes: %v", err)
+	}
+	damaged.Close()
+
+	// Recovery, as `spur recover` runs it (no live layer).
+	rst := openOn(t, crashed, 2)
+	rep, err := rst.Recover(ctx, "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Log == nil || len(rep.Log.Lost) != 1 || rep.Log.Lost[0].FirstSeq != rep.Log.Lost[0].LastSeq || rep.Log.Lost[0].FirstSeq == 0 {
+		t.Fatalf("log recovery %+v", rep.Log)
+	}
+	lost := int(rep.Log.Lost[0].FirstSeq) - 1 // request k has seq k+1
+	if !slices.ContainsFunc(rep.SetAside, func(a AsideFile) bool { return strings.HasSuffix(a.File, "/wal") }) {
+		t.Fatalf("the damaged log was not set aside: %v", rep.SetAside)
+	}
+	rst.Close()
+	ref := openOn(t, crashfs.New(), 2)
+	for k, req := range reqs {
+		if k != lost {
+			importRequest(t, ref, req)
+		}
+	}
+	again := openLiveOn(t, crashed, 2, opt)
+	sameTrails(t, fmt.Sprintf("after recovery (request %d lost)", lost), appTrails(t, again), appTrails(t, ref))
+	ingestRequest(t, again, newLiveRequest(r, 5, 3, 1_700_000_000_000_000, &idPool{next: 1 << 20}))
 }

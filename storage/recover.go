@@ -14,6 +14,7 @@ import (
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/storage/segment"
 	"github.com/spurdb/spur/storage/vfs"
+	"github.com/spurdb/spur/storage/wal"
 )
 
 // asideDir is where recovery moves what it does not keep: damaged or
@@ -31,6 +32,22 @@ type RecoverReport struct {
 	// Warnings are other things the operator should know (settings taken
 	// from the footers, properties whose types disagree).
 	Warnings []string `json:"warnings,omitempty"`
+	// Log is what recovery did with a damaged write-ahead log (nil when
+	// the app has none, or it opened cleanly).
+	Log *LogRecovery `json:"log,omitempty"`
+}
+
+// LogRecovery describes the salvage of a damaged write-ahead log
+// (ingest.md §2): the damaged log was set aside (SetAside), a new one
+// holds every intact record after the catalog's log position (Kept,
+// FirstSeq..LastSeq), and Lost lists every damaged byte range with the
+// records it cost.
+type LogRecovery struct {
+	Damage   string          `json:"damage"` // why the log did not open
+	Kept     int64           `json:"records_kept"`
+	FirstSeq uint64          `json:"first_seq,omitempty"`
+	LastSeq  uint64          `json:"last_seq,omitempty"`
+	Lost     []wal.LostRange `json:"lost"` // every damaged range (String gives one line)
 }
 
 // AsideFile is a file recovery set aside: its original path, where it is
@@ -101,8 +118,11 @@ func splitName(s string) []string {
 // settings file, else from the footers and the store's defaults (with a
 // warning). It takes the app's writer role like a write. The rebuilt
 // catalog answers as the last published one did when every file that
-// one referenced is intact. Errors: ctx.Err(), I/O failures, a
-// *LockedError, or no segment file and no settings (nothing to recover).
+// one referenced is intact. Then the app's write-ahead log, if any, is
+// opened (a torn tail cut) and, when damaged elsewhere, salvaged
+// (recoverLog; RecoverReport.Log). Errors: ctx.Err(), I/O failures, a
+// *LockedError, or no segment file, no settings and no log (nothing to
+// recover).
 func (s *Store) Recover(ctx context.Context, appName string) (*RecoverReport, error) {
 	if !ValidAppName(appName) {
 		return nil, fmt.Errorf("invalid app name %q", appName)
@@ -131,10 +151,10 @@ func (s *Store) Recover(ctx context.Context, appName string) (*RecoverReport, er
 	}
 
 	old, _, oerr := a.ms.load()
-	var oldGen uint64
+	var oldGen, logSeq uint64
 	switch {
 	case oerr == nil:
-		oldGen = old.Generation
+		oldGen, logSeq = old.Generation, old.LogSeq
 	case errors.Is(oerr, ErrNoCatalog):
 	case errors.Is(oerr, ErrUnsupportedVersion):
 		return rep, fmt.Errorf("app %q: %w: recover it with the build that wrote it", appName, oerr)
@@ -250,12 +270,19 @@ func (s *Store) Recover(ctx context.Context, appName string) (*RecoverReport, er
 		maxShard = max(maxShard, r.Shard)
 	}
 
-	c := &Catalog{App: appName}
+	c := &Catalog{App: appName, LogSeq: logSeq}
 	if settings != nil {
 		c.Shards, c.TZ, c.EventProps, c.UserProps = settings.Shards, settings.TZ, settings.EventProps, settings.UserProps
+		if oerr != nil {
+			c.LogSeq = settings.LogSeq
+		}
 	} else {
 		if len(segs) == 0 {
-			return rep, fmt.Errorf("app %q: nothing to recover: no intact segment file and no settings file", appName)
+			if ok, _ := vfs.Exists(s.fs, filepath.Join(a.dir, logDir)); ok {
+				// Live events never flushed: only the log to check.
+				return rep, a.recoverLog(ctx, 0, rep, aside)
+			}
+			return rep, fmt.Errorf("app %q: nothing to recover: no intact segment file, no settings file and no write-ahead log", appName)
 		}
 		c.Shards = s.cfg.Shards
 		for c.Shards <= maxShard {
@@ -304,7 +331,84 @@ func (s *Store) Recover(ctx context.Context, appName string) (*RecoverReport, er
 	}
 	rep.Generation = c.Generation
 	s.log.Info("recovered app catalog", "app", appName, "generation", c.Generation, "kept", len(rep.Kept), "set_aside", len(rep.SetAside))
+	if err := a.recoverLog(ctx, c.LogSeq, rep, aside); err != nil {
+		return rep, err
+	}
 	return rep, nil
+}
+
+// removeFlatDir removes directory dir and the files in it (none is a
+// directory), if it exists: an unfinished salvage, which only recovery
+// writes.
+func removeFlatDir(fsys vfs.FS, dir string) error {
+	names, err := fsys.List(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if err := fsys.Remove(filepath.Join(dir, n)); err != nil {
+			return err
+		}
+	}
+	return fsys.Remove(dir)
+}
+
+// recoverLog checks the app's write-ahead log (if it has one) by opening
+// it, which cuts a torn tail of its last file (a write never
+// acknowledged); a log damaged elsewhere is salvaged (wal.Salvage): every
+// intact record after logSeq goes into a new log, the damaged one is set
+// aside, and rep.Log says what was kept and lost (ingest.md §2).
+func (a *App) recoverLog(ctx context.Context, logSeq uint64, rep *RecoverReport, aside func(path, reason string) error) error {
+	fsys := a.store.fs
+	dir := filepath.Join(a.dir, logDir)
+	if ok, _ := vfs.Exists(fsys, dir); !ok {
+		return nil
+	}
+	size := int64(0)
+	if lo := a.store.cfg.Live; lo != nil {
+		size = lo.LogFileSize
+	}
+	l, err := wal.Open(fsys, dir, wal.Options{FirstSeq: logSeq + 1, SegmentSize: size})
+	if err == nil {
+		if r, ok := l.Repair(); ok {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("write-ahead log: cut a torn tail of %s at offset %d (%d records never acknowledged): %s", r.File, r.Offset, r.Dropped, r.Reason))
+		}
+		last := l.Stats().LastSeq
+		if cerr := l.Close(); cerr != nil {
+			return cerr
+		}
+		if last >= logSeq {
+			return nil
+		}
+		err = fmt.Errorf("the log ends at record %d, before the catalog's position %d: %w", last, logSeq, ErrCorruption)
+	}
+	if !errors.Is(err, ErrCorruption) {
+		return fmt.Errorf("app %q: open its write-ahead log: %w", a.name, err)
+	}
+	salvage := dir + ".salvage"
+	if err := removeFlatDir(fsys, salvage); err != nil {
+		return fmt.Errorf("app %q: remove an earlier salvage: %w", a.name, err)
+	}
+	sr, serr := wal.Salvage(ctx, fsys, dir, salvage, wal.SalvageOptions{After: logSeq, SegmentSize: size})
+	if serr != nil {
+		return fmt.Errorf("app %q: salvage its write-ahead log: %w", a.name, serr)
+	}
+	lr := &LogRecovery{Damage: err.Error(), Kept: int64(sr.Records), FirstSeq: sr.FirstSeq, LastSeq: sr.LastSeq, Lost: sr.Lost}
+	if err := aside(dir, "a damaged write-ahead log: its intact records are in the new log"); err != nil {
+		return err
+	}
+	if err := fsys.Rename(salvage, dir); err != nil {
+		return fmt.Errorf("app %q: put the salvaged log in place: %w", a.name, err)
+	}
+	if err := vfs.SyncDir(fsys, a.dir); err != nil {
+		return err
+	}
+	rep.Log = lr
+	a.store.log.Warn("salvaged a damaged write-ahead log", "app", a.name, "kept", lr.Kept, "lost_ranges", len(lr.Lost))
+	return nil
 }
 
 // verifiedMeta opens and completely verifies segment file name, returning

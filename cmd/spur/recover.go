@@ -18,9 +18,13 @@ store refuses to write such an app): it verifies every segment file completely,
 keeps the intact ones, and moves to DIR/apps/APP/aside/ the damaged ones, those a
 newer compaction output supersedes, and the damaged catalog. The app's settings
 (shards, time zone, schema) come from its SETTINGS file, the catalog's
-independently checksummed second copy. It prints what it kept and set aside. Like
-any write, it is refused while spur serve or another writer holds the app.
-See docs/storage.md for the procedure.`,
+independently checksummed second copy. Then it opens the app's write-ahead log of
+live events: a torn tail (a write never acknowledged) is cut; damage elsewhere,
+which makes the app refuse events, is salvaged: the damaged log is set aside and
+every intact record after the catalog's position goes into a new log, and each
+lost byte range is printed with the records it cost. It prints what it kept and
+set aside. Like any write, it is refused while spur serve or another writer
+holds the app. See docs/storage.md for the procedure.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st, err := openStore(g, writeStore, "spur recover")
@@ -43,6 +47,13 @@ See docs/storage.md for the procedure.`,
 					}
 					for _, w := range rep.Warnings {
 						fmt.Fprintf(out, "warning: %s\n", w)
+					}
+					if l := rep.Log; l != nil {
+						fmt.Fprintf(out, "write-ahead log damaged (%s): set aside; %d intact records (seqs %d..%d) kept in a new log\n",
+							l.Damage, l.Kept, l.FirstSeq, l.LastSeq)
+						for _, r := range l.Lost {
+							fmt.Fprintf(out, "lost: %s\n", r)
+						}
 					}
 				}
 			}
