@@ -316,10 +316,10 @@ func encodeSettings(s *Settings) []byte {
 type decoder struct {
 	path    string
 	version uint16 // the file's format version
-	buf  []byte
-	off  int // offset of buf[0] in the file
-	pos  int
-	err  error
+	buf     []byte
+	off     int // offset of buf[0] in the file
+	pos     int
+	err     error
 }
 
 func (d *decoder) fail(at int, format string, args ...any) {
