@@ -208,7 +208,7 @@ func (s *Server) handleSchema(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer snap.Release()
-	gen := snap.Generation
+	gen := snap.DataVersion() // live requests change the schema's counts and types too
 	s.schemaMu.Lock()
 	c, ok := s.schemas[name]
 	s.schemaMu.Unlock()

@@ -448,10 +448,10 @@ func (c *resultCache) put(k [32]byte, e *cachedResult) {
 	}
 }
 
-// catalogVersion is the version of an app's published data that cached
-// answers are keyed by: the catalog generation, which every import,
-// flush and compaction advances.
-func catalogVersion(a *storage.App) int64 { return int64(a.Current().Generation) }
+// catalogVersion is the version of an app's data that cached answers are
+// keyed by (storage.App.DataVersion): it advances with every import,
+// flush and compaction and every live request acknowledged.
+func catalogVersion(a *storage.App) int64 { return a.DataVersion() }
 
 // cacheKey returns the key of q's answer on app a at catalog version gen,
 // and the "now" the

@@ -325,3 +325,46 @@ func TestRelativeRangeKey(t *testing.T) {
 		t.Fatal("the catalog version is not in the key")
 	}
 }
+
+// TestInsightResultCacheLiveEvents: an acknowledged live event changes the
+// data version, so a cached insight answer is recomputed and counts it.
+func TestInsightResultCacheLiveEvents(t *testing.T) {
+	ts := start(t, Config{Store: liveStore(t)})
+	auth := "Bearer " + ingestKey(t, ts, "shop")
+	send := func(user string) {
+		t.Helper()
+		body := `[{"user_id":"` + user + `","event":"buy","timestamp":"2026-01-05T10:00:00Z"}]`
+		if code, _, b := ts.do(t, "POST", "api/apps/shop/events", body, "Authorization", auth); code != 200 {
+			t.Fatalf("events: %d %s", code, b)
+		}
+	}
+	send("u1")
+	q := `{"kind":"trend","range":{"from":"2026-01-01","to":"2026-02-01"},"interval":"month","series":[{"event":"buy"}]}`
+	code, _, b := ts.do(t, "POST", "api/apps/shop/insights", `{"name":"Buys","query":`+q+`}`)
+	if code != 201 {
+		t.Fatalf("%d %s", code, b)
+	}
+	id := decode[docResp](t, b).ID
+	type resultResp struct {
+		Cached bool              `json:"cached"`
+		Result query.TrendResult `json:"result"`
+	}
+	get := func() resultResp {
+		t.Helper()
+		code, _, b := ts.do(t, "GET", "api/apps/shop/insights/"+id+"/result", "")
+		if code != 200 {
+			t.Fatalf("result: %d %s", code, b)
+		}
+		return decode[resultResp](t, b)
+	}
+	if r := get(); r.Cached || r.Result.Series[0].Total != 1 {
+		t.Fatalf("first: %+v", r)
+	}
+	if r := get(); !r.Cached {
+		t.Fatal("second not cached")
+	}
+	send("u2")
+	if r := get(); r.Cached || r.Result.Series[0].Total != 2 {
+		t.Fatalf("after a live event: cached %v, total %v, want a fresh 2", r.Cached, r.Result.Series[0].Total)
+	}
+}

@@ -285,7 +285,7 @@ type Server struct {
 }
 
 type cachedSchema struct {
-	generation uint64
+	generation int64 // storage.Catalog.DataVersion
 	topN       int
 	schema     *storage.Schema
 }

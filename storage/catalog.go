@@ -129,6 +129,11 @@ type Catalog struct {
 	Segments []SegmentRef `json:"segments"`
 }
 
+// DataVersion returns the data version of a catalog or a version's view
+// (App.DataVersion): its generation plus its log position, which both
+// only grow, and one of which grows with every change.
+func (c *Catalog) DataVersion() int64 { return int64(c.Generation + c.LogSeq) }
+
 // MaxShards is the largest shard count of an app.
 const MaxShards = 1024
 

@@ -226,6 +226,19 @@ func (a *App) openLive() (*liveApp, error) {
 	if s.role == nil {
 		return nil, fmt.Errorf("app %q: live ingestion needs the store's writer role (storage.Config.Writer, as spur serve holds it)", a.name)
 	}
+	if a.published().Generation == 0 {
+		// A new app: its empty catalog makes it exist for every reader
+		// (Store.Apps) before its events are flushed.
+		t, err := a.beginWrite()
+		if err != nil {
+			return nil, err
+		}
+		err = t.publish(t.base.clone())
+		t.end()
+		if err != nil {
+			return nil, fmt.Errorf("app %q: create its catalog: %w", a.name, err)
+		}
+	}
 	c := a.published()
 	opt := s.cfg.Live.withDefaults()
 	l := &liveApp{a: a, opt: opt, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}

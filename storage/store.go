@@ -458,6 +458,22 @@ func (a *App) Current() *Catalog {
 	return a.cur.Catalog
 }
 
+// DataVersion returns a number that grows with every change of the app's
+// data this process makes or sees: every publication (an import, flush,
+// compaction) and every live request applied. A cache keyed by it is never
+// stale; it equals Catalog.DataVersion of a version acquired after it
+// when nothing changed in between.
+func (a *App) DataVersion() int64 {
+	c := a.published()
+	seq := c.LogSeq
+	if l := a.live.Load(); l != nil {
+		l.mu.Lock()
+		seq = max(seq, l.applied)
+		l.mu.Unlock()
+	}
+	return int64(c.Generation + seq)
+}
+
 // published returns the app's current published catalog (Current without
 // the live layer).
 func (a *App) published() *Catalog {
