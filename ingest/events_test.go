@@ -141,6 +141,11 @@ func TestEventsFieldRules(t *testing.T) {
 	// are none.
 	ok(`{"user_id": "u", "event": "e", "properties": null, "user_properties": {}, "user_properties_once": {"a": null}}`,
 		func(ev event.Event, us []UserProps) string { return is(len(ev.Props)+len(us), 0) })
+	// Names beginning with $ are ordinary (ingest.md §1: PostHog's $browser).
+	ok(`{"user_id": "u", "event": "e", "properties": {"$browser": "Firefox"}, "user_properties_once": {"$x": 1}}`,
+		func(ev event.Event, us []UserProps) string {
+			return is([]any{prop(ev, "$browser"), len(us)}, []any{event.String("Firefox"), 1})
+		})
 	ok(`{"user_id": "u", "event": "e", "properties": {"big": -9223372036854775808, "f": 1e300, "z": -0.0}}`,
 		func(ev event.Event, _ []UserProps) string {
 			return is([]event.Value{prop(ev, "big"), prop(ev, "f")}, []event.Value{event.Int(-1 << 63), event.Float(1e300)})
@@ -171,7 +176,6 @@ func TestEventsFieldRules(t *testing.T) {
 	bad(`{"user_id": "u", "event": "e", "user_properties": "KR"}`, "user_properties", "found a string")
 	bad(`{"user_id": "u", "event": "e", "properties": {"a": 1, "a": 2}}`, "properties.a", "property given twice")
 	bad(`{"user_id": "u", "event": "e", "properties": {"": 1}}`, "properties.", "empty property name")
-	bad(`{"user_id": "u", "event": "e", "user_properties_once": {"$x": 1}}`, "user_properties_once.$x", "reserved")
 	bad(`{"user_id": "u", "event": "e", "properties": {"n": 99999999999999999999}}`, "properties.n", "out of the int64 range")
 	bad(`{"user_id": "u", "event": "e", "properties": {"f": 1e999}}`, "properties.f", "out of the float64 range")
 	bad(`{"user_id": "u", "event": "e", "properties": {"s": "`+strings.Repeat("s", 64<<10+1)+`"}}`, "properties.s", "65537 bytes long")

@@ -895,6 +895,9 @@ func (w *Writer) Close() (Info, error) {
 		w.fail(fmt.Errorf("segment writer: %d blocks of %d event names would need more than %d MiB of event bitsets: end the segment earlier (Writer.Bytes)", w.nBlocks, len(m.EventNames), maxBitsetWords/(1<<17)))
 	}
 	head := appendFooterHead(nil, m, w.nBlocks)
+	// The checksum is taken before the writes: a writer may not modify
+	// what it is given, but pebble's MemFS does in its invariants mode.
+	footCRC := crc32.Update(crc(head), castagnoli, w.records)
 	footOff := w.off
 	w.write(head)
 	w.write(w.records)
@@ -902,7 +905,7 @@ func (w *Writer) Close() (Info, error) {
 	var tr [trailerSize]byte
 	binary.LittleEndian.PutUint64(tr[0:], uint64(footOff))
 	binary.LittleEndian.PutUint64(tr[8:], uint64(footLen))
-	binary.LittleEndian.PutUint32(tr[16:], crc32.Update(crc(head), castagnoli, w.records))
+	binary.LittleEndian.PutUint32(tr[16:], footCRC)
 	binary.LittleEndian.PutUint32(tr[20:], crc(tr[:20]))
 	tr[24] = Version
 	copy(tr[25:], trailerMagic)
