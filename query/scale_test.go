@@ -68,7 +68,7 @@ func TestOneUserOfMillions(t *testing.T) {
 	if _, err := st.Import(ctx, "w", []storage.Source{src}, storage.ImportOptions{Memory: 64 << 20}); err != nil {
 		t.Fatal(err)
 	}
-	eng := New(st, Config{Workers: 2, MemoryBudget: 256 << 20})
+	eng := New(st, Config{Workers: 2, MemoryBudget: 64 << 20})
 	check := func(when string) {
 		t.Helper()
 		tr := run(t, eng, `{"kind":"trend","app":"w","range":{"from":"2024-01-01","to":"2024-02-01"},"interval":"month",

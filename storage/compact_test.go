@@ -176,6 +176,13 @@ func recordTrails(t *testing.T, snap *Version) map[string]string {
 
 // scanTrails is recordTrails for any goroutine: it returns its errors.
 func scanTrails(snap *Version) (map[string]string, error) {
+	return scanTrailsChunked(snap, 0, false)
+}
+
+// scanTrailsChunked is scanTrails with trails handed over in chunks of at
+// most chunk events (0: the default), checked by chunkChecker, through
+// Prepass and Visit with prepass.
+func scanTrailsChunked(snap *Version, chunk int, prepass bool) (map[string]string, error) {
 	var mu sync.Mutex
 	var strs []string
 	ids := map[string]uint32{}
@@ -230,7 +237,7 @@ func scanTrails(snap *Version) (map[string]string, error) {
 		return strconv.AppendInt(b, int64(bits), 10)
 	}
 	spec := ScanSpec{
-		From: math.MinInt64, To: math.MaxInt64, AllUsers: true,
+		From: math.MinInt64, To: math.MaxInt64, AllUsers: true, ChunkEvents: chunk,
 		Cols: len(compactEventCols), UserProps: len(compactUserCols),
 		Compile: func(ref SegmentRef, meta *segment.Meta) (*SegmentPlan, error) {
 			sp := &SegmentPlan{Masks: make([]uint64, len(meta.EventNames))}
@@ -251,39 +258,40 @@ func scanTrails(snap *Version) (map[string]string, error) {
 		},
 	}
 	got := map[string]string{}
-	var twice []string
-	vs := make([]Visitor, 2)
-	for w := range vs {
-		vs[w] = visitFunc(func(u UserKey, tr *trail.Trail) {
-			var b []byte
-			for i, ts := range tr.Times {
-				b = strconv.AppendInt(b, ts, 10)
+	var twice, errs []string
+	var emu sync.Mutex
+	vs := newChunkVisitors(2, prepass, &emu, &errs, func(u UserKey, tr *trail.Trail) {
+		var b []byte
+		for i, ts := range tr.Times {
+			b = strconv.AppendInt(b, ts, 10)
+			b = append(b, ' ')
+			b = append(b, names[bitIndex(tr.Mask[i])]...)
+			for j, c := range compactEventCols {
 				b = append(b, ' ')
-				b = append(b, names[bitIndex(tr.Mask[i])]...)
-				for j, c := range compactEventCols {
-					b = append(b, ' ')
-					b = render(b, c, tr.Cols[j].Set[i], tr.Cols[j].Bits[i])
-				}
-				b = append(b, '\n')
+				b = render(b, c, tr.Cols[j].Set[i], tr.Cols[j].Bits[i])
 			}
-			b = append(b, "user:"...)
-			for j, c := range compactUserCols {
-				b = append(b, ' ')
-				b = render(b, c, tr.User[j].Set, tr.User[j].Bits)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if _, dup := got[string(u.ID)]; dup {
-				twice = append(twice, string(u.ID))
-			}
-			got[string(u.ID)] = string(b)
-		})
-	}
+			b = append(b, '\n')
+		}
+		b = append(b, "user:"...)
+		for j, c := range compactUserCols {
+			b = append(b, ' ')
+			b = render(b, c, tr.User[j].Set, tr.User[j].Bits)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if _, dup := got[string(u.ID)]; dup {
+			twice = append(twice, string(u.ID))
+		}
+		got[string(u.ID)] = string(b)
+	})
 	if _, err := snap.Scan(context.Background(), spec, vs); err != nil {
 		return nil, fmt.Errorf("scan: %w", err)
 	}
 	if len(twice) > 0 {
 		return nil, fmt.Errorf("users visited twice: %v", twice)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("chunks: %s", strings.Join(errs, "; "))
 	}
 	return got, nil
 }
@@ -314,10 +322,15 @@ type idPool struct {
 // duplicates, sometimes with other properties: the first stored wins),
 // and some earlier ids on other events (not duplicates).
 func compactEvents(r *rand.Rand, n, users int, t0 int64, ids *idPool) []event.Event {
+	return spreadEvents(r, n, users, t0, 12, ids)
+}
+
+// spreadEvents is compactEvents with times on a grid of slots seconds.
+func spreadEvents(r *rand.Rand, n, users int, t0 int64, slots int, ids *idPool) []event.Event {
 	evs := randomEvents(r, n, users, t0)
 	for i := range evs {
 		e := &evs[i]
-		e.Time = t0 + int64(r.IntN(12))*1_000_000
+		e.Time = t0 + int64(r.IntN(slots))*1_000_000
 		var ps []event.Prop
 		if r.IntN(3) > 0 {
 			ps = append(ps, event.Prop{Name: "tag", Value: event.String(fmt.Sprintf("t%d", r.IntN(1+r.IntN(40))))})

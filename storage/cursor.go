@@ -75,6 +75,9 @@ type cursor struct {
 	// onceCode is the event code of SetOnceEvent in a users segment, -1
 	// when it has no such rows.
 	onceCode int
+	// bytes is what blk and rowMask hold (capacities), as of the last
+	// block read or deltas unpacked (shardScanner.bufferBytes).
+	bytes int64
 }
 
 // continues reports whether c's current user has more rows in the
@@ -383,6 +386,7 @@ func (sc *shardScanner) readBlock(ctx context.Context, c *cursor) error {
 		c.rowMask = slices.Grow(c.rowMask[:0], c.blk.Rows)[:c.blk.Rows]
 		c.plan.Rows(&c.blk, c.rowMask)
 	}
+	c.bytes = c.blk.Bytes() + int64(cap(c.rowMask))*8
 	bm := &c.meta.Blocks[c.block]
 	c.inRange = bm.MinTime >= sc.spec.From && bm.MaxTime < sc.spec.To
 	sc.st.BlocksRead++

@@ -16,17 +16,21 @@ type tieRow struct {
 }
 
 // dedupTies drops duplicate events across segments from the merged trail
-// (ingest.md §3, Mixpanel's rule): two events of one user with equal
+// buffer (a user's trail, or a round of mergeLong, which holds every
+// event at each time it merges) (ingest.md §3, Mixpanel's rule): two events of one user with equal
 // event name, timestamp and insert_id are one, and the first stored — the
 // earlier arrival, so the earlier part of the user's group — wins.
 // Writers keep a segment free of duplicates, so only events with equal
 // timestamps from different segments can be copies, and mergeParts flags
 // when the trail holds such ties. For each tie time, the rows of every
-// part at that time are read whole from their blocks (re-read when a
-// long trail moved the cursor on), also those that do not pass the scan:
+// part at that time are read whole from their blocks (re-read when
+// mergeLong moved the cursor on), also those that do not pass the scan:
 // a first copy the query filters out still makes a later passing copy a
-// duplicate when both are at the tie. The insert-id column is decoded
-// only here. It returns read errors.
+// duplicate when both are at the tie. A tie is seen where passing events
+// of two parts meet: a later copy that passes alone, its first copy
+// filtered out by a row condition (copies with other properties) or in a
+// segment the scan skips, is kept until compaction drops it. The
+// insert-id column is decoded only here. It returns read errors.
 func (sc *shardScanner) dedupTies(group []*cursor) error {
 	t := &sc.trail
 	times := t.Times
@@ -128,6 +132,7 @@ func (sc *shardScanner) tieRows(c *cursor, src partSrc, tt int64) ([]tieRow, err
 		if err := c.r.ReadBlock(int(src.block), props, &sc.tieBlk); err != nil {
 			return nil, err
 		}
+		sc.tieBytes = sc.tieBlk.Bytes()
 		b, timed = &sc.tieBlk, true
 	}
 	s, e := int(b.UserStarts[src.user]), int(b.UserStarts[src.user+1])

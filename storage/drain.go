@@ -240,11 +240,7 @@ func (sc *shardScanner) drainUsers(ctx context.Context, c *cursor, hi int, t *tr
 // on in the next block: its key is copied (the block will be replaced).
 func (sc *shardScanner) startCarry(c *cursor, u int) {
 	b := &c.blk
-	t := &sc.trail
-	t.Times, t.Mask = t.Times[:0], t.Mask[:0]
-	for j := range t.Cols {
-		t.Cols[j].Set, t.Cols[j].Bits = t.Cols[j].Set[:0], t.Cols[j].Bits[:0]
-	}
+	resetTrail(&sc.trail, len(sc.trail.Cols))
 	sc.carryKey = UserKey{}
 	if len(b.UserHashes) > 0 || len(b.UserIDOffsets) > 0 {
 		sc.id = append(sc.id[:0], b.UserID(u)...)
@@ -256,14 +252,8 @@ func (sc *shardScanner) startCarry(c *cursor, u int) {
 // appendCarry appends the filtered rows [start, end) of the block-wide
 // buffers to the carried trail.
 func (sc *shardScanner) appendCarry(start, end int32) {
-	t := &sc.trail
-	t.Times = append(t.Times, sc.blkTimes[start:end]...)
-	t.Mask = append(t.Mask, sc.blkMask[start:end]...)
-	for j := range t.Cols {
-		bc := &sc.blkCols[j]
-		t.Cols[j].Set = append(t.Cols[j].Set, bc.Set[start:end]...)
-		t.Cols[j].Bits = append(t.Cols[j].Bits, bc.Bits[start:end]...)
-	}
+	blk := trail.Trail{Times: sc.blkTimes, Mask: sc.blkMask, Cols: sc.blkCols}
+	appendTrail(&sc.trail, &blk, int(start), int(end))
 }
 
 // streamCarry visits the carried trail's chunks that are complete — the
@@ -290,15 +280,8 @@ func (sc *shardScanner) streamCarry() {
 	whole := *t
 	whole.Times, whole.Mask = t.Times[:cut], t.Mask[:cut]
 	whole.Cols = sc.carryCols(0, cut)
-	sc.visitChunks(sc.carryKey, &whole, sc.carryOff, true, sc.v.Visit)
-	n := copy(t.Times, t.Times[cut:])
-	copy(t.Mask, t.Mask[cut:])
-	t.Times, t.Mask = t.Times[:n], t.Mask[:n]
-	for j := range t.Cols {
-		copy(t.Cols[j].Set, t.Cols[j].Set[cut:])
-		copy(t.Cols[j].Bits, t.Cols[j].Bits[cut:])
-		t.Cols[j].Set, t.Cols[j].Bits = t.Cols[j].Set[:n], t.Cols[j].Bits[:n]
-	}
+	sc.visitChunks(sc.carryKey, &whole, sc.carryOff, true, false, sc.v.Visit)
+	dropFront(t, cut)
 	sc.carryOff += cut
 }
 
@@ -324,7 +307,7 @@ func (sc *shardScanner) endCarry() {
 		} else {
 			whole := *t
 			whole.ID = sc.carryKey.ID
-			sc.visitChunks(sc.carryKey, &whole, sc.carryOff, false, sc.v.Visit)
+			sc.visitChunks(sc.carryKey, &whole, sc.carryOff, false, false, sc.v.Visit)
 		}
 	}
 	sc.carrying = false

@@ -52,10 +52,22 @@ type shardScanner struct {
 	id          []byte      // the user's id (a copy)
 	chunk       trail.Trail // the chunk being visited (views of trail)
 	chunkEvents int         // ScanSpec.ChunkEvents or its default
-	srcs        []partSrc   // the user's appendRows calls
+	srcs        []partSrc   // the appendRows calls (blocks) of the trail buffer's parts
 	bounds      []int       // the parts' bounds before mergeParts
 	ties        bool        // two parts hold events at one time
 	held        int64       // bytes of growing buffers reported to ScanSpec.Grow
+	// mergeLong's state (a user whose rows go on past a block): the
+	// group's events cursors (parts), the buffers of their rows not yet
+	// merged (those free), the merged rows not yet visited, how many of
+	// the user's events were visited before them, and where each cursor
+	// of the group started (for a rewind)
+	mparts    []mergePart
+	bufs      []trail.Trail
+	freeBufs  []int
+	out       trail.Trail
+	outOff    int
+	starts    [][2]int
+	longBytes int64 // what bufs and out hold (capacities), as of the last round
 	// drain's carried trail (in trail): a user whose rows go on into the
 	// next block
 	carrying   bool    // a trail is carried
@@ -69,14 +81,26 @@ type shardScanner struct {
 	seen     [][2]string
 	ties2    []tieRow
 	tieBlk   segment.Block
+	tieBytes int64 // tieBlk.Bytes() as of its last read
 	tieMask  []uint64
 	tieProps []int
 }
 
+// maxIdleScanBytes bounds the buffers of a worker's scan state kept for
+// the next scan (Store.putScanner): one that grew past it — a shard of
+// many overlapping segments holds a decoded block per segment, 29 blocks
+// of 64 Ki rows are 55 MB — is left to the garbage collector, since the
+// next scan would report what it holds to ScanSpec.Grow whatever shard it
+// reads, and a worker given a smaller one would grow its own as well.
+const maxIdleScanBytes = 32 << 20
+
 // grow reports the growth of the worker's buffers since the last report
-// to ScanSpec.Grow (a query's memory budget), which may refuse it: a
-// user's trail, held whole by mergeUser, is the buffer that grows with
-// the data. Called once per user, it costs a few capacity reads.
+// to ScanSpec.Grow (a query's memory budget), which may refuse it. The
+// buffers are bounded by the blocks and chunks of a scan, not by the
+// length of a trail (mergeLong, drain), but for a group of equal
+// timestamps, which is never split, and the trail drain carries whole
+// for a PrepassVisitor. Called once per user or merge round, it costs a
+// few capacity reads.
 func (sc *shardScanner) grow() error {
 	if sc.spec.Grow == nil {
 		return nil
@@ -93,15 +117,22 @@ func (sc *shardScanner) grow() error {
 func (sc *shardScanner) bufferBytes() int64 {
 	var n int64
 	for _, c := range sc.free {
-		n += c.blk.Bytes() + int64(cap(c.rowMask))*8
+		n += c.bytes
 	}
-	n += int64(cap(sc.trail.Times)+cap(sc.sTimes))*8 + int64(cap(sc.trail.Mask)+cap(sc.sBits))*8
+	n += trailBytes(&sc.trail) + sc.longBytes + sc.tieBytes + int64(cap(sc.sTimes)+cap(sc.sBits))*8
 	n += int64(cap(sc.blkTimes)+cap(sc.blkMask))*8 + int64(cap(sc.blkEnds))*4
 	n += int64(cap(sc.rows)+cap(sc.perm)+cap(sc.perm2))*4 + int64(cap(sc.sSet))
-	for _, c := range sc.trail.Cols {
+	return n + sc.fs.Bytes()
+}
+
+// trailBytes returns the bytes of t's times, masks and columns
+// (capacities).
+func trailBytes(t *trail.Trail) int64 {
+	n := int64(cap(t.Times)+cap(t.Mask)) * 8
+	for _, c := range t.Cols {
 		n += int64(cap(c.Bits))*8 + int64(cap(c.Set))
 	}
-	return n + sc.fs.Bytes()
+	return n
 }
 
 func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error {
@@ -170,16 +201,16 @@ func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error 
 // mergeUser visits the user at the top of the heap (the general path of
 // a shard with several chains): it takes every cursor positioned at the
 // user, in (hash, id, arrival) order, applies the users cursors'
-// property writes, appends the events cursors' passing rows (every block
-// of the user: a user's rows may continue into the next blocks of a
-// segment), merges them by (time, arrival) when they come from several
-// segments, drops duplicate events across segments (ingest.md §3:
-// dedupTies), visits the trail in chunks (visitUser), and moves every
-// cursor past the user.
+// property writes, merges the events cursors' passing rows by (time,
+// arrival) when they come from several segments, drops duplicate events
+// across segments (ingest.md §3: dedupTies), visits the trail in chunks,
+// and moves every cursor past the user.
 //
-// The user's passing rows are held whole here, bounded by the memory the
-// scan may grow to (ScanSpec.Grow); the single-chain path (drain), which
-// a compacted shard takes, reads a long trail block by block instead.
+// A user whose rows all lie in the cursors' current blocks (every user
+// but the few with more rows than a block holds) is assembled whole in
+// sc.trail and visited by visitUser. A user whose rows go on into a next
+// block in some segment is merged block by block by mergeLong, in memory
+// bounded by the blocks and the chunk size, whatever the trail's length.
 func (sc *shardScanner) mergeUser(ctx context.Context) error {
 	first := sc.pop()
 	group := append(sc.group[:0], first)
@@ -190,41 +221,40 @@ func (sc *shardScanner) mergeUser(ctx context.Context) error {
 	sc.startUser()
 	sc.id = append(sc.id[:0], first.id()...) // the blocks holding it may be replaced below
 	key := UserKey{Hash: first.hash(), ID: sc.id}
-	sc.srcs = sc.srcs[:0]
-	for i, c := range group {
+	long := false
+	for _, c := range group {
 		if c.users {
 			if err := sc.userWrites(ctx, c, true); err != nil {
 				return err
 			}
 			continue
 		}
-		for {
-			sc.appendRows(c, i)
-			if !c.continues() {
-				break
-			}
-			ok, err := sc.nextPart(ctx, c)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				break
-			}
-		}
-	}
-	if err := sc.grow(); err != nil {
-		return err
+		long = long || c.continues()
 	}
 	sc.finishUserValues()
-	if len(sc.parts) > 2 {
-		sc.mergeParts()
-		if sc.ties {
-			if err := sc.dedupTies(group); err != nil {
-				return err
+	if long {
+		if err := sc.mergeLong(ctx, key); err != nil {
+			return err
+		}
+	} else {
+		for i, c := range group {
+			if !c.users {
+				sc.appendRows(c, i)
 			}
 		}
+		if err := sc.grow(); err != nil {
+			return err
+		}
+		if len(sc.parts) > 2 {
+			sc.mergeParts()
+			if sc.ties {
+				if err := sc.dedupTies(group); err != nil {
+					return err
+				}
+			}
+		}
+		sc.visitUser(key)
 	}
-	sc.visitUser(key)
 	for _, c := range group {
 		ok, err := sc.advance(ctx, c)
 		if err != nil {
@@ -260,15 +290,16 @@ func (sc *shardScanner) visitChunked(key UserKey, t *trail.Trail) {
 		return
 	}
 	if pv, ok := sc.v.(PrepassVisitor); ok {
-		sc.visitChunks(key, t, 0, false, pv.Prepass)
+		sc.visitChunks(key, t, 0, false, false, pv.Prepass)
 	}
-	sc.visitChunks(key, t, 0, false, sc.v.Visit)
+	sc.visitChunks(key, t, 0, false, false, sc.v.Visit)
 }
 
 // visitChunks calls visit with the chunks of the events of t (views of
 // its slices in sc.chunk): the first at Offset base, the last with More
-// set to more.
-func (sc *shardScanner) visitChunks(key UserKey, t *trail.Trail, base int, more bool, visit func(UserKey, *trail.Trail)) {
+// set to more. With hold, the last chunk is not visited: it returns where
+// it starts (else len(t.Times)).
+func (sc *shardScanner) visitChunks(key UserKey, t *trail.Trail, base int, more, hold bool, visit func(UserKey, *trail.Trail)) int {
 	c := &sc.chunk
 	if len(c.Cols) != len(t.Cols) {
 		c.Cols = make([]trail.Column, len(t.Cols))
@@ -277,6 +308,9 @@ func (sc *shardScanner) visitChunks(key UserKey, t *trail.Trail, base int, more 
 	n := len(t.Times)
 	for i := 0; i < n; {
 		j := chunkEnd(t.Times, i, sc.chunkEvents)
+		if hold && j == n {
+			return i
+		}
 		c.Times, c.Mask = t.Times[i:j:j], t.Mask[i:j:j]
 		for k := range t.Cols {
 			c.Cols[k] = trail.Column{Set: t.Cols[k].Set[i:j:j], Bits: t.Cols[k].Bits[i:j:j]}
@@ -285,6 +319,7 @@ func (sc *shardScanner) visitChunks(key UserKey, t *trail.Trail, base int, more 
 		visit(key, c)
 		i = j
 	}
+	return n
 }
 
 // chunkEnd returns where the chunk starting at event i of times ends: at
@@ -309,11 +344,7 @@ func chunkEnd(times []int64, i, limit int) int {
 
 // startUser resets the per-user buffers.
 func (sc *shardScanner) startUser() {
-	sc.trail.Times, sc.trail.Mask = sc.trail.Times[:0], sc.trail.Mask[:0]
-	for j := range sc.trail.Cols {
-		c := &sc.trail.Cols[j]
-		c.Set, c.Bits = c.Set[:0], c.Bits[:0]
-	}
+	resetTrail(&sc.trail, len(sc.trail.Cols))
 	sc.unsetUserValues()
 	sc.parts = append(sc.parts[:0], 0)
 	sc.srcs = sc.srcs[:0]
@@ -321,7 +352,21 @@ func (sc *shardScanner) startUser() {
 }
 
 // appendRows appends cursor c's current user's rows that pass the spec to
-// the trail buffer. This is the per-event hot loop of every query: one
+// the trail buffer (filterRows) as a new part, recording the call in
+// sc.srcs for dedupTies: part is c's index in the user's group.
+func (sc *shardScanner) appendRows(c *cursor, part int) {
+	n := sc.filterRows(&sc.trail, c)
+	src := partSrc{cursor: int32(part), block: int32(c.block), user: int32(c.user), part: -1}
+	if n > sc.parts[len(sc.parts)-1] {
+		src.part = int32(len(sc.parts) - 1)
+		sc.parts = append(sc.parts, n)
+	}
+	sc.srcs = append(sc.srcs, src)
+}
+
+// filterRows appends cursor c's current user's rows in its block that
+// pass the spec to dst and returns dst's new length. This is the
+// per-event hot loop of every query: one
 // table lookup per event (or one row-mask read when the segment has
 // property filters), and no data-dependent branch (every row is written,
 // and the write position advances only for passing rows, which the
@@ -329,24 +374,25 @@ func (sc *shardScanner) startUser() {
 // unpredictable. When the block's zone map lies inside the range, the time
 // test is dropped. With property columns, the block row of each kept event
 // is recorded the same way and the columns are gathered afterwards.
-//
-// part is c's index in the user's group, recorded in sc.srcs for
-// dedupTies.
-func (sc *shardScanner) appendRows(c *cursor, part int) {
+func (sc *shardScanner) filterRows(dst *trail.Trail, c *cursor) int {
 	b := &c.blk
 	s, e := b.UserStarts[c.user], b.UserStarts[c.user+1]
 	codes := b.Events[s:e:e]
 	masks := c.masks
-	n := len(sc.trail.Times)
-	tt := slices.Grow(sc.trail.Times, len(codes))[:n+len(codes)]
-	tm := slices.Grow(sc.trail.Mask, len(codes))[:n+len(codes)]
+	n := len(dst.Times)
+	tt := slices.Grow(dst.Times, len(codes))[:n+len(codes)]
+	tm := slices.Grow(dst.Mask, len(codes))[:n+len(codes)]
 	out := tt[n:]
 	outm := tm[n:]
 	k := 0
 	from, span := sc.spec.From, uint64(sc.spec.To)-uint64(sc.spec.From)
 	rows := slices.Grow(sc.rows[:0], len(codes))[:len(codes)]
 	if c.vector {
+		grows := cap(b.Deltas) < b.Rows
 		b.UnpackDeltas() // read packed for drain
+		if grows {
+			c.bytes = b.Bytes() + int64(cap(c.rowMask))*8
+		}
 	}
 	switch {
 	case c.sparse:
@@ -362,21 +408,17 @@ func (sc *shardScanner) appendRows(c *cursor, part int) {
 		k = segment.FilterDeltasInRange(out, outm, b.Deltas[s:e], codes, masks, b.TimeBase, b.TimeGCD, from, span)
 	}
 	sc.rows = rows[:k]
-	for j := range sc.trail.Cols {
-		appendCol(&sc.trail.Cols[j], c.plan.Cols[j], b, sc.rows)
+	for j := range dst.Cols {
+		appendCol(&dst.Cols[j], c.plan.Cols[j], b, sc.rows)
 	}
-	sc.trail.Times, sc.trail.Mask = tt[:n+k], tm[:n+k]
-	src := partSrc{cursor: int32(part), block: int32(c.block), user: int32(c.user), part: -1}
-	if n+k > sc.parts[len(sc.parts)-1] {
-		src.part = int32(len(sc.parts) - 1)
-		sc.parts = append(sc.parts, n+k)
-	}
-	sc.srcs = append(sc.srcs, src)
+	dst.Times, dst.Mask = tt[:n+k], tm[:n+k]
+	return n + k
 }
 
-// partSrc is one appendRows call of a user: cursor (index in the user's
-// group), block and user index in the block, and the trail buffer part
-// holding its passing rows (-1: none passed).
+// partSrc is one appendRows call of a user (or, in mergeLong, one block's
+// rows merged in a round): cursor (index in the user's group), block and
+// user index in the block, and the trail buffer part holding its passing
+// rows (-1: none).
 type partSrc struct {
 	cursor, block, user, part int32
 }

@@ -68,10 +68,10 @@ type ScanSpec struct {
 	// equal timestamps longer than that is one chunk.
 	ChunkEvents int
 	// Grow, if set, is told (bytes > 0) each time a worker's buffers grow
-	// past what it held before — decode buffers and the trail of a user
-	// held whole while segments merge — and may refuse with an error,
+	// past what it held before — decode buffers, and the blocks and chunk
+	// of a long trail being merged — and may refuse with an error,
 	// which ends the scan with it: a query's memory budget. Called at most
-	// once per user, never per event, and once at the end of each worker
+	// once per user or per block of a long trail, never per event, and once at the end of each worker
 	// with the negative of what it reported (the buffers are kept for the
 	// next scan, which reports them again). Calls come from the scan's
 	// goroutines, concurrently.
@@ -272,7 +272,9 @@ func (s *Version) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) (
 					c.chain, c.r, c.meta, c.masks, c.plan, c.uplan, c.own = nil, nil, nil, nil, nil, nil, SegmentPlan{}
 				}
 				sc.trail.ID = nil
-				s.app.store.putScanner(sc)
+				if sc.bufferBytes() <= maxIdleScanBytes {
+					s.app.store.putScanner(sc)
+				}
 			}()
 			for {
 				sh := int(next.Add(1) - 1)

@@ -2,12 +2,9 @@ package storage
 
 import (
 	"context"
-	"slices"
 	"testing"
 
-	"github.com/spurdb/spur/gen"
 	"github.com/spurdb/spur/internal/cputime"
-	"github.com/spurdb/spur/storage/segment"
 	"github.com/spurdb/spur/trail"
 )
 
@@ -23,17 +20,8 @@ func (c *countVisitor) Visit(_ UserKey, t *trail.Trail) {
 // shape, ~13% of rows), a one-event matcher (~0.6%) and every event
 // matching; events/s counts scanned rows.
 func BenchmarkScan(b *testing.B) {
-	st, err := Open(Config{Dir: b.TempDir(), Shards: 4})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
 	const n = 1_000_000
-	g, _ := gen.New(gen.Config{Events: n, Seed: 1})
-	if _, err := st.Import(context.Background(), "g", []Source{gen.Source{G: g}}, ImportOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	a, _ := st.App("g")
+	a, _ := genStore(b, n, 4, ImportOptions{}).App("g")
 	snap := snapOf(b, a)
 	for _, c := range []struct {
 		name   string
@@ -44,16 +32,7 @@ func BenchmarkScan(b *testing.B) {
 		{"all", nil},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			masks := func(m *segment.Meta) []uint64 {
-				out := make([]uint64, len(m.EventNames))
-				for i, name := range m.EventNames {
-					if j := slices.Index(c.events, name); j >= 0 || c.events == nil {
-						out[i] = 1 << max(j, 0)
-					}
-				}
-				return out
-			}
-			benchScan(b, snap, ScanSpec{From: 0, To: 1 << 62, Masks: masks}, n)
+			benchScan(b, snap, ScanSpec{From: 0, To: 1 << 62, Masks: nameMasks(c.events)}, n)
 		})
 	}
 }

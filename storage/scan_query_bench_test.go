@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"log/slog"
 	"slices"
 	"testing"
 
@@ -19,16 +18,8 @@ import (
 // BenchmarkScan/funnel4 for the cost of those features; allocations stay
 // per segment, not per event.
 func BenchmarkScanQueryShaped(b *testing.B) {
-	st, err := Open(Config{Dir: b.TempDir(), Shards: 4, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
 	const n = 1_000_000
-	g, _ := gen.New(gen.Config{Events: n, Seed: 1})
-	if _, err := st.Import(context.Background(), "g", []Source{gen.Source{G: g}}, ImportOptions{}); err != nil {
-		b.Fatal(err)
-	}
+	st := genStore(b, n, 4, ImportOptions{})
 	gu, _ := gen.NewUserStream(gen.Config{Events: n, Seed: 1})
 	if _, err := st.Import(context.Background(), "g", []Source{gen.UserSource{S: gu}}, ImportOptions{Kind: KindUsers}); err != nil {
 		b.Fatal(err)
