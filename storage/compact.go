@@ -62,10 +62,29 @@ type CompactOptions struct {
 	// Workers is the number of shard groups compacted in parallel; 0 means
 	// GOMAXPROCS. Memory grows with it (see MaxSegmentRows).
 	Workers int
+	// FanIn is the most runs one output merges (each run's cursor holds a
+	// decoded block); 0 means Config.WriteMemory / Workers / fanInRunBytes,
+	// within [4, 64]. A shard with more runs is compacted in rounds, each
+	// merging consecutive batches of at most FanIn runs (by arrival), and
+	// published on its own, until one run is left: a 1B-event app of 300
+	// runs per shard is merged in two passes with bounded memory instead of
+	// one pass holding 300 blocks per worker (2.7 GiB before). Ignored by
+	// Tiered, whose groups have TierFanout runs.
+	FanIn int
 	// Progress, if set, is called after each output segment is written with
 	// the number of rows written so far by this compaction. Calls are
 	// serialized but come from the compaction's worker goroutines.
 	Progress func(rows int64)
+
+	// only, if set, limits a round to these (shard, kind) pairs: those the
+	// previous round cut into batches.
+	only map[shardKind]bool
+}
+
+// shardKind names one shard's segments of one kind.
+type shardKind struct {
+	shard int
+	kind  SegmentKind
 }
 
 // CompactReport describes a finished, aborted or no-op compaction. Byte
@@ -128,39 +147,71 @@ func (a *App) Compact(ctx context.Context, opt CompactOptions) (*CompactReport, 
 	if opt.Workers <= 0 {
 		opt.Workers = runtime.GOMAXPROCS(0)
 	}
+	if opt.FanIn <= 0 {
+		opt.FanIn = min(max(int(a.store.cfg.WriteMemory/int64(opt.Workers)/fanInRunBytes), 4), 64)
+	}
+	opt.FanIn = max(opt.FanIn, 2)
+	rep, more, err := a.compactRound(ctx, opt)
+	for err == nil && len(more) > 0 {
+		// The next round merges what this one left of the shards it cut
+		// into batches: the batches' outputs and the runs not yet merged.
+		opt.Force, opt.MinRuns, opt.only = false, 2, more
+		var r *CompactReport
+		r, more, err = a.compactRound(ctx, opt)
+		rep.Groups, rep.Replaced, rep.Written = rep.Groups+r.Groups, rep.Replaced+r.Replaced, rep.Written+r.Written
+		rep.Rows, rep.Duplicates, rep.ReplacedBytes = rep.Rows+r.Rows, rep.Duplicates+r.Duplicates, rep.ReplacedBytes+r.ReplacedBytes
+		if r.Generation != 0 {
+			rep.SegmentsAfter, rep.BytesAfter, rep.Generation = r.SegmentsAfter, r.BytesAfter, r.Generation
+		}
+	}
+	rep.Elapsed = time.Since(start)
+	return rep, err
+}
+
+// fanInRunBytes is the memory a compaction allows per merged run (a
+// decoded block, its compressed bytes and the cursor) when it derives
+// CompactOptions.FanIn from the write memory, bytes.
+const fanInRunBytes = 8 << 20
+
+// compactRound is one round of Compact (opt completed by it): it plans
+// the groups, merges them and publishes the result, and returns the
+// shards (and kinds) that had more than opt.FanIn runs, for which another
+// round is due.
+func (a *App) compactRound(ctx context.Context, opt CompactOptions) (*CompactReport, map[shardKind]bool, error) {
+	start := time.Now()
 	rep := &CompactReport{App: a.name}
 	defer func() { rep.Elapsed = time.Since(start) }()
-	noop := func(c *Catalog) (*CompactReport, error) {
+	noop := func(c *Catalog) (*CompactReport, map[shardKind]bool, error) {
 		rep.SegmentsBefore, rep.SegmentsAfter = len(c.Segments), len(c.Segments)
 		rep.BytesBefore, rep.BytesAfter = c.Bytes(), c.Bytes()
 		rep.Generation = c.Generation
-		return rep, nil
+		return rep, nil, nil
 	}
 	// Nothing to do in the current version: no lock taken, so a no-op
 	// after every import costs nothing and cannot fail on a busy lock.
 	plan := planCompaction
 	if opt.Tiered {
-		plan = func(m *Catalog, _ CompactOptions) []compactGroup { return planTiered(m) }
+		plan = func(m *Catalog, _ CompactOptions) ([]compactGroup, map[shardKind]bool) { return planTiered(m), nil }
 	}
-	if cur := a.published(); len(plan(cur, opt)) == 0 {
+	if cur := a.published(); len(first(plan(cur, opt))) == 0 {
 		return noop(cur)
 	}
 	if err := ctx.Err(); err != nil {
-		return rep, fmt.Errorf("compact app %q cancelled: %w", a.name, err)
+		return rep, nil, fmt.Errorf("compact app %q cancelled: %w", a.name, err)
 	}
 	t, err := a.beginWrite()
 	if err != nil {
-		return rep, err
+		return rep, nil, err
 	}
 	defer t.end()
 	base := t.base
-	groups := plan(base, opt)
+	groups, more := plan(base, opt)
 	if len(groups) == 0 {
 		return noop(base)
 	}
 	v, err := a.Acquire() // the inputs' readers
 	if err != nil {
-		return rep, err
+		return rep, nil, err
 	}
 	defer v.Release()
 
@@ -172,7 +223,7 @@ func (a *App) Compact(ctx context.Context, opt CompactOptions) (*CompactReport, 
 		}
 	}
 	if err != nil {
-		return rep, err
+		return rep, nil, err
 	}
 	replaced := map[string]bool{}
 	for _, g := range groups {
@@ -193,7 +244,7 @@ func (a *App) Compact(ctx context.Context, opt CompactOptions) (*CompactReport, 
 	next.Segments = append(next.Segments, written...)
 	sortSegments(next.Segments)
 	if err := t.publish(next); err != nil {
-		return rep, fmt.Errorf("compact app %q: %w", a.name, err)
+		return rep, nil, fmt.Errorf("compact app %q: %w", a.name, err)
 	}
 
 	rep.Groups, rep.Replaced, rep.Written, rep.Duplicates = len(groups), len(replaced), len(written), dups
@@ -202,9 +253,12 @@ func (a *App) Compact(ctx context.Context, opt CompactOptions) (*CompactReport, 
 	rep.Generation = next.Generation
 	a.store.log.Debug("compaction published", "app", a.name, "groups", rep.Groups, "replaced", rep.Replaced,
 		"written", rep.Written, "rows", rep.Rows, "bytes_before", rep.BytesBefore, "bytes_after", rep.BytesAfter,
-		"generation", next.Generation, "elapsed", time.Since(start))
-	return rep, nil
+		"generation", next.Generation, "more_rounds", len(more), "elapsed", time.Since(start))
+	return rep, more, nil
 }
+
+// first returns its first argument.
+func first[T, U any](t T, _ U) T { return t }
 
 // ShardRuns returns, per shard (Shards entries), the number of runs formed
 // by the shard's segments of the given kind: the number of cursors a scan of
@@ -244,9 +298,16 @@ type compactGroup struct {
 }
 
 // planCompaction returns the groups that m and opt call for, the largest
-// first (so parallel workers finish together).
-func planCompaction(m *Catalog, opt CompactOptions) []compactGroup {
+// first (so parallel workers finish together), and the shards (and
+// kinds) with more than opt.FanIn runs (0: no limit): their segments, in arrival order,
+// are then cut into consecutive batches of at most opt.FanIn arrival
+// ranks (each a run or less; a compaction's outputs share one rank), one
+// group per batch of two ranks or more, and another round is due.
+// Consecutive batches keep arrival order: a batch's outputs take its
+// ranks, which all come before the next batch's.
+func planCompaction(m *Catalog, opt CompactOptions) ([]compactGroup, map[shardKind]bool) {
 	var groups []compactGroup
+	var more map[shardKind]bool
 	for _, kind := range []SegmentKind{KindEvents, KindUsers} {
 		byShard := make([][]SegmentRef, m.Shards)
 		for _, ref := range m.Segments {
@@ -255,21 +316,51 @@ func planCompaction(m *Catalog, opt CompactOptions) []compactGroup {
 			}
 		}
 		for sh, refs := range byShard {
-			if len(refs) == 0 || (!opt.Force && countRuns(refs) < opt.MinRuns) {
+			if len(refs) == 0 || (!opt.Force && countRuns(refs) < opt.MinRuns) || (opt.only != nil && !opt.only[shardKind{sh, kind}]) {
 				continue
 			}
 			refs = slices.Clone(refs)
 			sortSegments(refs)
-			g := compactGroup{shard: sh, kind: kind, inputs: refs, seqMin: refs[0].SeqMin, seqMax: refs[len(refs)-1].SeqMax}
-			for _, r := range refs {
-				g.rows += r.Rows
-				g.seqMin = min(g.seqMin, r.SeqMin)
+			batches := batchRanks(refs, opt.FanIn)
+			if len(batches) > 1 {
+				if more == nil {
+					more = map[shardKind]bool{}
+				}
+				more[shardKind{sh, kind}] = true
 			}
-			groups = append(groups, g)
+			for _, b := range batches {
+				if len(batches) > 1 && b[0].SeqMax == b[len(b)-1].SeqMax {
+					continue // one rank: a run already, merged next round
+				}
+				g := compactGroup{shard: sh, kind: kind, inputs: b, seqMin: b[0].SeqMin, seqMax: b[len(b)-1].SeqMax}
+				for _, r := range b {
+					g.rows += r.Rows
+					g.seqMin = min(g.seqMin, r.SeqMin)
+				}
+				groups = append(groups, g)
+			}
 		}
 	}
 	slices.SortStableFunc(groups, func(x, y compactGroup) int { return cmp.Compare(y.rows, x.rows) })
-	return groups
+	return groups, more
+}
+
+// batchRanks cuts refs (sorted by sortSegments: by SeqMax) into
+// consecutive batches of at most n distinct SeqMax values (all of refs
+// when n is 0 or they have no more).
+func batchRanks(refs []SegmentRef, n int) [][]SegmentRef {
+	var out [][]SegmentRef
+	start, ranks := 0, 0
+	for i := range refs {
+		if i == 0 || refs[i].SeqMax != refs[i-1].SeqMax {
+			if n > 0 && ranks == n {
+				out = append(out, refs[start:i])
+				start, ranks = i, 0
+			}
+			ranks++
+		}
+	}
+	return append(out, refs[start:])
 }
 
 // compactOutput says where a compaction's outputs go: the sink, the app's

@@ -525,7 +525,7 @@ func TestCompactPreservesEveryTrail(t *testing.T) {
 			maxRows = int64(opt.MaxSegmentRows)
 		}
 		var planned int64
-		for _, g := range planCompaction(old.Catalog, CompactOptions{MinRuns: 2}) {
+		for _, g := range first(planCompaction(old.Catalog, CompactOptions{MinRuns: 2})) {
 			planned += g.rows
 		}
 		rep, err := a.Compact(ctx, opt)
@@ -800,14 +800,72 @@ func TestShardRuns(t *testing.T) {
 	if got := m.ShardRuns(KindUsers); !slices.Equal(got, []int{0, 1}) {
 		t.Fatalf("users runs %v, want [0 1]", got)
 	}
-	plan := planCompaction(m, CompactOptions{MinRuns: 2})
+	plan, _ := planCompaction(m, CompactOptions{MinRuns: 2})
 	if len(plan) != 2 || plan[0].kind != KindEvents || plan[1].kind != KindEvents || plan[0].seqMax != 2 && plan[1].seqMax != 2 {
 		t.Fatalf("plan %+v", plan)
 	}
-	if plan := planCompaction(m, CompactOptions{MinRuns: 3}); len(plan) != 0 {
+	if plan, _ := planCompaction(m, CompactOptions{MinRuns: 3}); len(plan) != 0 {
 		t.Fatalf("MinRuns 3: plan %+v, want none", plan)
 	}
-	if plan := planCompaction(m, CompactOptions{MinRuns: 3, Force: true}); len(plan) != 3 {
+	if plan, _ := planCompaction(m, CompactOptions{MinRuns: 3, Force: true}); len(plan) != 3 {
 		t.Fatalf("Force: %d groups, want 3", len(plan))
+	}
+}
+
+// TestCompactFanInRounds: shards with more runs than CompactOptions.FanIn
+// are compacted in rounds of consecutive batches (planCompaction,
+// batchRanks) and end as one run each, with every trail as the naive
+// model has it (duplicates across batches dropped, the first stored
+// kept), and each round's groups merge at most FanIn arrival ranks.
+func TestCompactFanInRounds(t *testing.T) {
+	ctx := context.Background()
+	for seed := range 6 {
+		r := rand.New(rand.NewPCG(uint64(seed), 77))
+		st := openTest(t, 1<<r.IntN(2))
+		t0 := int64(1_700_000_000_000_000)
+		var m trailModel
+		var ids idPool
+		users := 5 + r.IntN(30)
+		imports := 9 + r.IntN(12)
+		for range imports {
+			evs := spreadEvents(r, 20+r.IntN(120), users, t0, 40, &ids)
+			m.addEvents(evs)
+			if _, err := st.Import(ctx, "app", []Source{&sliceSource{evs: evs}}, ImportOptions{BlockRows: 1 + r.IntN(16)}); err != nil {
+				t.Fatalf("seed %d: import: %v", seed, err)
+			}
+		}
+		a, err := st.App("app")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fanIn := 2 + r.IntN(3)
+		for _, groups := range [][]compactGroup{first(planCompaction(a.Current(), CompactOptions{MinRuns: 2, FanIn: fanIn}))} {
+			for _, g := range groups {
+				ranks := map[int64]bool{}
+				for _, ref := range g.inputs {
+					ranks[ref.SeqMax] = true
+				}
+				if len(ranks) > fanIn || len(ranks) < 2 {
+					t.Fatalf("seed %d: a group of %d ranks with fan-in %d", seed, len(ranks), fanIn)
+				}
+			}
+		}
+		rep, err := st.Compact(ctx, "app", CompactOptions{MinRuns: 2, FanIn: fanIn, MaxSegmentRows: 20 + r.IntN(200)})
+		if err != nil {
+			t.Fatalf("seed %d: compact: %v", seed, err)
+		}
+		var total int64
+		for _, ref := range a.Current().Segments {
+			total += ref.Rows
+		}
+		if rep.Rows <= total {
+			t.Fatalf("seed %d: %d imports with fan-in %d rewrote %d rows of %d: want more than one pass", seed, imports, fanIn, rep.Rows, total)
+		}
+		for sh, runs := range a.Current().ShardRuns(KindEvents) {
+			if runs > 1 {
+				t.Fatalf("seed %d: shard %d has %d runs after compaction", seed, sh, runs)
+			}
+		}
+		sameTrails(t, fmt.Sprintf("seed %d fan-in %d", seed, fanIn), appTrails(t, st), m.trails())
 	}
 }

@@ -1007,6 +1007,8 @@ func (im *importer) flush() ([]SegmentRef, error) {
 	im.shards, im.spare = im.spare, shards
 	im.buffered = 0
 	im.reserve(im.flushed)
+	// A shard buffer keeps room for twice an even share of a generation.
+	keep := 2*int(im.genRows()/int64(len(shards))) + 4096
 	run := &flushRun{done: make(chan struct{})}
 	im.flight = run
 	go func() {
@@ -1025,7 +1027,7 @@ func (im *importer) flush() ([]SegmentRef, error) {
 				defer wg.Done()
 				for j := range next {
 					out[j], errs[j] = im.writeShard(shards[jobs[j].shard].build(dicts, bt), jobs[j].shard, jobs[j].seq)
-					shards[jobs[j].shard].reset()
+					shards[jobs[j].shard].reset(keep)
 				}
 			}(im.builders[w])
 		}
