@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spurdb/spur/event"
@@ -216,6 +217,7 @@ type timedBody struct {
 	io.ReadCloser
 	rc      *http.ResponseController
 	timeout time.Duration
+	expired atomic.Bool // a read hit the deadline
 }
 
 func (b *timedBody) Read(p []byte) (int, error) {
@@ -223,9 +225,22 @@ func (b *timedBody) Read(p []byte) (int, error) {
 	if err == io.EOF {
 		b.rc.SetReadDeadline(time.Time{})
 	} else if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+		b.expired.Store(true)
 		err = fmt.Errorf("%w within %s: %w", errBodyTimeout, b.timeout, err)
 	}
 	return n, err
+}
+
+// bodyExpired returns the timeout error when r's body hit
+// Config.BodyTimeout, else nil. net/http cancels r.Context() on that read
+// failure, so a handler whose work saw only the cancelled context (an
+// import reading its body while it imports) asks here before taking the
+// client for gone: it answers 408, never an empty 200.
+func bodyExpired(r *http.Request) error {
+	if b, ok := r.Body.(*timedBody); ok && b.expired.Load() {
+		return fmt.Errorf("%w within %s", errBodyTimeout, b.timeout)
+	}
+	return nil
 }
 
 // limitBody sets the read deadline of a request with a body and wraps the

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"runtime"
@@ -233,6 +234,47 @@ func TestBodyTimeout(t *testing.T) {
 	}
 	if err := <-g.ctxErr; err != nil {
 		t.Errorf("the query's context ended: %v", err)
+	}
+}
+
+// TestImportSlowerThanBodyTimeout: an import whose body arrives at once
+// but whose rows take longer than Config.BodyTimeout to import is answered
+// 408 with nothing stored — not an empty 200 (net/http cancels the
+// request's context when the read hits the deadline, and the import then
+// saw only the cancelled context).
+func TestImportSlowerThanBodyTimeout(t *testing.T) {
+	ts := start(t, Config{Store: emptyStore(t), BodyTimeout: 20 * time.Millisecond})
+	var b strings.Builder
+	b.WriteString("user_id,event,timestamp,page\n")
+	for i := range 400_000 {
+		fmt.Fprintf(&b, "u%d,view,2024-01-01T00:%02d:%02dZ,/p/%d\n", i%5000, i/60%60, i%60, i)
+	}
+	// Over a raw connection: the server answers and closes while the
+	// client may still be writing, which net/http's client reports as a
+	// write error instead of the answer.
+	conn, err := net.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(ts.url, "http://"), "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	go func() {
+		fmt.Fprintf(conn, "POST /api/apps/slow/import?format=csv HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: text/csv\r\nContent-Length: %d\r\n\r\n%s",
+			strings.TrimSuffix(strings.TrimPrefix(ts.url, "http://"), "/"), ts.key, b.Len(), b.String())
+	}()
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "limit_exceeded") {
+		t.Fatalf("import slower than the body timeout: %d %s", resp.StatusCode, body)
+	}
+	if !resp.Close {
+		t.Errorf("the connection stays open after a body timeout")
+	}
+	if n := eventCount(t, ts, "slow"); n != -1 {
+		t.Errorf("a timed-out import created app slow with %d events", n)
 	}
 }
 

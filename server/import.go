@@ -233,6 +233,11 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 	var limitErr *apiError // a body over a limit, or too slow: answered even though the read failure cancelled r.Context()
 	if err != nil {
 		limitErr = bodyLimitError(w, err, limit)
+		if limitErr == nil {
+			if terr := bodyExpired(r); terr != nil {
+				limitErr = bodyLimitError(w, terr, limit)
+			}
+		}
 	}
 	switch {
 	case err == nil:
