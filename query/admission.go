@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,7 +32,16 @@ type Admission struct {
 	sem      *semaphore.Weighted
 	reserved atomic.Int64
 	waiting  atomic.Int64
+	onChange func(reserved int64) // SetOnChange
+	changeMu sync.Mutex           // serializes onChange calls
 }
+
+// SetOnChange makes the Admission call f with the bytes reserved after
+// every reservation and release; calls are serialized and each passes the
+// value current when it is made, so the last call has the latest. Set it
+// before the first Acquire (nil: no calls); spur serve keeps the Go
+// heap's soft limit at its other budgets plus what queries reserved.
+func (a *Admission) SetOnChange(f func(reserved int64)) { a.onChange = f }
 
 // NewAdmission returns an Admission of total bytes (> 0) whose queries
 // wait at most wait for memory (≤ 0 means DefaultAdmissionWait).
@@ -81,10 +91,12 @@ func (a *Admission) Acquire(ctx context.Context, n int64) (release func(), err e
 		}
 	}
 	a.reserved.Add(n)
+	a.changed()
 	var once atomic.Bool
 	return func() {
 		if once.CompareAndSwap(false, true) {
 			a.reserved.Add(-n)
+			a.changed()
 			a.sem.Release(n)
 		}
 	}, nil
@@ -107,4 +119,13 @@ func ParseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("size %q is too large", s)
 	}
 	return int64(n), nil
+}
+
+func (a *Admission) changed() {
+	if a.onChange == nil {
+		return
+	}
+	a.changeMu.Lock()
+	defer a.changeMu.Unlock()
+	a.onChange(a.reserved.Load())
 }

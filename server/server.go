@@ -145,6 +145,10 @@ type Config struct {
 	// then fails with 503 unavailable. 0 means query.DefaultMemoryTotal()
 	// (half the machine's memory). It must be at least MemoryBudget.
 	MemoryTotal int64
+	// OnQueryMemory, if set, is called with the bytes the default Runner's
+	// queries have reserved after each reservation and release
+	// (query.Admission.SetOnChange).
+	OnQueryMemory func(reserved int64)
 	// QueryTimeout bounds a query's run time (including waiting for a
 	// slot); a query over it fails with 504 limit_exceeded. 0 means 60 s;
 	// negative means no limit.
@@ -379,8 +383,10 @@ func New(cfg Config) (*Server, error) {
 		s.log = slog.Default()
 	}
 	if s.runner == nil {
+		adm := query.NewAdmission(cfg.MemoryTotal, 0)
+		adm.SetOnChange(cfg.OnQueryMemory)
 		s.runner = query.New(cfg.Store, query.Config{Workers: cfg.Workers, Timeout: max(cfg.QueryTimeout, 0),
-			MemoryBudget: cfg.MemoryBudget, Admission: query.NewAdmission(cfg.MemoryTotal, 0)})
+			MemoryBudget: cfg.MemoryBudget, Admission: adm})
 	}
 	if s.reg == nil {
 		s.reg = prometheus.NewRegistry()

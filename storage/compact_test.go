@@ -183,6 +183,12 @@ func scanTrails(snap *Version) (map[string]string, error) {
 // most chunk events (0: the default), checked by chunkChecker, through
 // Prepass and Visit with prepass.
 func scanTrailsChunked(snap *Version, chunk int, prepass bool) (map[string]string, error) {
+	return scanTrailsSpec(snap, chunk, prepass, true)
+}
+
+// scanTrailsSpec is scanTrailsChunked that visits only the users with
+// events unless allUsers.
+func scanTrailsSpec(snap *Version, chunk int, prepass, allUsers bool) (map[string]string, error) {
 	var mu sync.Mutex
 	var strs []string
 	ids := map[string]uint32{}
@@ -237,7 +243,7 @@ func scanTrailsChunked(snap *Version, chunk int, prepass bool) (map[string]strin
 		return strconv.AppendInt(b, int64(bits), 10)
 	}
 	spec := ScanSpec{
-		From: math.MinInt64, To: math.MaxInt64, AllUsers: true, ChunkEvents: chunk,
+		From: math.MinInt64, To: math.MaxInt64, AllUsers: allUsers, ChunkEvents: chunk,
 		Cols: len(compactEventCols), UserProps: len(compactUserCols),
 		Compile: func(ref SegmentRef, meta *segment.Meta) (*SegmentPlan, error) {
 			sp := &SegmentPlan{Masks: make([]uint64, len(meta.EventNames))}
@@ -867,5 +873,56 @@ func TestCompactFanInRounds(t *testing.T) {
 			}
 		}
 		sameTrails(t, fmt.Sprintf("seed %d fan-in %d", seed, fanIn), appTrails(t, st), m.trails())
+	}
+}
+
+// TestDrainAheadTrails: a shard of several events runs — one holding most
+// users, later ones a few (as a live layer beside a compacted run) — and
+// users runs with property writes is scanned without all users, so that
+// drainAhead takes the runs of users before the next other events
+// cursor's user through drain's block-wide pass and joins their user
+// values: every trail and user value as the naive model has them.
+func TestDrainAheadTrails(t *testing.T) {
+	ctx := context.Background()
+	for seed := range 8 {
+		r := rand.New(rand.NewPCG(uint64(seed), 91))
+		st := openTest(t, 1<<r.IntN(2))
+		t0 := int64(1_700_000_000_000_000)
+		var m trailModel
+		var ids idPool
+		users := 300 + r.IntN(500)
+		for i := range 2 + r.IntN(3) {
+			n, u := 3000+r.IntN(3000), users
+			if i > 0 {
+				n, u = 20+r.IntN(200), users // a few events over all users: sparse
+			}
+			evs := compactEvents(r, n, u, t0, &ids)
+			m.addEvents(evs)
+			if _, err := st.Import(ctx, "app", []Source{&sliceSource{evs: evs}}, ImportOptions{BlockRows: 64 + r.IntN(512)}); err != nil {
+				t.Fatalf("seed %d: import: %v", seed, err)
+			}
+		}
+		for range 1 + r.IntN(2) {
+			ws := compactWrites(r, 100+r.IntN(400), users+20, t0)
+			m.writes = append(m.writes, ws...)
+			if _, err := st.Import(ctx, "app", []Source{&sliceSource{evs: ws}}, ImportOptions{Kind: KindUsers, BlockRows: 8 + r.IntN(64)}); err != nil {
+				t.Fatalf("seed %d: users import: %v", seed, err)
+			}
+		}
+		a, err := st.App("app")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{}
+		for u, tr := range m.trails() {
+			if !strings.HasPrefix(tr, "user:") { // users with events only
+				want[u] = tr
+			}
+		}
+		got, err := scanTrailsSpec(snapOf(t, a), 0, seed%2 == 1, false)
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		sameTrails(t, fmt.Sprintf("seed %d", seed), got, want)
 	}
 }

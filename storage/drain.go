@@ -486,3 +486,105 @@ func (sc *shardScanner) joinUserValues(ctx context.Context, ucs []*cursor, h uin
 	}
 	return out, nil
 }
+
+// minAhead is the fewest users drainAhead takes at once: below it the
+// general path's per-user merge costs less than setting drain up.
+const minAhead = 8
+
+// drainAhead is drain for a shard with several events cursors (a live
+// layer's in-memory segments beside a compacted run, imports not yet
+// compacted): the users of the top events cursor's current block that
+// come before every other events cursor's current user have rows in no
+// other segment — no merge, no duplicates — so they are filtered and
+// visited with drain's block-wide pass instead of one mergeUser each. It
+// stops before a user that goes on into the next block (mergeUser's
+// mergeLong takes it) and never takes fewer than minAhead users. The
+// users cursors are merge-joined as in drain. It reports whether it
+// visited any users; the heap holds every cursor not exhausted after.
+// It returns read errors and ctx.Err().
+func (sc *shardScanner) drainAhead(ctx context.Context) (bool, error) {
+	top := sc.heap[0]
+	if sc.spec.AllUsers || top.users {
+		return false, nil
+	}
+	var bound *cursor // the least other events cursor
+	for _, c := range sc.heap[1:] {
+		if !c.users && (bound == nil || less(c, bound)) {
+			bound = c
+		}
+	}
+	if bound == nil {
+		return false, nil
+	}
+	b := &top.blk
+	end := len(b.UserStarts) - 1
+	if top.block+1 < len(top.meta.Blocks) && blockContinued(top.meta, top.block+1) {
+		end-- // the block's last user goes on in the next block
+	}
+	bh, bid := bound.hash(), bound.id()
+	n := sort.Search(end-top.user, func(i int) bool {
+		u := top.user + i
+		if h := blockHash(b, u); h != bh {
+			return h > bh
+		}
+		return bytes.Compare(b.UserID(u), bid) >= 0
+	})
+	if n < minAhead {
+		return false, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	// Take the cursors out of the heap: the top one is drained, the users
+	// cursors are joined, and all go back in after.
+	var ucs []*cursor
+	others := sc.group[:0]
+	for _, c := range sc.heap[1:] {
+		if c.users {
+			ucs = append(ucs, c)
+		} else {
+			others = append(others, c)
+		}
+	}
+	sc.group = others
+	sc.startUser()
+	t := &sc.dtrail
+	if len(sc.blkCols) != sc.spec.Cols {
+		sc.blkCols = make([]trail.Column, sc.spec.Cols)
+		sc.dcols = make([]trail.Column, sc.spec.Cols)
+	}
+	*t = trail.Trail{Cols: sc.dcols, User: sc.trail.User}
+	sc.carrying, sc.carryCont = false, false
+	sc.excRank = segment.RankCache{}
+	// The general path may have unpacked this block's deltas already:
+	// drainUsers' per-user loop reads them unpacked.
+	vector := top.vector
+	if vector {
+		b.UnpackDeltas()
+		top.bytes = b.Bytes() + int64(cap(top.rowMask))*8
+		top.vector = false
+	}
+	join := len(ucs) > 0
+	hi := top.user + n
+	err := sc.drainUsers(ctx, top, hi, t, &ucs, join)
+	top.vector = vector
+	if err != nil {
+		return false, err
+	}
+	top.user = hi - 1
+	ok, err := sc.advance(ctx, top)
+	if err != nil {
+		return false, err
+	}
+	sc.heap = sc.heap[:0]
+	if ok {
+		sc.push(top)
+	}
+	for _, c := range sc.group {
+		sc.push(c)
+	}
+	for _, c := range ucs {
+		sc.push(c)
+	}
+	return true, nil
+}

@@ -191,6 +191,11 @@ func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error 
 			}
 			continue
 		}
+		if ok, err := sc.drainAhead(ctx); err != nil {
+			return err
+		} else if ok {
+			continue
+		}
 		if err := sc.mergeUser(ctx); err != nil {
 			return err
 		}
