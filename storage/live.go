@@ -54,6 +54,14 @@ const sealRows = 1 << 16
 // size tier are merged into one.
 const liveMergeFanout = 4
 
+// liveMaxSegments is how many in-memory segments one shard and kind may
+// keep when no tier has liveMergeFanout consecutive ones: seals of
+// different sizes (at 64 Ki rows, and at each query) interleave tiers in
+// arrival order, which the tier rule alone never merges (6,817 in-memory
+// segments after 5M events sent as 1,000-event requests, queries 2–4×
+// slower than on the same events flushed).
+const liveMaxSegments = 12
+
 // liveTierBase is the size of the smallest tier of in-memory segments,
 // bytes; each tier is liveMergeFanout times the one below.
 const liveTierBase = 16 << 10
@@ -813,10 +821,11 @@ func liveTier(n int64) int {
 }
 
 // mergeMemory merges, per shard and kind, liveMergeFanout consecutive
-// in-memory segments of one tier into one, until no tier has that many:
-// at most about liveMergeFanout−1 segments per tier stay, so a query
-// merges a few cursors per shard however long ingestion runs between
-// flushes.
+// in-memory segments of one tier into one, until no tier has that many,
+// and, past liveMaxSegments, the consecutive ones with the fewest bytes:
+// at most about liveMergeFanout−1 segments per tier and liveMaxSegments
+// in all stay, so a query merges a few cursors per shard however long
+// ingestion runs between flushes.
 func (l *liveApp) mergeMemory(ctx context.Context) error {
 	a := l.a
 	for {
@@ -837,6 +846,21 @@ func (l *liveApp) mergeMemory(ctx context.Context) error {
 					continue
 				}
 				i++
+			}
+			if len(parts) == 0 && len(run) > liveMaxSegments {
+				// Tiers interleave: merge the consecutive window with
+				// the fewest bytes.
+				best, bestBytes := 0, int64(-1)
+				for i := 0; i+liveMergeFanout <= len(run); i++ {
+					var n int64
+					for _, s := range run[i : i+liveMergeFanout] {
+						n += s.ref.Bytes
+					}
+					if bestBytes < 0 || n < bestBytes {
+						best, bestBytes = i, n
+					}
+				}
+				parts = append(parts, run[best:best+liveMergeFanout])
 			}
 			return parts
 		})

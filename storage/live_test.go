@@ -596,3 +596,37 @@ func TestLogDamageRefusesWritesAndRecovers(t *testing.T) {
 	sameTrails(t, fmt.Sprintf("after recovery (request %d lost)", lost), appTrails(t, again), appTrails(t, ref))
 	ingestRequest(t, again, newLiveRequest(r, 5, 3, 1_700_000_000_000_000, &idPool{next: 1 << 20}))
 }
+
+// TestLiveMemorySegmentsBounded: seals of different sizes — at each
+// query (Acquire) and at the background's rounds — interleave size tiers
+// in arrival order; the in-memory merges still bring every shard and kind
+// down to about liveMaxSegments (TestIngestEqualsImport checks the trails).
+func TestLiveMemorySegmentsBounded(t *testing.T) {
+	st := openLiveOn(t, crashfs.New(), 2, quietLive)
+	r := rand.New(rand.NewPCG(5, 6))
+	var ids idPool
+	a, _ := st.App("app")
+	for i := range 200 {
+		// Big and small seals in turn: tiers that never line up by four.
+		n := 3
+		if i%2 == 0 {
+			n = 2000
+		}
+		ingestRequest(t, st, newLiveRequest(r, n, 50, 1_600_000_000_000_000, &ids))
+		if i == 0 {
+			a, _ = st.App("app")
+		}
+		v, err := a.Acquire() // seals the tails into in-memory segments
+		if err != nil {
+			t.Fatal(err)
+		}
+		v.Release()
+	}
+	l := a.live.Load()
+	l.maintain(context.Background(), false)
+	s := st.LiveStats()
+	if max := 2 * 2 * (liveMaxSegments + liveMergeFanout); s[0].MemorySegments > max {
+		t.Fatalf("%d in-memory segments after the merges, want at most %d", s[0].MemorySegments, max)
+	}
+	t.Logf("%d in-memory segments", s[0].MemorySegments)
+}
