@@ -43,16 +43,7 @@ func (sc *shardScanner) drainable() int {
 // columns or row masks by filterColumns. It returns read errors and
 // ctx.Err().
 func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) error {
-	sc.startUser()
-	// The visited trail lives in sc: a local would escape through Visit
-	// and cost an allocation per drain.
-	t := &sc.dtrail
-	if len(sc.blkCols) != sc.spec.Cols {
-		sc.blkCols = make([]trail.Column, sc.spec.Cols)
-		sc.dcols = make([]trail.Column, sc.spec.Cols)
-	}
-	*t = trail.Trail{Cols: sc.dcols, User: sc.trail.User}
-	sc.carrying, sc.carryCont = false, false
+	t := sc.startDrain()
 	// With users cursors every visited user gets its values set (unset
 	// once they are exhausted); without, the values stay unset.
 	join := len(ucs) > 0
@@ -113,6 +104,21 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 			return nil
 		}
 	}
+}
+
+// startDrain readies the scanner for drain or drainAhead and returns the
+// trail they visit users with. The trail lives in sc: a local would
+// escape through Visit and cost an allocation per drain.
+func (sc *shardScanner) startDrain() *trail.Trail {
+	sc.startUser()
+	t := &sc.dtrail
+	if len(sc.blkCols) != sc.spec.Cols {
+		sc.blkCols = make([]trail.Column, sc.spec.Cols)
+		sc.dcols = make([]trail.Column, sc.spec.Cols)
+	}
+	*t = trail.Trail{Cols: sc.dcols, User: sc.trail.User}
+	sc.carrying, sc.carryCont = false, false
+	return t
 }
 
 // sameUserThrough reports whether the last user of block from is the
@@ -547,14 +553,7 @@ func (sc *shardScanner) drainAhead(ctx context.Context) (bool, error) {
 		}
 	}
 	sc.group = others
-	sc.startUser()
-	t := &sc.dtrail
-	if len(sc.blkCols) != sc.spec.Cols {
-		sc.blkCols = make([]trail.Column, sc.spec.Cols)
-		sc.dcols = make([]trail.Column, sc.spec.Cols)
-	}
-	*t = trail.Trail{Cols: sc.dcols, User: sc.trail.User}
-	sc.carrying, sc.carryCont = false, false
+	t := sc.startDrain()
 	sc.excRank = segment.RankCache{}
 	// The general path may have unpacked this block's deltas already:
 	// drainUsers' per-user loop reads them unpacked.
