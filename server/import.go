@@ -278,13 +278,14 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 }
 
 // autoCompact applies `spur import`'s policy after a published import:
-// compact the app's shards that have more than 8 runs of a kind
+// compact the app's shards that have more than 8 runs of events or more
+// than one of user properties
 // (storage.AutoCompactMinRuns). It runs before the answer is sent, so the
 // client waits for it. The import is published whatever happens: a
 // failure is logged, never reported as an import error, and a client that
 // goes away cancels the compaction, which then changes nothing.
 func (s *Server) autoCompact(ctx context.Context, app string) {
-	rep, err := s.store.Compact(ctx, app, storage.CompactOptions{MinRuns: storage.AutoCompactMinRuns})
+	rep, err := s.store.Compact(ctx, app, storage.CompactOptions{MinRuns: storage.AutoCompactMinRuns, UserMinRuns: storage.AutoCompactUserMinRuns})
 	if err != nil {
 		s.log.Warn("automatic compaction after an import failed; the import is published", "app", app, "err", err)
 		return

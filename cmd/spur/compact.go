@@ -51,12 +51,13 @@ than 8 runs of a kind (--no-compact skips that).`,
 }
 
 // autoCompact applies the post-import policy: compact the app's shards
-// that have more than 8 runs of a kind (storage.AutoCompactMinRuns). The
+// that have more than 8 runs of events or more than one of user
+// properties (storage.AutoCompactMinRuns, AutoCompactUserMinRuns). The
 // import is already published, so a failure is a warning on w, not an
 // error of the command.
 func autoCompact(cmd *cobra.Command, st *storage.Store, app string) {
 	w := cmd.ErrOrStderr()
-	rep, err := st.Compact(cmd.Context(), app, storage.CompactOptions{MinRuns: storage.AutoCompactMinRuns})
+	rep, err := st.Compact(cmd.Context(), app, storage.CompactOptions{MinRuns: storage.AutoCompactMinRuns, UserMinRuns: storage.AutoCompactUserMinRuns})
 	if err != nil {
 		fmt.Fprintf(w, "warning: automatic compaction failed, the import is published (retry with spur compact --app %s): %v\n", app, err)
 		return

@@ -29,13 +29,10 @@ const (
 	serveStore
 )
 
-// writeOverhead is what a write command's Go heap may hold beside its
-// write memory (the runtime, the readers' buffers, the segment writers'
-// blocks and zstd encoders), bytes. The import's own data stays near half
-// of its write memory (measured: 210–235 MiB live of 512 MiB at 20–60M
-// generated rows); the rest of the soft limit is room for garbage, which
-// the collector otherwise lets grow to twice the live heap.
-const writeOverhead = 32 << 20
+// minWriteLimit is the least Go heap soft limit of a write command, bytes:
+// below it the segment writers' blocks and zstd encoders alone (about
+// 40 MiB) would keep the collector running.
+const minWriteLimit = 128 << 20
 
 // openStore opens the --data store for a command named holder ("spur
 // import"), in the given mode.
@@ -55,7 +52,12 @@ func openStoreConfig(g *globals, mode storeMode, cfg storage.Config) (*storage.S
 	if mode == writeStore {
 		// The Go heap's soft limit, so that garbage is collected before the
 		// process grows past the writes' bound (storage.md §5).
-		debug.SetMemoryLimit(int64(g.writeMemory) + writeOverhead)
+		// The import's own data stays near half of its write memory
+		// (210–235 MiB live of 512 MiB at 20–60M generated rows); the
+		// rest is room for garbage, which the collector otherwise lets
+		// grow to twice the live heap (a 1B-event gen peaked at 655 MiB
+		// with the limit 64 MiB above the write memory, 603 MiB at 32).
+		debug.SetMemoryLimit(max(int64(g.writeMemory), minWriteLimit))
 	}
 	st, err := storage.Open(cfg)
 	if err != nil && mode == readStore && errors.Is(err, fs.ErrNotExist) {

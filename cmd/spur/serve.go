@@ -186,7 +186,7 @@ the process at once.`,
 			c.http.allowedHostsExplicit = cmd.Flags().Changed("allowed-hosts")
 			c.http.apply(&scfg, c.listen, c.debugListen)
 			c.events.apply(&scfg)
-			scfg.OnQueryMemory = serveMemoryLimit(int64(c.live.memory) + int64(g.writeMemory) + c.events.memory + serveOverhead)
+			scfg.OnQueryMemory = serveMemoryLimit(int64(c.live.memory) + int64(g.writeMemory) + serveOverhead)
 			srv, err := server.New(scfg)
 			if err != nil {
 				return err
@@ -261,9 +261,10 @@ func printLoginURL(out io.Writer, keys *server.Keys, addr net.Addr) error {
 	return nil
 }
 
-// serveOverhead is what spur serve's Go heap may hold beside its budgets
-// (ingest, write, events requests and queries): the runtime, connections,
-// caches, readers' buffers and room for garbage, bytes.
+// serveOverhead is what spur serve's Go heap may hold beside its ingest,
+// write and query budgets: the events requests being received
+// (--events-memory, 256 MiB by default, rarely all taken), the runtime,
+// connections, caches, readers' buffers and room for garbage, bytes.
 const serveOverhead = 256 << 20
 
 // serveMemoryLimit sets the Go heap's soft limit to base (the server's
