@@ -47,6 +47,8 @@ type userRow struct {
 	seg   int32
 	block int32
 	row   int32
+	name  string // event name (the segment's dictionary string)
+	iid   string // insert id, "" for none
 }
 
 // UserEvents returns the events [offset, offset+limit) of user id's trail
@@ -66,13 +68,22 @@ func (s *Version) UserEvents(ctx context.Context, id string, offset, limit int) 
 	out.SegmentsCount = len(refs)
 	var rows []userRow
 	var blk segment.Block
-	err := s.eachUserBlock(ctx, refs, id, nil, &blk, func(seg, block int, r *segment.Reader, b *segment.Block, from, to int) error {
+	all := func(int, int) bool { return true } // the insert ids too, for deduplication
+	err := s.eachUserBlock(ctx, refs, id, all, &blk, func(seg, block int, r *segment.Reader, b *segment.Block, from, to int) error {
 		out.BlocksRead++
 		if len(rows)+to-from > MaxUserTrailRows {
 			return fmt.Errorf("storage: user %q has more than %d events: too many to order for a page", id, MaxUserTrailRows)
 		}
+		m := r.Meta()
+		iid := insertIDColumn(m)
 		for i := from; i < to; i++ {
-			rows = append(rows, userRow{time: b.Times[i], seg: int32(seg), block: int32(block), row: int32(i - from)})
+			row := userRow{time: b.Times[i], seg: int32(seg), block: int32(block), row: int32(i - from), name: m.EventNames[b.Events[i]]}
+			if iid >= 0 {
+				if v, ok := propValue(&m.Props[iid], &b.Props[iid], i); ok {
+					row.iid = v.Str
+				}
+			}
+			rows = append(rows, row)
 		}
 		return nil
 	})
@@ -82,6 +93,7 @@ func (s *Version) UserEvents(ctx context.Context, id string, offset, limit int) 
 	// Segments were read in arrival order and a user's rows within one
 	// block are in trail order: a stable sort by time gives trail order.
 	slices.SortStableFunc(rows, func(a, b userRow) int { return cmp.Compare(a.time, b.time) })
+	rows = dedupUserRows(rows)
 	out.Total = int64(len(rows))
 	if offset >= len(rows) || limit == 0 {
 		return out, nil
@@ -123,6 +135,38 @@ func (s *Version) UserEvents(ctx context.Context, id string, offset, limit int) 
 		return nil, err
 	}
 	return out, nil
+}
+
+// dedupUserRows drops the later copies of an event from rows (one user's,
+// in trail order): two events with equal timestamp, event name and
+// insert id are one, the first stored wins (ingest.md §3). Copies are in
+// different segments until compaction merges them; events without an
+// insert id are never copies.
+func dedupUserRows(rows []userRow) []userRow {
+	out := rows[:0]
+	for i := 0; i < len(rows); {
+		j := i + 1
+		for j < len(rows) && rows[j].time == rows[i].time {
+			j++
+		}
+		start := len(out)
+		for _, r := range rows[i:j] {
+			dup := false
+			if r.iid != "" {
+				for _, k := range out[start:] {
+					if k.iid == r.iid && k.name == r.name {
+						dup = true
+						break
+					}
+				}
+			}
+			if !dup {
+				out = append(out, r)
+			}
+		}
+		i = j
+	}
+	return out
 }
 
 // UserProperties returns user id's current user properties (spec §1: the

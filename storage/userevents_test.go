@@ -140,3 +140,44 @@ func sameProps(got, want []event.Prop) bool {
 	slices.SortFunc(w, func(a, b event.Prop) int { return cmp.Compare(a.Name, b.Name) })
 	return slices.Equal(got, w)
 }
+
+// TestUserEventsDropsCopies: a copy of an event imported again (same user,
+// event, timestamp and insert id; other properties) is not in the user's
+// trail while the two are in different segments (ingest.md §3: the
+// first stored wins), nor is anything else lost.
+func TestUserEventsDropsCopies(t *testing.T) {
+	ctx := context.Background()
+	st := openTest(t, 1)
+	t0 := int64(1_600_000_000_000_000)
+	first := event.Event{UserID: "u", Name: "buy", Time: t0, InsertID: "x", Props: []event.Prop{{Name: "plan", Value: event.String("free")}}}
+	copyEv := first
+	copyEv.Props = []event.Prop{{Name: "plan", Value: event.String("pro")}}
+	imports := [][]event.Event{
+		{first, {UserID: "u", Name: "buy", Time: t0}},
+		{copyEv, {UserID: "u", Name: "buy", Time: t0}, {UserID: "u", Name: "view", Time: t0 + 1}},
+	}
+	for _, evs := range imports {
+		if _, err := st.Import(ctx, "app", []Source{&sliceSource{evs: evs}}, ImportOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := st.App("app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := snapOf(t, a)
+	tr, err := v.UserEvents(ctx, "u", 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Kept: the first "buy x" (plan free), both "buy" without an insert
+	// id (never copies), "view".
+	if tr.Total != 4 || len(tr.Events) != 4 {
+		t.Fatalf("%d events (%+v), want 4", tr.Total, tr.Events)
+	}
+	for _, ev := range tr.Events {
+		if ev.InsertID == "x" && (len(ev.Props) != 1 || ev.Props[0].Value.Str != "free") {
+			t.Fatalf("the copy won: %+v", ev)
+		}
+	}
+}
