@@ -892,11 +892,11 @@ func TestDrainAheadTrails(t *testing.T) {
 		var ids idPool
 		users := 300 + r.IntN(500)
 		for i := range 2 + r.IntN(3) {
-			n, u := 3000+r.IntN(3000), users
+			n := 3000 + r.IntN(3000)
 			if i > 0 {
-				n, u = 20+r.IntN(200), users // a few events over all users: sparse
+				n = 20 + r.IntN(200) // a few events over all users: sparse
 			}
-			evs := compactEvents(r, n, u, t0, &ids)
+			evs := compactEvents(r, n, users, t0, &ids)
 			m.addEvents(evs)
 			if _, err := st.Import(ctx, "app", []Source{&sliceSource{evs: evs}}, ImportOptions{BlockRows: 64 + r.IntN(512)}); err != nil {
 				t.Fatalf("seed %d: import: %v", seed, err)

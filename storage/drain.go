@@ -543,7 +543,7 @@ func (sc *shardScanner) drainAhead(ctx context.Context) (bool, error) {
 	}
 	// Take the cursors out of the heap: the top one is drained, the users
 	// cursors are joined, and all go back in after.
-	var ucs []*cursor
+	ucs := sc.ucs[:0] // reused: drainAhead runs once per run of users
 	others := sc.group[:0]
 	for _, c := range sc.heap[1:] {
 		if c.users {
@@ -585,5 +585,6 @@ func (sc *shardScanner) drainAhead(ctx context.Context) (bool, error) {
 	for _, c := range ucs {
 		sc.push(c)
 	}
+	sc.ucs = ucs[:0]
 	return true, nil
 }
