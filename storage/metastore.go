@@ -85,14 +85,22 @@ func (m *fileMetastore) load() (*Catalog, fileStamp, error) {
 	return c, st, err
 }
 
+// isLegacy reports whether the app's catalog is still a manifest.json
+// (no CATALOG file yet: nor a SETTINGS file).
+func (m *fileMetastore) isLegacy() bool {
+	ok, err := vfs.Exists(m.fs, m.path())
+	return err == nil && !ok
+}
+
 // publish makes next the app's catalog atomically (write CATALOG.tmp,
 // fsync, rename, fsync the directory), after writing SETTINGS when the
-// settings changed from prev's (nil: never written). An error from the
+// settings changed from prev's (nil: never written) or the app had only a
+// manifest.json. An error from the
 // final directory fsync leaves the new catalog in place but perhaps not
 // durable: the error says so, and the caller adopts next. It removes a
 // legacy manifest.json once the catalog replacing it is durable.
 func (m *fileMetastore) publish(prev, next *Catalog) (inPlace bool, err error) {
-	if s := next.settings(); prev == nil || prev.Generation == 0 || !s.equal(ptr(prev.settings())) {
+	if s := next.settings(); prev == nil || prev.Generation == 0 || !s.equal(ptr(prev.settings())) || m.isLegacy() {
 		if err := vfs.WriteFileAtomic(m.fs, m.dir, settingsName, encodeSettings(&s)); err != nil {
 			return false, fmt.Errorf("write settings: %w", err)
 		}
@@ -173,9 +181,10 @@ func (b *dirBucket) sync() error {
 // shard and kind written for catalog generation gen is
 // "e-SHARD-SEQMIN-SEQMAX-gGEN-PART.seg" ("u-" for users segments), PART
 // numbering the outputs of one compaction. A write retried after a crash
-// writes the same names; stores from before catalogs used
-// "e-SHARD-SEQ.seg".
-var segNameRE = regexp.MustCompile(`^([eu])-([0-9]{4})-[0-9]+(-[0-9]+-g[0-9]+-[0-9]+)?\.seg$`)
+// writes the same names; stores from before catalogs (manifest.json)
+// used "e-SHARD-SEQ.seg" for imports and "e-SHARD-SEQ-cGEN-PART.seg" for
+// compactions.
+var segNameRE = regexp.MustCompile(`^([eu])-([0-9]{4})-[0-9]+(-[0-9]+-g[0-9]+-[0-9]+|-c[0-9]+-[0-9]+)?\.seg$`)
 
 func segmentName(kind SegmentKind, shard int, seqMin, seqMax int64, gen uint64, part int) string {
 	k := "e"

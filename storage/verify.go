@@ -102,7 +102,7 @@ func (s *Store) Verify(ctx context.Context, appName string) (*VerifyReport, erro
 	st, serr := ms.loadSettings()
 	switch {
 	case errors.Is(serr, fs.ErrNotExist):
-		if c != nil && c.Generation > 0 {
+		if c != nil && c.Generation > 0 && !ms.isLegacy() { // a manifest.json store has none yet
 			add("settings", filepath.Join(dir, settingsName), -1, "missing: the second copy of the settings is gone (rewritten by the next write)")
 		}
 	case serr != nil:
