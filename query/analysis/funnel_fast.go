@@ -10,10 +10,12 @@ import (
 // FunnelPath is one user's funnel outcome.
 type FunnelPath struct {
 	// Step is the furthest step any attempt reached, 0 when no step-1
-	// event lies in [From, To).
+	// event lies in [From, To) or when every attempt that reached it was
+	// excluded (spec §11: the user is left out).
 	Step int
 	// Times[k-1] (UTC µs) is when the counted attempt reached step k, for
-	// k = 1..Step. The counted attempt is the first attempt to reach Step.
+	// k = 1..Step. The counted attempt is the first attempt to reach Step
+	// (with exclusions: the first not excluded).
 	Times [MaxFunnelSteps]int64
 	// Events[k-1] is the index, in the user's whole trail (a chunk's
 	// Offset plus the index in the chunk), of the event that filled step k
@@ -34,6 +36,10 @@ type FunnelPath struct {
 // its step events.
 type FunnelScratch struct {
 	have uint64 // bit k set: level k holds an attempt
+	excl uint64 // bit k set: the attempt at level k is excluded (§11)
+	// valid: the counted attempt (path) is not excluded; with exclusions,
+	// a later attempt reaching path.Step replaces one that is
+	valid bool
 	// base is the whole-trail index of the current chunk's first event:
 	// event indices are kept relative to it while a user's chunks are
 	// walked (so the loops add nothing), rebased when a chunk starts and
@@ -47,14 +53,14 @@ type FunnelScratch struct {
 }
 
 // FunnelUser runs the ordered-funnel algorithm of spec §5 (PostHog's
-// funnel UDF, funnel-udf/src/steps.rs) over one chunk of a user's trail
-// (package trail: a chunk with Offset 0 starts a user, the state carries
-// over in st to the next chunk while More is set) and returns the user's
-// outcome on the last chunk, nil on the others. Only the spec's steps,
-// window and range are used (the plain order, no exclusions: the other
-// modes are the Funnel accumulator's). spec must be valid (see
-// FunnelSpec.Validate). The returned path points into st and is valid
-// until the next call with st. No allocation.
+// funnel UDF, funnel-udf/src/steps.rs) with §11's exclusions over one
+// chunk of a user's trail (package trail: a chunk with Offset 0 starts a
+// user, the state carries over in st to the next chunk while More is set)
+// and returns the user's outcome on the last chunk, nil on the others.
+// The spec's steps, window, range and exclusions are used (the plain
+// order: strict and unordered funnels are the Funnel accumulator's).
+// spec must be valid (see FunnelSpec.Validate). The returned path points
+// into st and is valid until the next call with st. No allocation.
 //
 // The trail's events are taken in groups of equal timestamp. An event
 // "matches" step 1 only when its time is in [From, To). A group whose
@@ -66,29 +72,45 @@ type FunnelScratch struct {
 // timestamp; for step k ≥ 2 the attempt at level k-1 advances if
 // t - t1 ≤ Window and level k does not already hold an attempt with the
 // same entry time. Processing stops once step n is reached (the rest of
-// the trail, later chunks included, changes nothing).
+// the trail, later chunks included, changes nothing: exclusions end
+// before step n).
+//
+// Exclusions (§11) as the general walker applies them: an event matching
+// no step at its time (a tie group with no step event) and exclusion x
+// marks the attempts whose furthest step j is in [x.From, x.To) and that
+// entered at most W before it; a marked attempt advances no further, and
+// if the counted attempt was one (j = Step), the next attempt to reach
+// Step is counted instead. An attempt's furthest step is the highest
+// level holding its entry time (one attempt per entry time).
 func FunnelUser(tr *trail.Trail, spec *FunnelSpec, st *FunnelScratch) *FunnelPath {
 	n := spec.Steps
 	if tr.Offset == 0 {
-		st.have, st.path.Step, st.base = 0, 0, 0
+		st.have, st.excl, st.valid, st.path.Step, st.base = 0, 0, false, 0, 0
 	} else if d := int32(tr.Offset) - st.base; d != 0 {
 		st.rebase(d)
 	}
 	if st.path.Step < n {
 		stepMask := uint64(1)<<uint(n) - 1
+		var xmask uint64
+		for _, x := range spec.Exclusions {
+			xmask |= 1 << uint(x.Bit)
+		}
 		from := spec.From
 		span := uint64(spec.To - spec.From)
 		times := tr.Times
 		masks := tr.Mask[:len(times)]
 		for i := 0; i < len(times) && st.path.Step < n; {
-			i = st.lone(times, masks, i, stepMask, from, span, spec.Window, n)
+			i = st.lone(times, masks, i, stepMask, xmask, spec)
 			if i < len(times) && st.path.Step < n {
-				i = st.group(times, masks, i, stepMask, uint64(times[i]-from) < span, spec.Window)
+				i = st.group(times, masks, i, stepMask, xmask, uint64(times[i]-from) < span, spec)
 			}
 		}
 	}
 	if tr.More {
 		return nil
+	}
+	if !st.valid {
+		st.path.Step = 0 // every attempt that reached it was excluded
 	}
 	if st.base != 0 {
 		for j := range st.path.Step {
@@ -128,8 +150,13 @@ func (st *FunnelScratch) rebase(d int32) {
 // set the result), for a step k ≥ 2 only the first (the rest find the
 // same level k-1 attempt and either fail the same way or find it already
 // at step k).
-func (st *FunnelScratch) lone(times []int64, masks []uint64, i int, stepMask uint64, from int64, span uint64, w int64, n int) int {
+//
+// An exclusion event (one matching no step) is handed to exclude; a
+// step event that matches an exclusion too is a step event only (§11:
+// an exclusion at the time of a step event is ignored).
+func (st *FunnelScratch) lone(times []int64, masks []uint64, i int, stepMask, xmask uint64, spec *FunnelSpec) int {
 	masks = masks[:len(times)]
+	from, span, w, n := spec.From, uint64(spec.To-spec.From), spec.Window, spec.Steps
 	have, best := st.have, st.path.Step
 	for ; i < len(times); i++ {
 		t := times[i]
@@ -140,9 +167,17 @@ func (st *FunnelScratch) lone(times []int64, masks []uint64, i int, stepMask uin
 		if uint64(t-from) >= span {
 			m &^= 1
 		}
+		if m == 0 {
+			if xs := masks[i] & xmask; xs != 0 {
+				st.have, st.path.Step = have, best
+				st.exclude(t, xs, spec)
+			}
+			continue
+		}
 		if m == 1 {
-			if best == 0 {
+			if best == 0 || best == 1 && !st.valid {
 				best = 1
+				st.valid = true
 				st.path.Times[0] = t
 				st.path.Events[0] = int32(i)
 			}
@@ -152,6 +187,7 @@ func (st *FunnelScratch) lone(times []int64, masks []uint64, i int, stepMask uin
 				i++
 			}
 			have |= 2
+			st.excl &^= 2
 			st.times[1][0] = times[i]
 			st.evs[1][0] = int32(i)
 			continue
@@ -172,15 +208,17 @@ func (st *FunnelScratch) lone(times []int64, masks []uint64, i int, stepMask uin
 			curEv := &st.evs[b+1]
 			if b == 0 {
 				have |= 2
+				st.excl &^= 2
 				cur[0] = t
 				curEv[0] = int32(i)
 			} else {
 				prev := &st.times[b]
 				e := prev[0]
-				if have&(1<<uint(b)) == 0 || t-e > w || (have&(2<<uint(b)) != 0 && cur[0] == e) {
+				if have&(1<<uint(b)) == 0 || t-e > w || (have&(2<<uint(b)) != 0 && cur[0] == e) || st.excl&(1<<uint(b)) != 0 {
 					continue
 				}
 				have |= 2 << uint(b)
+				st.excl &^= 2 << uint(b)
 				prevEv := &st.evs[b]
 				for j := range b {
 					cur[j] = prev[j]
@@ -189,8 +227,9 @@ func (st *FunnelScratch) lone(times []int64, masks []uint64, i int, stepMask uin
 				cur[b] = t
 				curEv[b] = int32(i)
 			}
-			if b >= best {
+			if b >= best || b+1 == best && !st.valid {
 				best = b + 1
+				st.valid = true
 				for j := range best {
 					st.path.Times[j] = cur[j]
 					st.path.Events[j] = curEv[j]
@@ -208,16 +247,17 @@ func (st *FunnelScratch) lone(times []int64, masks []uint64, i int, stepMask uin
 
 // group processes the events with timestamp times[i] starting at index i
 // and returns the index after the group.
-func (st *FunnelScratch) group(times []int64, masks []uint64, i int, stepMask uint64, inRange bool, w int64) int {
-	t := times[i]
+func (st *FunnelScratch) group(times []int64, masks []uint64, i int, stepMask, xmask uint64, inRange bool, spec *FunnelSpec) int {
+	t, w := times[i], spec.Window
 	drop := uint64(0)
 	if !inRange {
 		drop = 1
 	}
-	var first, union uint64
+	var first, union, xs uint64
 	same := true
 	j := i
 	for ; j < len(times) && times[j] == t; j++ {
+		xs |= masks[j] & xmask
 		m := masks[j] & stepMask &^ drop
 		if m == 0 {
 			continue
@@ -228,6 +268,12 @@ func (st *FunnelScratch) group(times []int64, masks []uint64, i int, stepMask ui
 			same = false
 		}
 		union |= m
+	}
+	if union == 0 {
+		if xs != 0 {
+			st.exclude(t, xs, spec)
+		}
+		return j
 	}
 	if same {
 		for e := i; e < j; e++ {
@@ -261,16 +307,18 @@ func (st *FunnelScratch) step(k int, i int32, t, w int64, checkUsed bool) {
 			return
 		}
 		st.have |= 2
+		st.excl &^= 2
 		st.times[1][0] = t
 		st.evs[1][0] = i
-		if st.path.Step == 0 {
+		if st.path.Step == 0 || st.path.Step == 1 && !st.valid {
 			st.path.Step = 1
+			st.valid = true
 			st.path.Times[0] = t
 			st.path.Events[0] = i
 		}
 		return
 	}
-	if st.have&(1<<uint(k-1)) == 0 {
+	if st.have&(1<<uint(k-1)) == 0 || st.excl&(1<<uint(k-1)) != 0 {
 		return
 	}
 	e := st.times[k-1][0]
@@ -284,14 +332,45 @@ func (st *FunnelScratch) step(k int, i int32, t, w int64, checkUsed bool) {
 		return
 	}
 	st.have |= 1 << uint(k)
+	st.excl &^= 1 << uint(k)
 	copy(st.times[k][:k-1], st.times[k-1][:k-1])
 	st.times[k][k-1] = t
 	copy(st.evs[k][:k-1], st.evs[k-1][:k-1])
 	st.evs[k][k-1] = i
-	if k > st.path.Step {
+	if k > st.path.Step || k == st.path.Step && !st.valid {
 		st.path.Step = k
+		st.valid = true
 		copy(st.path.Times[:k], st.times[k][:k])
 		copy(st.path.Events[:k], st.evs[k][:k])
+	}
+}
+
+// exclude applies the exclusions with bits in xs to an event at time t
+// matching no step at t (spec §11; see FunnelUser).
+func (st *FunnelScratch) exclude(t int64, xs uint64, spec *FunnelSpec) {
+	w := spec.Window
+	for _, x := range spec.Exclusions {
+		if xs&(1<<uint(x.Bit)) == 0 {
+			continue
+		}
+		// Levels from the highest: an attempt's levels are consecutive
+		// (entry times do not increase with the level), its furthest
+		// step the first met.
+		var t1 int64
+		j := 0
+		for h := st.have; h != 0; {
+			k := 63 - bits.LeadingZeros64(h)
+			h &^= 1 << uint(k)
+			if e := st.times[k][0]; j == 0 || e != t1 {
+				t1, j = e, k
+			}
+			if j >= x.From && j < x.To && t-t1 <= w {
+				st.excl |= 1 << uint(k)
+			}
+		}
+		if st.valid && st.path.Step >= x.From && st.path.Step < x.To && t-st.path.Times[0] <= w {
+			st.valid = false
+		}
 	}
 }
 
