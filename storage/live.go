@@ -202,6 +202,7 @@ type liveApp struct {
 	segs      []liveSeg // sealed segments, not yet flushed
 	segBytes  int64
 	applied   uint64    // the last log record applied
+	seenSeq   uint64    // applied as of the previous background round (maintain)
 	oldest    time.Time // when the oldest unflushed record was applied; zero when none
 	dirty     bool      // segs or the tails changed since the current version was made
 	sink      memSink
@@ -675,13 +676,20 @@ func (l *liveApp) maintain(ctx context.Context, force bool) {
 		return
 	}
 	l.mu.Lock()
+	// Idle: nothing applied since the previous round (a second ago, or
+	// the round an ingest kicked). The live layer is then sealed and
+	// merged into one in-memory segment per shard and kind, as a flush
+	// would write it: queries merge two runs per shard, not up to
+	// liveMaxSegments+1.
+	idle := l.applied == l.seenSeq
+	l.seenSeq = l.applied
 	var err error
-	if l.tailRows >= sealRows {
+	if l.tailRows >= sealRows || idle && l.tailRows > 0 {
 		err = l.sealLocked()
 	}
 	l.mu.Unlock()
 	if err == nil {
-		err = l.mergeMemory(ctx)
+		err = l.mergeMemory(ctx, idle)
 	}
 	if err != nil {
 		l.a.store.log.Error("live merge failed (retried)", "app", l.a.name, "err", err)
@@ -825,14 +833,18 @@ func liveTier(n int64) int {
 // and, past liveMaxSegments, the consecutive ones with the fewest bytes:
 // at most about liveMergeFanout−1 segments per tier and liveMaxSegments
 // in all stay, so a query merges a few cursors per shard however long
-// ingestion runs between flushes.
-func (l *liveApp) mergeMemory(ctx context.Context) error {
+// ingestion runs between flushes. With all (ingestion idle) it merges
+// each shard's and kind's segments into one.
+func (l *liveApp) mergeMemory(ctx context.Context, all bool) error {
 	a := l.a
 	for {
 		l.mu.Lock()
 		segs := slices.Clone(l.segs)
 		l.mu.Unlock()
 		groups := liveGroups(segs, func(run []liveSeg) [][]liveSeg {
+			if all && len(run) > 1 {
+				return [][]liveSeg{run}
+			}
 			var parts [][]liveSeg
 			for i := 0; i+liveMergeFanout <= len(run); {
 				t := liveTier(run[i].ref.Bytes)

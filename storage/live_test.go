@@ -135,7 +135,7 @@ func TestIngestEqualsImport(t *testing.T) {
 					}
 				case 1:
 					a, _ := st.App("app")
-					if err := a.live.Load().mergeMemory(ctx); err != nil {
+					if err := a.live.Load().mergeMemory(ctx, r.IntN(2) == 0); err != nil {
 						t.Fatal(err)
 					}
 				case 2:
@@ -629,4 +629,12 @@ func TestLiveMemorySegmentsBounded(t *testing.T) {
 		t.Fatalf("%d in-memory segments after the merges, want at most %d", s[0].MemorySegments, max)
 	}
 	t.Logf("%d in-memory segments", s[0].MemorySegments)
+	// Nothing applied since that round: the next one merges each shard's
+	// and kind's segments into one, and every trail stays as it was.
+	want := appTrails(t, st)
+	l.maintain(context.Background(), false)
+	if s := st.LiveStats(); s[0].MemorySegments != 2*2 {
+		t.Fatalf("idle: %d in-memory segments, want 4", s[0].MemorySegments)
+	}
+	sameTrails(t, "after the idle merge", appTrails(t, st), want)
 }

@@ -6,7 +6,9 @@ flushed into segment files.
     bench/live/livequery.py STORE [--live 5000000] [--runs 5]
 
 STORE holds app "bench" (`spur --data STORE gen --events 100000000 --app
-bench`); it is copied first (the run adds the live events). The live events
+bench`); it is copied first (the run adds the live events). Unless
+--no-settle, the queries start once the live layer has merged its in-memory
+segments (about a second after ingestion pauses, plus the merge). The live events
 come from `spur loadgen --time gen` (the generator's 2024 times: the same
 range as the bench queries). Prints, per query of bench/queries, the median
 server time (stats.wall_ms) with the events live and flushed, and the ratio.
@@ -39,6 +41,26 @@ def serve(spur, data, port, live_memory):
     sys.exit("livequery: the server did not start")
 
 
+def memory_segments(port):
+    for line in urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode().splitlines():
+        if line.startswith('spur_live_memory_segments{app="bench"}'):
+            return int(float(line.split()[-1]))
+    return 0
+
+
+def settle(port, shards):
+    """Waits until the live layer holds one in-memory segment per shard and
+    kind: a second after ingestion pauses, the server merges each shard's
+    in-memory segments into one (storage/live.go, maintain); the count
+    drops when the whole merge is published."""
+    t0 = time.time()
+    n = memory_segments(port)
+    while n > 2 * shards and time.time() - t0 < 300:
+        time.sleep(0.5)
+        n = memory_segments(port)
+    print(f"livequery: {n} in-memory segments {time.time() - t0:.1f} s after the last acknowledgement", file=sys.stderr)
+
+
 def run_queries(port, runs):
     out = {}
     for name in sorted(os.listdir(os.path.join(ROOT, "bench", "queries"))):
@@ -59,6 +81,9 @@ def main():
     ap.add_argument("store")
     ap.add_argument("--live", type=int, default=5_000_000)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--shards", type=int, default=16, help="the app's shards (spur gen's default)")
+    ap.add_argument("--no-settle", dest="settle", action="store_false",
+                    help="query at once after the last acknowledgement, while the live layer still merges")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="livequery-")
     try:
@@ -73,6 +98,8 @@ def main():
                         "--events", str(a.live), "--duration", "0", "--time", "gen", "--gzip", "--batch", "1000",
                         "--seed", "99", "--report", "60s"], check=True)
         print(f"livequery: {a.live} live events sent in {time.time() - t0:.0f} s", file=sys.stderr)
+        if a.settle:
+            settle(port, a.shards)
         print("livequery: queries with the events live", file=sys.stderr)
         live = run_queries(port, a.runs)
         p.send_signal(signal.SIGTERM)  # the shutdown flushes the live layer
