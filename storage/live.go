@@ -879,6 +879,11 @@ func (l *liveApp) mergeMemory(ctx context.Context, all bool) error {
 		if len(groups) == 0 {
 			return nil
 		}
+		// One group per round: its output is held in memory (the sink)
+		// beside its inputs until published, so a round adds at most one
+		// shard's and kind's live segments to the process, not the whole
+		// live layer (an idle merge of everything at once doubled it).
+		groups = groups[:1]
 		if err := l.refresh(); err != nil {
 			return err
 		}
