@@ -62,6 +62,10 @@ const liveMergeFanout = 4
 // slower than on the same events flushed).
 const liveMaxSegments = 12
 
+// liveMergeRoundBytes bounds the input of one round of in-memory merges,
+// bytes (mergeMemory): the memory a round holds beside the live layer.
+const liveMergeRoundBytes = 64 << 20
+
 // liveTierBase is the size of the smallest tier of in-memory segments,
 // bytes; each tier is liveMergeFanout times the one below.
 const liveTierBase = 16 << 10
@@ -879,11 +883,22 @@ func (l *liveApp) mergeMemory(ctx context.Context, all bool) error {
 		if len(groups) == 0 {
 			return nil
 		}
-		// One group per round: its output is held in memory (the sink)
-		// beside its inputs until published, so a round adds at most one
-		// shard's and kind's live segments to the process, not the whole
-		// live layer (an idle merge of everything at once doubled it).
-		groups = groups[:1]
+		// The outputs are held in memory (the sink) beside their inputs
+		// until published: a round takes groups up to liveMergeRoundBytes
+		// of input (at least one), so an idle merge of a large live layer
+		// does not hold a second copy of it. (One group per round instead
+		// made rounds, each sealing the tails anew, lag behind ingestion:
+		// 38 s to settle after 2M events.)
+		var in int64
+		for i, g := range groups {
+			for _, ref := range g.inputs {
+				in += ref.Bytes
+			}
+			if i > 0 && in > liveMergeRoundBytes {
+				groups = groups[:i]
+				break
+			}
+		}
 		if err := l.refresh(); err != nil {
 			return err
 		}

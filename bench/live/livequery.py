@@ -10,8 +10,12 @@ bench`); it is copied first (the run adds the live events). Unless
 --no-settle, the queries start once the live layer has merged its in-memory
 segments (about a second after ingestion pauses, plus the merge). The live events
 come from `spur loadgen --time gen` (the generator's 2024 times: the same
-range as the bench queries). Prints, per query of bench/queries, the median
-server time (stats.wall_ms) with the events live and flushed, and the ratio.
+range as the bench queries). Two servers run side by side: one on a copy
+that was sent the same events and then stopped and started again (its
+shutdown flushes them into segment files), one on a copy holding them live;
+each query runs on both in turn. Prints, per query of bench/queries, the
+median server time (stats.wall_ms) with the events live and flushed, and
+the ratio.
 """
 import argparse, json, os, shutil, signal, socket, statistics, subprocess, sys, tempfile, time, urllib.request
 
@@ -61,19 +65,34 @@ def settle(port, shards):
     print(f"livequery: {n} in-memory segments {time.time() - t0:.1f} s after the last acknowledgement", file=sys.stderr)
 
 
-def run_queries(port, runs):
+def query(port, body):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/api/apps/bench/query", data=body, method="POST")
+    return json.load(urllib.request.urlopen(req, timeout=600))["stats"]["wall_ms"]
+
+
+def run_queries(live_port, flushed_port, runs):
+    """Runs each query on both servers in turn (a warm-up each, then runs
+    alternating), so that the machine's drift hits both alike."""
     out = {}
     for name in sorted(os.listdir(os.path.join(ROOT, "bench", "queries"))):
         body = open(os.path.join(ROOT, "bench", "queries", name), "rb").read()
-        times = []
-        for i in range(runs + 1):
-            req = urllib.request.Request(f"http://127.0.0.1:{port}/api/apps/bench/query", data=body, method="POST")
-            res = json.load(urllib.request.urlopen(req, timeout=600))
-            if i > 0:  # the first run warms the caches
-                times.append(res["stats"]["wall_ms"])
-        out[name] = statistics.median(times)
-        print(f"  {name}: {out[name]:.0f} ms", file=sys.stderr)
+        query(live_port, body)
+        query(flushed_port, body)
+        live, flushed = [], []
+        for _ in range(runs):
+            live.append(query(live_port, body))
+            flushed.append(query(flushed_port, body))
+        out[name] = (statistics.median(live), statistics.median(flushed))
+        print(f"  {name}: {out[name][0]:.0f} ms live, {out[name][1]:.0f} ms flushed", file=sys.stderr)
     return out
+
+
+def send(spur, port, n):
+    t0 = time.time()
+    subprocess.run([spur, "loadgen", "--url", f"http://127.0.0.1:{port}/", "--key", "none", "--app", "bench",
+                    "--events", str(n), "--duration", "0", "--time", "gen", "--gzip", "--batch", "1000",
+                    "--seed", "99", "--report", "60s"], check=True)
+    print(f"livequery: {n} live events sent in {time.time() - t0:.0f} s", file=sys.stderr)
 
 
 def main():
@@ -86,34 +105,42 @@ def main():
                     help="query at once after the last acknowledgement, while the live layer still merges")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="livequery-")
+    procs = []
     try:
         spur = os.path.join(tmp, "spur")
         subprocess.run(["go", "build", "-o", spur, "./cmd/spur"], cwd=ROOT, check=True)
-        data = os.path.join(tmp, "data")
-        shutil.copytree(a.store, data)
-        port = free_port()
-        p = serve(spur, data, port, "16GiB")
-        t0 = time.time()
-        subprocess.run([spur, "loadgen", "--url", f"http://127.0.0.1:{port}/", "--key", "none", "--app", "bench",
-                        "--events", str(a.live), "--duration", "0", "--time", "gen", "--gzip", "--batch", "1000",
-                        "--seed", "99", "--report", "60s"], check=True)
-        print(f"livequery: {a.live} live events sent in {time.time() - t0:.0f} s", file=sys.stderr)
+        # The flushed copy: the same events sent, then the server stopped
+        # (its shutdown flushes the live layer) and started again.
+        fdata = os.path.join(tmp, "flushed")
+        shutil.copytree(a.store, fdata)
+        fport = free_port()
+        f = serve(spur, fdata, fport, "16GiB")
+        procs.append(f)
+        send(spur, fport, a.live)
+        f.send_signal(signal.SIGTERM)
+        f.wait()
+        procs.remove(f)
+        f = serve(spur, fdata, fport, "16GiB")
+        procs.append(f)
+        # The live copy, beside it.
+        ldata = os.path.join(tmp, "live")
+        shutil.copytree(a.store, ldata)
+        lport = free_port()
+        p = serve(spur, ldata, lport, "16GiB")
+        procs.append(p)
+        send(spur, lport, a.live)
         if a.settle:
-            settle(port, a.shards)
-        print("livequery: queries with the events live", file=sys.stderr)
-        live = run_queries(port, a.runs)
-        p.send_signal(signal.SIGTERM)  # the shutdown flushes the live layer
-        p.wait()
-        p = serve(spur, data, port, "16GiB")
-        print("livequery: queries with the events flushed", file=sys.stderr)
-        flushed = run_queries(port, a.runs)
-        p.send_signal(signal.SIGTERM)
-        p.wait()
+            settle(lport, a.shards)
+        print("livequery: each query on the live and the flushed server in turn", file=sys.stderr)
+        res = run_queries(lport, fport, a.runs)
         print(f"| query | {a.live:,} events live | flushed | live / flushed |")
         print("|---|---|---|---|")
-        for name in live:
-            print(f"| {name[:-5]} | {live[name]:.0f} ms | {flushed[name]:.0f} ms | {live[name] / max(flushed[name], 0.001):.2f} |")
+        for name, (lv, fl) in res.items():
+            print(f"| {name[:-5]} | {lv:.0f} ms | {fl:.0f} ms | {lv / max(fl, 0.001):.2f} |")
     finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+            p.wait()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
