@@ -318,7 +318,8 @@ type Funnel struct {
 	opt      FunnelOptions
 	from, to int // the view's steps
 	mode     funnelMode
-	env      *walkEnv
+	env      *walkEnv // &envBuf
+	envBuf   walkEnv
 	st       FunnelScratch
 	gen      *genWalker
 	uno      *unoWalker
@@ -414,7 +415,8 @@ func NewFunnel(spec FunnelSpec, opt FunnelOptions) (*Funnel, error) {
 	f.fast = f.mode == modeFast && opt.Attribution == AttrEntry && opt.Observe == nil && opt.View == ViewSteps
 	f.trendsFast = f.mode == modeGeneral && spec.Order == OrderOrdered && opt.View == ViewTrends && opt.Attribution == AttrEntry &&
 		len(spec.Exclusions) == 0 && spec.Window <= shortestBucket(opt.Bounds) && !f.captures
-	f.env = newWalkEnv(&f.spec, opt.View == ViewTrends, opt.Bounds, f.captures)
+	f.envBuf.init(&f.spec, opt.View == ViewTrends, opt.Bounds, f.captures)
+	f.env = &f.envBuf
 	switch f.mode {
 	case modeGeneral:
 		f.gen = newGenWalker(f.env)

@@ -34,8 +34,10 @@ type walkEnv struct {
 	needKeys bool // entry keys are reported: attempts with other keys are kept apart
 }
 
-func newWalkEnv(spec *FunnelSpec, every bool, bounds []int64, needKeys bool) *walkEnv {
-	env := &walkEnv{spec: spec, n: spec.Steps, every: every, needKeys: needKeys,
+// init sets env up in place (a Funnel holds its env by value: one
+// allocation less per query, as before walkers shared one).
+func (env *walkEnv) init(spec *FunnelSpec, every bool, bounds []int64, needKeys bool) {
+	*env = walkEnv{spec: spec, n: spec.Steps, every: every, needKeys: needKeys,
 		stepMask: uint64(1)<<uint(spec.Steps) - 1, span: uint64(spec.To - spec.From)}
 	for _, x := range spec.Exclusions {
 		env.exclMask |= 1 << uint(x.Bit)
@@ -45,7 +47,6 @@ func newWalkEnv(spec *FunnelSpec, every bool, bounds []int64, needKeys bool) *wa
 		env.bounds = bounds
 		env.bix = newBucketIndex(bounds)
 	}
-	return env
 }
 
 // steps returns the steps event e of a group at time t matches (mask bit
