@@ -102,9 +102,9 @@ func (w *unoWalker) chunk(tr *trail.Trail, masks []uint64, keys *trail.Column) {
 		for _, m := range masks[:len(times)] {
 			u |= m
 		}
-		// Most users of the 100M bench app match one or two steps:
-		// their first window with those decides (funnel4_unordered
-		// 272 → 251 ms).
+		// Most users match few steps (of the 100M bench app's users
+		// with a step event of funnel4_unordered, 54 % match one, 25 %
+		// two): their first window with those decides (272 → 251 ms).
 		w.most = min(w.most, bits.OnesCount64(u&w.env.stepMask))
 	}
 	for i := 0; i < len(times) && !w.full; {
