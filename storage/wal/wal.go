@@ -553,10 +553,10 @@ func (l *Log) sync() (time.Duration, error) {
 	return took, nil
 }
 
-// fail reports err to g's appends, abandons the current file (it is never
-// written again) and fences off what of g reached it: a new file for
-// seqs from g.first, fsynced with its directory entry. If that fails, the
-// next commit starts the new file.
+// fail abandons the current file (it is never written again), fences off
+// what of g reached it — a new file for seqs from g.first, fsynced with
+// its directory entry; if that fails, the next commit starts the new
+// file — and then reports err to g's appends.
 func (l *Log) fail(g *group, last uint64, err error) {
 	path := filepath.Join(l.dir, fileName(g.first)) // the file a failed Create was for
 	l.mu.Lock()
@@ -569,7 +569,11 @@ func (l *Log) fail(g *group, last uint64, err error) {
 	l.mu.Unlock()
 	l.out.close() // abandoned: its error adds nothing
 	first := g.first
-	l.finish(g, fmt.Errorf("wal: commit of seqs %d..%d to %s: %w", first, last, path, err))
+	// The new file is made before the appends hear of the failure: when
+	// Append returns the error, the log is already where the next commit
+	// writes (TestFsyncFailure looked right after the error and found the
+	// new file missing now and then).
+	defer l.finish(g, fmt.Errorf("wal: commit of seqs %d..%d to %s: %w", first, last, path, err))
 	if ferr := l.startFile(first); ferr == nil {
 		if _, ferr = l.sync(); ferr == nil {
 			l.mu.Lock()
