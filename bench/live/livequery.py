@@ -109,26 +109,23 @@ def main():
     try:
         spur = os.path.join(tmp, "spur")
         subprocess.run(["go", "build", "-o", spur, "./cmd/spur"], cwd=ROOT, check=True)
-        # The flushed copy: the same events sent, then the server stopped
-        # (its shutdown flushes the live layer) and started again.
-        fdata = os.path.join(tmp, "flushed")
-        shutil.copytree(a.store, fdata)
-        fport = free_port()
-        f = serve(spur, fdata, fport, "16GiB")
-        procs.append(f)
-        send(spur, fport, a.live)
+        def started(name):
+            """A copy of STORE and a server on it, sent the live events."""
+            data, port = os.path.join(tmp, name), free_port()
+            shutil.copytree(a.store, data)
+            procs.append(serve(spur, data, port, "16GiB"))
+            send(spur, port, a.live)
+            return data, port
+
+        # The flushed copy: the server stopped (its shutdown flushes the
+        # live layer) and started again.
+        fdata, fport = started("flushed")
+        f = procs.pop()
         f.send_signal(signal.SIGTERM)
         f.wait()
-        procs.remove(f)
-        f = serve(spur, fdata, fport, "16GiB")
-        procs.append(f)
+        procs.append(serve(spur, fdata, fport, "16GiB"))
         # The live copy, beside it.
-        ldata = os.path.join(tmp, "live")
-        shutil.copytree(a.store, ldata)
-        lport = free_port()
-        p = serve(spur, ldata, lport, "16GiB")
-        procs.append(p)
-        send(spur, lport, a.live)
+        _, lport = started("live")
         if a.settle:
             settle(lport, a.shards)
         print("livequery: each query on the live and the flushed server in turn", file=sys.stderr)
