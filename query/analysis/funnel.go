@@ -564,15 +564,9 @@ func (f *Funnel) trendOutcomes(tr *trail.Trail) []funnelOutcome {
 		for s > 0 && times[s-1] == times[i] {
 			s-- // a tie group is walked whole
 		}
-		last := hi - 1 + win
-		j, k := i, len(times) // the first event after last: in (i, len]
-		for j < k {
-			if h := int(uint(j+k) >> 1); times[h] > last {
-				k = h
-			} else {
-				j = h + 1
-			}
-		}
+		// The events up to the last time an attempt of b may advance.
+		j, _ := slices.BinarySearch(times[i:], hi+win) // the first after hi - 1 + win
+		j += i
 		f.bspec.From, f.bspec.To = max(from, lo), min(to, hi)
 		sub := trail.Trail{Times: times[s:j], Mask: masks[s:j]}
 		if p := FunnelUser(&sub, &f.bspec, &f.st); p.Step > 0 {
