@@ -195,9 +195,6 @@ func (r *Retention) bucketOf(t int64) int { return r.idx.of(t) }
 func (r *Retention) Add(tr *trail.Trail) {
 	times := tr.Times
 	masks := tr.Mask[:len(times)]
-	if !r.spec.Breakdown.check(tr) {
-		panic("analysis: Retention.Add: trail lacks the breakdown column")
-	}
 	if tr.Offset == 0 { // a new user
 		r.entries = r.entries[:0]
 		r.u = retUser{c: -1, ug: -1, retNext: math.MinInt64}
@@ -281,8 +278,16 @@ func (r *Retention) findEntries(times []int64, masks []uint64, off int) {
 // group and counts them (size, period 0).
 func (r *Retention) enter(tr *trail.Trail, es []retEntry) {
 	bd := r.spec.Breakdown
-	if bd.From != KeyEvent && r.u.ug < 0 {
-		r.u.ug = r.group(bd.user(tr))
+	if !bd.check(tr) {
+		panic("analysis: Retention.Add: trail lacks the breakdown column")
+	}
+	if r.u.ug < 0 {
+		switch bd.From {
+		case KeyNone:
+			r.u.ug = 0 // made by NewRetention
+		case KeyUser:
+			r.u.ug = r.group(bd.user(tr))
+		}
 	}
 	for a := range es {
 		e := &es[a]
