@@ -609,6 +609,12 @@ func (cp *compactor) run(ctx context.Context) ([]SegmentRef, error) {
 // columns grow with the output), bytes.
 const maxOutputMemory = 64 << 20
 
+// compactStringsHint caps the distinct strings an output's dictionary is
+// sized for ahead (segment.PropSpec.Strings), per column: the sum of the
+// inputs' dictionaries overestimates a column whose strings repeat
+// across inputs, and the space reserved counts in maxOutputMemory.
+const compactStringsHint = 1 << 18
+
 // open opens the group's inputs and derives the output columns: the union
 // of the inputs' property columns by name, sorted (types must agree, but
 // for an int column of a property widened to float later, spec §1: the
@@ -616,7 +622,10 @@ const maxOutputMemory = 64 << 20
 // current one.
 func (cp *compactor) open() error {
 	types := map[string]event.Type{}
+	strs := map[string]int{} // per string column: the inputs' dictionary lengths, summed
+	var rows int64
 	for i, ref := range cp.g.inputs {
+		rows += ref.Rows
 		r, err := cp.v.Reader(ref)
 		if err != nil {
 			return fmt.Errorf("compact app %q: %w", cp.app.name, err)
@@ -642,12 +651,16 @@ func (cp *compactor) open() error {
 					cp.app.name, p.Name, p.Type, ref.File, t, cp.g.shard)
 			}
 			c.props = append(c.props, j)
+			strs[p.Name] += len(p.Dict)
 		}
 	}
 	names := slices.Sorted(maps.Keys(types))
 	cp.props = make([]segment.PropSpec, len(names))
 	for j, n := range names {
 		cp.props[j] = segment.PropSpec{Name: n, Type: types[n]}
+		if types[n] == event.TypeString {
+			cp.props[j].Strings = int(min(int64(strs[n]), rows, compactStringsHint))
+		}
 	}
 	return nil
 }

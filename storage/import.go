@@ -542,7 +542,7 @@ func (im *importer) add(ev *event.Event, rep *ImportReport) error {
 		sb.addProp(im.propSlot(i, p.Name, p.Value.Type), row, p.Value, im)
 	}
 	if ev.InsertID != "" && im.opt.Kind == KindEvents {
-		sb.addProp(im.propIndex(InsertIDProp, event.TypeString), row, event.String(ev.InsertID), im)
+		sb.addInsertID(im.propIndex(InsertIDProp, event.TypeString), row, ev.InsertID)
 	}
 	im.buffered++
 	return nil
@@ -677,7 +677,7 @@ func (im *importer) addBatch(b *event.Batch, rep *ImportReport) error {
 		sb.times = append(sb.times, b.Time[i])
 		sb.events = append(sb.events, code)
 		if id != "" {
-			sb.addProp(im.propIndex(InsertIDProp, event.TypeString), row, event.String(id), im)
+			sb.addInsertID(im.propIndex(InsertIDProp, event.TypeString), row, id)
 		}
 		cs.shard[i], cs.row[i] = s, row
 		im.buffered++
@@ -1103,6 +1103,6 @@ func (im *importer) segmentName(shard int, seq int64) string {
 func (im *importer) writeShard(in *segment.Input, shard int, seq int64) (SegmentRef, error) {
 	ref := SegmentRef{File: im.segmentName(shard, seq), Kind: im.opt.Kind, Shard: shard,
 		SeqMin: seq, SeqMax: seq, Generation: im.gen}
-	opt := segment.WriterOptions{BlockRows: im.opt.BlockRows, Props: inputProps(in)}
+	opt := segment.WriterOptions{BlockRows: im.opt.BlockRows, Props: in.PropSpecs()}
 	return writeSegment(im.sink, len(im.shards), ref, opt, func(w *segment.Writer) error { return w.AppendInput(in) })
 }

@@ -134,13 +134,3 @@ func writeSegment(sink segSink, shards int, ref SegmentRef, opt segment.WriterOp
 	ref.FirstHash, ref.LastHash = info.FirstHash, info.LastHash
 	return ref, nil
 }
-
-// inputProps returns the column declarations of an Input (its columns, in
-// order).
-func inputProps(in *segment.Input) []segment.PropSpec {
-	out := make([]segment.PropSpec, len(in.Props))
-	for i, p := range in.Props {
-		out[i] = segment.PropSpec{Name: p.Name, Type: p.Type}
-	}
-	return out
-}

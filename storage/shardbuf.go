@@ -27,6 +27,14 @@ type shardBuf struct {
 	times   []int64
 	events  []uint32
 	props   []sparseProp // by importer prop index
+
+	// Insert ids: the insert-id property's value k (code k in its
+	// sparseProp) is iids[iidOff[k]:iidOff[k+1]]. They are kept per shard
+	// buffer, not in an importer dictionary, because nearly every one is
+	// distinct: interning each in an importer-wide map, besides the
+	// segment writer's, took 7 % of live ingestion's CPU.
+	iids   []byte
+	iidOff []int // one more than values, from 0 (empty until the first)
 }
 
 // sparseProp holds one property's values in a shard buffer, in the order
@@ -71,7 +79,7 @@ func newShardBuf() *shardBuf {
 // count: reserve sizes them for what the flush threshold lets in).
 func (sb *shardBuf) bytes() int64 {
 	n := int64(len(sb.userHash)+len(sb.userOff)+len(sb.times))*8 + int64(len(sb.idBytes))
-	n += int64(len(sb.rowUser)+len(sb.events)) * 4
+	n += int64(len(sb.rowUser)+len(sb.events))*4 + int64(len(sb.iids)) + int64(len(sb.iidOff))*8
 	n += int64(len(sb.userIdx)+len(sb.userColl)) * 24
 	for i := range sb.props {
 		sp := &sb.props[i]
@@ -96,6 +104,7 @@ func (sb *shardBuf) reset(keep int) {
 	sb.userHash, sb.userOff, sb.idBytes = shrink(sb.userHash, keep), append(shrink(sb.userOff, keep), 0), shrink(sb.idBytes, 8*keep)
 	sb.lastIdx, sb.hasLast = 0, false
 	sb.rowUser, sb.times, sb.events = shrink(sb.rowUser, keep), shrink(sb.times, keep), shrink(sb.events, keep)
+	sb.iids, sb.iidOff = shrink(sb.iids, 32*keep), shrink(sb.iidOff, keep)
 	for i := range sb.props {
 		sp := &sb.props[i]
 		sp.dense, sp.rows, sp.ints, sp.floats, sp.codes = 0, shrink(sp.rows, keep), shrink(sp.ints, keep), shrink(sp.floats, keep), shrink(sp.codes, keep)
@@ -223,13 +232,30 @@ func (sb *shardBuf) addProp(pi int, row uint32, v event.Value, im *importer) {
 	}
 }
 
+// addInsertID adds insert id id to row r as a value of importer property
+// pi (InsertIDProp), its code the value's index in the buffer.
+func (sb *shardBuf) addInsertID(pi int, r uint32, id string) {
+	sp := sb.prop(pi)
+	sp.addRow(r)
+	if len(sb.iidOff) == 0 {
+		sb.iidOff = append(sb.iidOff, 0)
+	}
+	sp.codes = append(sp.codes, uint32(len(sb.iidOff)-1))
+	sb.iids = append(sb.iids, id...)
+	sb.iidOff = append(sb.iidOff, len(sb.iids))
+}
+
+// insertID returns the insert id of code c, borrowed from the buffer.
+func (sb *shardBuf) insertID(c uint32) []byte { return sb.iids[sb.iidOff[c]:sb.iidOff[c+1]] }
+
 // builder holds the memory build returns and its scratch, reused from
 // shard to shard by one flush worker.
 type builder struct {
 	order, rank, perm, inv []uint32
 	start, fill            []int32
 	iid                    []uint32            // dedup: per arrival row, insert-id code + 1 (0: none)
-	seen                   map[uint64]struct{} // dedup of large tie groups
+	seen                   map[iidKey]struct{} // dedup of large tie groups
+	iidDict                []string            // the insert-id column's dictionary: the buffer's insert ids
 	dropped                int64               // duplicates dropped by this builder's builds
 	in                     segment.Input
 	cols                   []segment.PropColumn // per position in in.Props: its buffers
@@ -339,6 +365,9 @@ func (sb *shardBuf) build(d *flushDicts, bt *builder) *segment.Input {
 		case event.TypeString:
 			buf.Strs = resize(buf.Strs, n)
 			col.Strs, col.Dict = buf.Strs, info.strs
+			if pi == d.insertID {
+				col.Dict = sb.insertIDs(bt)
+			}
 		default:
 			buf.Ints = resize(buf.Ints, n)
 			col.Ints = buf.Ints
@@ -389,12 +418,24 @@ func (sb *shardBuf) build(d *flushDicts, bt *builder) *segment.Input {
 	return in
 }
 
+// insertIDs returns the buffer's insert ids by code: one string copy of
+// the buffer's bytes, sliced, in bt's memory.
+func (sb *shardBuf) insertIDs(bt *builder) []string {
+	all := string(sb.iids)
+	dict := resize(bt.iidDict, max(len(sb.iidOff)-1, 0))
+	for k := range dict {
+		dict[k] = all[sb.iidOff[k]:sb.iidOff[k+1]]
+	}
+	bt.iidDict = dict
+	return dict
+}
+
 // dropRow marks, in builder.inv, an arrival row dropped as a duplicate.
 const dropRow = ^uint32(0)
 
 // dedup drops duplicate events from the sorted rows (bt.perm, user row
 // ranges in bt.start): of the rows of one user with equal timestamp,
-// event code and insert-id code (importer property pi), all but the
+// event code and insert id (importer property pi), all but the
 // first in arrival order (ingest.md §3, Mixpanel's rule: the first
 // stored wins). Rows without an insert id are never dropped. Only rows
 // with equal times can be duplicates, and the sort put them together, so
@@ -424,7 +465,7 @@ func (sb *shardBuf) dedup(pi int, bt *builder) int64 {
 			g := w
 			if j-i > 32 {
 				if bt.seen == nil {
-					bt.seen = map[uint64]struct{}{}
+					bt.seen = map[iidKey]struct{}{}
 				}
 				clear(bt.seen)
 			}
@@ -447,21 +488,28 @@ func (sb *shardBuf) dedup(pi int, bt *builder) int64 {
 
 // seenBefore reports whether row duplicates a row of kept (the rows kept
 // so far of its tie group, of size g): same event code and insert id.
-// Large groups use a set (cleared by dedup at each group), keyed by
-// (event code, insert-id code).
+// Large groups use a set (cleared by dedup at each group).
 func (sb *shardBuf) seenBefore(kept []uint32, row uint32, iid []uint32, bt *builder, g int) bool {
+	id := sb.insertID(iid[row] - 1)
 	if g <= 32 {
 		for _, k := range kept {
-			if iid[k] == iid[row] && sb.events[k] == sb.events[row] {
+			if iid[k] != 0 && sb.events[k] == sb.events[row] && string(sb.insertID(iid[k]-1)) == string(id) {
 				return true
 			}
 		}
 		return false
 	}
-	key := uint64(sb.events[row])<<32 | uint64(iid[row])
+	key := iidKey{sb.events[row], string(id)}
 	if _, ok := bt.seen[key]; ok {
 		return true
 	}
 	bt.seen[key] = struct{}{}
 	return false
+}
+
+// iidKey is an event of a large tie group in dedup's set: its event code
+// and insert id.
+type iidKey struct {
+	event uint32
+	id    string
 }

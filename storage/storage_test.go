@@ -321,6 +321,48 @@ func TestInsertIDDeduplication(t *testing.T) {
 	check("compacted")
 }
 
+// TestInsertIDDeduplicationTies checks the import's deduplication on tie
+// groups of both sizes its builder handles (up to 32 events of a user at
+// one time compared pairwise, larger ones through a set) against the
+// rule's count: per user and time, one event per distinct (name, insert
+// id), and every event without an insert id.
+func TestInsertIDDeduplicationTies(t *testing.T) {
+	for _, ties := range []int{20, 200} {
+		t.Run(fmt.Sprint(ties), func(t *testing.T) {
+			st := openTest(t, 2)
+			r := rand.New(rand.NewPCG(uint64(ties), 5))
+			var evs []event.Event
+			want := map[string]int{}
+			seen := map[string]bool{}
+			for u := range 3 {
+				user := fmt.Sprintf("u%d", u)
+				for range ties {
+					ev := event.Event{UserID: user, Time: 7_000_000, Name: []string{"a", "b"}[r.IntN(2)]}
+					if r.IntN(5) > 0 {
+						ev.InsertID = fmt.Sprintf("id-%d", r.IntN(ties/4))
+					}
+					k := user + "/" + ev.Name + "/" + ev.InsertID
+					if ev.InsertID == "" || !seen[k] {
+						want[user]++
+					}
+					seen[k] = true
+					evs = append(evs, ev)
+				}
+			}
+			if _, err := st.Import(context.Background(), "app", []Source{&sliceSource{evs: evs}}, ImportOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			a, _ := st.App("app")
+			got, _ := collect(t, snapOf(t, a), math.MinInt64, math.MaxInt64, names, 1)
+			for user, n := range want {
+				if len(got[user]) != n {
+					t.Errorf("user %s: %d events, want %d", user, len(got[user]), n)
+				}
+			}
+		})
+	}
+}
+
 func TestAppIsolationAndNames(t *testing.T) {
 	st := openTest(t, 2)
 	evs := []event.Event{{UserID: "u", Time: 1, Name: "a"}}

@@ -79,6 +79,26 @@ type Input struct {
 	Props      []PropColumn
 }
 
+// PropSpecs returns the writer's declaration of in's property columns,
+// in their order: name, type and, for a string column, its distinct
+// strings estimated as the smaller of its dictionary's length and its
+// rows with a value (PropSpec.Strings). The result is the caller's.
+func (in *Input) PropSpecs() []PropSpec {
+	out := make([]PropSpec, len(in.Props))
+	for i := range in.Props {
+		p := &in.Props[i]
+		out[i] = PropSpec{Name: p.Name, Type: p.Type}
+		if p.Type == event.TypeString {
+			rows := 0
+			for _, w := range p.Present {
+				rows += bits.OnesCount64(w)
+			}
+			out[i].Strings = min(len(p.Dict), rows)
+		}
+	}
+	return out
+}
+
 // checkInput checks in against the Input contract (but not against a
 // writer's columns or its last user). Errors name the offending user,
 // row or property.

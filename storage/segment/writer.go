@@ -27,11 +27,27 @@ type File interface {
 
 // PropSpec declares one property column of a segment being written: a
 // non-empty name, unique in the segment, and a type (event.TypeInt …
-// event.TypeTime).
+// event.TypeTime). For a string column, Strings may estimate how many
+// distinct strings the column will hold (0: unknown; values above
+// MaxStringsHint count as MaxStringsHint): the writer sizes its
+// dictionary for them at once instead of growing it by doubling, which
+// rehashes every string seen so far (a column of unique strings, such as
+// insert ids, spent a tenth of live ingestion's CPU in those rehashes).
+// An estimate too high costs memory (counted by Writer.Bytes), one too
+// low only the growth.
 type PropSpec struct {
-	Name string
-	Type event.Type
+	Name    string
+	Type    event.Type
+	Strings int
 }
+
+// MaxStringsHint caps PropSpec.Strings: a dictionary sized for 1 Mi
+// strings takes about 32 MiB before it holds any.
+const MaxStringsHint = 1 << 20
+
+// hintSlotBytes estimates the memory of one entry a dictionary was sized
+// for ahead (PropSpec.Strings) and does not hold yet: the code map's slot.
+const hintSlotBytes = 32
 
 // WriterOptions configures a Writer (and Write).
 type WriterOptions struct {
@@ -170,6 +186,7 @@ type Writer struct {
 type writerProp struct {
 	dict []string
 	code map[string]uint32
+	hint int // the entries code was sized for (PropSpec.Strings)
 }
 
 // blockBuf holds the rows of the block being built, row-indexed from 0.
@@ -260,7 +277,8 @@ func newWriter(opt WriterOptions) (*Writer, error) {
 		w.propIdx[p.Name] = j
 		w.meta.Props[j] = PropMeta{Name: p.Name, Type: p.Type}
 		if p.Type == event.TypeString {
-			w.props[j].code = map[string]uint32{}
+			hint := min(max(p.Strings, 0), MaxStringsHint)
+			w.props[j].code, w.props[j].hint = make(map[string]uint32, hint), hint
 		}
 	}
 	return w, nil
@@ -286,6 +304,10 @@ func (w *Writer) Bytes() int64 {
 	n += int64(cap(e.u64)+cap(e.exc)+cap(e.exc2)+cap(e.f64))*8 + int64(cap(e.raw)+cap(e.raw2)+cap(e.comp)+cap(e.comp2))
 	n += w.dictMem + int64(cap(w.meta.EventRows))*8 + int64(cap(w.records)) + int64(cap(w.evSet))*8 + w.remapMem
 	n += int64(cap(w.in.evMap)) * 4
+	for i := range w.props {
+		p := &w.props[i]
+		n += int64(max(p.hint-len(p.dict), 0)) * hintSlotBytes
+	}
 	for _, c := range w.in.cols {
 		n += int64(cap(c.strMap)) * 4
 	}
@@ -961,10 +983,7 @@ func Write(path string, in *Input, opt WriterOptions) (Info, error) {
 		return Info{}, fmt.Errorf("write segment %s: WriterOptions.Props given: Write takes the columns of its Input", path)
 	}
 	opt.SplitRows = cmp.Or(opt.SplitRows, MaxBlockRows)
-	opt.Props = make([]PropSpec, len(in.Props))
-	for j, p := range in.Props {
-		opt.Props[j] = PropSpec{Name: p.Name, Type: p.Type}
-	}
+	opt.Props = in.PropSpecs()
 	if err := checkInput(in); err != nil {
 		return Info{}, fmt.Errorf("write segment %s: invalid input: %w", path, err)
 	}
