@@ -675,7 +675,7 @@ func (cp *compactor) openOutput() error {
 	if err != nil {
 		return err
 	}
-	w, err := segment.NewWriter(f, segment.WriterOptions{BlockRows: cp.opt.BlockRows, Props: cp.props,
+	w, err := segment.NewWriter(f, segment.WriterOptions{BlockRows: cp.opt.BlockRows, Props: cp.props, FastZstd: o.prefix == livePrefix,
 		Identity: cp.ref.identity(o.shards)})
 	if err != nil {
 		f.Close()

@@ -1103,6 +1103,6 @@ func (im *importer) segmentName(shard int, seq int64) string {
 func (im *importer) writeShard(in *segment.Input, shard int, seq int64) (SegmentRef, error) {
 	ref := SegmentRef{File: im.segmentName(shard, seq), Kind: im.opt.Kind, Shard: shard,
 		SeqMin: seq, SeqMax: seq, Generation: im.gen}
-	opt := segment.WriterOptions{BlockRows: im.opt.BlockRows, Props: in.PropSpecs()}
+	opt := segment.WriterOptions{BlockRows: im.opt.BlockRows, Props: in.PropSpecs(), FastZstd: im.prefix == livePrefix}
 	return writeSegment(im.sink, len(im.shards), ref, opt, func(w *segment.Writer) error { return w.AppendInput(in) })
 }

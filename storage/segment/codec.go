@@ -9,6 +9,8 @@ import (
 	"slices"
 	"unsafe"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/spurdb/spur/event"
@@ -154,6 +156,15 @@ type encoder struct {
 	raw2  []byte
 	comp  []byte // zstd output
 	comp2 []byte
+	zstd  *zstd.Encoder // nil: zstdEncoder; fastZstdEncoder with WriterOptions.FastZstd
+}
+
+// zstdEncoder returns the zstd encoder of e's chunks.
+func (e *encoder) zstdEncoder() *zstd.Encoder {
+	if e.zstd == nil {
+		return zstdEncoder()
+	}
+	return e.zstd
 }
 
 // encodeUsers appends the users chunk of the block b (its users' hashes,
@@ -204,7 +215,7 @@ func (e *encoder) encodeUsers(dst []byte, b *blockBuf, minRatio float64) ([]byte
 	}
 	comp := byte(compNone)
 	if len(keys) >= minCompress {
-		e.comp2 = zstdEncoder().EncodeAll(keys, e.comp2[:0])
+		e.comp2 = e.zstdEncoder().EncodeAll(keys, e.comp2[:0])
 		if float64(len(e.comp2)) <= float64(len(keys))/minRatio {
 			comp = compZstd
 		}

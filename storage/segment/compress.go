@@ -14,7 +14,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // crc returns the CRC-32C of b.
 func crc(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
-// zstdEncoder and zstdDecoder are shared by every Write and Reader in the
+// zstdEncoder, fastZstdEncoder and zstdDecoder are shared by every Write and Reader in the
 // process: EncodeAll and DecodeAll are safe for concurrent use and keep
 // their own pools of block coders (up to GOMAXPROCS), so sharing them
 // reuses memory instead of allocating coder state per segment. They hold
@@ -24,6 +24,16 @@ var (
 		e, err := zstd.NewWriter(nil,
 			zstd.WithEncoderLevel(zstd.SpeedBetterCompression),
 			zstd.WithEncoderCRC(false), // chunks carry their own CRC-32C
+			zstd.WithEncoderConcurrency(0))
+		if err != nil {
+			panic("segment: zstd encoder options: " + err.Error()) // constant options: a programmer bug
+		}
+		return e
+	})
+	fastZstdEncoder = sync.OnceValue(func() *zstd.Encoder {
+		e, err := zstd.NewWriter(nil,
+			zstd.WithEncoderLevel(zstd.SpeedFastest),
+			zstd.WithEncoderCRC(false),
 			zstd.WithEncoderConcurrency(0))
 		if err != nil {
 			panic("segment: zstd encoder options: " + err.Error()) // constant options: a programmer bug

@@ -356,30 +356,52 @@ func (d *footerDecoder) count(what string, elemBytes, limit int) int {
 
 // str reads a length-prefixed string.
 func (d *footerDecoder) str(what string) string {
+	b := d.strBytes(what)
+	if d.err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// strBytes reads a length-prefixed string, borrowed from the footer.
+func (d *footerDecoder) strBytes(what string) []byte {
 	n := d.uvarint()
 	if d.err == nil && n > uint64(d.left()) {
 		d.fail("%s length %d exceeds the %d bytes left", what, n, d.left())
 	}
 	if d.err != nil {
-		return ""
+		return nil
 	}
 	d.p += int(n)
-	return string(d.b[d.p-int(n) : d.p])
+	return d.b[d.p-int(n) : d.p]
 }
 
 // dictStrings reads n strings that must be unique: in format version 4
 // in any order, before strictly ascending (as the writers sorted them).
+// The strings share one allocation (the dictionary's bytes, length
+// prefixes included), so that a footer with a large dictionary, such as
+// an insert-id column's, is not n small objects for the allocator and the
+// garbage collector.
 func (d *footerDecoder) dictStrings(what string, n int, version uint8) []string {
+	start := d.p
+	for range n {
+		d.strBytes(what) // the bounds, checked once
+		if d.err != nil {
+			return nil
+		}
+	}
+	all := string(d.b[start:d.p])
+	d.p = start
 	out := make([]string, n)
 	var seen map[string]struct{}
 	if version >= 4 {
 		seen = make(map[string]struct{}, n)
 	}
 	for i := range out {
-		out[i] = d.str(what)
-		if d.err != nil {
-			return nil
-		}
+		l := int(d.uvarint()) // checked by the first pass
+		off := d.p - start
+		d.p += l
+		out[i] = all[off : off+l]
 		if version < 4 {
 			if i > 0 && out[i-1] >= out[i] {
 				d.fail("%s %d (%q) not after %q", what, i, out[i], out[i-1])
