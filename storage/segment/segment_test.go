@@ -1084,6 +1084,23 @@ func TestMinZstdRatio(t *testing.T) {
 	}
 }
 
+// TestFastZstd: segments written with zstd's fastest level read back
+// equal, with compressed chunks (MinZstdRatio 1.01 so that zstd is kept).
+func TestFastZstd(t *testing.T) {
+	in := realisticInput(3, 20_000)
+	opt := WriterOptions{BlockRows: 4096, MinZstdRatio: 1.01, FastZstd: true}
+	r := roundTrip(t, in, opt)
+	compressed := 0
+	for _, l := range r.layouts {
+		for _, c := range l.chunks {
+			compressed += int(c.comp)
+		}
+	}
+	if compressed == 0 {
+		t.Error("no chunk compressed")
+	}
+}
+
 // TestCodesOver: the top bit of codesOver is set exactly when some code
 // exceeds the limit, and codesAbove (AVX2 where the CPU has it) says so,
 // at every position and length up to 130 (four 32-code loops and a tail),
