@@ -1101,6 +1101,49 @@ func TestFastZstd(t *testing.T) {
 	}
 }
 
+// TestFooterDictionaries: a footer's dictionaries decode to their
+// strings, and one with an entry repeated (an event name, a property's
+// string) is corruption naming the entry.
+func TestFooterDictionaries(t *testing.T) {
+	in := realisticInput(4, 2_000)
+	path, _ := writeSeg(t, in, WriterOptions{BlockRows: 512})
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	footer, off, ok := splitFile(data)
+	if !ok {
+		t.Fatal("no footer")
+	}
+	m, layouts, cerr := decodeFooter(footer, off, Version)
+	if cerr != nil {
+		t.Fatal(cerr)
+	}
+	again, _, cerr := decodeFooter(appendFooter(nil, m, layouts), off, Version)
+	if cerr != nil || !slices.Equal(again.EventNames, m.EventNames) {
+		t.Fatalf("re-encoded footer: %v, event names %q, want %q", cerr, again.EventNames, m.EventNames)
+	}
+	j := slices.IndexFunc(m.Props, func(p PropMeta) bool { return len(p.Dict) > 1 })
+	if j < 0 || len(m.EventNames) < 2 {
+		t.Fatal("no dictionary with two entries")
+	}
+	if !slices.Equal(again.Props[j].Dict, m.Props[j].Dict) {
+		t.Fatalf("dictionary %q decoded as %q", m.Props[j].Dict, again.Props[j].Dict)
+	}
+	for _, c := range []struct {
+		name string
+		dict *[]string
+	}{{"event name", &m.EventNames}, {"dictionary entry", &m.Props[j].Dict}} {
+		orig := slices.Clone(*c.dict)
+		(*c.dict)[len(orig)-1] = orig[0]
+		_, _, cerr := decodeFooter(appendFooter(nil, m, layouts), off, Version)
+		*c.dict = orig
+		if cerr == nil || !strings.Contains(cerr.Error(), c.name) || !strings.Contains(cerr.Error(), "repeats an earlier one") {
+			t.Errorf("%s repeated: %v", c.name, cerr)
+		}
+	}
+}
+
 // TestCodesOver: the top bit of codesOver is set exactly when some code
 // exceeds the limit, and codesAbove (AVX2 where the CPU has it) says so,
 // at every position and length up to 130 (four 32-code loops and a tail),
