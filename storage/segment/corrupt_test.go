@@ -35,12 +35,7 @@ func TestCorruptionEveryByte(t *testing.T) {
 	if nBlocks < 4 {
 		t.Fatalf("want a multi-block segment, got %d blocks", nBlocks)
 	}
-	compressed := 0
-	for _, l := range r.layouts {
-		for _, c := range l.chunks {
-			compressed += int(c.comp)
-		}
-	}
+	compressed := compressedChunks(r)
 	if compressed == 0 {
 		t.Fatal("no compressed chunk: the test would not cover zstd frames")
 	}

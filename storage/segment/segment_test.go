@@ -1062,12 +1062,7 @@ func TestMinZstdRatio(t *testing.T) {
 	for _, ratio := range []float64{0, 1.01, math.Inf(1)} {
 		path, info := writeSeg(t, in, WriterOptions{MinZstdRatio: ratio, BlockRows: 4096})
 		r := openSeg(t, path)
-		compressed := 0
-		for _, l := range r.layouts {
-			for _, c := range l.chunks {
-				compressed += int(c.comp)
-			}
-		}
+		compressed := compressedChunks(r)
 		if (compressed == 0) != math.IsInf(ratio, 1) {
 			t.Errorf("ratio %v: %d compressed chunks", ratio, compressed)
 		}
@@ -1084,19 +1079,24 @@ func TestMinZstdRatio(t *testing.T) {
 	}
 }
 
+// compressedChunks returns the number of r's chunks stored with zstd.
+func compressedChunks(r *Reader) int {
+	n := 0
+	for _, l := range r.layouts {
+		for _, c := range l.chunks {
+			n += int(c.comp)
+		}
+	}
+	return n
+}
+
 // TestFastZstd: segments written with zstd's fastest level read back
 // equal, with compressed chunks (MinZstdRatio 1.01 so that zstd is kept).
 func TestFastZstd(t *testing.T) {
 	in := realisticInput(3, 20_000)
 	opt := WriterOptions{BlockRows: 4096, MinZstdRatio: 1.01, FastZstd: true}
 	r := roundTrip(t, in, opt)
-	compressed := 0
-	for _, l := range r.layouts {
-		for _, c := range l.chunks {
-			compressed += int(c.comp)
-		}
-	}
-	if compressed == 0 {
+	if compressedChunks(r) == 0 {
 		t.Error("no chunk compressed")
 	}
 }
