@@ -610,10 +610,16 @@ func (cp *compactor) run(ctx context.Context) ([]SegmentRef, error) {
 const maxOutputMemory = 64 << 20
 
 // compactStringsHint caps the distinct strings an output's dictionary is
-// sized for ahead (segment.PropSpec.Strings), per column: the sum of the
-// inputs' dictionaries overestimates a column whose strings repeat
-// across inputs, and the space reserved counts in maxOutputMemory.
-const compactStringsHint = 1 << 18
+// sized for ahead (segment.PropSpec.Strings), per column, and
+// compactStringsBudget the sum over its columns (16 MiB of map slots, a
+// quarter of maxOutputMemory): the sum of the inputs' dictionaries
+// overestimates a column whose strings repeat across inputs, and the
+// space reserved counts in maxOutputMemory — reserved past it, every
+// output would end after its first user.
+const (
+	compactStringsHint   = 1 << 18
+	compactStringsBudget = 1 << 19
+)
 
 // open opens the group's inputs and derives the output columns: the union
 // of the inputs' property columns by name, sorted (types must agree, but
@@ -656,13 +662,27 @@ func (cp *compactor) open() error {
 	}
 	names := slices.Sorted(maps.Keys(types))
 	cp.props = make([]segment.PropSpec, len(names))
+	total := 0
 	for j, n := range names {
 		cp.props[j] = segment.PropSpec{Name: n, Type: types[n]}
 		if types[n] == event.TypeString {
 			cp.props[j].Strings = int(min(int64(strs[n]), rows, compactStringsHint))
+			total += cp.props[j].Strings
 		}
 	}
+	capStringHints(cp.props, total)
 	return nil
+}
+
+// capStringHints scales the dictionary sizes of specs (total in all)
+// down to compactStringsBudget together.
+func capStringHints(specs []segment.PropSpec, total int) {
+	if total <= compactStringsBudget {
+		return
+	}
+	for j := range specs {
+		specs[j].Strings = int(int64(specs[j].Strings) * compactStringsBudget / int64(total))
+	}
 }
 
 // openOutput starts the next output segment and the inputs' code tables

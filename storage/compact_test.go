@@ -926,3 +926,34 @@ func TestDrainAheadTrails(t *testing.T) {
 		sameTrails(t, fmt.Sprintf("seed %d", seed), got, want)
 	}
 }
+
+// TestCompactStringHintsBounded: however many string columns with large
+// dictionaries a compaction's inputs have, the dictionaries its output
+// writer sizes ahead take a bounded part of maxOutputMemory, so that an
+// output does not end after its first user.
+func TestCompactStringHintsBounded(t *testing.T) {
+	specs := make([]segment.PropSpec, 40)
+	total := 0
+	for j := range specs {
+		specs[j] = segment.PropSpec{Name: fmt.Sprintf("s%02d", j), Type: event.TypeString, Strings: compactStringsHint}
+		total += compactStringsHint
+	}
+	capStringHints(specs, total)
+	sum := 0
+	for _, p := range specs {
+		sum += p.Strings
+	}
+	if sum > compactStringsBudget {
+		t.Fatalf("%d strings reserved, want at most %d", sum, compactStringsBudget)
+	}
+	w, err := segment.NewWriter(&segment.MemFile{}, segment.WriterOptions{Props: specs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := w.Bytes(); b > maxOutputMemory/2 {
+		t.Errorf("writer holds %d bytes before any row, maxOutputMemory %d", b, maxOutputMemory)
+	}
+	if _, err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
