@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math/bits"
+	"slices"
 	"strings"
 
 	"github.com/spurdb/spur/event"
@@ -80,21 +81,36 @@ type Input struct {
 }
 
 // PropSpecs returns the writer's declaration of in's property columns,
-// in their order: name, type and, for a string column, its distinct
-// strings estimated as the smaller of its dictionary's length and its
-// rows with a value (PropSpec.Strings). The result is the caller's.
+// in their order: name, type and, for a string column, the number of
+// distinct codes its rows use (PropSpec.Strings; a dictionary may hold
+// more, such as an importer's whole dictionary). Cost: one pass over each
+// string column's rows and a bitset of its dictionary's length,
+// transient. The result is the caller's.
 func (in *Input) PropSpecs() []PropSpec {
 	out := make([]PropSpec, len(in.Props))
+	var seen []uint64
 	for i := range in.Props {
 		p := &in.Props[i]
 		out[i] = PropSpec{Name: p.Name, Type: p.Type}
-		if p.Type == event.TypeString {
-			rows := 0
-			for _, w := range p.Present {
-				rows += bits.OnesCount64(w)
-			}
-			out[i].Strings = min(len(p.Dict), rows)
+		if p.Type != event.TypeString {
+			continue
 		}
+		seen = slices.Grow(seen[:0], (len(p.Dict)+63)/64)[:(len(p.Dict)+63)/64]
+		clear(seen)
+		n := 0
+		for w, word := range p.Present {
+			for ; word != 0; word &= word - 1 {
+				r := w*64 + bits.TrailingZeros64(word)
+				if r >= len(p.Strs) {
+					break // checkInput reports it
+				}
+				if c := p.Strs[r]; int(c) < len(p.Dict) && seen[c/64]&(1<<(c%64)) == 0 {
+					seen[c/64] |= 1 << (c % 64)
+					n++
+				}
+			}
+		}
+		out[i].Strings = n
 	}
 	return out
 }

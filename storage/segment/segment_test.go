@@ -1079,6 +1079,20 @@ func TestMinZstdRatio(t *testing.T) {
 	}
 }
 
+// TestPropSpecsDistinct: an Input's string column declares the distinct
+// codes its rows with a value use, not its dictionary's length.
+func TestPropSpecsDistinct(t *testing.T) {
+	in := singleUser([]int64{1, 2, 3, 4, 5},
+		PropColumn{Name: "s", Type: event.TypeString, Present: []uint64{0b11011}, Strs: []uint32{1, 1, 9, 3, 7},
+			Dict: []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}},
+		PropColumn{Name: "n", Type: event.TypeInt, Present: []uint64{0b11111}, Ints: []int64{1, 2, 3, 4, 5}})
+	got := in.PropSpecs()
+	want := []PropSpec{{Name: "s", Type: event.TypeString, Strings: 3}, {Name: "n", Type: event.TypeInt}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("PropSpecs = %+v, want %+v", got, want)
+	}
+}
+
 // compressedChunks returns the number of r's chunks stored with zstd.
 func compressedChunks(r *Reader) int {
 	n := 0
