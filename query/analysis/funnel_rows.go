@@ -70,14 +70,14 @@ func (r *funnelRows) walker(v Key) funnelRow {
 			row.uno, r.unos = r.unos[n-1], r.unos[:n-1]
 			row.uno.reset()
 		} else {
-			row.uno = newUnoWalker(r.f.env)
+			row.uno = newUnoWalker(&r.f.env)
 		}
 	} else {
 		if n := len(r.gens); n > 0 {
 			row.gen, r.gens = r.gens[n-1], r.gens[:n-1]
 			row.gen.reset()
 		} else {
-			row.gen = newGenWalker(r.f.env)
+			row.gen = newGenWalker(&r.f.env)
 		}
 	}
 	return row
@@ -150,7 +150,7 @@ func (r *funnelRows) add(row funnelRow) {
 
 // chunk walks one chunk of the user's trail in every row.
 func (r *funnelRows) chunk(tr *trail.Trail, masks []uint64) {
-	env := r.f.env
+	env := &r.f.env
 	col := &tr.Cols[r.f.opt.Key.Index]
 	times := tr.Times
 	base := int32(tr.Offset)

@@ -176,9 +176,10 @@ func skipBelow(times []int64, i int, bound int64) int {
 // capped at maxBucketSlots (4 bytes each); beyond that the slots grow
 // longer than some buckets and the lookup walks forward over them.
 type bucketIndex struct {
-	bounds []int64 // strictly increasing, ≥ 2
-	shift  uint
-	slots  []int32
+	bounds   []int64 // strictly increasing, ≥ 2
+	shortest int64   // the shortest bucket's length, µs
+	shift    uint
+	slots    []int32
 }
 
 // maxBucketSlots bounds a bucketIndex's table (1 MiB).
@@ -208,7 +209,7 @@ func newBucketIndex(bounds []int64) bucketIndex {
 		}
 		slots[s] = int32(b)
 	}
-	return bucketIndex{bounds: bounds, shift: shift, slots: slots}
+	return bucketIndex{bounds: bounds, shortest: int64(shortest), shift: shift, slots: slots}
 }
 
 // of returns the bucket b with bounds[b] ≤ t < bounds[b+1]: 0 for t

@@ -20,27 +20,9 @@ func crc(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 // reuses memory instead of allocating coder state per segment. They hold
 // no goroutines (only the streaming APIs start any).
 var (
-	zstdEncoder = sync.OnceValue(func() *zstd.Encoder {
-		e, err := zstd.NewWriter(nil,
-			zstd.WithEncoderLevel(zstd.SpeedBetterCompression),
-			zstd.WithEncoderCRC(false), // chunks carry their own CRC-32C
-			zstd.WithEncoderConcurrency(0))
-		if err != nil {
-			panic("segment: zstd encoder options: " + err.Error()) // constant options: a programmer bug
-		}
-		return e
-	})
-	fastZstdEncoder = sync.OnceValue(func() *zstd.Encoder {
-		e, err := zstd.NewWriter(nil,
-			zstd.WithEncoderLevel(zstd.SpeedFastest),
-			zstd.WithEncoderCRC(false),
-			zstd.WithEncoderConcurrency(0))
-		if err != nil {
-			panic("segment: zstd encoder options: " + err.Error()) // constant options: a programmer bug
-		}
-		return e
-	})
-	zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
+	zstdEncoder     = sync.OnceValue(func() *zstd.Encoder { return newZstdEncoder(zstd.SpeedBetterCompression) })
+	fastZstdEncoder = sync.OnceValue(func() *zstd.Encoder { return newZstdEncoder(zstd.SpeedFastest) })
+	zstdDecoder     = sync.OnceValue(func() *zstd.Decoder {
 		d, err := zstd.NewReader(nil,
 			zstd.WithDecoderConcurrency(0),
 			zstd.WithDecodeAllCapLimit(true)) // never decode past the declared raw size
@@ -50,6 +32,20 @@ var (
 		return d
 	})
 )
+
+// newZstdEncoder returns a shared chunk encoder at level: no zstd
+// checksum (chunks carry their own CRC-32C), block coders pooled up to
+// GOMAXPROCS.
+func newZstdEncoder(level zstd.EncoderLevel) *zstd.Encoder {
+	e, err := zstd.NewWriter(nil,
+		zstd.WithEncoderLevel(level),
+		zstd.WithEncoderCRC(false),
+		zstd.WithEncoderConcurrency(0))
+	if err != nil {
+		panic("segment: zstd encoder options: " + err.Error()) // constant options: a programmer bug
+	}
+	return e
+}
 
 // decompress decodes stored, one zstd frame that must decode to exactly n
 // bytes, into *buf (grown with growPadded) and returns the n bytes.
