@@ -1105,13 +1105,19 @@ func compressedChunks(r *Reader) int {
 }
 
 // TestFastZstd: segments written with zstd's fastest level read back
-// equal, with compressed chunks (MinZstdRatio 1.01 so that zstd is kept).
+// equal, with compressed chunks (MinZstdRatio 1.01 so that zstd is kept),
+// and differ from the default level's.
 func TestFastZstd(t *testing.T) {
 	in := realisticInput(3, 20_000)
 	opt := WriterOptions{BlockRows: 4096, MinZstdRatio: 1.01, FastZstd: true}
 	r := roundTrip(t, in, opt)
 	if compressedChunks(r) == 0 {
 		t.Error("no chunk compressed")
+	}
+	// The option takes effect: the better level's file differs.
+	opt.FastZstd = false
+	if better := roundTrip(t, in, opt); better.Size() == r.Size() {
+		t.Errorf("FastZstd and the default level wrote %d bytes both", r.Size())
 	}
 }
 
