@@ -147,6 +147,7 @@ func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error 
 		sc.uonceAt = make([]int64, sc.spec.UserProps)
 	}
 	sc.onceSeen = false
+	sc.unsetOnce()
 	chains := chainSegments(refs, &sc.chains)
 	// One chain with users segments: no user has writes in two of them,
 	// so its blocks are read without times from the first on (drain's

@@ -285,7 +285,10 @@ func TestSavedCohortsFile(t *testing.T) {
 // TestDrainJoinsUserValues: with one events segment per shard the scan
 // drains it block by block and merge-joins the user values from several
 // users segments; ties between their writes (same time) must go to the
-// later import, and users without events must be skipped past.
+// later import, and users without events must be skipped past. On half
+// the seeds some writes are SetOnceEvent writes, which count only for a
+// user no SetEvent write sets, the earliest winning (a tie to the earlier
+// arrival), and must not carry over to the next user.
 func TestDrainJoinsUserValues(t *testing.T) {
 	for seed := range 20 {
 		r := rand.New(rand.NewPCG(uint64(seed), 12))
@@ -298,6 +301,9 @@ func TestDrainJoinsUserValues(t *testing.T) {
 		tiers := []string{"bronze", "gold", "silver"}
 		tier := map[string]uint64{}
 		best := map[string]int64{}
+		once := map[string]uint64{}
+		onceAt := map[string]int64{}
+		withOnce := seed%4 >= 2
 		// One part on a third of the seeds: each shard then has one users
 		// segment, which drain reads without times (cursor.noTimes), and
 		// a user's several writes in it must resolve to the last.
@@ -308,11 +314,16 @@ func TestDrainJoinsUserValues(t *testing.T) {
 				w := event.Event{UserID: fmt.Sprintf("u%d", r.IntN(40)), Time: t0 + int64(r.IntN(3))*1e6,
 					Props: []event.Prop{{Name: "tier", Value: event.String(tiers[r.IntN(3)])}},
 					Pos:   event.Pos{File: "users", Line: int64(i + 1)}}
-				writes = append(writes, w)
-				if bt, ok := best[w.UserID]; !ok || w.Time >= bt {
-					i, _ := slices.BinarySearch(tiers, w.Props[0].Value.Str)
+				i, _ := slices.BinarySearch(tiers, w.Props[0].Value.Str)
+				if withOnce && r.IntN(2) == 0 {
+					w.Name = SetOnceEvent
+					if at, ok := onceAt[w.UserID]; !ok || w.Time < at {
+						onceAt[w.UserID], once[w.UserID] = w.Time, uint64(i)
+					}
+				} else if bt, ok := best[w.UserID]; !ok || w.Time >= bt {
 					best[w.UserID], tier[w.UserID] = w.Time, uint64(i)
 				}
+				writes = append(writes, w)
 			}
 			if _, err := st.Import(context.Background(), "app", []Source{&sliceSource{evs: writes}}, ImportOptions{Kind: KindUsers, BlockRows: 1 + r.IntN(8)}); err != nil {
 				t.Fatalf("users import %d: %v", part, err)
@@ -354,6 +365,8 @@ func TestDrainJoinsUserValues(t *testing.T) {
 		for u := range users {
 			want := trail.Value{}
 			if v, ok := tier[u]; ok {
+				want = trail.Value{Set: true, Bits: v}
+			} else if v, ok := once[u]; ok {
 				want = trail.Value{Set: true, Bits: v}
 			}
 			if got[u] != want {
