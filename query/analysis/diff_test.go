@@ -530,6 +530,18 @@ func diffRetentionBreakdown(t *testing.T, d *diffCase, q testutil.RetentionQuery
 	if len(res.Groups) != len(want) {
 		t.Fatalf("seed %d: %d kernel groups, %d naive", seed, len(res.Groups), len(want))
 	}
+	// Without the list (first_time with criterion on then takes
+	// addFirstOn): the same tables.
+	list := spec.List
+	spec.List = nil
+	noList := run(d.plan, feeder{}).Result(nil)
+	spec.List = list
+	for i := range noList.Groups {
+		noList.Groups[i].List = res.Groups[i].List
+	}
+	if !sameRetention(noList, res) {
+		t.Fatalf("seed %d: retention %+v with breakdown, without a list\n%+v\nwith one\n%+v", seed, q, noList, res)
+	}
 	for _, g := range res.Groups {
 		l := keyLabel(g.Key, q.Breakdown, dicts)
 		i := slices.IndexFunc(want, func(w testutil.RetentionGroup) bool { return w.Value == l })
