@@ -543,10 +543,15 @@ func newAdmission(p *plan) admission {
 // user with a cohort filter that prepass has not seen (a scan that
 // ignores storage.PrepassVisitor).
 func (a *admission) admit(t *trail.Trail) bool {
-	p := a.p
-	if !p.userPreds && p.cohort == nil {
-		return true // the common case: nothing per user to apply
+	if !a.p.userPreds && a.cohort == nil {
+		return true // the common case: nothing per user to apply (inlined)
 	}
+	return a.apply(t)
+}
+
+// apply is admit for a plan with user filters or a cohort filter.
+func (a *admission) apply(t *trail.Trail) bool {
+	p := a.p
 	if p.userPreds {
 		p.userMask(t)
 	}

@@ -441,18 +441,19 @@ func (f *Funnel) Add(tr *trail.Trail) {
 	if f.fast && whole {
 		// The common case: a whole trail in one chunk.
 		if p := FunnelUser(tr, &f.spec, &f.st); p.Step > 0 {
-			k := Key{}
+			var st *funnelStats
 			switch f.opt.Key.From {
+			case KeyNone: // one group, no lookup
+				if len(f.groups) == 0 {
+					f.newGroup(Key{})
+				}
+				st = &f.groups[0]
 			case KeyEvent:
-				k = f.opt.Key.event(tr, int(p.Events[0]))
+				st = f.stats(f.opt.Key.event(tr, int(p.Events[0])))
 			case KeyUser:
-				k = f.opt.Key.user(tr)
+				st = f.stats(f.opt.Key.user(tr))
 			}
-			g, ok := f.table.get(k)
-			if !ok {
-				g = f.newGroup(k)
-			}
-			f.addSteps(&f.groups[g], p, tr.ID)
+			f.addSteps(st, p, tr.ID)
 		}
 		return
 	}
