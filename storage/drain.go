@@ -427,18 +427,19 @@ func (sc *shardScanner) gatherCols(c *cursor) {
 // unsetUserValues unsets the trail's user values (and the write times
 // they came from) before a user's are joined.
 func (sc *shardScanner) unsetUserValues() {
+	once := sc.onceSeen // else the set-once values hold nothing
 	for j := range sc.trail.User {
 		sc.trail.User[j] = trail.Value{}
 		sc.ubest[j] = math.MinInt64
-	}
-	if sc.onceSeen {
-		sc.unsetOnce()
+		if once {
+			sc.uonce[j], sc.uonceAt[j] = trail.Value{}, math.MaxInt64
+		}
 	}
 }
 
-// unsetOnce unsets the set-once writes held aside (sc.uonce, sc.uonceAt):
-// at a scan's start, and before each user's join once a set-once write
-// was seen (until then they hold nothing).
+// unsetOnce unsets the set-once writes held aside (sc.uonce, sc.uonceAt)
+// at a shard's start; unsetUserValues unsets them before each user's
+// join once a set-once write was seen.
 func (sc *shardScanner) unsetOnce() {
 	for j := range sc.uonce {
 		sc.uonce[j], sc.uonceAt[j] = trail.Value{}, math.MaxInt64

@@ -441,19 +441,21 @@ func (f *Funnel) Add(tr *trail.Trail) {
 	if f.fast && whole {
 		// The common case: a whole trail in one chunk.
 		if p := FunnelUser(tr, &f.spec, &f.st); p.Step > 0 {
-			var st *funnelStats
-			switch f.opt.Key.From {
-			case KeyNone: // one group, no lookup
-				if len(f.groups) == 0 {
-					f.newGroup(Key{})
+			var g int32 // without a breakdown, the one group: no lookup
+			if f.opt.Key.From != KeyNone || len(f.groups) == 0 {
+				k := Key{}
+				switch f.opt.Key.From {
+				case KeyEvent:
+					k = f.opt.Key.event(tr, int(p.Events[0]))
+				case KeyUser:
+					k = f.opt.Key.user(tr)
 				}
-				st = &f.groups[0]
-			case KeyEvent:
-				st = f.stats(f.opt.Key.event(tr, int(p.Events[0])))
-			case KeyUser:
-				st = f.stats(f.opt.Key.user(tr))
+				var ok bool
+				if g, ok = f.table.get(k); !ok {
+					g = f.newGroup(k)
+				}
 			}
-			f.addSteps(st, p, tr.ID)
+			f.addSteps(&f.groups[g], p, tr.ID)
 		}
 		return
 	}
