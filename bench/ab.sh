@@ -9,7 +9,8 @@
 # ratio of its round median to the first binary's. On a VM whose speed
 # moves by tens of percent from minute to minute, plain medians of runs
 # taken minutes apart mostly measure the machine; the per-round ratio
-# compares runs taken seconds apart.
+# compares runs taken seconds apart, and the order of the binaries
+# rotates so that none always runs after another.
 #
 #   go build -o /tmp/base ./cmd/spur   # at the base commit
 #   go build -o /tmp/head ./cmd/spur   # at the change
@@ -28,8 +29,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
+bins=("$@")
 for r in $(seq "$rounds"); do
-  for bin in "$@"; do
+  # The order rotates from round to round: the binary that runs second
+  # ran 2 % slower than the same binary run first (ten rounds, funnel4).
+  for i in $(seq 0 $(($# - 1))); do
+    bin=${bins[$(((i + r - 1) % $#))]}
     # bench-query prints one JSON object last: runs_ms, runs_cpu_ms, …
     json=$("$bin" --data "${DATA:-./spur-data}" bench-query --app "${APP:-bench}" --runs "${RUNS:-3}" "$query" | tail -n 1)
     printf '%s\t%s\t%s\n' "$r" "$bin" "$json" >>"$out"
