@@ -65,12 +65,32 @@ func (b *budget) exceeded() *Error {
 		Message: fmt.Sprintf("query memory budget of %d bytes exceeded (it would hold at least %d bytes); narrow the range, breakdown or list, or raise the budget", b.limit, b.used.Load())}
 }
 
-// visitor feeds admitted trails to one worker's accumulators and charges
-// their growth to the budget.
+// accumulator is what a visitor feeds: an analysis accumulator
+// (*analysis.Funnel, *analysis.Trend, …) or accFuncs. Add takes a trail
+// (or a chunk of one) borrowed for the call; Bytes returns the memory
+// the accumulator holds, in bytes.
+type accumulator interface {
+	Add(t *trail.Trail)
+	Bytes() int64
+}
+
+// accFuncs is an accumulator made of two functions. The analysis
+// accumulators are passed as they are: their methods then take one
+// indirect call per trail each, not a closure's two (3 % of a 100M-event
+// funnel's CPU went to the closures and method-value wrappers).
+type accFuncs struct {
+	add   func(t *trail.Trail)
+	bytes func() int64
+}
+
+func (a accFuncs) Add(t *trail.Trail) { a.add(t) }
+func (a accFuncs) Bytes() int64       { return a.bytes() }
+
+// visitor feeds admitted trails to one worker's accumulator and charges
+// its growth to the budget.
 type visitor struct {
 	adm      admission
-	add      func(t *trail.Trail)
-	bytes    func() int64
+	acc      accumulator
 	reported int64
 }
 
@@ -79,8 +99,8 @@ func (v *visitor) Visit(_ storage.UserKey, t *trail.Trail) {
 	if !v.adm.admit(t) {
 		return
 	}
-	v.add(t)
-	if n := v.bytes(); n-v.reported >= budgetStep {
+	v.acc.Add(t)
+	if n := v.acc.Bytes(); n-v.reported >= budgetStep {
 		v.adm.p.budget.charge(n - v.reported) // a breach cancels the scan
 		v.reported = n
 	}
@@ -104,7 +124,7 @@ func (v prepassVisitor) Prepass(_ storage.UserKey, t *trail.Trail) { v.adm.prepa
 
 // flush charges the growth not yet reported.
 func (v *visitor) flush() error {
-	n := v.bytes()
+	n := v.acc.Bytes()
 	err := v.adm.p.budget.charge(n - v.reported)
 	v.reported = n
 	return err

@@ -249,14 +249,14 @@ func (e *Engine) runCohort(ctx context.Context, p *plan) (*CohortResult, error) 
 		return nil, err
 	}
 	lists := make([]*analysis.UserList, e.cfg.Workers)
-	vs := newVisitors(p, len(lists), func(i int) (func(*trail.Trail), func() int64) {
+	vs := newVisitors(p, len(lists), func(i int) accumulator {
 		ul := &analysis.UserList{Keep: keep}
 		lists[i] = ul
-		return func(t *trail.Trail) {
+		return accFuncs{func(t *trail.Trail) {
 			if t.Offset == 0 { // a user once, on their first chunk
 				ul.Add(t.ID)
 			}
-		}, ul.Bytes
+		}, ul.Bytes}
 	})
 	if err := e.scan(ctx, p, minTime, maxTime, vs, true); err != nil {
 		return nil, err

@@ -11,7 +11,6 @@ import (
 
 	"github.com/spurdb/spur/storage"
 	"github.com/spurdb/spur/storage/segment"
-	"github.com/spurdb/spur/trail"
 )
 
 // Config configures an Engine.
@@ -301,13 +300,12 @@ func (e *Engine) scan(ctx context.Context, p *plan, from, to int64, vs []*visito
 // in chunks (package trail), as long trails will come. nil otherwise.
 var chunkTrails func(v storage.Visitor, i int) storage.Visitor
 
-// newVisitors returns n visitors over accumulators made by mk, which
-// returns the accumulator's add and bytes functions.
-func newVisitors(p *plan, n int, mk func(i int) (add func(*trail.Trail), bytes func() int64)) []*visitor {
+// newVisitors returns n visitors over the accumulators made by mk (one
+// per worker).
+func newVisitors(p *plan, n int, mk func(i int) accumulator) []*visitor {
 	vs := make([]*visitor, n)
 	for i := range vs {
-		add, bytes := mk(i)
-		vs[i] = &visitor{adm: newAdmission(p), add: add, bytes: bytes}
+		vs[i] = &visitor{adm: newAdmission(p), acc: mk(i)}
 	}
 	return vs
 }

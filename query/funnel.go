@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/spurdb/spur/query/analysis"
-	"github.com/spurdb/spur/trail"
 )
 
 // defaultWindow is the funnel conversion window when none is given (14 days).
@@ -167,10 +166,7 @@ func (e *Engine) funnelScan(ctx context.Context, p *plan, fp *funnelPlan, opt an
 			return nil, &Error{Code: CodeInternal, Message: err.Error(), Err: err}
 		}
 	}
-	vs := newVisitors(p, len(accs), func(i int) (func(*trail.Trail), func() int64) {
-		a := accs[i]
-		return func(t *trail.Trail) { a.Add(t) }, a.Bytes
-	})
+	vs := newVisitors(p, len(accs), func(i int) accumulator { return accs[i] })
 	// Later steps may fall up to W after the range (window inclusive).
 	if err := e.scan(ctx, p, p.from, p.to+fp.spec.Window+1, vs, false); err != nil {
 		return nil, err

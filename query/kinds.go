@@ -147,10 +147,7 @@ func runKernel[A kernel[A]](ctx context.Context, e *Engine, p *plan, from, to in
 		}
 		accs[i] = a
 	}
-	vs := newVisitors(p, len(accs), func(i int) (func(*trail.Trail), func() int64) {
-		a := accs[i]
-		return a.Add, a.Bytes
-	})
+	vs := newVisitors(p, len(accs), func(i int) accumulator { return accs[i] })
 	if err := e.scan(ctx, p, from, to, vs, false); err != nil {
 		return accs[0], err
 	}

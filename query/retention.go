@@ -5,7 +5,6 @@ import (
 
 	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/query/timebucket"
-	"github.com/spurdb/spur/trail"
 )
 
 // defaultPeriods is N per period when the query gives none (spec §6; 24 for
@@ -107,10 +106,7 @@ func (e *Engine) runRetention(ctx context.Context, p *plan) (*RetentionResult, e
 			return nil, &Error{Code: CodeInternal, Message: err.Error(), Err: err}
 		}
 	}
-	vs := newVisitors(p, len(accs), func(i int) (func(*trail.Trail), func() int64) {
-		a := accs[i]
-		return func(t *trail.Trail) { a.Add(t) }, a.Bytes
-	})
+	vs := newVisitors(p, len(accs), func(i int) accumulator { return accs[i] })
 	// first_time needs each user's earliest start in all stored data;
 	// returns count up to the end of the last period.
 	scanFrom, scanTo := p.from, spec.Bounds[len(spec.Bounds)-1]

@@ -314,10 +314,7 @@ func (e *Engine) trendPeriod(ctx context.Context, p *plan) (*TrendResult, []int,
 			return nil, nil, &Error{Code: CodeInternal, Message: err.Error(), Err: err}
 		}
 	}
-	vs := newVisitors(p, len(accs), func(i int) (func(*trail.Trail), func() int64) {
-		a := accs[i]
-		return func(t *trail.Trail) { a.Add(t) }, a.Bytes
-	})
+	vs := newVisitors(p, len(accs), func(i int) accumulator { return accs[i] })
 	if err := e.scan(ctx, p, p.from-look, p.to, vs, false); err != nil {
 		return nil, nil, err
 	}
@@ -442,19 +439,19 @@ func (e *Engine) recomputeOther(ctx context.Context, p *plan, spec analysis.Tren
 			accs[w] = append(accs[w], a)
 		}
 	}
-	vs := newVisitors(p, len(accs), func(w int) (func(*trail.Trail), func() int64) {
+	vs := newVisitors(p, len(accs), func(w int) accumulator {
 		as := accs[w]
-		return func(t *trail.Trail) {
-				for _, a := range as {
-					a.Add(t)
-				}
-			}, func() int64 {
-				var n int64
-				for _, a := range as {
-					n += a.Bytes()
-				}
-				return n
+		return accFuncs{func(t *trail.Trail) {
+			for _, a := range as {
+				a.Add(t)
 			}
+		}, func() int64 {
+			var n int64
+			for _, a := range as {
+				n += a.Bytes()
+			}
+			return n
+		}}
 	})
 	if err := e.scan(ctx, p, p.from-look, p.to, vs, false); err != nil {
 		return nil, err

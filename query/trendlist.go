@@ -90,7 +90,7 @@ func (e *Engine) listTrend(ctx context.Context, p *plan, tl *trendList, bd *brea
 	// Every listed user is visited in full: no thinning of rows.
 	p.thin = storage.Thin{}
 	lists := make([]*analysis.UserList, e.cfg.Workers)
-	vs := newVisitors(p, len(lists), func(i int) (func(*trail.Trail), func() int64) {
+	vs := newVisitors(p, len(lists), func(i int) accumulator {
 		ul := &analysis.UserList{Keep: tl.page}
 		lists[i] = ul
 		var keep func(analysis.Key) bool
@@ -110,7 +110,7 @@ func (e *Engine) listTrend(ctx context.Context, p *plan, tl *trendList, bd *brea
 			}
 		}
 		found := false
-		return func(t *trail.Trail) {
+		return accFuncs{func(t *trail.Trail) {
 			if t.Offset == 0 {
 				found = false
 			}
@@ -118,7 +118,7 @@ func (e *Engine) listTrend(ctx context.Context, p *plan, tl *trendList, bd *brea
 				found = true
 				ul.Add(t.ID)
 			}
-		}, func() int64 { return ul.Bytes() + int64(len(cache))*24 }
+		}, func() int64 { return ul.Bytes() + int64(len(cache))*24 }}
 	})
 	if err := e.scan(ctx, p, tl.from, tl.to, vs, false); err != nil {
 		return nil, err
