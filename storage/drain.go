@@ -195,18 +195,9 @@ func (sc *shardScanner) drainUsers(ctx context.Context, c *cursor, hi int, t *tr
 			}
 		} else {
 			if join {
-				// One users cursor steps with every user of the block,
-				// visited or not; several join at the visited ones.
-				var err error
-				if len(*ucs) == 1 {
-					*ucs, err = sc.joinInStep(ctx, *ucs, b, u, end > start)
-				} else if end > start {
-					*ucs, err = sc.joinUserValues(ctx, *ucs, blockHash(b, u), b.UserID(u))
-				}
-				if err != nil {
+				if err := sc.joinUser(ctx, ucs, b, u, end > start); err != nil {
 					return err
 				}
-				sc.finishUserValues()
 			}
 			// Users without passing rows (most of a sparse filter's)
 			// come no further.
@@ -232,17 +223,9 @@ func (sc *shardScanner) drainEdge(ctx context.Context, c *cursor, u int, start, 
 	cont := u == 0 && sc.carryCont
 	carry := cont || (u == last && c.continues())
 	if join && !cont {
-		visited := carry || end > start
-		var err error
-		if len(*ucs) == 1 {
-			*ucs, err = sc.joinInStep(ctx, *ucs, b, u, visited)
-		} else if visited {
-			*ucs, err = sc.joinUserValues(ctx, *ucs, blockHash(b, u), b.UserID(u))
-		}
-		if err != nil {
+		if err := sc.joinUser(ctx, ucs, b, u, carry || end > start); err != nil {
 			return err
 		}
-		sc.finishUserValues()
 	}
 	switch {
 	case carry:
@@ -261,6 +244,25 @@ func (sc *shardScanner) drainEdge(ctx context.Context, c *cursor, u int, start, 
 	case end > start:
 		sc.visitRows(b, u, start, end, t)
 	}
+	return nil
+}
+
+// joinUser sets the trail's user values for user u of block b from the
+// users cursors *ucs (drain's join), visited or not: a single users cursor
+// steps with every user of the block (joinInStep), several join at the
+// visited users only (joinUserValues). It removes exhausted cursors from
+// *ucs and returns read errors and ctx.Err().
+func (sc *shardScanner) joinUser(ctx context.Context, ucs *[]*cursor, b *segment.Block, u int, visited bool) error {
+	var err error
+	if len(*ucs) == 1 {
+		*ucs, err = sc.joinInStep(ctx, *ucs, b, u, visited)
+	} else if visited {
+		*ucs, err = sc.joinUserValues(ctx, *ucs, blockHash(b, u), b.UserID(u))
+	}
+	if err != nil {
+		return err
+	}
+	sc.finishUserValues()
 	return nil
 }
 
