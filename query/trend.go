@@ -421,11 +421,29 @@ func (e *Engine) trendDone(ctx context.Context, p *plan, res *TrendResult, tl *t
 	return res, nil
 }
 
+// trendSet is one worker's trends of a scan that feeds several, an
+// accumulator: every trail goes to each, and their memory is summed.
+type trendSet []*analysis.Trend
+
+func (ts trendSet) Add(t *trail.Trail) {
+	for _, a := range ts {
+		a.Add(t)
+	}
+}
+
+func (ts trendSet) Bytes() int64 {
+	var n int64
+	for _, a := range ts {
+		n += a.Bytes()
+	}
+	return n
+}
+
 // recomputeOther runs a second scan computing the "(other)" row of the
 // given series exactly: one single-series accumulator per series, whose
 // Group maps the series' kept values to nothing and the rest to otherKey.
 func (e *Engine) recomputeOther(ctx context.Context, p *plan, spec analysis.TrendSpec, look int64, series []int, ranks []ranked) ([]analysis.TrendRow, error) {
-	accs := make([][]*analysis.Trend, e.cfg.Workers)
+	accs := make([]trendSet, e.cfg.Workers)
 	for w := range accs {
 		for _, i := range series {
 			r := &ranks[i]
@@ -439,20 +457,7 @@ func (e *Engine) recomputeOther(ctx context.Context, p *plan, spec analysis.Tren
 			accs[w] = append(accs[w], a)
 		}
 	}
-	vs := newVisitors(p, len(accs), func(w int) accumulator {
-		as := accs[w]
-		return accFuncs{func(t *trail.Trail) {
-			for _, a := range as {
-				a.Add(t)
-			}
-		}, func() int64 {
-			var n int64
-			for _, a := range as {
-				n += a.Bytes()
-			}
-			return n
-		}}
-	})
+	vs := newVisitors(p, len(accs), func(w int) accumulator { return accs[w] })
 	if err := e.scan(ctx, p, p.from-look, p.to, vs, false); err != nil {
 		return nil, err
 	}
