@@ -63,7 +63,8 @@ sub verify {   # a resolved reference: docs file and section must exist
 	my ($where, $doc, $num, $orig) = @_;
 	print "$where: $doc §$num\n" if $mode eq "list";
 	return if $mode ne "check";
-	if ($doc !~ m{^docs/}) { problem($where, "cites $orig §$num: not a file in docs/ (run docs/tools/spec-refs.sh rewrite)"); return }
+	if ($doc !~ m{^docs/}) { problem($where, "cites $orig §$num: no such document in docs/"); return }
+	if ($orig ne $doc) { problem($where, "cites $orig §$num: write $doc §$num (docs/tools/spec-refs.sh rewrite does)"); return }
 	if (!-f $doc) { problem($where, "cites $doc §$num: no such file"); return }
 	problem($where, "cites $doc §$num: $doc has no section $num") unless $sections{$doc}{$num};
 }
