@@ -12,8 +12,15 @@
 //	DIR/apps/APP/seg/*.seg       immutable segment files (package storage/segment)
 //	DIR/apps/APP/cohorts.json    saved cohort definitions (App.SaveCohort), replaced atomically
 //
-// Every user lives in one shard, shard = xxhash64(user_id) mod Shards
-// (Shards a power of two, fixed when the app is created). A segment holds
+// Placement: every event and every user-property write of one user id
+// lives in exactly one shard, ShardOf(id, Shards) — the low bits of
+// xxhash64 (seed 0) of the id's UTF-8 bytes (UserHash), Shards a power of
+// two fixed when the app is created. Every routing site (import, live
+// ingestion, a user's trail lookup) goes through ShardOf or ShardOfHash.
+// This is what makes every per-shard partial Merge and every user list
+// exact: a user is seen whole by one shard's scan and by no other, so
+// scans of disjoint shard subsets (ScanSpec.Shards) see disjoint users
+// and together the full scan. A segment holds
 // rows of one shard sorted by (xxhash64(user_id), user_id, timestamp,
 // arrival order). Events segments hold events; users segments hold user
 // property writes (one row per write, event name "$set"), whose latest value
