@@ -196,7 +196,7 @@ func loadSchema(props []event.PropType) (*event.Schema, error) {
 	s := event.NewSchema()
 	for _, p := range props {
 		if err := s.Declare(p.Name, p.Type); err != nil {
-			return nil, fmt.Errorf("manifest property %q: %w", p.Name, err)
+			return nil, fmt.Errorf("catalog property %q: %w", p.Name, err)
 		}
 	}
 	return s, nil

@@ -449,7 +449,7 @@ func TestCorruptSegmentFailsScan(t *testing.T) {
 }
 
 // TestImportSeesOtherProcessPublication: two Stores on one directory (two
-// processes) import in turn; each import starts from the manifest on disk,
+// processes) import in turn; each import starts from the catalog on disk,
 // so neither loses the other's segments, and both see every row.
 func TestImportSeesOtherProcessPublication(t *testing.T) {
 	dir := t.TempDir()

@@ -316,7 +316,7 @@ func (s *Store) openApps() []*App {
 func (s *Store) Dir() string { return s.cfg.Dir }
 
 // Apps returns the names of the apps in the store, sorted: the folders
-// of DIR/apps holding a catalog (or a pre-catalog manifest.json).
+// of DIR/apps holding a catalog (or a legacy manifest.json).
 func (s *Store) Apps() ([]string, error) {
 	ents, err := s.fs.List(filepath.Join(s.cfg.Dir, "apps"))
 	if err != nil {
