@@ -282,7 +282,7 @@ func TestImportAbortsOnBadRowsAndLeavesStoreUnchanged(t *testing.T) {
 
 func assertNoOrphans(t *testing.T, a *App) {
 	t.Helper()
-	ents, _ := a.bucket.list()
+	ents, _ := a.bucket.List(context.Background())
 	if n := len(a.Current().Segments); len(ents) != n {
 		t.Fatalf("%d files in seg/ (%v), %d published", len(ents), ents, n)
 	}
