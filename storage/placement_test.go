@@ -112,30 +112,14 @@ func TestShardOfIsWhereUsersAre(t *testing.T) {
 			shards := []int{1, 4, 8}[seed]
 			live := openLiveOn(t, crashfs.New(), shards, quietLive)
 			imp := openOn(t, crashfs.New(), shards)
-			var ids idPool
+			sendRequests(t, r, 4, 60, 40, live, true, imp)
 			t0 := int64(1_600_000_000_000_000)
-			for b := range 4 {
-				req := newLiveRequest(r, 20+r.IntN(60), 40, t0+int64(b)*5_000_000, &ids)
-				ingestRequest(t, live, req)
-				importRequest(t, imp, req)
-			}
 			// Users with property writes only (no event).
 			ws := compactWrites(r, 50, 80, t0)
 			if _, err := imp.Import(ctx, "app", []Source{&sliceSource{evs: ws}}, ImportOptions{Kind: KindUsers}); err != nil {
 				t.Fatal(err)
 			}
-			check := func(what string, st *Store) {
-				a, err := st.App("app")
-				if err != nil {
-					t.Fatal(err)
-				}
-				v, err := a.Acquire()
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer v.Release()
-				checkPlacement(t, what, v, r)
-			}
+			check := func(what string, st *Store) { checkPlacement(t, what, acquired(t, st, "app"), r) }
 			check("import", imp)
 			check("live, in memory", live)
 			if err := live.FlushLive(ctx, "app"); err != nil {
