@@ -79,6 +79,7 @@ type Log interface {
 	// atomically, and returns the seq of recs[0]; as Append otherwise.
 	AppendBatch(ctx context.Context, recs [][]byte) (uint64, error)
 	// Replay calls fn, in seq order, with every record after seq after
+	// (no context: it runs once at open, bounded by the log's length)
 	// (rec borrowed until fn returns). It is called once, after the open
 	// and before the first append; fn's error stops it and is returned.
 	// Damage found while reading is an error matching ErrCorruption;
@@ -164,7 +165,7 @@ type Metastore interface {
 	// generation: when app's current catalog is not at prev.Generation (0:
 	// none), nothing is written and the error matches ErrConflict; prev
 	// nil publishes over whatever is there (recovery). The caller holds
-	// app's writer lease. inPlace reports that next is app's catalog
+	// the writer role of app (app's lease, or the store's exclusive). inPlace reports that next is app's catalog
 	// (then an error says it may not be durable: the caller adopts next
 	// and reports the error); !inPlace means prev still is. Publish
 	// does not retain prev or next.
