@@ -123,7 +123,7 @@ func kindLabel(kind string) string {
 }
 
 // storeCollector reports per-app segment, row and byte counts from each
-// app's current manifest at scrape time (no segment is read).
+// app's current catalog at scrape time (no segment is read).
 type storeCollector struct {
 	st  *storage.Store
 	log *slog.Logger

@@ -2,16 +2,14 @@ package storage
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/spurdb/spur/storage/vfs"
 )
 
 // Saved cohorts are the documents of the app's "cohorts" collection
@@ -163,21 +161,25 @@ func cohortOf(col *Collection, d Doc) (SavedCohort, error) {
 		if err == nil {
 			err = errors.New("no definition")
 		}
-		return SavedCohort{}, &DocCorruptionError{Path: filepath.Join(col.dir, d.ID+docExt), Reason: "saved cohort body: " + err.Error()}
+		return SavedCohort{}, &DocCorruptionError{Path: col.path(d.ID), Reason: "saved cohort body: " + err.Error()}
 	}
 	return SavedCohort{Name: d.ID, Definition: b.Definition, Description: b.Description, SavedAt: b.SavedAt, Version: d.Version}, nil
 }
 
 // readLegacyCohorts reads a pre-collection cohorts.json (nil when there
-// is none), definitions compacted.
+// is none: also in a store without the file Metastore), definitions
+// compacted.
 func (a *App) readLegacyCohorts() ([]SavedCohort, error) {
-	path := filepath.Join(a.dir, legacyCohorts)
-	b, err := vfs.ReadFile(a.store.fs, path)
-	if errors.Is(err, fs.ErrNotExist) {
+	fm, ok := a.store.meta.(*fileMeta)
+	if !ok {
 		return nil, nil
 	}
+	b, path, err := fm.legacyCohorts(a.name)
 	if err != nil {
 		return nil, fmt.Errorf("read saved cohorts: %w", err)
+	}
+	if b == nil {
+		return nil, nil
 	}
 	var f struct {
 		FormatVersion int           `json:"format_version"`
@@ -206,7 +208,8 @@ func (a *App) readLegacyCohorts() ([]SavedCohort, error) {
 // on the collection directly calls it first. Without a legacy file it
 // does nothing. Errors: a malformed legacy file, I/O errors.
 func (a *App) MigrateCohorts() error {
-	if _, err := a.store.fs.Stat(filepath.Join(a.dir, legacyCohorts)); errors.Is(err, fs.ErrNotExist) {
+	fm, ok := a.store.meta.(*fileMeta) // only file stores have the legacy file
+	if !ok || !fm.hasLegacyCohorts(a.name) {
 		return nil
 	}
 	col := a.cohorts()
@@ -216,7 +219,7 @@ func (a *App) MigrateCohorts() error {
 			return err
 		}
 		for _, c := range legacy {
-			if _, err := readDoc(a.store.fs, filepath.Join(col.dir, c.Name+docExt), c.Name); err == nil {
+			if _, err := col.read(c.Name); err == nil {
 				continue
 			} else if !errors.Is(err, fs.ErrNotExist) {
 				return err
@@ -233,13 +236,10 @@ func (a *App) MigrateCohorts() error {
 				now = "1970-01-01T00:00:00.000Z"
 			}
 			d := Doc{ID: c.Name, Version: 1, Created: now, Updated: now, Body: b}
-			if err := vfs.WriteFileAtomic(a.store.fs, col.dir, c.Name+docExt, encodeDoc(&d)); err != nil {
+			if err := a.store.meta.WriteDoc(context.Background(), col.dc, c.Name, encodeDoc(&d)); err != nil {
 				return err
 			}
 		}
-		if err := a.store.fs.Rename(filepath.Join(a.dir, legacyCohorts), filepath.Join(a.dir, legacyCohortsDone)); err != nil {
-			return fmt.Errorf("set aside migrated %s: %w", legacyCohorts, err)
-		}
-		return vfs.SyncDir(a.store.fs, a.dir)
+		return fm.retireLegacyCohorts(a.name)
 	})
 }

@@ -50,7 +50,7 @@ type CompactOptions struct {
 	// worker holds one output in memory: about MaxSegmentRows × (12 + 8·P)
 	// bytes for P property columns.
 	MaxSegmentRows int
-	// MinRuns is how many runs (see Manifest.ShardRuns) a shard's segments
+	// MinRuns is how many runs (see Catalog.ShardRuns) a shard's segments
 	// of one kind must form to be compacted; values below 2 mean 2.
 	MinRuns int
 	// UserMinRuns is MinRuns for users segments; 0 means MinRuns. Users
@@ -99,20 +99,20 @@ type shardKind struct {
 }
 
 // CompactReport describes a finished, aborted or no-op compaction. Byte
-// counts are file sizes; Before/After describe the whole manifest.
+// counts are file sizes; Before/After describe the whole catalog.
 type CompactReport struct {
 	App            string        `json:"app"`
 	Groups         int           `json:"groups"`            // (shard, kind) groups compacted
 	SegmentsBefore int           `json:"segments_before"`   // segments published before
 	SegmentsAfter  int           `json:"segments_after"`    // segments published after
-	Replaced       int           `json:"segments_replaced"` // input segments removed from the manifest
+	Replaced       int           `json:"segments_replaced"` // input segments removed from the catalog
 	Written        int           `json:"segments_written"`  // output segments published
 	Rows           int64         `json:"rows"`              // rows rewritten (those of the replaced segments)
 	Duplicates     int64         `json:"rows_duplicate"`    // duplicate events dropped (ingest.md §3)
 	BytesBefore    int64         `json:"bytes_before"`      // bytes of the segments published before
 	BytesAfter     int64         `json:"bytes_after"`       // bytes of the segments published after
 	ReplacedBytes  int64         `json:"bytes_replaced"`    // bytes of the replaced segments, left on disk until the next write (see App.Compact)
-	Generation     uint64        `json:"generation"`        // manifest generation after (unchanged when nothing was compacted)
+	Generation     uint64        `json:"generation"`        // catalog generation after (unchanged when nothing was compacted)
 	Elapsed        time.Duration `json:"elapsed_ns"`        // wall time
 }
 
@@ -137,13 +137,13 @@ func (s *Store) Compact(ctx context.Context, appName string, opt CompactOptions)
 // largest Seq of their inputs, which keeps arrival order against later
 // imports (NextSeq is larger).
 //
-// The outputs replace the inputs in one atomic manifest swap (Generation
+// The outputs replace the inputs in one atomic catalog swap (Generation
 // +1) under the app's write locks (as Import): a crash or an error at any
 // point leaves the store as it was, and unpublished outputs are removed as
 // orphans by the next write. A cancelled ctx aborts with a wrapped
 // ctx.Err() and changes nothing. Replaced input files are not deleted:
 // another process, or a scan of an older snapshot in this one, may still
-// read the previous manifest and open them, so they stay until the next
+// read the previous catalog and open them, so they stay until the next
 // write (import or compaction) removes them as orphans; in this process,
 // the readers already open keep working after that, until the next
 // compaction drops them. Errors are I/O errors, segment corruption
@@ -281,14 +281,14 @@ func first[T, U any](t T, _ U) T { return t }
 // of its own. Runs are counted as the scan forms them: segments in
 // FirstHash order, each appended to the first run whose last segment ends
 // below its FirstHash (greedy interval partitioning, which is optimal).
-func (m *Catalog) ShardRuns(kind SegmentKind) []int {
-	byShard := make([][]SegmentRef, m.Shards)
-	for _, ref := range m.Segments {
-		if ref.Kind == kind && ref.Shard >= 0 && ref.Shard < m.Shards {
+func (c *Catalog) ShardRuns(kind SegmentKind) []int {
+	byShard := make([][]SegmentRef, c.Shards)
+	for _, ref := range c.Segments {
+		if ref.Kind == kind && ref.Shard >= 0 && ref.Shard < c.Shards {
 			byShard[ref.Shard] = append(byShard[ref.Shard], ref)
 		}
 	}
-	out := make([]int, m.Shards)
+	out := make([]int, c.Shards)
 	for sh, refs := range byShard {
 		out[sh] = countRuns(refs)
 	}
@@ -296,7 +296,7 @@ func (m *Catalog) ShardRuns(kind SegmentKind) []int {
 }
 
 // countRuns counts the runs of one shard's segments of one kind (see
-// Manifest.ShardRuns).
+// Catalog.ShardRuns).
 func countRuns(refs []SegmentRef) int { return len(chainSegments(refs, &chainScratch{})) }
 
 // compactGroup is the input of one output run: all segments of one kind of

@@ -456,7 +456,7 @@ func checkCompacted(t *testing.T, snap *Version, seqs map[SegmentKind][]int64, m
 				}
 				blocks := r.Meta().Blocks
 				if blocks[0].FirstHash != ref.FirstHash || blocks[len(blocks)-1].LastHash != ref.LastHash {
-					t.Fatalf("%s: manifest range [%#x, %#x], segment holds [%#x, %#x]", ref.File,
+					t.Fatalf("%s: catalog range [%#x, %#x], segment holds [%#x, %#x]", ref.File,
 						ref.FirstHash, ref.LastHash, blocks[0].FirstHash, blocks[len(blocks)-1].LastHash)
 				}
 				if ref.Rows > maxRows+slack && ref.FirstHash != ref.LastHash {
@@ -583,7 +583,7 @@ func TestCompactPreservesEveryTrail(t *testing.T) {
 		}
 		sameTrails(t, fmt.Sprintf("seed %d old snapshot after compaction", seed), recordTrails(t, old), before)
 
-		// A fresh store reads the compacted manifest (hash ranges included).
+		// A fresh store reads the compacted catalog (hash ranges included).
 		st2, err := Open(Config{Dir: st.cfg.Dir})
 		if err != nil {
 			t.Fatal(err)
@@ -593,7 +593,7 @@ func TestCompactPreservesEveryTrail(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !slices.Equal(snapOf(t, a2).Segments, snap.Segments) {
-			t.Fatalf("seed %d: reopened manifest differs", seed)
+			t.Fatalf("seed %d: reopened catalog differs", seed)
 		}
 		sameTrails(t, fmt.Sprintf("seed %d reopened", seed), recordTrails(t, snapOf(t, a2)), before)
 		st2.Close()
@@ -660,7 +660,7 @@ func countOnlyWriters(m *trailModel) int64 {
 
 // TestCompactCancelledChangesNothing cancels a compaction before it starts
 // and after its first output segment: the error is the cancellation, and
-// the manifest and the segment directory are as before.
+// the catalog and the segment directory are as before.
 func TestCompactCancelledChangesNothing(t *testing.T) {
 	st := openTest(t, 2)
 	r := rand.New(rand.NewPCG(5, 6))
@@ -786,7 +786,7 @@ func TestStoreCompactUnknownApp(t *testing.T) {
 	}
 }
 
-// TestShardRuns checks the run count against hand-made manifests.
+// TestShardRuns checks the run count against hand-made catalogs.
 func TestShardRuns(t *testing.T) {
 	seg := func(kind SegmentKind, shard int, seq int64, first, last uint64) SegmentRef {
 		return SegmentRef{Kind: kind, Shard: shard, SeqMin: seq, SeqMax: seq, FirstHash: first, LastHash: last}

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/storage/segment"
 )
@@ -197,7 +196,7 @@ func loadSchema(props []event.PropType) (*event.Schema, error) {
 	s := event.NewSchema()
 	for _, p := range props {
 		if err := s.Declare(p.Name, p.Type); err != nil {
-			return nil, fmt.Errorf("manifest property %q: %w", p.Name, err)
+			return nil, fmt.Errorf("catalog property %q: %w", p.Name, err)
 		}
 	}
 	return s, nil
@@ -529,8 +528,8 @@ func (im *importer) add(ev *event.Event, rep *ImportReport) error {
 	if im.schema.Widenings() != im.widenings {
 		im.widen()
 	}
-	h := xxhash.Sum64String(ev.UserID)
-	sb := im.shards[h&uint64(len(im.shards)-1)]
+	h := UserHash(ev.UserID)
+	sb := im.shards[ShardOfHash(h, len(im.shards))]
 	row := uint32(len(sb.times))
 	sb.addUser(ev.UserID, h)
 	sb.times = append(sb.times, ev.Time)
@@ -621,7 +620,7 @@ func (im *importer) addBatch(b *event.Batch, rep *ImportReport) error {
 	if users {
 		setCode = im.eventCode(SetEvent)
 	}
-	mask := uint64(len(im.shards) - 1)
+	nshards := len(im.shards)
 	var (
 		lastUser string // the user of the previous good row
 		haveUser bool
@@ -650,8 +649,8 @@ func (im *importer) addBatch(b *event.Batch, rep *ImportReport) error {
 				}
 				continue
 			}
-			h = xxhash.Sum64String(u)
-			s = int32(h & mask)
+			h = UserHash(u)
+			s = int32(ShardOfHash(h, nshards))
 			sb = im.shards[s]
 			lastUser, haveUser, known = u, true, false
 		}

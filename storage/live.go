@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
-	"path/filepath"
 	"runtime"
 	"runtime/trace"
 	"slices"
@@ -188,7 +187,7 @@ func (s *Store) FlushLive(ctx context.Context, appName string) error {
 type liveApp struct {
 	a   *App
 	opt LiveOptions
-	log *wal.Log
+	log Log
 
 	// schemaMu guards the schemas: Ingest coerces against them before the
 	// log, the apply coerces (again, idempotently) after it.
@@ -263,11 +262,10 @@ func (a *App) openLive() (*liveApp, error) {
 		return nil, err
 	}
 	l.newTails(c)
-	dir := filepath.Join(a.dir, logDir)
-	log, err := wal.Open(s.fs, dir, wal.Options{SegmentSize: opt.LogFileSize, FirstSeq: c.LogSeq + 1, Apply: l.apply})
+	log, err := s.logs.OpenLog(context.Background(), a.name, wal.Options{SegmentSize: opt.LogFileSize, FirstSeq: c.LogSeq + 1, Apply: l.apply})
 	if err != nil {
-		return nil, fmt.Errorf("app %q refuses writes: its write-ahead log %s is damaged (`spur recover --app %s` sets it aside, keeping every intact record): %w",
-			a.name, dir, a.name, err)
+		return nil, fmt.Errorf("app %q refuses writes: its write-ahead log is damaged (`spur recover --app %s` sets it aside, keeping every intact record): %w",
+			a.name, a.name, err)
 	}
 	if r, ok := log.Repair(); ok {
 		s.log.Warn("write-ahead log: cut a torn tail (a write that was never acknowledged)", "app", a.name,
@@ -275,8 +273,8 @@ func (a *App) openLive() (*liveApp, error) {
 	}
 	if st := log.Stats(); st.LastSeq < c.LogSeq {
 		log.Close()
-		return nil, fmt.Errorf("app %q refuses writes: its catalog covers write-ahead-log records up to %d but the log %s ends at %d (files lost?): `spur recover --app %s`: %w",
-			a.name, c.LogSeq, dir, st.LastSeq, a.name, ErrCorruption)
+		return nil, fmt.Errorf("app %q refuses writes: its catalog covers write-ahead-log records up to %d but the log ends at %d (files lost?): `spur recover --app %s`: %w",
+			a.name, c.LogSeq, st.LastSeq, a.name, ErrCorruption)
 	}
 	l.log = log
 	l.applied = c.LogSeq

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -10,7 +11,6 @@ import (
 	"hash/crc32"
 	"io"
 	"io/fs"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -63,7 +63,9 @@ const (
 
 // ErrConflict is matched (errors.Is) by the error of an update or delete
 // whose expected version is not the document's current one (it changed
-// since the caller read it), and of a create whose id is taken.
+// since the caller read it), of a create whose id is taken, and of a
+// catalog publish whose expected generation is not the current one
+// (Metastore.Publish).
 var ErrConflict = errors.New("version conflict")
 
 var collectionRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
@@ -114,7 +116,7 @@ type Collection struct {
 	app   *App   // nil for a store-level collection
 	owner string // who holds it, in messages: `app "shop"` or "the store"
 	name  string
-	dir   string
+	dc    DocCollection
 	mu    *sync.Mutex // the owner's per-collection write mutex (this process's writers)
 }
 
@@ -127,7 +129,7 @@ func (a *App) Collection(name string) (*Collection, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return &Collection{store: a.store, app: a, owner: fmt.Sprintf("app %q", a.name), name: name,
-		dir: filepath.Join(a.dir, metaDir, name), mu: collectionMutex(&a.collMu, name)}, nil
+		dc: DocCollection{App: a.name, Collection: name}, mu: collectionMutex(&a.collMu, name)}, nil
 }
 
 // Collection returns the store-level collection name
@@ -143,7 +145,7 @@ func (s *Store) Collection(name string) (*Collection, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return &Collection{store: s, owner: "the store", name: name, dir: filepath.Join(s.cfg.Dir, metaDir, name),
+	return &Collection{store: s, owner: "the store", name: name, dc: DocCollection{Collection: name},
 		mu: collectionMutex(&s.collMu, name)}, nil
 }
 
@@ -168,33 +170,39 @@ func (c *Collection) Get(id string) (Doc, error) {
 	if !ValidDocID(id) {
 		return Doc{}, fmt.Errorf("%s %q: %w", c.name, id, ErrNotFound)
 	}
-	d, err := readDoc(c.store.fs, filepath.Join(c.dir, id+docExt), id)
+	d, err := c.read(id)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Doc{}, fmt.Errorf("%s has no %s %q: %w", c.owner, c.name, id, ErrNotFound)
 	}
 	return d, err
 }
 
+// read reads and checks document id. A missing one matches
+// fs.ErrNotExist.
+func (c *Collection) read(id string) (Doc, error) {
+	b, err := c.store.meta.ReadDoc(context.Background(), c.dc, id)
+	if err != nil {
+		return Doc{}, err
+	}
+	return decodeDoc(b, c.path(id), id)
+}
+
+// path says where document id is, for messages (Metastore.Describe).
+func (c *Collection) path(id string) string { return c.store.meta.Describe(c.dc.App, &c.dc, id) }
+
 // List returns every document of the collection sorted by id (newly
 // allocated; empty when there is none). A corrupt document fails the
 // whole list, naming the file.
 func (c *Collection) List() ([]Doc, error) {
-	ents, err := c.store.fs.List(c.dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return []Doc{}, nil
-	}
+	ids, err := c.store.meta.ListDocs(context.Background(), c.dc)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", c.name, err)
 	}
 	docs := []Doc{}
-	for _, e := range ents {
-		id, ok := strings.CutSuffix(e, docExt)
-		if !ok || !ValidDocID(id) {
-			continue // META.LOCK, a temporary file left by a crash
-		}
-		d, err := readDoc(c.store.fs, filepath.Join(c.dir, e), id)
+	for _, id := range ids {
+		d, err := c.read(id)
 		if errors.Is(err, fs.ErrNotExist) {
-			continue // deleted since ReadDir
+			continue // deleted since listed
 		}
 		if err != nil {
 			return nil, err
@@ -257,8 +265,7 @@ func (c *Collection) Delete(id string, version int64) error {
 		return fmt.Errorf("%s %q: %w", c.name, id, ErrNotFound)
 	}
 	return c.locked(func() error {
-		path := filepath.Join(c.dir, id+docExt)
-		old, err := readDoc(c.store.fs, path, id)
+		old, err := c.read(id)
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("%s has no %s %q: %w", c.owner, c.name, id, ErrNotFound)
 		}
@@ -268,10 +275,10 @@ func (c *Collection) Delete(id string, version int64) error {
 		if version > 0 && old.Version != version {
 			return fmt.Errorf("%s %q is at version %d, not %d: %w", c.name, id, old.Version, version, ErrConflict)
 		}
-		if err := c.store.fs.Remove(path); err != nil {
+		if err := c.store.meta.RemoveDoc(context.Background(), c.dc, id); err != nil {
 			return fmt.Errorf("delete %s %q: %w", c.name, id, err)
 		}
-		return vfs.SyncDir(c.store.fs, c.dir)
+		return nil
 	})
 }
 
@@ -290,9 +297,8 @@ func (c *Collection) write(id string, body []byte, next func(old *Doc) (int64, e
 	}
 	var d Doc
 	err := c.locked(func() error {
-		path := filepath.Join(c.dir, id+docExt)
 		var old *Doc
-		o, err := readDoc(c.store.fs, path, id)
+		o, err := c.read(id)
 		switch {
 		case err == nil:
 			old = &o
@@ -308,7 +314,7 @@ func (c *Collection) write(id string, body []byte, next func(old *Doc) (int64, e
 		if old != nil {
 			d.Created = old.Created
 		}
-		return vfs.WriteFileAtomic(c.store.fs, c.dir, id+docExt, encodeDoc(&d))
+		return c.store.meta.WriteDoc(context.Background(), c.dc, id, encodeDoc(&d))
 	})
 	return d, err
 }
@@ -328,16 +334,14 @@ func (c *Collection) locked(f func() error) error {
 	if a != nil && a.Current().Generation == 0 {
 		return fmt.Errorf("app %q: %w", a.name, ErrNotFound)
 	}
-	if err := vfs.MkdirAllSync(s.fs, c.dir, 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", c.dir, err)
-	}
+	ctx := context.Background()
 	if s.role == nil {
-		l, err := s.fs.Lock(filepath.Join(s.cfg.Dir, lockName), true, "")
+		l, err := s.meta.Lease(ctx, LeaseName{}, true, "")
 		if err != nil {
 			if a == nil {
 				return s.storeLocked(err)
 			}
-			return a.locked(err, filepath.Join(s.cfg.Dir, lockName))
+			return a.locked(err, true)
 		}
 		defer l.Close()
 	}
@@ -348,7 +352,7 @@ func (c *Collection) locked(f func() error) error {
 	var l io.Closer
 	var err error
 	for wait := time.Millisecond; ; wait *= 2 {
-		if l, err = s.fs.Lock(filepath.Join(c.dir, metaLock), false, s.holder); err == nil || !errors.Is(err, vfs.ErrLocked) || wait > time.Second {
+		if l, err = s.meta.Lease(ctx, LeaseName(c.dc), false, s.holder); err == nil || !errors.Is(err, vfs.ErrLocked) || wait > time.Second {
 			break
 		}
 		time.Sleep(wait)
@@ -369,24 +373,6 @@ func encodeDoc(d *Doc) []byte {
 	js := bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})
 	hdr := fmt.Sprintf("%s %d %d %08x\n", docMagic, docVersion, len(js), crc32.Checksum(js, docCRC))
 	return append([]byte(hdr), js...)
-}
-
-// readDoc reads and checks the document file at path of fsys, whose id
-// must be id. A missing file is reported as fs.ErrNotExist.
-func readDoc(fsys vfs.FS, path, id string) (Doc, error) {
-	f, err := fsys.Open(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return Doc{}, err
-		}
-		return Doc{}, fmt.Errorf("read %s: %w", path, err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxDocFileSize+1))
-	if err != nil {
-		return Doc{}, fmt.Errorf("read %s: %w", path, err)
-	}
-	return decodeDoc(b, path, id)
 }
 
 // decodeDoc checks and decodes a document file's bytes b (path names it

@@ -97,7 +97,7 @@ func TestCollectionLifecycle(t *testing.T) {
 		t.Fatalf("second delete: %v", err)
 	}
 	// A temporary file left by a crash before the rename is ignored.
-	if err := os.WriteFile(filepath.Join(c.dir, "half.doc.tmp"), []byte("spur-doc 1 99"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(collDir(c), "half.doc.tmp"), []byte("spur-doc 1 99"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if docs, err := c.List(); err != nil || len(docs) != 1 {
@@ -106,7 +106,7 @@ func TestCollectionLifecycle(t *testing.T) {
 	if _, err := a.Collection("Bad/Name"); err == nil {
 		t.Fatal("bad collection name accepted")
 	}
-	if ents, _ := os.ReadDir(c.dir); len(ents) != 3 { // named.doc, META.LOCK, half.doc.tmp
+	if ents, _ := os.ReadDir(collDir(c)); len(ents) != 3 { // named.doc, META.LOCK, half.doc.tmp
 		t.Fatalf("files: %v", ents)
 	}
 }
@@ -121,7 +121,7 @@ func TestDocCorruption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(c.dir, "board.doc")
+	path := filepath.Join(collDir(c), "board.doc")
 	good, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -376,3 +376,6 @@ func TestStoreCollection(t *testing.T) {
 		t.Fatalf("list after the writer: %+v %v", docs, err)
 	}
 }
+
+// collDir is the directory of a file store's collection c.
+func collDir(c *Collection) string { return filepath.Dir(c.path("x")) }

@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,8 +13,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/storage/segment"
 	"github.com/spurdb/spur/storage/vfs"
 )
 
@@ -32,40 +35,71 @@ const (
 	segDir             = "seg"
 )
 
-// The two seams of scale-out (ARCHITECTURE §3) are kept narrow: the
-// metastore holds an app's catalog (a file swapped atomically here;
-// PostgreSQL, one transaction per publish, later) and the bucket its
-// segment files (a directory here; S3 later). Both are used only through
-// the methods below.
-
-// fileMetastore keeps an app's catalog in DIR/apps/APP/CATALOG.
+// fileMetastore keeps an app's catalog in DIR/apps/APP/CATALOG: the
+// catalog part of the file Metastore (fileMeta).
 type fileMetastore struct {
 	fs  vfs.FS
 	dir string
+
+	mu       sync.Mutex   // guards known and knownGen
+	known    CatalogStamp // the stamp of the catalog this process last loaded or wrote
+	knownGen uint64       // its generation
+}
+
+// remember records that the catalog with stamp st is at generation gen.
+func (m *fileMetastore) remember(st CatalogStamp, gen uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.known, m.knownGen = st, gen
+}
+
+// generation returns the generation of the catalog on disk (0: none):
+// the remembered one when the file's stamp is the remembered stamp,
+// else read from the file.
+func (m *fileMetastore) generation() (uint64, error) {
+	st, err := m.stamp()
+	if err != nil {
+		return 0, fmt.Errorf("stat catalog: %w", err)
+	}
+	m.mu.Lock()
+	known, gen := m.known, m.knownGen
+	m.mu.Unlock()
+	if st == known && st != (CatalogStamp{}) {
+		return gen, nil
+	}
+	c, st, err := m.load()
+	switch {
+	case errors.Is(err, ErrNoCatalog):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	}
+	m.remember(st, c.Generation)
+	return c.Generation, nil
 }
 
 func (m *fileMetastore) path() string { return filepath.Join(m.dir, catalogName) }
 
 // stamp returns the catalog file's current stamp (zero when missing).
-func (m *fileMetastore) stamp() (fileStamp, error) {
+func (m *fileMetastore) stamp() (CatalogStamp, error) {
 	fi, err := m.fs.Stat(m.path())
 	if errors.Is(err, fs.ErrNotExist) {
 		fi, err = m.fs.Stat(filepath.Join(m.dir, legacyManifestName))
 		if errors.Is(err, fs.ErrNotExist) {
-			return fileStamp{}, nil
+			return CatalogStamp{}, nil
 		}
 	}
 	if err != nil {
-		return fileStamp{}, err
+		return CatalogStamp{}, err
 	}
-	return stampOf(fi), nil
+	return CatalogStamp{A: fi.Size(), B: fi.ModTime().UnixNano()}, nil
 }
 
 // load reads the app's current catalog and the stamp of its file. It
 // returns an error matching ErrNoCatalog when there is none (no CATALOG
 // and no manifest.json), ErrCorruption or ErrUnsupportedVersion when it
 // cannot be read.
-func (m *fileMetastore) load() (*Catalog, fileStamp, error) {
+func (m *fileMetastore) load() (*Catalog, CatalogStamp, error) {
 	st, err := m.stamp()
 	if err != nil {
 		return nil, st, fmt.Errorf("stat catalog: %w", err)
@@ -136,32 +170,51 @@ func (m *fileMetastore) loadSettings() (*Settings, error) {
 	return decodeSettings(p, b)
 }
 
-// dirBucket keeps an app's segment files in DIR/apps/APP/seg.
+// dirBucket is the file Bucket: an app's segment files in
+// DIR/apps/APP/seg, written through the store's vfs.FS.
 type dirBucket struct {
 	fs  vfs.FS
 	dir string
 }
 
+var _ Bucket = (*dirBucket)(nil)
+
 func (b *dirBucket) path(name string) string { return filepath.Join(b.dir, name) }
 
-// create creates segment file name for writing (the directory on first
+// Describe returns the file's path.
+func (b *dirBucket) Describe(name string) string { return b.path(name) }
+
+// Create creates segment file name for writing (the directory on first
 // use).
-func (b *dirBucket) create(name string) (vfs.File, error) {
+func (b *dirBucket) Create(_ context.Context, name string) (segment.File, error) {
 	f, err := b.fs.Create(b.path(name))
 	if errors.Is(err, fs.ErrNotExist) {
 		if err = vfs.MkdirAllSync(b.fs, b.dir, 0o755); err == nil {
 			f, err = b.fs.Create(b.path(name))
 		}
 	}
-	return f, err
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
 }
 
-func (b *dirBucket) open(name string) (vfs.File, error) { return b.fs.Open(b.path(name)) }
-func (b *dirBucket) remove(name string) error           { return b.fs.Remove(b.path(name)) }
+// Open opens segment file name; its size is the file's (a stat at the
+// first Size call).
+func (b *dirBucket) Open(_ context.Context, name string) (Object, error) {
+	f, err := b.fs.Open(b.path(name))
+	if err != nil {
+		return nil, err
+	}
+	return &fileObject{File: f, size: -1}, nil
+}
 
-// list returns the names of the segment files (none when the directory
+// Remove removes segment file name.
+func (b *dirBucket) Remove(_ context.Context, name string) error { return b.fs.Remove(b.path(name)) }
+
+// List returns the names of the segment files (none when the directory
 // does not exist).
-func (b *dirBucket) list() ([]string, error) {
+func (b *dirBucket) List(context.Context) ([]string, error) {
 	names, err := b.fs.List(b.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -169,12 +222,35 @@ func (b *dirBucket) list() ([]string, error) {
 	return names, err
 }
 
-// sync makes the names of the files created so far durable.
-func (b *dirBucket) sync() error {
+// SyncNames makes the names of the files created so far durable (an
+// fsync of the directory, created if missing).
+func (b *dirBucket) SyncNames(context.Context) error {
 	if err := vfs.MkdirAllSync(b.fs, b.dir, 0o755); err != nil {
 		return err
 	}
 	return vfs.SyncDir(b.fs, b.dir)
+}
+
+// fileObject is an open segment file as an Object. Size stats the file
+// once (not at open: a version opens every file it references, and most
+// are read later or never). ReadAt and Close are the file's.
+type fileObject struct {
+	vfs.File
+	once sync.Once
+	size int64
+	err  error
+}
+
+func (o *fileObject) Size() (int64, error) {
+	o.once.Do(func() {
+		fi, err := o.File.Stat()
+		if err != nil {
+			o.err = err
+			return
+		}
+		o.size = fi.Size()
+	})
+	return o.size, o.err
 }
 
 // Segment file names are deterministic: a run of arrival rank seq of one

@@ -127,6 +127,9 @@ func (s *Store) Recover(ctx context.Context, appName string) (*RecoverReport, er
 	if !ValidAppName(appName) {
 		return nil, fmt.Errorf("invalid app name %q", appName)
 	}
+	if s.cfg.Metastore != nil || s.cfg.Buckets != nil || s.cfg.Logs != nil {
+		return nil, fmt.Errorf("app %q: recovery moves damaged files aside: it works on the files, not on Config.Metastore, Buckets or Logs", appName)
+	}
 	a, err := s.appForRecovery(appName)
 	if err != nil {
 		return nil, err
@@ -171,7 +174,7 @@ func (s *Store) Recover(ctx context.Context, appName string) (*RecoverReport, er
 		}
 	}
 
-	names, err := a.bucket.list()
+	names, err := a.bucket.List(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("list segments: %w", err)
 	}
@@ -187,20 +190,20 @@ func (s *Store) Recover(ctx context.Context, appName string) (*RecoverReport, er
 		id, ok := identityFromName(name)
 		if !ok {
 			if filepath.Ext(name) == ".tmp" {
-				if err := aside(a.bucket.path(name), "an unfinished temporary file"); err != nil {
+				if err := aside(a.bucket.Describe(name), "an unfinished temporary file"); err != nil {
 					return rep, err
 				}
 			} else {
-				rep.Warnings = append(rep.Warnings, "not a segment file name, left alone: "+a.bucket.path(name))
+				rep.Warnings = append(rep.Warnings, "not a segment file name, left alone: "+a.bucket.Describe(name))
 			}
 			continue
 		}
-		meta, size, verr := verifiedMeta(a.store.fs, a.bucket, name)
+		meta, size, verr := verifiedMeta(ctx, a.bucket, name)
 		if verr != nil {
 			if !errors.Is(verr, ErrCorruption) && !errors.Is(verr, segment.ErrNewerVersion) {
 				return rep, verr
 			}
-			if err := aside(a.bucket.path(name), verr.Error()); err != nil {
+			if err := aside(a.bucket.Describe(name), verr.Error()); err != nil {
 				return rep, err
 			}
 			continue
@@ -210,7 +213,7 @@ func (s *Store) Recover(ctx context.Context, appName string) (*RecoverReport, er
 				fid.SeqMax != id.ref.SeqMax || fid.Generation != id.ref.Generation) {
 			// The footer (checksummed) and the name disagree: the name was
 			// changed, or the file is not what it says.
-			if err := aside(a.bucket.path(name), fmt.Sprintf("its footer says %v shard %d, arrival range %d..%d, generation %d; its name says otherwise",
+			if err := aside(a.bucket.Describe(name), fmt.Sprintf("its footer says %v shard %d, arrival range %d..%d, generation %d; its name says otherwise",
 				fid.Kind, fid.Shard, fid.SeqMin, fid.SeqMax, fid.Generation)); err != nil {
 				return rep, err
 			}
@@ -222,7 +225,7 @@ func (s *Store) Recover(ctx context.Context, appName string) (*RecoverReport, er
 			r.FirstHash, r.LastHash = meta.Blocks[0].FirstHash, meta.Blocks[n-1].LastHash
 		}
 		if r.Rows == 0 {
-			if err := aside(a.bucket.path(name), "an empty segment"); err != nil {
+			if err := aside(a.bucket.Describe(name), "an empty segment"); err != nil {
 				return rep, err
 			}
 			continue
@@ -260,7 +263,7 @@ func (s *Store) Recover(ctx context.Context, appName string) (*RecoverReport, er
 			}
 		}
 		if covered {
-			if err := aside(a.bucket.path(r.File), "superseded: a newer segment covers its arrival range"); err != nil {
+			if err := aside(a.bucket.Describe(r.File), "superseded: a newer segment covers its arrival range"); err != nil {
 				return rep, err
 			}
 			continue
@@ -278,7 +281,7 @@ func (s *Store) Recover(ctx context.Context, appName string) (*RecoverReport, er
 		}
 	} else {
 		if len(segs) == 0 {
-			if ok, _ := vfs.Exists(s.fs, filepath.Join(a.dir, logDir)); ok {
+			if ok, _ := s.logs.HasLog(ctx, appName); ok {
 				// Live events never flushed: only the log to check.
 				return rep, a.recoverLog(ctx, 0, rep, aside)
 			}
@@ -311,7 +314,7 @@ func (s *Store) Recover(ctx context.Context, appName string) (*RecoverReport, er
 	}
 	for _, r := range segs {
 		if r.Shard >= c.Shards {
-			if err := aside(a.bucket.path(r.File), fmt.Sprintf("shard %d is outside the app's %d shards", r.Shard, c.Shards)); err != nil {
+			if err := aside(a.bucket.Describe(r.File), fmt.Sprintf("shard %d is outside the app's %d shards", r.Shard, c.Shards)); err != nil {
 				return rep, err
 			}
 			continue
@@ -325,7 +328,7 @@ func (s *Store) Recover(ctx context.Context, appName string) (*RecoverReport, er
 	sortSegments(c.Segments)
 	c.Generation = max(c.Generation, oldGen) + 1
 	// Publish over whatever is there: the base is the empty catalog.
-	t.base = &Catalog{App: appName, Generation: c.Generation - 1}
+	t.base, t.force = &Catalog{App: appName, Generation: c.Generation - 1}, true
 	if err := t.publish(c); err != nil {
 		return rep, err
 	}
@@ -413,12 +416,12 @@ func (a *App) recoverLog(ctx context.Context, logSeq uint64, rep *RecoverReport,
 
 // verifiedMeta opens and completely verifies segment file name, returning
 // its footer and size. Errors match ErrCorruption for damage.
-func verifiedMeta(fsys vfs.FS, bucket *dirBucket, name string) (*segment.Meta, int64, error) {
-	f, err := bucket.open(name)
+func verifiedMeta(ctx context.Context, bucket Bucket, name string) (*segment.Meta, int64, error) {
+	f, err := bucket.Open(ctx, name)
 	if err != nil {
 		return nil, 0, err
 	}
-	r, err := openReader(f, bucket.path(name))
+	r, err := openReader(f, bucket.Describe(name))
 	if err != nil {
 		f.Close()
 		return nil, 0, err
@@ -443,7 +446,7 @@ func (s *Store) appForRecovery(name string) (*App, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a = &App{store: s, name: name, dir: filepath.Join(s.cfg.Dir, "apps", name), files: map[string]*segFile{}}
-	a.ms = &fileMetastore{fs: s.fs, dir: a.dir}
+	a.ms = appMeta{s.meta, name}
 	a.bucket = &dirBucket{fs: s.fs, dir: filepath.Join(a.dir, segDir)}
 	empty := &Catalog{App: name, Shards: s.cfg.Shards}
 	a.cur = &Version{Catalog: empty, disk: empty, app: a, files: map[string]*segFile{}, refs: 1}

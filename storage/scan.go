@@ -57,6 +57,14 @@ type ScanSpec struct {
 	// lists): the scan then leaves them zero where it can and skips
 	// decoding the users' hashes and ids (ReadBlockRows).
 	NoIDs bool
+	// Shards, when not nil, restricts the scan to these shards: indexes
+	// in [0, Catalog.Shards), sorted ascending without repeats (else Scan
+	// fails); an empty non-nil slice scans none. nil scans every shard.
+	// By placement (ShardOf) every user is in exactly one shard, so scans
+	// over disjoint subsets visit disjoint sets of users, and their union
+	// is the full scan (a cluster querier scans only its shards). Segments
+	// of other shards are neither read nor counted in ScanStats.
+	Shards []int
 	// Workers is the number of goroutines scanning shards in parallel;
 	// 0 means GOMAXPROCS.
 	Workers int
@@ -234,9 +242,16 @@ func (s *Version) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) (
 	if spec.UserProps > 0 && spec.CompileUsers == nil {
 		return ScanStats{}, fmt.Errorf("storage: Scan with UserProps needs CompileUsers")
 	}
+	want, err := checkShards(spec.Shards, s.Shards)
+	if err != nil {
+		return ScanStats{}, err
+	}
 	byShard := make([][]SegmentRef, s.Shards)
 	var stats ScanStats
 	for _, ref := range s.Segments {
+		if want != nil && !want[ref.Shard] {
+			continue
+		}
 		if withUsers && ref.Kind == KindUsers && ref.Rows > 0 {
 			byShard[ref.Shard] = append(byShard[ref.Shard], ref)
 			continue

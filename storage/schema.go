@@ -24,7 +24,7 @@ type Schema struct {
 	// descending, then name.
 	EventNames []NameCount `json:"event_names"`
 	// EventProps and UserProps list the event and user properties in the
-	// order of their first sighting (the manifest's order). The reserved
+	// order of their first sighting (the catalog's order). The reserved
 	// insert_id column is left out.
 	EventProps []PropSummary `json:"event_props"`
 	UserProps  []PropSummary `json:"user_props"`
@@ -71,7 +71,7 @@ type propAcc struct {
 // in every block of every segment (one chunk per block, the user, time and
 // event chunks come with it), counting dictionary codes per segment and
 // merging by value. topN ≤ 0 means 20. The cost is one read of every
-// property column, so callers should cache the result per manifest
+// property column, so callers should cache the result per catalog
 // Generation. Errors are those of opening or reading a segment (I/O or
 // corruption) and ctx.Err(); the returned Schema is newly allocated and
 // owned by the caller.

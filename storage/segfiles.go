@@ -2,11 +2,11 @@ package storage
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 
 	"github.com/spurdb/spur/storage/segment"
-	"github.com/spurdb/spur/storage/vfs"
 )
 
 // InsertIDProp is the column of a segment (format version 4 on) holding
@@ -58,12 +58,16 @@ func (ref *SegmentRef) identity(shards int) segment.Identity {
 
 // openReader opens a segment reader over f (name names it in errors); the
 // caller keeps owning f.
-func openReader(f vfs.File, name string) (*segment.Reader, error) {
-	st, err := f.Stat()
+func openReader(f Object, name string) (*segment.Reader, error) {
+	size, err := f.Size()
 	if err != nil {
 		return nil, fmt.Errorf("open segment %s: %w", name, err)
 	}
-	return segment.NewReader(f, st.Size(), name)
+	var ra io.ReaderAt = f
+	if fo, ok := f.(*fileObject); ok {
+		ra = fo.File // the file itself: no wrapper call per read
+	}
+	return segment.NewReader(ra, size, name)
 }
 
 // segSink creates the files segments are written to: a write's segment

@@ -282,7 +282,7 @@ func TestImportAbortsOnBadRowsAndLeavesStoreUnchanged(t *testing.T) {
 
 func assertNoOrphans(t *testing.T, a *App) {
 	t.Helper()
-	ents, _ := a.bucket.list()
+	ents, _ := a.bucket.List(context.Background())
 	if n := len(a.Current().Segments); len(ents) != n {
 		t.Fatalf("%d files in seg/ (%v), %d published", len(ents), ents, n)
 	}
@@ -449,7 +449,7 @@ func TestCorruptSegmentFailsScan(t *testing.T) {
 }
 
 // TestImportSeesOtherProcessPublication: two Stores on one directory (two
-// processes) import in turn; each import starts from the manifest on disk,
+// processes) import in turn; each import starts from the catalog on disk,
 // so neither loses the other's segments, and both see every row.
 func TestImportSeesOtherProcessPublication(t *testing.T) {
 	dir := t.TempDir()

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -111,6 +109,20 @@ type Config struct {
 	VerifyOnOpen bool
 	// Logger receives import and maintenance logs; nil means slog.Default().
 	Logger *slog.Logger
+	// Metastore, when not nil, holds the store's catalogs, app list,
+	// writer leases and documents instead of the files under Dir
+	// (CATALOG, SETTINGS, LOCK, meta/) through FS. Recover needs the
+	// files.
+	Metastore Metastore
+	// Buckets, when not nil, opens the segment Bucket of an app (a valid
+	// app name) instead of the files DIR/apps/APP/seg through FS: called
+	// once per app the Store opens, and by Verify. Recover needs the
+	// files (it moves damaged ones aside).
+	Buckets func(app string) (Bucket, error)
+	// Logs, when not nil, opens the write-ahead logs of the apps'
+	// live layers instead of the files DIR/apps/APP/wal through FS
+	// (package storage/wal). Recover needs the files.
+	Logs LogStore
 	// Live enables live ingestion (Store.Ingest; ingest.md): it needs
 	// Writer. Open then opens the live layer of every app that has a
 	// write-ahead log, replaying the records its catalog does not cover,
@@ -127,6 +139,8 @@ type Store struct {
 	log    *slog.Logger
 	holder string
 	role   io.Closer // the store's writer role (Config.Writer), or nil
+	meta   Metastore // catalogs, apps, leases, documents: Config.Metastore or the files
+	logs   LogStore  // the apps' write-ahead logs: Config.Logs or the files
 
 	mu     sync.Mutex // guards apps (the map, not the apps' versions) and collMu
 	apps   map[string]*App
@@ -194,12 +208,13 @@ func Open(cfg Config) (*Store, error) {
 	if fsys == nil {
 		fsys = vfs.Default
 	}
-	if cfg.ReadOnly {
-		if _, err := fsys.Stat(filepath.Join(cfg.Dir, "apps")); err != nil {
-			return nil, fmt.Errorf("storage: %s is not a Spur store: %w", cfg.Dir, err)
+	meta := cfg.Metastore
+	if meta == nil {
+		fm, err := newFileMeta(fsys, cfg.Dir, cfg.ReadOnly)
+		if err != nil {
+			return nil, err
 		}
-	} else if err := vfs.MkdirAllSync(fsys, filepath.Join(cfg.Dir, "apps"), 0o755); err != nil {
-		return nil, fmt.Errorf("storage: create store directory: %w", err)
+		meta = fm
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -209,10 +224,13 @@ func Open(cfg Config) (*Store, error) {
 	if holder == "" {
 		holder = filepath.Base(os.Args[0])
 	}
-	s := &Store{cfg: cfg, fs: fsys, log: log, apps: map[string]*App{},
+	s := &Store{cfg: cfg, fs: fsys, meta: meta, log: log, apps: map[string]*App{},
 		holder: fmt.Sprintf("%s (pid %d)", holder, os.Getpid())}
+	if s.logs = cfg.Logs; s.logs == nil {
+		s.logs = fileLogs{fs: fsys, dir: cfg.Dir}
+	}
 	if cfg.Writer {
-		role, err := fsys.Lock(filepath.Join(cfg.Dir, lockName), false, s.holder)
+		role, err := meta.Lease(context.Background(), LeaseName{}, false, s.holder)
 		if err != nil {
 			return nil, s.storeLocked(err)
 		}
@@ -237,7 +255,7 @@ func (s *Store) openLogs() error {
 		return err
 	}
 	for _, name := range names {
-		if ok, _ := vfs.Exists(s.fs, filepath.Join(s.cfg.Dir, "apps", name, logDir)); !ok {
+		if ok, _ := s.logs.HasLog(context.Background(), name); !ok {
 			continue
 		}
 		a, err := s.app(name, true)
@@ -262,11 +280,12 @@ func (s *Store) storeLocked(err error) error {
 	if le.Holder != "" {
 		return fmt.Errorf("storage: the store %s is being written by %s: %w", s.cfg.Dir, le.Holder, err)
 	}
-	names, _ := s.fs.List(filepath.Join(s.cfg.Dir, "apps"))
+	ctx := context.Background()
+	names, _ := s.meta.Apps(ctx, true)
 	for _, name := range names {
-		b, rerr := vfs.ReadFile(s.fs, filepath.Join(s.cfg.Dir, "apps", name, lockName))
-		if rerr == nil && len(b) > 0 {
-			return fmt.Errorf("storage: app %q of store %s is being written by %s: %w", name, s.cfg.Dir, strings.TrimSpace(string(b)), err)
+		h, rerr := s.meta.LeaseHolder(ctx, LeaseName{App: name})
+		if rerr == nil && h != "" {
+			return fmt.Errorf("storage: app %q of store %s is being written by %s: %w", name, s.cfg.Dir, h, err)
 		}
 	}
 	return fmt.Errorf("storage: the store %s is being written by another process: %w", s.cfg.Dir, err)
@@ -315,44 +334,15 @@ func (s *Store) openApps() []*App {
 // Dir returns the store directory.
 func (s *Store) Dir() string { return s.cfg.Dir }
 
-// Apps returns the names of the apps in the store, sorted: the folders
-// of DIR/apps holding a catalog (or a pre-catalog manifest.json).
-func (s *Store) Apps() ([]string, error) {
-	ents, err := s.fs.List(filepath.Join(s.cfg.Dir, "apps"))
-	if err != nil {
-		return nil, fmt.Errorf("storage: list apps: %w", err)
-	}
-	var names []string
-	for _, e := range ents {
-		if !ValidAppName(e) {
-			continue
-		}
-		for _, f := range []string{catalogName, legacyManifestName} {
-			if ok, _ := vfs.Exists(s.fs, filepath.Join(s.cfg.Dir, "apps", e, f)); ok {
-				names = append(names, e)
-				break
-			}
-		}
-	}
-	slices.Sort(names)
-	return names, nil
-}
+// Apps returns the names of the apps in the store that have a catalog,
+// sorted (Metastore.Apps; in a file store the folders of DIR/apps holding
+// a CATALOG or a legacy manifest.json).
+func (s *Store) Apps() ([]string, error) { return s.meta.Apps(context.Background(), false) }
 
-// AppDirs returns the names of every app folder of the store, sorted,
-// also those without a readable catalog (for `spur verify`).
-func (s *Store) AppDirs() ([]string, error) {
-	ents, err := s.fs.List(filepath.Join(s.cfg.Dir, "apps"))
-	if err != nil {
-		return nil, fmt.Errorf("storage: list apps: %w", err)
-	}
-	var names []string
-	for _, e := range ents {
-		if fi, err := s.fs.Stat(filepath.Join(s.cfg.Dir, "apps", e)); err == nil && fi.IsDir() && ValidAppName(e) {
-			names = append(names, e)
-		}
-	}
-	return names, nil
-}
+// AppDirs returns the names of every app of the store, sorted, also
+// those without a readable catalog (for `spur verify`; in a file store
+// every app folder).
+func (s *Store) AppDirs() ([]string, error) { return s.meta.Apps(context.Background(), true) }
 
 // App returns the named app. The error matches ErrNotFound if the app has
 // never been written, ErrCorruption (or ErrUnsupportedVersion) if its
@@ -374,8 +364,11 @@ func (s *Store) app(name string, create bool) (*App, error) {
 		return a, nil
 	}
 	a := &App{store: s, name: name, dir: filepath.Join(s.cfg.Dir, "apps", name), files: map[string]*segFile{}}
-	a.ms = &fileMetastore{fs: s.fs, dir: a.dir}
-	a.bucket = &dirBucket{fs: s.fs, dir: filepath.Join(a.dir, segDir)}
+	a.ms = appMeta{s.meta, name}
+	var err error
+	if a.bucket, err = s.bucketOf(name); err != nil {
+		return nil, err
+	}
 	c, stamp, err := a.ms.load()
 	switch {
 	case errors.Is(err, ErrNoCatalog):
@@ -399,20 +392,33 @@ func (s *Store) app(name string, create bool) (*App, error) {
 	return a, nil
 }
 
+// bucketOf returns the segment Bucket of app name: Config.Buckets's, or
+// the files DIR/apps/NAME/seg.
+func (s *Store) bucketOf(name string) (Bucket, error) {
+	if s.cfg.Buckets == nil {
+		return &dirBucket{fs: s.fs, dir: filepath.Join(s.cfg.Dir, "apps", name, segDir)}, nil
+	}
+	b, err := s.cfg.Buckets(name)
+	if err != nil {
+		return nil, fmt.Errorf("app %q: open its segment bucket: %w", name, err)
+	}
+	return b, nil
+}
+
 // App is one tenant's isolated dataset: a sequence of published versions
 // (storage.md §1), the current one and those still pinned by readers.
 type App struct {
 	store  *Store
 	name   string
 	dir    string
-	ms     *fileMetastore
-	bucket *dirBucket
+	ms     appMeta
+	bucket Bucket
 
 	writeMu sync.Mutex // one write at a time in this process
 
-	mu     sync.Mutex // guards cur, stamp, files, writing and the refcounts
-	cur    *Version   // the current version; holds one reference
-	stamp  fileStamp  // the catalog file cur was loaded from (reload check)
+	mu     sync.Mutex   // guards cur, stamp, files, writing and the refcounts
+	cur    *Version     // the current version; holds one reference
+	stamp  CatalogStamp // the catalog cur was loaded from (reload check)
 	files  map[string]*segFile
 	roleOK bool                   // this process holds the app's writer role now
 	collMu map[string]*sync.Mutex // per document collection: this process's writers (Collection)
@@ -530,16 +536,4 @@ func (a *App) close() error {
 		delete(a.files, name)
 	}
 	return errors.Join(errs...)
-}
-
-// fileStamp identifies one state of a file cheaply (size and modification
-// time), to notice that another process replaced it.
-type fileStamp struct {
-	size    int64
-	modTime int64
-	ok      bool
-}
-
-func stampOf(fi fs.FileInfo) fileStamp {
-	return fileStamp{size: fi.Size(), modTime: fi.ModTime().UnixNano(), ok: true}
 }

@@ -213,8 +213,8 @@ func (s *Version) UserProperties(ctx context.Context, id string) ([]event.Prop, 
 // user-hash range may hold the user (an unknown range may), in arrival
 // (Seq) order.
 func (s *Version) userSegments(kind SegmentKind, id string) []SegmentRef {
-	h := segment.UserHash([]byte(id))
-	shard := int(h & uint64(s.Shards-1))
+	h := UserHash(id)
+	shard := ShardOfHash(h, s.Shards)
 	var refs []SegmentRef
 	for _, ref := range s.Segments {
 		if ref.Kind != kind || ref.Shard != shard || ref.Rows == 0 {

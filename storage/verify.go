@@ -7,10 +7,10 @@ import (
 	"io/fs"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/spurdb/spur/storage/segment"
-	"github.com/spurdb/spur/storage/vfs"
 )
 
 // Finding is one problem `spur verify` found in an app (storage.md §2).
@@ -69,11 +69,16 @@ func (s *Store) Verify(ctx context.Context, appName string) (*VerifyReport, erro
 		return nil, fmt.Errorf("invalid app name %q", appName)
 	}
 	dir := filepath.Join(s.cfg.Dir, "apps", appName)
-	if _, err := s.fs.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+	if all, err := s.meta.Apps(ctx, true); err != nil {
+		return nil, err
+	} else if !slices.Contains(all, appName) {
 		return nil, fmt.Errorf("app %q: %w", appName, ErrNotFound)
 	}
-	ms := &fileMetastore{fs: s.fs, dir: dir}
-	bucket := &dirBucket{fs: s.fs, dir: filepath.Join(dir, segDir)}
+	ms := appMeta{s.meta, appName}
+	bucket, err := s.bucketOf(appName)
+	if err != nil {
+		return nil, err
+	}
 	rep := &VerifyReport{App: appName}
 	add := func(kind, file string, off int64, format string, args ...any) {
 		rep.Findings = append(rep.Findings, Finding{Kind: kind, File: file, Offset: off, Message: fmt.Sprintf(format, args...)})
@@ -114,7 +119,7 @@ func (s *Store) Verify(ctx context.Context, appName string) (*VerifyReport, erro
 		}
 	}
 
-	names, err := bucket.list()
+	names, err := bucket.List(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("app %q: list segments: %w", appName, err)
 	}
@@ -134,7 +139,7 @@ func (s *Store) Verify(ctx context.Context, appName string) (*VerifyReport, erro
 			catalogued[ref.File] = true
 			rep.Rows += ref.Rows
 			if !onDisk[ref.File] {
-				add("missing", bucket.path(ref.File), -1, "%s segment of shard %d (%d rows) is in the catalog but not on disk", ref.Kind, ref.Shard, ref.Rows)
+				add("missing", bucket.Describe(ref.File), -1, "%s segment of shard %d (%d rows) is in the catalog but not on disk", ref.Kind, ref.Shard, ref.Rows)
 				continue
 			}
 			jobs = append(jobs, job{ref.File, ref})
@@ -148,7 +153,7 @@ func (s *Store) Verify(ctx context.Context, appName string) (*VerifyReport, erro
 			// A leftover of an interrupted write (or a replaced file a
 			// reader still pins): the next write removes it, so its
 			// content does not matter.
-			add("orphan", bucket.path(n), -1, "not referenced by the catalog (generation %d)", c.Generation)
+			add("orphan", bucket.Describe(n), -1, "not referenced by the catalog (generation %d)", c.Generation)
 		} else if validSegmentName(n) {
 			jobs = append(jobs, job{n, nil}) // no catalog: every file may be needed by recovery
 		}
@@ -168,7 +173,7 @@ func (s *Store) Verify(ctx context.Context, appName string) (*VerifyReport, erro
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				fs, size, err := verifySegment(s.fs, bucket, jobs[i].name, jobs[i].ref)
+				fs, size, err := verifySegment(ctx, bucket, jobs[i].name, jobs[i].ref)
 				if err != nil {
 					mu.Lock()
 					fatal = errors.Join(fatal, err)
@@ -204,8 +209,8 @@ func (s *Store) Verify(ctx context.Context, appName string) (*VerifyReport, erro
 // verifySegment checks one segment file completely and, when ref is not
 // nil, against its catalog entry. Problems are findings; the error is an
 // I/O failure other than a missing file.
-func verifySegment(fsys vfs.FS, bucket *dirBucket, name string, ref *SegmentRef) ([]Finding, int64, error) {
-	path := bucket.path(name)
+func verifySegment(ctx context.Context, bucket Bucket, name string, ref *SegmentRef) ([]Finding, int64, error) {
+	path := bucket.Describe(name)
 	var out []Finding
 	finding := func(kind string, err error) {
 		var ce *CorruptionError
@@ -219,7 +224,7 @@ func verifySegment(fsys vfs.FS, bucket *dirBucket, name string, ref *SegmentRef)
 			out = append(out, Finding{Kind: kind, File: path, Offset: -1, Message: err.Error()})
 		}
 	}
-	f, err := bucket.open(name)
+	f, err := bucket.Open(ctx, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return []Finding{{Kind: "missing", File: path, Offset: -1, Message: "removed while verifying"}}, 0, nil
 	}

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,7 +10,6 @@ import (
 
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/storage/segment"
-	"github.com/spurdb/spur/storage/vfs"
 )
 
 // Version is one published state of an app pinned by a reader
@@ -61,7 +61,7 @@ type liveSeg struct {
 type segFile struct {
 	ref  SegmentRef
 	refs int // versions referencing it (App.mu)
-	f    vfs.File
+	f    Object
 	mem  []byte // a live segment's bytes (then f is nil)
 
 	once sync.Once
@@ -154,7 +154,7 @@ func (a *App) tryCleanup() {
 // holds the writer role). A failure is logged: the file is an orphan that
 // the next write's cleanup retries.
 func (a *App) removeFile(name string) {
-	if err := a.bucket.remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := a.bucket.Remove(context.Background(), name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		a.store.log.Warn("remove unreferenced segment (retried by the next write)", "app", a.name, "file", name, "err", err)
 		return
 	}
@@ -193,7 +193,7 @@ func (a *App) newVersion(c *Catalog, lv *liveView) (*Version, error) {
 			opened = append(opened, f)
 		}
 		if f == nil {
-			file, err := a.bucket.open(ref.File)
+			file, err := a.bucket.Open(context.Background(), ref.File)
 			if err != nil {
 				for _, o := range opened {
 					o.close()
@@ -229,7 +229,7 @@ func (v *Version) Reader(ref SegmentRef) (*segment.Reader, error) {
 		return nil, fmt.Errorf("storage: segment %s is not in version %d of app %q", ref.File, v.Generation, v.app.name)
 	}
 	f.once.Do(func() {
-		path := v.app.bucket.path(ref.File)
+		path := v.app.bucket.Describe(ref.File)
 		var r *segment.Reader
 		var err error
 		if f.mem != nil {

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/spurdb/spur/storage/segment"
 	"github.com/spurdb/spur/storage/vfs"
 )
 
@@ -25,6 +27,9 @@ type writeTxn struct {
 	// dropLive names the live segments the published catalog will hold
 	// (a flush's): publish removes them from the live layer as it adopts.
 	dropLive map[string]bool
+	// force makes the next publish replace whatever catalog is there
+	// (recovery), not only base's generation (Metastore.Publish).
+	force bool
 }
 
 // beginWrite takes app a's writer role and returns the write. It refuses
@@ -89,17 +94,15 @@ func (a *App) lockRole() (_ *writeTxn, err error) {
 			t.end()
 		}
 	}()
-	if err := vfs.MkdirAllSync(s.fs, a.dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create app directory: %w", err)
-	}
 	if s.role == nil {
-		l, err := s.fs.Lock(filepath.Join(s.cfg.Dir, lockName), true, "")
+		ctx := context.Background()
+		l, err := s.meta.Lease(ctx, LeaseName{}, true, "")
 		if err != nil {
-			return nil, a.locked(err, filepath.Join(s.cfg.Dir, lockName))
+			return nil, a.locked(err, true)
 		}
 		t.locks = append(t.locks, l)
-		if l, err = s.fs.Lock(filepath.Join(a.dir, lockName), false, s.holder); err != nil {
-			return nil, a.locked(err, "")
+		if l, err = s.meta.Lease(ctx, LeaseName{App: a.name}, false, s.holder); err != nil {
+			return nil, a.locked(err, false)
 		}
 		t.locks = append(t.locks, l)
 	}
@@ -109,15 +112,15 @@ func (a *App) lockRole() (_ *writeTxn, err error) {
 	return t, nil
 }
 
-// locked turns a lock failure into a *LockedError naming the holder: the
-// app lock's holder, or for the store's lock (storeLock, held by spur
+// locked turns a lease failure into a *LockedError naming the holder: the
+// app lease's holder, or for the store's lease (storeLease, held by spur
 // serve) its holder.
-func (a *App) locked(err error, storeLock string) error {
+func (a *App) locked(err error, storeLease bool) error {
 	var le *vfs.LockedError
 	if !errors.As(err, &le) {
 		return fmt.Errorf("app %q: take the writer lock: %w", a.name, err)
 	}
-	if storeLock != "" && le.Holder == "" {
+	if storeLease && le.Holder == "" {
 		le.Holder = "another process"
 	}
 	return &LockedError{App: a.name, Holder: le.Holder}
@@ -125,12 +128,12 @@ func (a *App) locked(err error, storeLock string) error {
 
 // adopt makes c, read from the metastore with stamp st, the current
 // version when it is newer than the one held.
-func (a *App) adopt(c *Catalog, st fileStamp) error { return a.adoptDropping(c, st, nil) }
+func (a *App) adopt(c *Catalog, st CatalogStamp) error { return a.adoptDropping(c, st, nil) }
 
 // adoptDropping is adopt that also removes the live segments named in
 // drop (a flush's, which c now holds) from the live layer, in the same
 // swap of the current version: no version shows both or neither.
-func (a *App) adoptDropping(c *Catalog, st fileStamp, drop map[string]bool) error {
+func (a *App) adoptDropping(c *Catalog, st CatalogStamp, drop map[string]bool) error {
 	var lv *liveView
 	l := a.live.Load()
 	if l != nil {
@@ -167,7 +170,7 @@ func (a *App) adoptDropping(c *Catalog, st fileStamp, drop map[string]bool) erro
 // catalog: an error matching ErrNoCatalog, naming spur recover, when its
 // directory holds segment files.
 func (a *App) checkNoSegments() error {
-	names, err := a.bucket.list()
+	names, err := a.bucket.List(context.Background())
 	if err != nil {
 		return fmt.Errorf("app %q: list segments: %w", a.name, err)
 	}
@@ -194,7 +197,7 @@ func countSegmentFiles(names []string) int {
 // §3: a readable catalog proves them unreferenced). Files that are not
 // segment files (by name) are left alone and logged.
 func (a *App) removeOrphans(c *Catalog) error {
-	names, err := a.bucket.list()
+	names, err := a.bucket.List(context.Background())
 	if err != nil {
 		return fmt.Errorf("app %q: list segments: %w", a.name, err)
 	}
@@ -212,7 +215,7 @@ func (a *App) removeOrphans(c *Catalog) error {
 			a.store.log.Warn("unknown file in the segment directory left alone", "app", a.name, "file", name)
 			continue
 		}
-		if err := a.bucket.remove(name); errors.Is(err, fs.ErrNotExist) {
+		if err := a.bucket.Remove(context.Background(), name); errors.Is(err, fs.ErrNotExist) {
 			continue // a reader's release removed it meanwhile
 		} else if err != nil {
 			return fmt.Errorf("app %q: remove unreferenced segment %s: %w", a.name, name, err)
@@ -228,7 +231,7 @@ func (a *App) removeOrphans(c *Catalog) error {
 // (generation 1): a crash during that write then leaves a catalog that
 // proves its files unreferenced (storage.md §2, §3), not segment files
 // without a catalog, which refuse writes until `spur recover`.
-func (t *writeTxn) create(name string) (vfs.File, error) {
+func (t *writeTxn) create(name string) (segment.File, error) {
 	t.mu.Lock()
 	if t.base.Generation == 0 {
 		empty := t.base.clone()
@@ -238,7 +241,7 @@ func (t *writeTxn) create(name string) (vfs.File, error) {
 		}
 	}
 	t.mu.Unlock()
-	f, err := t.a.bucket.create(name)
+	f, err := t.a.bucket.Create(context.Background(), name)
 	if err != nil {
 		return nil, fmt.Errorf("create segment %s: %w", name, err)
 	}
@@ -270,21 +273,25 @@ func (t *writeTxn) publish(next *Catalog) error {
 	a := t.a
 	next.Generation = t.base.Generation + 1 // the base may have become create's empty catalog
 	if len(t.created) > 0 {
-		if err := a.bucket.sync(); err != nil {
+		if err := a.bucket.SyncNames(context.Background()); err != nil {
 			return fmt.Errorf("app %q: sync segment directory: %w", a.name, err)
 		}
 	}
-	inPlace, err := a.ms.publish(t.base, next)
+	prev := t.base
+	if t.force {
+		prev = nil
+	}
+	inPlace, err := a.ms.publish(prev, next)
 	if !inPlace {
 		return fmt.Errorf("app %q: %w", a.name, err)
 	}
-	t.created = nil
+	t.created, t.force = nil, false
 	st, _ := a.ms.stamp()
 	if verr := a.adoptDropping(next, st, t.dropLive); verr != nil {
 		// Published, but this process cannot open the new version (out of
 		// descriptors?): forget the stamp so the next Acquire reloads it.
 		a.mu.Lock()
-		a.stamp = fileStamp{}
+		a.stamp = CatalogStamp{}
 		a.mu.Unlock()
 		return errors.Join(err, fmt.Errorf("app %q: published generation %d but cannot open it: %w", a.name, next.Generation, verr))
 	}
@@ -297,7 +304,7 @@ func (t *writeTxn) publish(next *Catalog) error {
 func (t *writeTxn) end() {
 	a := t.a
 	for _, name := range t.created {
-		if err := a.bucket.remove(name); err != nil {
+		if err := a.bucket.Remove(context.Background(), name); err != nil {
 			a.store.log.Warn("remove an unpublished segment (removed by the next write)", "app", a.name, "file", name, "err", err)
 		}
 	}
