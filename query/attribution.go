@@ -31,6 +31,13 @@ type AttributionResult struct {
 	Stats    Stats                `json:"stats"`
 }
 
+// ResultKind returns "attribution".
+func (r *AttributionResult) ResultKind() string { return "attribution" }
+
+func (r *AttributionResult) parts() resultFields {
+	return resultFields{stats: &r.Stats, warnings: &r.Warnings, list: &r.List}
+}
+
 // AttributionTotal holds the plain counts: conversions counted, users with
 // one, the sum of their values, and the subsequent events and their value
 // (null without subsequent). Σ over channels equals them.

@@ -46,54 +46,73 @@ var (
 func WriteCSV(w io.Writer, res any) error {
 	cw := csv.NewWriter(w)
 	if ids, ok := listedIDs(res); ok {
-		cw.Write(usersCSV)
-		for _, id := range ids {
-			cw.Write([]string{id})
-		}
+		writeIDsCSV(cw, ids)
 		cw.Flush()
 		return cw.Error()
 	}
-	switch r := res.(type) {
-	case *TrendResult:
-		writeTrendCSV(cw, r)
-	case *FunnelResult:
-		writeFunnelCSV(cw, r)
-	case *RetentionResult:
-		cw.Write(retentionCSV)
-		for _, c := range r.Cohorts {
-			for k, n := range c.Retained {
-				cw.Write([]string{c.Start, strp(c.BreakdownValue), inum(c.Size), strconv.Itoa(k),
-					inum(n), fnum(c.Rates[k]), strconv.FormatBool(c.Incomplete[k])})
-			}
-		}
-	case *StickinessResult:
-		cw.Write(stickinessCSV)
-		for _, s := range r.Series {
-			for i, n := range s.Counts {
-				cw.Write([]string{s.Label, s.Event, strp(s.BreakdownValue), strconv.Itoa(i + 1), inum(n)})
-			}
-		}
-	case *LifecycleResult:
-		cw.Write(lifecycleCSV)
-		writeLifecycleCSV(cw, "", r.Buckets)
-		for _, b := range r.Breakdown {
-			writeLifecycleCSV(cw, b.Value, b.Buckets)
-		}
-	case *PathsResult:
-		cw.Write(pathsCSV)
-		for _, e := range r.Edges {
-			cw.Write([]string{e.Source, e.Target, inum(e.Sessions), inum(e.Users), fnum(e.AvgSeconds)})
-		}
-	case *AttributionResult:
-		writeAttributionCSV(cw, r)
-	default:
+	r, ok := res.(Result)
+	if !ok {
 		return fmt.Errorf("no CSV form for %T", res)
 	}
+	r.writeCSV(cw)
 	cw.Flush()
 	return cw.Error()
 }
 
-func writeTrendCSV(cw *csv.Writer, r *TrendResult) {
+// writeCSV writes one row per cohort × breakdown value × period.
+func (r *RetentionResult) writeCSV(cw *csv.Writer) {
+	cw.Write(retentionCSV)
+	for _, c := range r.Cohorts {
+		for k, n := range c.Retained {
+			cw.Write([]string{c.Start, strp(c.BreakdownValue), inum(c.Size), strconv.Itoa(k),
+				inum(n), fnum(c.Rates[k]), strconv.FormatBool(c.Incomplete[k])})
+		}
+	}
+}
+
+// writeCSV writes one row per series × breakdown value × number of
+// active intervals.
+func (r *StickinessResult) writeCSV(cw *csv.Writer) {
+	cw.Write(stickinessCSV)
+	for _, s := range r.Series {
+		for i, n := range s.Counts {
+			cw.Write([]string{s.Label, s.Event, strp(s.BreakdownValue), strconv.Itoa(i + 1), inum(n)})
+		}
+	}
+}
+
+// writeCSV writes one row per breakdown value (empty for all users) ×
+// bucket × status.
+func (r *LifecycleResult) writeCSV(cw *csv.Writer) {
+	cw.Write(lifecycleCSV)
+	writeLifecycleCSV(cw, "", r.Buckets)
+	for _, b := range r.Breakdown {
+		writeLifecycleCSV(cw, b.Value, b.Buckets)
+	}
+}
+
+// writeCSV writes one row per edge.
+func (r *PathsResult) writeCSV(cw *csv.Writer) {
+	cw.Write(pathsCSV)
+	for _, e := range r.Edges {
+		cw.Write([]string{e.Source, e.Target, inum(e.Sessions), inum(e.Users), fnum(e.AvgSeconds)})
+	}
+}
+
+// writeCSV writes one row per listed user id.
+func (r *CohortResult) writeCSV(cw *csv.Writer) { writeIDsCSV(cw, r.UserIDs) }
+
+// writeIDsCSV writes a header and one row per user id.
+func writeIDsCSV(cw *csv.Writer, ids []string) {
+	cw.Write(usersCSV)
+	for _, id := range ids {
+		cw.Write([]string{id})
+	}
+}
+
+// writeCSV writes one row per series × breakdown value × bucket, then per
+// formula × breakdown value × bucket.
+func (r *TrendResult) writeCSV(cw *csv.Writer) {
 	cw.Write(trendCSV)
 	for _, s := range r.Series {
 		for _, b := range s.Buckets {
@@ -108,7 +127,9 @@ func writeTrendCSV(cw *csv.Writer, r *TrendResult) {
 	}
 }
 
-func writeFunnelCSV(cw *csv.Writer, r *FunnelResult) {
+// writeCSV writes one row per step, bucket or histogram bin (by view),
+// for all users then per breakdown value.
+func (r *FunnelResult) writeCSV(cw *csv.Writer) {
 	switch {
 	case r.FunnelTimes != nil:
 		cw.Write(funnelTimesCSV)
@@ -160,7 +181,9 @@ func writeLifecycleCSV(cw *csv.Writer, bv string, bs []LifecycleBucket) {
 	}
 }
 
-func writeAttributionCSV(cw *csv.Writer, r *AttributionResult) {
+// writeCSV writes one row per channel × breakdown value, then per channel
+// × breakdown value × bucket.
+func (r *AttributionResult) writeCSV(cw *csv.Writer) {
 	cw.Write(attributionCSV)
 	sub := func(s *AttributionSub) (string, string) {
 		if s == nil {
@@ -184,11 +207,16 @@ func writeAttributionCSV(cw *csv.Writer, r *AttributionResult) {
 // listedIDs returns the user ids a result lists: a cohort's page, or the
 // list of any other query that asked for one.
 func listedIDs(res any) ([]string, bool) {
-	if r, ok := res.(*CohortResult); ok {
-		return r.UserIDs, true
+	r, ok := res.(Result)
+	if !ok {
+		return nil, false
 	}
-	if l := resultParts(res).list; l != nil && *l != nil {
-		return (*l).UserIDs, true
+	f := r.parts()
+	if f.ids != nil {
+		return *f.ids, true
+	}
+	if f.list != nil && *f.list != nil {
+		return (*f.list).UserIDs, true
 	}
 	return nil, false
 }

@@ -6,21 +6,6 @@ import (
 	"strings"
 )
 
-// writeKindTable prints a stickiness, lifecycle, paths or attribution
-// result as text tables (WriteTable's part for the new kinds).
-func writeKindTable(w io.Writer, res any) {
-	switch r := res.(type) {
-	case *StickinessResult:
-		writeStickiness(w, r)
-	case *LifecycleResult:
-		writeLifecycle(w, r)
-	case *PathsResult:
-		writePaths(w, r)
-	case *AttributionResult:
-		writeAttribution(w, r)
-	}
-}
-
 // seriesName is a series' column title: label, then breakdown value.
 func seriesName(label string, value *string) string {
 	if value != nil {
@@ -29,9 +14,9 @@ func seriesName(label string, value *string) string {
 	return label
 }
 
-// writeStickiness prints one row per number of active buckets and one
+// writeTable prints one row per number of active buckets and one
 // column per series (and breakdown value).
-func writeStickiness(w io.Writer, r *StickinessResult) {
+func (r *StickinessResult) writeTable(w io.Writer) {
 	how := "users active in exactly n"
 	if r.Cumulative {
 		how = "users active in at least n"
@@ -66,8 +51,8 @@ func writeStickiness(w io.Writer, r *StickinessResult) {
 	}
 }
 
-// writeLifecycle prints one row per bucket (then per breakdown value).
-func writeLifecycle(w io.Writer, r *LifecycleResult) {
+// writeTable prints one row per bucket (then per breakdown value).
+func (r *LifecycleResult) writeTable(w io.Writer) {
 	fmt.Fprintf(w, "lifecycle by %s %s .. %s (%s); * = incomplete\n", r.Interval, r.Range.From, r.Range.To, r.TZ)
 	rows := func(bs []LifecycleBucket) {
 		fmt.Fprintln(w, "bucket\tnew\treturning\tresurrecting\tdormant\t")
@@ -89,8 +74,8 @@ func writeLifecycle(w io.Writer, r *LifecycleResult) {
 	}
 }
 
-// writePaths prints one row per edge.
-func writePaths(w io.Writer, r *PathsResult) {
+// writeTable prints one row per edge.
+func (r *PathsResult) writeTable(w io.Writer) {
 	fmt.Fprintf(w, "paths %s .. %s (%s): %d edges\n", r.Range.From, r.Range.To, r.TZ, len(r.Edges))
 	fmt.Fprintln(w, "source\ttarget\tsessions\tusers\tavg time\t")
 	for _, e := range r.Edges {
@@ -101,9 +86,9 @@ func writePaths(w io.Writer, r *PathsResult) {
 	}
 }
 
-// writeAttribution prints one row per channel (and breakdown value), the
+// writeTable prints one row per channel (and breakdown value), the
 // totals, and with an interval the conversions per bucket.
-func writeAttribution(w io.Writer, r *AttributionResult) {
+func (r *AttributionResult) writeTable(w io.Writer) {
 	fmt.Fprintf(w, "attribution %s .. %s (%s), model %s\n", r.Range.From, r.Range.To, r.TZ, r.Model)
 	sub := r.Total.Subsequent != nil
 	hdr := "channel\tconversions\tusers\tvalue\t"

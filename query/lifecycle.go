@@ -23,6 +23,13 @@ type LifecycleResult struct {
 	Stats     Stats                `json:"stats"`
 }
 
+// ResultKind returns "lifecycle".
+func (r *LifecycleResult) ResultKind() string { return "lifecycle" }
+
+func (r *LifecycleResult) parts() resultFields {
+	return resultFields{stats: &r.Stats, warnings: &r.Warnings, list: &r.List}
+}
+
 // LifecycleBucket is one bucket's statuses; Dormant is ≤ 0.
 type LifecycleBucket struct {
 	Start        string `json:"start"`

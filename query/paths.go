@@ -35,6 +35,13 @@ type PathsResult struct {
 	Stats    Stats         `json:"stats"`
 }
 
+// ResultKind returns "paths".
+func (r *PathsResult) ResultKind() string { return "paths" }
+
+func (r *PathsResult) parts() resultFields {
+	return resultFields{stats: &r.Stats, warnings: &r.Warnings, list: &r.List}
+}
+
 // PathEdge is one edge: nodes "{position}_{item}", the path occurrences
 // (sessions) that take it, their distinct users and the mean time between
 // the two events in seconds.

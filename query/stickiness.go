@@ -19,6 +19,13 @@ type StickinessResult struct {
 	Stats      Stats              `json:"stats"`
 }
 
+// ResultKind returns "stickiness".
+func (r *StickinessResult) ResultKind() string { return "stickiness" }
+
+func (r *StickinessResult) parts() resultFields {
+	return resultFields{stats: &r.Stats, warnings: &r.Warnings, list: &r.List}
+}
+
 // StickinessSeries is one series (× breakdown value) of a stickiness
 // result: Counts[i] is the number of users with exactly i+1 active
 // buckets (cumulative: at least i+1), i+1 = 1..N where N is the number of
