@@ -304,7 +304,7 @@ func (e *Engine) runAttribution(ctx context.Context, p *plan) (*AttributionResul
 		}
 		res.Channels = append(res.Channels, ch)
 	}
-	p.stats.MergeMS = merge()
+	p.stats.MergeMS += merge()
 	if list != nil {
 		// The list's own pass, once the channel's key is known (no one
 		// when no channel has that label).

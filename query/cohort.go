@@ -248,31 +248,33 @@ func (e *Engine) runCohort(ctx context.Context, p *plan) (*CohortResult, error) 
 	if err := p.parseCohortFilter(); err != nil {
 		return nil, err
 	}
-	lists := make([]*analysis.UserList, e.cfg.Workers)
-	vs := newVisitors(p, len(lists), func(i int) accumulator {
-		ul := &analysis.UserList{Keep: keep}
-		lists[i] = ul
-		return accFuncs{func(t *trail.Trail) {
-			if t.Offset == 0 { // a user once, on their first chunk
-				ul.Add(t.ID)
-			}
-		}, ul.Bytes}
-	})
-	if err := e.scan(ctx, p, minTime, maxTime, vs, true); err != nil {
-		return nil, err
-	}
-	merge := timer()
-	ul, err := mergeAll(ctx, lists)
+	acc, err := scanMerge(ctx, e, p, span{from: minTime, to: maxTime, allUsers: true},
+		func(int) (cohortUsers, error) { return cohortUsers{&analysis.UserList{Keep: keep}}, nil },
+		func(dst, src cohortUsers) error { return mergeOf(dst.l, src.l) })
 	if err != nil {
 		return nil, err
 	}
+	merge := timer()
+	ul := acc.l
 	limit := keep - l.Offset
 	res := &CohortResult{Kind: "cohort", Range: p.resolvedRange(), TZ: p.loc.String(), Users: ul.Count(),
 		UserIDs: ul.Page(l.Offset, limit), Offset: l.Offset, Limit: limit}
-	p.stats.MergeMS = merge()
+	p.stats.MergeMS += merge()
 	res.Stats = p.stats
 	return res, nil
 }
+
+// cohortUsers is a cohort scan's accumulator: every visited user's id,
+// once (on their first chunk).
+type cohortUsers struct{ l *analysis.UserList }
+
+func (c cohortUsers) Add(t *trail.Trail) {
+	if t.Offset == 0 {
+		c.l.Add(t.ID)
+	}
+}
+
+func (c cohortUsers) Bytes() int64 { return c.l.Bytes() }
 
 // CheckCohort validates a cohort definition (a condition tree, or a saved
 // cohort's name) against app's schema and saved cohorts, as a query would

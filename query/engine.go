@@ -267,13 +267,3 @@ func (e *Engine) scan(ctx context.Context, p *plan, from, to int64, vs []*visito
 // driver of chunks_test.go that hands the visitor each trail of the scan
 // in chunks (package trail), as long trails will come. nil otherwise.
 var chunkTrails func(v storage.Visitor, i int) storage.Visitor
-
-// newVisitors returns n visitors over the accumulators made by mk (one
-// per worker).
-func newVisitors(p *plan, n int, mk func(i int) accumulator) []*visitor {
-	vs := make([]*visitor, n)
-	for i := range vs {
-		vs[i] = &visitor{adm: newAdmission(p), acc: mk(i)}
-	}
-	return vs
-}

@@ -159,19 +159,9 @@ func binList(l *analysis.FunnelList, h *analysis.FunnelHist) *analysis.FunnelLis
 // funnelScan runs one scan of the funnel with options opt and returns the
 // merged accumulator.
 func (e *Engine) funnelScan(ctx context.Context, p *plan, fp *funnelPlan, opt analysis.FunnelOptions) (*analysis.Funnel, error) {
-	accs := make([]*analysis.Funnel, e.cfg.Workers)
-	for i := range accs {
-		var err error
-		if accs[i], err = analysis.NewFunnel(fp.spec, opt); err != nil {
-			return nil, &Error{Code: CodeInternal, Message: err.Error(), Err: err}
-		}
-	}
-	vs := newVisitors(p, len(accs), func(i int) accumulator { return accs[i] })
 	// Later steps may fall up to W after the range (window inclusive).
-	if err := e.scan(ctx, p, p.from, p.to+fp.spec.Window+1, vs, false); err != nil {
-		return nil, err
-	}
-	return mergeAll(ctx, accs)
+	return scanMerge(ctx, e, p, span{from: p.from, to: p.to + fp.spec.Window + 1},
+		func(int) (*analysis.Funnel, error) { return analysis.NewFunnel(fp.spec, opt) }, mergeOf[*analysis.Funnel])
 }
 
 // planFunnel validates a funnel query: steps, window, order, exclusions,

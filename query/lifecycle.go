@@ -182,7 +182,7 @@ func (e *Engine) runLifecycle(ctx context.Context, p *plan) (*LifecycleResult, e
 			res.Breakdown = append(res.Breakdown, LifecycleBreakdown{Value: otherLabel, Buckets: buckets(other)})
 		}
 	}
-	p.stats.MergeMS = merge()
+	p.stats.MergeMS += merge()
 	if list != nil {
 		set := func(s analysis.LifecycleSpec, src analysis.KeySource, g groupFunc, k analysis.Key) analysis.LifecycleSpec {
 			s.Breakdown, s.Group, s.List, list.Key = src, g, list, k

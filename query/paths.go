@@ -203,7 +203,8 @@ func (e *Engine) runPaths(ctx context.Context, p *plan) (*PathsResult, error) {
 			spec.List = &analysis.PathsList{Pos: pos, Source: src, Target: dst, Keep: keep}
 		}
 	}
-	acc, err := runKernel(ctx, e, p, p.from, p.to, func() (*analysis.Paths, error) { return analysis.NewPaths(spec) })
+	acc, err := scanMerge(ctx, e, p, span{from: p.from, to: p.to}, func(int) (*analysis.Paths, error) { return analysis.NewPaths(spec) },
+		mergeOf[*analysis.Paths])
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +218,7 @@ func (e *Engine) runPaths(ctx context.Context, p *plan) (*PathsResult, error) {
 		}
 		res.List = listResult(q.List, l)
 	}
-	p.stats.MergeMS = merge()
+	p.stats.MergeMS += merge()
 	res.Stats = p.stats
 	return res, nil
 }

@@ -100,13 +100,6 @@ func (e *Engine) runRetention(ctx context.Context, p *plan) (*RetentionResult, e
 		return nil, err
 	}
 
-	accs := make([]*analysis.Retention, e.cfg.Workers)
-	for i := range accs {
-		if accs[i], err = analysis.NewRetention(spec); err != nil {
-			return nil, &Error{Code: CodeInternal, Message: err.Error(), Err: err}
-		}
-	}
-	vs := newVisitors(p, len(accs), func(i int) accumulator { return accs[i] })
 	// first_time needs each user's earliest start in all stored data;
 	// returns count up to the end of the last period.
 	scanFrom, scanTo := p.from, spec.Bounds[len(spec.Bounds)-1]
@@ -126,14 +119,12 @@ func (e *Engine) runRetention(ctx context.Context, p *plan) (*RetentionResult, e
 	if spec.Windows == analysis.WindowsCalendar {
 		p.thin = e.thinning(retBit, spec.Bounds)
 	}
-	if err := e.scan(ctx, p, scanFrom, scanTo, vs, false); err != nil {
-		return nil, err
-	}
-	merge := timer()
-	acc, err := mergeAll(ctx, accs)
+	acc, err := scanMerge(ctx, e, p, span{from: scanFrom, to: scanTo},
+		func(int) (*analysis.Retention, error) { return analysis.NewRetention(spec) }, mergeOf[*analysis.Retention])
 	if err != nil {
 		return nil, err
 	}
+	merge := timer()
 	res := &RetentionResult{Kind: "retention", Range: p.resolvedRange(), TZ: p.loc.String(), Period: iv.String()}
 	// incompleteAt reports whether cell k of cohort bucket c is incomplete.
 	incompleteAt := func(c, k int) bool {
@@ -240,7 +231,7 @@ func (e *Engine) runRetention(ctx context.Context, p *plan) (*RetentionResult, e
 			res.Mean = append(res.Mean, nil)
 		}
 	}
-	p.stats.MergeMS = merge()
+	p.stats.MergeMS += merge()
 	res.Stats = p.stats
 	return res, nil
 }

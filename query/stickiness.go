@@ -150,7 +150,7 @@ func (e *Engine) runStickiness(ctx context.Context, p *plan) (*StickinessResult,
 		if len(recompute) > 0 {
 			// One single-series accumulator per series, counting only the
 			// values not kept, under otherKey.
-			accs, err := runKernel(ctx, e, p, p.from, p.to, func() (multi[*analysis.Stickiness], error) {
+			accs, err := scanMerge(ctx, e, p, span{from: p.from, to: p.to}, func(int) (multi[*analysis.Stickiness], error) {
 				var m multi[*analysis.Stickiness]
 				for _, s := range recompute {
 					one := spec
@@ -164,7 +164,7 @@ func (e *Engine) runStickiness(ctx context.Context, p *plan) (*StickinessResult,
 					m = append(m, a)
 				}
 				return m, nil
-			})
+			}, multi[*analysis.Stickiness].merge)
 			if err != nil {
 				return nil, err
 			}
@@ -195,7 +195,7 @@ func (e *Engine) runStickiness(ctx context.Context, p *plan) (*StickinessResult,
 			res.Series = append(res.Series, ss)
 		}
 	}
-	p.stats.MergeMS = merge()
+	p.stats.MergeMS += merge()
 	if list != nil {
 		set := func(s analysis.StickinessSpec, src analysis.KeySource, g groupFunc, k analysis.Key) analysis.StickinessSpec {
 			s.Breakdown, s.Group, s.List, list.Key = src, g, list, k

@@ -308,21 +308,12 @@ func (e *Engine) trendPeriod(ctx context.Context, p *plan) (*TrendResult, []int,
 			return nil, nil, err
 		}
 	}
-	accs := make([]*analysis.Trend, e.cfg.Workers)
-	for i := range accs {
-		if accs[i], err = analysis.NewTrend(spec); err != nil {
-			return nil, nil, &Error{Code: CodeInternal, Message: err.Error(), Err: err}
-		}
-	}
-	vs := newVisitors(p, len(accs), func(i int) accumulator { return accs[i] })
-	if err := e.scan(ctx, p, p.from-look, p.to, vs, false); err != nil {
-		return nil, nil, err
-	}
-	merge := timer()
-	acc, err := mergeAll(ctx, accs)
+	acc, err := scanMerge(ctx, e, p, span{from: p.from - look, to: p.to},
+		func(int) (*analysis.Trend, error) { return analysis.NewTrend(spec) }, mergeOf[*analysis.Trend])
 	if err != nil {
 		return nil, nil, err
 	}
+	merge := timer()
 	res := &TrendResult{Kind: "trend", Range: p.resolvedRange(), TZ: p.loc.String()}
 	starts := p.bucketStarts(spec.Bounds)
 	var owner []int
@@ -335,7 +326,7 @@ func (e *Engine) trendPeriod(ctx context.Context, p *plan) (*TrendResult, []int,
 			res.Series = append(res.Series, p.trendSeries(i, spec, starts, kr.Series[i].Rows[0], nil))
 			owner = append(owner, i)
 		}
-		p.stats.MergeMS = merge()
+		p.stats.MergeMS += merge()
 		res, err := e.trendDone(ctx, p, res, tl, nil, nil)
 		return res, owner, err
 	}
@@ -369,7 +360,7 @@ func (e *Engine) trendPeriod(ctx context.Context, p *plan) (*TrendResult, []int,
 	if err := p.chargeResult(nrows, len(starts)); err != nil {
 		return nil, nil, err
 	}
-	p.stats.MergeMS = merge()
+	p.stats.MergeMS += merge()
 	if len(recompute) > 0 {
 		others, err := e.recomputeOther(ctx, p, spec, look, recompute, ranks)
 		if err != nil {
@@ -422,13 +413,26 @@ func (e *Engine) trendDone(ctx context.Context, p *plan, res *TrendResult, tl *t
 }
 
 // trendSet is one worker's trends of a scan that feeds several, an
-// accumulator: every trail goes to each, and their memory is summed.
+// accumulator: every trail goes to each, and their memory is summed. (It
+// is not a multi[*analysis.Trend]: a generic method calls Add through its
+// dictionary, and this pass feeds every trail of the range.)
 type trendSet []*analysis.Trend
 
 func (ts trendSet) Add(t *trail.Trail) {
 	for _, a := range ts {
 		a.Add(t)
 	}
+}
+
+// merge merges o's accumulators into ts's, series by series (scanMerge's
+// merge).
+func (ts trendSet) merge(o trendSet) error {
+	for j, a := range ts {
+		if err := mergeOf(a, o[j]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (ts trendSet) Bytes() int64 {
@@ -443,8 +447,8 @@ func (ts trendSet) Bytes() int64 {
 // given series exactly: one single-series accumulator per series, whose
 // Group maps the series' kept values to nothing and the rest to otherKey.
 func (e *Engine) recomputeOther(ctx context.Context, p *plan, spec analysis.TrendSpec, look int64, series []int, ranks []ranked) ([]analysis.TrendRow, error) {
-	accs := make([]trendSet, e.cfg.Workers)
-	for w := range accs {
+	set, err := scanMerge(ctx, e, p, span{from: p.from - look, to: p.to}, func(int) (trendSet, error) {
+		var ts trendSet
 		for _, i := range series {
 			r := &ranks[i]
 			one := spec
@@ -452,25 +456,17 @@ func (e *Engine) recomputeOther(ctx context.Context, p *plan, spec analysis.Tren
 			one.Group = func(k analysis.Key) (analysis.Key, bool) { return otherKey, !r.kept[k] }
 			a, err := analysis.NewTrend(one)
 			if err != nil {
-				return nil, &Error{Code: CodeInternal, Message: err.Error(), Err: err}
+				return nil, err
 			}
-			accs[w] = append(accs[w], a)
+			ts = append(ts, a)
 		}
-	}
-	vs := newVisitors(p, len(accs), func(w int) accumulator { return accs[w] })
-	if err := e.scan(ctx, p, p.from-look, p.to, vs, false); err != nil {
+		return ts, nil
+	}, trendSet.merge)
+	if err != nil {
 		return nil, err
 	}
 	out := make([]analysis.TrendRow, len(series))
-	for j := range series {
-		col := make([]*analysis.Trend, len(accs))
-		for w := range accs {
-			col[w] = accs[w][j]
-		}
-		acc, err := mergeAll(ctx, col)
-		if err != nil {
-			return nil, err
-		}
+	for j, acc := range set {
 		for _, row := range acc.Result(nil).Series[0].Rows {
 			if row.Key == otherKey {
 				out[j] = row
@@ -563,18 +559,6 @@ const resultCellBytes = 96
 // fails with limit_exceeded rather than render 10⁸ buckets.
 func (p *plan) chargeResult(rows, cells int) error {
 	return p.budget.charge(int64(rows) * int64(cells) * resultCellBytes)
-}
-
-// mergeAll merges accs[1:] into accs[0] and returns it, checking ctx
-// between merges (each is linear in an accumulator's state).
-func mergeAll[T interface{ Merge(T) }](ctx context.Context, accs []T) (T, error) {
-	for _, a := range accs[1:] {
-		if err := ctx.Err(); err != nil {
-			return accs[0], err
-		}
-		accs[0].Merge(a)
-	}
-	return accs[0], ctx.Err()
 }
 
 // sameFilters reports whether a and b are the same filters in the same
