@@ -162,25 +162,7 @@ func (e *Engine) run(ctx context.Context, q *Query, start time.Time, memory int6
 		return nil, err
 	}
 	p.stats.PlanMS = ms(time.Since(start))
-	var res Result
-	switch q.Kind {
-	case "trend":
-		res, err = e.runTrend(ctx, p)
-	case "funnel":
-		res, err = e.runFunnel(ctx, p)
-	case "retention":
-		res, err = e.runRetention(ctx, p)
-	case "cohort":
-		res, err = e.runCohort(ctx, p)
-	case "stickiness":
-		res, err = e.runStickiness(ctx, p)
-	case "lifecycle":
-		res, err = e.runLifecycle(ctx, p)
-	case "paths":
-		res, err = e.runPaths(ctx, p)
-	case "attribution":
-		res, err = e.runAttribution(ctx, p)
-	}
+	res, err := e.runKind(ctx, p)
 	if err != nil {
 		return nil, err
 	}

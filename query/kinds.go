@@ -223,9 +223,6 @@ func (p *plan) checkList(allowed ...string) (int, error) {
 	return listKeep(l)
 }
 
-// kindNames lists the query kinds for error messages.
-const kindNames = "trend, funnel, retention, cohort, stickiness, lifecycle, paths or attribution"
-
 // columnDict returns the dictionary column c has in a segment: the event
 // names for the event-name column, else the property's dictionary (false
 // when the segment lacks the property).

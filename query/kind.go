@@ -1,0 +1,179 @@
+package query
+
+import (
+	"context"
+	"strings"
+)
+
+// kind is one query kind: compile checks the query of a plan and
+// compiles it (matchers, columns, the analysis kernels' specs); the
+// compiled query's passes then scan (each pass through scanMerge), and
+// finalize ranks, runs the passes that depend on the ranking (an
+// "(other)" recomputed, a list under a breakdown value) and renders the
+// Result. A new kind is one file with its compile function, its compiled
+// type and its Result type, and one row of kinds.
+type kind struct {
+	name    string
+	compile func(ctx context.Context, e *Engine, p *plan) (compiled, error)
+}
+
+// compiled is a query compiled by its kind, run once: passes, then
+// finalize.
+type compiled interface {
+	// passes runs the kind's main scan passes.
+	passes(ctx context.Context) error
+	// finalize ranks and renders the result, running the passes that need
+	// the main passes' answer first.
+	finalize(ctx context.Context) (Result, error)
+}
+
+// kinds are the query kinds, in the order error messages list them. (Set
+// by init: the compile functions reach newPlan, which looks kinds up.)
+var kinds []kind
+
+func init() {
+	kinds = []kind{
+		{"trend", compileTrend},
+		{"funnel", compileFunnel},
+		{"retention", compileRetention},
+		{"cohort", compileCohort},
+		{"stickiness", compileStickiness},
+		{"lifecycle", compileLifecycle},
+		{"paths", compilePaths},
+		{"attribution", compileAttribution},
+	}
+}
+
+// kindNamed returns the kind of that name (false: none).
+func kindNamed(name string) (kind, bool) {
+	for _, k := range kinds {
+		if k.name == name {
+			return k, true
+		}
+	}
+	return kind{}, false
+}
+
+// Kinds returns the names of the query kinds ("trend", "funnel", …), in a
+// fixed order; the slice is the caller's.
+func Kinds() []string {
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
+		names[i] = k.name
+	}
+	return names
+}
+
+// kindNameList lists the query kinds for error messages: "trend, funnel, …
+// or attribution".
+func kindNameList() string {
+	names := Kinds()
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// runKind compiles q's plan by its kind and runs it.
+func (e *Engine) runKind(ctx context.Context, p *plan) (Result, error) {
+	k, _ := kindNamed(p.q.Kind) // newPlan checked the name
+	c, err := k.compile(ctx, e, p)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.passes(ctx); err != nil {
+		return nil, err
+	}
+	return c.finalize(ctx)
+}
+
+// ran is the compiled form of a kind not yet split into passes and
+// finalize: run does all.
+type ran struct {
+	run func(ctx context.Context) (Result, error)
+	res Result
+}
+
+func (r *ran) passes(ctx context.Context) (err error) {
+	r.res, err = r.run(ctx)
+	return err
+}
+
+func (r *ran) finalize(context.Context) (Result, error) { return r.res, nil }
+
+func compileTrend(_ context.Context, e *Engine, p *plan) (compiled, error) {
+	return &ran{run: func(ctx context.Context) (Result, error) {
+		r, err := e.runTrend(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	}}, nil
+}
+
+func compileFunnel(_ context.Context, e *Engine, p *plan) (compiled, error) {
+	return &ran{run: func(ctx context.Context) (Result, error) {
+		r, err := e.runFunnel(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	}}, nil
+}
+
+func compileRetention(_ context.Context, e *Engine, p *plan) (compiled, error) {
+	return &ran{run: func(ctx context.Context) (Result, error) {
+		r, err := e.runRetention(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	}}, nil
+}
+
+func compileCohort(_ context.Context, e *Engine, p *plan) (compiled, error) {
+	return &ran{run: func(ctx context.Context) (Result, error) {
+		r, err := e.runCohort(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	}}, nil
+}
+
+func compileStickiness(_ context.Context, e *Engine, p *plan) (compiled, error) {
+	return &ran{run: func(ctx context.Context) (Result, error) {
+		r, err := e.runStickiness(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	}}, nil
+}
+
+func compileLifecycle(_ context.Context, e *Engine, p *plan) (compiled, error) {
+	return &ran{run: func(ctx context.Context) (Result, error) {
+		r, err := e.runLifecycle(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	}}, nil
+}
+
+func compilePaths(_ context.Context, e *Engine, p *plan) (compiled, error) {
+	return &ran{run: func(ctx context.Context) (Result, error) {
+		r, err := e.runPaths(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	}}, nil
+}
+
+func compileAttribution(_ context.Context, e *Engine, p *plan) (compiled, error) {
+	return &ran{run: func(ctx context.Context) (Result, error) {
+		r, err := e.runAttribution(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	}}, nil
+}
