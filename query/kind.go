@@ -167,13 +167,3 @@ func compilePaths(_ context.Context, e *Engine, p *plan) (compiled, error) {
 		return r, nil
 	}}, nil
 }
-
-func compileAttribution(_ context.Context, e *Engine, p *plan) (compiled, error) {
-	return &ran{run: func(ctx context.Context) (Result, error) {
-		r, err := e.runAttribution(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		return r, nil
-	}}, nil
-}
