@@ -118,16 +118,6 @@ func compileFunnel(_ context.Context, e *Engine, p *plan) (compiled, error) {
 	}}, nil
 }
 
-func compileRetention(_ context.Context, e *Engine, p *plan) (compiled, error) {
-	return &ran{run: func(ctx context.Context) (Result, error) {
-		r, err := e.runRetention(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		return r, nil
-	}}, nil
-}
-
 func compileCohort(_ context.Context, e *Engine, p *plan) (compiled, error) {
 	return &ran{run: func(ctx context.Context) (Result, error) {
 		r, err := e.runCohort(ctx, p)
