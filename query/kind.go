@@ -127,13 +127,3 @@ func compileLifecycle(_ context.Context, e *Engine, p *plan) (compiled, error) {
 		return r, nil
 	}}, nil
 }
-
-func compilePaths(_ context.Context, e *Engine, p *plan) (compiled, error) {
-	return &ran{run: func(ctx context.Context) (Result, error) {
-		r, err := e.runPaths(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		return r, nil
-	}}, nil
-}
