@@ -117,13 +117,3 @@ func compileCohort(_ context.Context, e *Engine, p *plan) (compiled, error) {
 		return r, nil
 	}}, nil
 }
-
-func compileLifecycle(_ context.Context, e *Engine, p *plan) (compiled, error) {
-	return &ran{run: func(ctx context.Context) (Result, error) {
-		r, err := e.runLifecycle(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		return r, nil
-	}}, nil
-}
