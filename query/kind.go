@@ -98,16 +98,6 @@ func (r *ran) passes(ctx context.Context) (err error) {
 
 func (r *ran) finalize(context.Context) (Result, error) { return r.res, nil }
 
-func compileFunnel(_ context.Context, e *Engine, p *plan) (compiled, error) {
-	return &ran{run: func(ctx context.Context) (Result, error) {
-		r, err := e.runFunnel(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		return r, nil
-	}}, nil
-}
-
 func compileCohort(_ context.Context, e *Engine, p *plan) (compiled, error) {
 	return &ran{run: func(ctx context.Context) (Result, error) {
 		r, err := e.runCohort(ctx, p)
