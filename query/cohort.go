@@ -223,10 +223,19 @@ func (p *plan) savedCond(name, field string, saved []string, depth int) (analysi
 	return p.parseCond(sc.Definition, fmt.Sprintf("%s(saved %s)", field, name), append(saved, name), depth+1)
 }
 
-// runCohort counts the users of a cohort and lists a page of them (spec
-// §7). The universe is every user with a stored event or user property
-// write; the whole store is scanned.
-func (e *Engine) runCohort(ctx context.Context, p *plan) (*CohortResult, error) {
+// cohort is a compiled cohort query (spec §7): the number of users of a
+// cohort and a page of them. The universe is every user with a stored
+// event or user property write; the whole store is scanned.
+type cohort struct {
+	e    *Engine
+	p    *plan
+	list *List // the page asked for (limit and offset only)
+	keep int   // ids to keep: offset + limit
+	ul   *analysis.UserList
+}
+
+// compileCohort checks and compiles a cohort query.
+func compileCohort(_ context.Context, e *Engine, p *plan) (compiled, error) {
 	q := p.q
 	if len(bytes.TrimSpace(q.Cohort)) == 0 {
 		return nil, invalid("cohort", "kind cohort needs a cohort: a condition tree or a saved cohort's name")
@@ -248,17 +257,25 @@ func (e *Engine) runCohort(ctx context.Context, p *plan) (*CohortResult, error) 
 	if err := p.parseCohortFilter(); err != nil {
 		return nil, err
 	}
-	acc, err := scanMerge(ctx, e, p, span{from: minTime, to: maxTime, allUsers: true},
-		func(int) (cohortUsers, error) { return cohortUsers{&analysis.UserList{Keep: keep}}, nil },
+	return &cohort{e: e, p: p, list: l, keep: keep}, nil
+}
+
+// passes scans all stored data, visiting every user.
+func (c *cohort) passes(ctx context.Context) error {
+	acc, err := scanMerge(ctx, c.e, c.p, span{from: minTime, to: maxTime, allUsers: true},
+		func(int) (cohortUsers, error) { return cohortUsers{&analysis.UserList{Keep: c.keep}}, nil },
 		func(dst, src cohortUsers) error { return mergeOf(dst.l, src.l) })
-	if err != nil {
-		return nil, err
-	}
+	c.ul = acc.l
+	return err
+}
+
+// finalize renders the count and the page.
+func (c *cohort) finalize(context.Context) (Result, error) {
+	p, l := c.p, c.list
 	merge := timer()
-	ul := acc.l
-	limit := keep - l.Offset
-	res := &CohortResult{Kind: "cohort", Range: p.resolvedRange(), TZ: p.loc.String(), Users: ul.Count(),
-		UserIDs: ul.Page(l.Offset, limit), Offset: l.Offset, Limit: limit}
+	limit := c.keep - l.Offset
+	res := &CohortResult{Kind: "cohort", Range: p.resolvedRange(), TZ: p.loc.String(), Users: c.ul.Count(),
+		UserIDs: c.ul.Page(l.Offset, limit), Offset: l.Offset, Limit: limit}
 	p.stats.MergeMS += merge()
 	res.Stats = p.stats
 	return res, nil

@@ -83,27 +83,3 @@ func (e *Engine) runKind(ctx context.Context, p *plan) (Result, error) {
 	}
 	return c.finalize(ctx)
 }
-
-// ran is the compiled form of a kind not yet split into passes and
-// finalize: run does all.
-type ran struct {
-	run func(ctx context.Context) (Result, error)
-	res Result
-}
-
-func (r *ran) passes(ctx context.Context) (err error) {
-	r.res, err = r.run(ctx)
-	return err
-}
-
-func (r *ran) finalize(context.Context) (Result, error) { return r.res, nil }
-
-func compileCohort(_ context.Context, e *Engine, p *plan) (compiled, error) {
-	return &ran{run: func(ctx context.Context) (Result, error) {
-		r, err := e.runCohort(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		return r, nil
-	}}, nil
-}
