@@ -3,7 +3,11 @@ package query
 import (
 	"cmp"
 	"context"
+	"encoding/csv"
+	"fmt"
+	"io"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spurdb/spur/event"
@@ -417,4 +421,77 @@ func (a *attribution) listUsers(r *ranked) (*ListResult, error) {
 	}
 	return kindList(a.p, a.bd, r, nil, a.spec, set, a.run,
 		func(r analysis.AttributionResult) *analysis.UserList { return r.List })
+}
+
+// writeTable prints one row per channel (and breakdown value), the
+// totals, and with an interval the conversions per bucket.
+func (r *AttributionResult) writeTable(w io.Writer) {
+	fmt.Fprintf(w, "attribution %s .. %s (%s), model %s\n", r.Range.From, r.Range.To, r.TZ, r.Model)
+	sub := r.Total.Subsequent != nil
+	hdr := "channel\tconversions\tusers\tvalue\t"
+	if sub {
+		hdr += "subsequent\tsubsequent value\t"
+	}
+	fmt.Fprintln(w, hdr)
+	for _, c := range r.Channels {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t", seriesName(c.Channel, c.BreakdownValue), num(c.Conversions), c.Users, num(c.Value))
+		if c.Subsequent != nil {
+			fmt.Fprintf(w, "%s\t%s\t", num(c.Subsequent.Events), num(c.Subsequent.Value))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "total\t%d\t%d\t%s\t", r.Total.Conversions, r.Total.Users, num(r.Total.Value))
+	if sub {
+		fmt.Fprintf(w, "%d\t%s\t", r.Total.Subsequent.Events, num(r.Total.Subsequent.Value))
+	}
+	fmt.Fprintln(w)
+	if r.Interval != "" && len(r.Channels) > 0 {
+		fmt.Fprintf(w, "conversions by %s; * = incomplete\n", r.Interval)
+		var h strings.Builder
+		h.WriteString("bucket\t")
+		for _, c := range r.Channels {
+			fmt.Fprintf(&h, "%s\t", seriesName(c.Channel, c.BreakdownValue))
+		}
+		fmt.Fprintln(w, h.String())
+		for b, bk := range r.Channels[0].Buckets {
+			mark := ""
+			if bk.Incomplete {
+				mark = "*"
+			}
+			fmt.Fprintf(w, "%s%s\t", label(bk.Start), mark)
+			for _, c := range r.Channels {
+				fmt.Fprintf(w, "%s\t", num(c.Buckets[b].Conversions))
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	if l := r.List; l != nil {
+		writeList(w, fmt.Sprintf("users credited in channel %s", *l.Channel), l)
+	}
+}
+
+// attributionCSV are the CSV columns of a attribution result (WriteCSV; docs/queries.md).
+var attributionCSV = []string{"channel", "breakdown_value", "bucket", "conversions", "users", "value", "subsequent_events", "subsequent_value", "incomplete"}
+
+// writeCSV writes one row per channel × breakdown value, then per channel
+// × breakdown value × bucket.
+func (r *AttributionResult) writeCSV(cw *csv.Writer) {
+	cw.Write(attributionCSV)
+	sub := func(s *AttributionSub) (string, string) {
+		if s == nil {
+			return "", ""
+		}
+		return fnum(s.Events), fnum(s.Value)
+	}
+	for _, c := range r.Channels {
+		se, sv := sub(c.Subsequent)
+		cw.Write([]string{c.Channel, strp(c.BreakdownValue), "", fnum(c.Conversions), inum(c.Users), fnum(c.Value), se, sv, ""})
+	}
+	for _, c := range r.Channels {
+		for _, b := range c.Buckets {
+			se, sv := sub(b.Subsequent)
+			cw.Write([]string{c.Channel, strp(c.BreakdownValue), b.Start, fnum(b.Conversions), inum(b.Users), fnum(b.Value), se, sv,
+				strconv.FormatBool(b.Incomplete)})
+		}
+	}
 }

@@ -7,17 +7,15 @@ import (
 	"strconv"
 )
 
-// CSV columns per result kind (WriteCSV); docs/queries.md documents them.
+// CSV columns of the trend, funnel and retention results and of user ids
+// (WriteCSV; the other kinds hold theirs in their files); docs/queries.md
+// documents them.
 var (
 	trendCSV        = []string{"series", "label", "event", "math", "property", "breakdown_value", "bucket", "value", "incomplete", "total", "period"}
 	funnelCSV       = []string{"breakdown_value", "step", "label", "event", "users", "conversion", "conversion_from_previous", "avg_seconds", "median_seconds"}
 	funnelTrendsCSV = []string{"breakdown_value", "bucket", "entered", "converted", "conversion", "incomplete"}
 	funnelTimesCSV  = []string{"breakdown_value", "from_seconds", "to_seconds", "users"}
 	retentionCSV    = []string{"cohort_start", "breakdown_value", "size", "period", "retained", "rate", "incomplete"}
-	stickinessCSV   = []string{"label", "event", "breakdown_value", "intervals", "users"}
-	lifecycleCSV    = []string{"breakdown_value", "bucket", "status", "users", "incomplete"}
-	pathsCSV        = []string{"source", "target", "sessions", "users", "avg_seconds"}
-	attributionCSV  = []string{"channel", "breakdown_value", "bucket", "conversions", "users", "value", "subsequent_events", "subsequent_value", "incomplete"}
 	usersCSV        = []string{"user_id"}
 )
 
@@ -67,35 +65,6 @@ func (r *RetentionResult) writeCSV(cw *csv.Writer) {
 			cw.Write([]string{c.Start, strp(c.BreakdownValue), inum(c.Size), strconv.Itoa(k),
 				inum(n), fnum(c.Rates[k]), strconv.FormatBool(c.Incomplete[k])})
 		}
-	}
-}
-
-// writeCSV writes one row per series × breakdown value × number of
-// active intervals.
-func (r *StickinessResult) writeCSV(cw *csv.Writer) {
-	cw.Write(stickinessCSV)
-	for _, s := range r.Series {
-		for i, n := range s.Counts {
-			cw.Write([]string{s.Label, s.Event, strp(s.BreakdownValue), strconv.Itoa(i + 1), inum(n)})
-		}
-	}
-}
-
-// writeCSV writes one row per breakdown value (empty for all users) ×
-// bucket × status.
-func (r *LifecycleResult) writeCSV(cw *csv.Writer) {
-	cw.Write(lifecycleCSV)
-	writeLifecycleCSV(cw, "", r.Buckets)
-	for _, b := range r.Breakdown {
-		writeLifecycleCSV(cw, b.Value, b.Buckets)
-	}
-}
-
-// writeCSV writes one row per edge.
-func (r *PathsResult) writeCSV(cw *csv.Writer) {
-	cw.Write(pathsCSV)
-	for _, e := range r.Edges {
-		cw.Write([]string{e.Source, e.Target, inum(e.Sessions), inum(e.Users), fnum(e.AvgSeconds)})
 	}
 }
 
@@ -167,39 +136,6 @@ func (r *FunnelResult) writeCSV(cw *csv.Writer) {
 		steps("", r.Steps)
 		for _, b := range r.Breakdown {
 			steps(b.Value, b.Steps)
-		}
-	}
-}
-
-func writeLifecycleCSV(cw *csv.Writer, bv string, bs []LifecycleBucket) {
-	for _, b := range bs {
-		inc := strconv.FormatBool(b.Incomplete)
-		cw.Write([]string{bv, b.Start, "new", inum(b.New), inc})
-		cw.Write([]string{bv, b.Start, "returning", inum(b.Returning), inc})
-		cw.Write([]string{bv, b.Start, "resurrecting", inum(b.Resurrecting), inc})
-		cw.Write([]string{bv, b.Start, "dormant", inum(b.Dormant), inc})
-	}
-}
-
-// writeCSV writes one row per channel × breakdown value, then per channel
-// × breakdown value × bucket.
-func (r *AttributionResult) writeCSV(cw *csv.Writer) {
-	cw.Write(attributionCSV)
-	sub := func(s *AttributionSub) (string, string) {
-		if s == nil {
-			return "", ""
-		}
-		return fnum(s.Events), fnum(s.Value)
-	}
-	for _, c := range r.Channels {
-		se, sv := sub(c.Subsequent)
-		cw.Write([]string{c.Channel, strp(c.BreakdownValue), "", fnum(c.Conversions), inum(c.Users), fnum(c.Value), se, sv, ""})
-	}
-	for _, c := range r.Channels {
-		for _, b := range c.Buckets {
-			se, sv := sub(b.Subsequent)
-			cw.Write([]string{c.Channel, strp(c.BreakdownValue), b.Start, fnum(b.Conversions), inum(b.Users), fnum(b.Value), se, sv,
-				strconv.FormatBool(b.Incomplete)})
 		}
 	}
 }

@@ -2,6 +2,10 @@ package query
 
 import (
 	"context"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strconv"
 
 	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/query/timebucket"
@@ -245,4 +249,50 @@ func (lc *lifecycle) breakdown(ctx context.Context) ([]LifecycleBreakdown, ranke
 		out = append(out, LifecycleBreakdown{Value: otherLabel, Buckets: lc.buckets(other)})
 	}
 	return out, r, nil
+}
+
+// writeTable prints one row per bucket (then per breakdown value).
+func (r *LifecycleResult) writeTable(w io.Writer) {
+	fmt.Fprintf(w, "lifecycle by %s %s .. %s (%s); * = incomplete\n", r.Interval, r.Range.From, r.Range.To, r.TZ)
+	rows := func(bs []LifecycleBucket) {
+		fmt.Fprintln(w, "bucket\tnew\treturning\tresurrecting\tdormant\t")
+		for _, b := range bs {
+			mark := ""
+			if b.Incomplete {
+				mark = "*"
+			}
+			fmt.Fprintf(w, "%s%s\t%d\t%d\t%d\t%d\t\n", label(b.Start), mark, b.New, b.Returning, b.Resurrecting, b.Dormant)
+		}
+	}
+	rows(r.Buckets)
+	for _, b := range r.Breakdown {
+		fmt.Fprintf(w, "breakdown %s\n", b.Value)
+		rows(b.Buckets)
+	}
+	if l := r.List; l != nil {
+		writeList(w, fmt.Sprintf("%s users in the %s of %s", l.Status, r.Interval, l.Bucket), l)
+	}
+}
+
+// lifecycleCSV are the CSV columns of a lifecycle result (WriteCSV; docs/queries.md).
+var lifecycleCSV = []string{"breakdown_value", "bucket", "status", "users", "incomplete"}
+
+// writeCSV writes one row per breakdown value (empty for all users) ×
+// bucket × status.
+func (r *LifecycleResult) writeCSV(cw *csv.Writer) {
+	cw.Write(lifecycleCSV)
+	writeLifecycleCSV(cw, "", r.Buckets)
+	for _, b := range r.Breakdown {
+		writeLifecycleCSV(cw, b.Value, b.Buckets)
+	}
+}
+
+func writeLifecycleCSV(cw *csv.Writer, bv string, bs []LifecycleBucket) {
+	for _, b := range bs {
+		inc := strconv.FormatBool(b.Incomplete)
+		cw.Write([]string{bv, b.Start, "new", inum(b.New), inc})
+		cw.Write([]string{bv, b.Start, "returning", inum(b.Returning), inc})
+		cw.Write([]string{bv, b.Start, "resurrecting", inum(b.Resurrecting), inc})
+		cw.Write([]string{bv, b.Start, "dormant", inum(b.Dormant), inc})
+	}
 }

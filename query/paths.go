@@ -3,7 +3,9 @@ package query
 import (
 	"cmp"
 	"context"
+	"encoding/csv"
 	"fmt"
+	"io"
 	"math/bits"
 	"slices"
 	"strconv"
@@ -398,4 +400,27 @@ func nodePos(n string) int {
 	ps, _, _ := strings.Cut(n, "_")
 	pos, _ := strconv.Atoi(ps)
 	return pos
+}
+
+// writeTable prints one row per edge.
+func (r *PathsResult) writeTable(w io.Writer) {
+	fmt.Fprintf(w, "paths %s .. %s (%s): %d edges\n", r.Range.From, r.Range.To, r.TZ, len(r.Edges))
+	fmt.Fprintln(w, "source\ttarget\tsessions\tusers\tavg time\t")
+	for _, e := range r.Edges {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t\n", e.Source, e.Target, e.Sessions, e.Users, dur(&e.AvgSeconds))
+	}
+	if l := r.List; l != nil {
+		writeList(w, fmt.Sprintf("users of the edge %s → %s", l.Source, l.Target), l)
+	}
+}
+
+// pathsCSV are the CSV columns of a paths result (WriteCSV; docs/queries.md).
+var pathsCSV = []string{"source", "target", "sessions", "users", "avg_seconds"}
+
+// writeCSV writes one row per edge.
+func (r *PathsResult) writeCSV(cw *csv.Writer) {
+	cw.Write(pathsCSV)
+	for _, e := range r.Edges {
+		cw.Write([]string{e.Source, e.Target, inum(e.Sessions), inum(e.Users), fnum(e.AvgSeconds)})
+	}
 }

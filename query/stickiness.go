@@ -2,6 +2,11 @@ package query
 
 import (
 	"context"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
 
 	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/query/timebucket"
@@ -259,4 +264,55 @@ func (st *stickiness) render(rows [][]analysis.StickinessRow) []StickinessSeries
 		}
 	}
 	return out
+}
+
+// writeTable prints one row per number of active buckets and one
+// column per series (and breakdown value).
+func (r *StickinessResult) writeTable(w io.Writer) {
+	how := "users active in exactly n"
+	if r.Cumulative {
+		how = "users active in at least n"
+	}
+	fmt.Fprintf(w, "stickiness %s .. %s (%s): %s %ss\n", r.Range.From, r.Range.To, r.TZ, how, r.Interval)
+	var hdr strings.Builder
+	fmt.Fprintf(&hdr, "%ss\t", r.Interval)
+	for _, s := range r.Series {
+		fmt.Fprintf(&hdr, "%s\t", seriesName(s.Label, s.BreakdownValue))
+	}
+	fmt.Fprintln(w, hdr.String())
+	if len(r.Series) > 0 {
+		for i := range r.Series[0].Counts {
+			fmt.Fprintf(w, "%d\t", i+1)
+			for _, s := range r.Series {
+				fmt.Fprintf(w, "%d\t", s.Counts[i])
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	fmt.Fprint(w, "users\t")
+	for _, s := range r.Series {
+		fmt.Fprintf(w, "%d\t", s.Users)
+	}
+	fmt.Fprintln(w)
+	if l := r.List; l != nil {
+		n := "exactly"
+		if r.Cumulative {
+			n = "at least"
+		}
+		writeList(w, fmt.Sprintf("users of series %d active in %s %d %ss", l.Series, n, l.Intervals, r.Interval), l)
+	}
+}
+
+// stickinessCSV are the CSV columns of a stickiness result (WriteCSV; docs/queries.md).
+var stickinessCSV = []string{"label", "event", "breakdown_value", "intervals", "users"}
+
+// writeCSV writes one row per series × breakdown value × number of
+// active intervals.
+func (r *StickinessResult) writeCSV(cw *csv.Writer) {
+	cw.Write(stickinessCSV)
+	for _, s := range r.Series {
+		for i, n := range s.Counts {
+			cw.Write([]string{s.Label, s.Event, strp(s.BreakdownValue), strconv.Itoa(i + 1), inum(n)})
+		}
+	}
 }

@@ -293,3 +293,11 @@ func (r *RetentionResult) writeTable(w io.Writer) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// seriesName is a series' column title: label, then breakdown value.
+func seriesName(label string, value *string) string {
+	if value != nil {
+		return label + " / " + *value
+	}
+	return label
+}
