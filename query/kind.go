@@ -10,8 +10,10 @@ import (
 // compiled query's passes then scan (each pass through scanMerge), and
 // finalize ranks, runs the passes that depend on the ranking (an
 // "(other)" recomputed, a list under a breakdown value) and renders the
-// Result. A new kind is one file with its compile function, its compiled
-// type and its Result type, and one row of kinds.
+// Result. A new kind is one file — its compile function, its compiled
+// type, its Result type with that interface's methods (table and CSV
+// forms included) — plus one row of kinds and its request fields in Query
+// (AnalysisQuery).
 type kind struct {
 	name    string
 	compile func(ctx context.Context, e *Engine, p *plan) (compiled, error)
