@@ -66,26 +66,17 @@ func (b *budget) exceeded() *Error {
 }
 
 // accumulator is what a visitor feeds: an analysis accumulator
-// (*analysis.Funnel, *analysis.Trend, …) or accFuncs. Add takes a trail
+// (*analysis.Funnel, *analysis.Trend, …) or a small type of this package
+// around one (cohortUsers, trendLister, trendSet). Add takes a trail
 // (or a chunk of one) borrowed for the call; Bytes returns the memory
-// the accumulator holds, in bytes.
+// the accumulator holds, in bytes. Accumulators are methods on types, not
+// closures: Add then takes one indirect call per trail, where a closure
+// behind a method-value wrapper took two (funnel4 at 100M: 1.047 →
+// 1.012× session 7's CPU with this change, bench/ab.sh 8 rounds).
 type accumulator interface {
 	Add(t *trail.Trail)
 	Bytes() int64
 }
-
-// accFuncs is an accumulator made of two functions. The analysis
-// accumulators are passed as they are: their methods then take one
-// indirect call per trail each, where a closure and a method-value
-// wrapper took two (funnel4 at 100M: 1.047 → 1.012× session 7's CPU
-// with this change, bench/ab.sh 8 rounds).
-type accFuncs struct {
-	add   func(t *trail.Trail)
-	bytes func() int64
-}
-
-func (a accFuncs) Add(t *trail.Trail) { a.add(t) }
-func (a accFuncs) Bytes() int64       { return a.bytes() }
 
 // visitor feeds admitted trails to one worker's accumulator and charges
 // its growth to the budget.

@@ -77,49 +77,13 @@ func (p *plan) parseCond(raw json.RawMessage, field string, saved []string, dept
 		}
 		return p.savedCond(name, field, saved, depth)
 	}
-	var n condJSON
-	if e := DecodeJSON(raw, &n); e != nil {
-		if e.Field != "" {
-			e.Field = field + "." + e.Field
-		} else {
-			e.Field = field
-		}
-		return none, e
-	}
-	keys := 0
-	for _, set := range []bool{n.And != nil, n.Or != nil, n.Not != nil, n.Performed != nil, n.NotPerformed != nil,
-		n.FirstPerformed != nil, n.UserProperty != nil, n.Saved != nil} {
-		if set {
-			keys++
-		}
-	}
-	if keys != 1 {
-		return none, invalid(field, "a cohort condition has exactly one of and, or, not, performed, not_performed, first_performed, user_property, saved (found %d)", keys)
-	}
-	if n.Count != nil && n.Performed == nil {
-		return none, invalid(field+".count", "count belongs to a performed condition")
-	}
-	if n.Window != nil && n.Performed == nil && n.NotPerformed == nil && n.FirstPerformed == nil {
-		return none, invalid(field+".window", "window belongs to a performed, not_performed or first_performed condition")
+	n, err := decodeCond(raw, field)
+	if err != nil {
+		return none, err
 	}
 	switch {
 	case n.And != nil || n.Or != nil:
-		c := analysis.CohortCond{Op: analysis.CohortAnd}
-		kids, name := n.And, "and"
-		if n.Or != nil {
-			c.Op, kids, name = analysis.CohortOr, n.Or, "or"
-		}
-		if len(kids) == 0 {
-			return none, invalid(field+"."+name, "%s needs at least one condition", name)
-		}
-		for i, k := range kids {
-			kc, err := p.parseCond(k, fieldIdx(field+"."+name, i), saved, depth+1)
-			if err != nil {
-				return none, err
-			}
-			c.Kids = append(c.Kids, kc)
-		}
-		return c, nil
+		return p.parseAndOr(n, field, saved, depth)
 	case n.Not != nil:
 		kc, err := p.parseCond(n.Not, field+".not", saved, depth+1)
 		if err != nil {
@@ -129,23 +93,87 @@ func (p *plan) parseCond(raw json.RawMessage, field string, saved []string, dept
 	case n.Saved != nil:
 		return p.savedCond(*n.Saved, field+".saved", saved, depth)
 	case n.UserProperty != nil:
-		f := *n.UserProperty
-		if f.Source != "" && f.Source != "user" {
-			return none, invalid(field+".user_property.source", "a user_property condition filters user properties; leave source out")
-		}
-		f.Source = "user"
-		pf, err := p.parseFilter(f, field+".user_property")
-		if err != nil {
-			return none, err
-		}
-		if len(p.cohortFlags) == 64 {
-			return none, invalid(field, "a cohort may have at most 64 user_property conditions")
-		}
-		pf.ucol = p.addCol(pf.prop, true)
-		p.cohortFlags = append(p.cohortFlags, &userFlag{f: pf})
-		return analysis.CohortCond{Op: analysis.CohortUserFlag, Flag: len(p.cohortFlags) - 1}, nil
+		return p.parseUserCond(*n.UserProperty, field)
 	}
-	// performed, not_performed, first_performed
+	return p.parsePerformed(n, field)
+}
+
+// decodeCond decodes one condition node at JSON path field and checks
+// that it has exactly one condition key, and count and window only where
+// they belong.
+func decodeCond(raw json.RawMessage, field string) (*condJSON, error) {
+	var n condJSON
+	if e := DecodeJSON(raw, &n); e != nil {
+		if e.Field != "" {
+			e.Field = field + "." + e.Field
+		} else {
+			e.Field = field
+		}
+		return nil, e
+	}
+	keys := 0
+	for _, set := range []bool{n.And != nil, n.Or != nil, n.Not != nil, n.Performed != nil, n.NotPerformed != nil,
+		n.FirstPerformed != nil, n.UserProperty != nil, n.Saved != nil} {
+		if set {
+			keys++
+		}
+	}
+	if keys != 1 {
+		return nil, invalid(field, "a cohort condition has exactly one of and, or, not, performed, not_performed, first_performed, user_property, saved (found %d)", keys)
+	}
+	if n.Count != nil && n.Performed == nil {
+		return nil, invalid(field+".count", "count belongs to a performed condition")
+	}
+	if n.Window != nil && n.Performed == nil && n.NotPerformed == nil && n.FirstPerformed == nil {
+		return nil, invalid(field+".window", "window belongs to a performed, not_performed or first_performed condition")
+	}
+	return &n, nil
+}
+
+// parseAndOr parses an and or or node and its conditions.
+func (p *plan) parseAndOr(n *condJSON, field string, saved []string, depth int) (analysis.CohortCond, error) {
+	c := analysis.CohortCond{Op: analysis.CohortAnd}
+	kids, name := n.And, "and"
+	if n.Or != nil {
+		c.Op, kids, name = analysis.CohortOr, n.Or, "or"
+	}
+	if len(kids) == 0 {
+		return analysis.CohortCond{}, invalid(field+"."+name, "%s needs at least one condition", name)
+	}
+	for i, k := range kids {
+		kc, err := p.parseCond(k, fieldIdx(field+"."+name, i), saved, depth+1)
+		if err != nil {
+			return analysis.CohortCond{}, err
+		}
+		c.Kids = append(c.Kids, kc)
+	}
+	return c, nil
+}
+
+// parseUserCond parses a user_property condition into a user flag.
+func (p *plan) parseUserCond(f Filter, field string) (analysis.CohortCond, error) {
+	var none analysis.CohortCond
+	if f.Source != "" && f.Source != "user" {
+		return none, invalid(field+".user_property.source", "a user_property condition filters user properties; leave source out")
+	}
+	f.Source = "user"
+	pf, err := p.parseFilter(f, field+".user_property")
+	if err != nil {
+		return none, err
+	}
+	if len(p.cohortFlags) == 64 {
+		return none, invalid(field, "a cohort may have at most 64 user_property conditions")
+	}
+	pf.ucol = p.addCol(pf.prop, true)
+	p.cohortFlags = append(p.cohortFlags, &userFlag{f: pf})
+	return analysis.CohortCond{Op: analysis.CohortUserFlag, Flag: len(p.cohortFlags) - 1}, nil
+}
+
+// parsePerformed parses a performed, not_performed or first_performed
+// node: its matcher, count and window; the plan's cohort range grows to
+// hold the window.
+func (p *plan) parsePerformed(n *condJSON, field string) (analysis.CohortCond, error) {
+	var none analysis.CohortCond
 	m, key := n.Performed, "performed"
 	c := analysis.CohortCond{Op: analysis.CohortPerformed, Count: analysis.CountGTE, N: 1}
 	switch {
@@ -177,28 +205,8 @@ func (p *plan) parseCond(raw json.RawMessage, field string, saved []string, dept
 		}
 		c.N = n.Count.Value
 	}
-	c.From, c.To = p.from, p.to
-	if w := n.Window; w != nil {
-		switch {
-		case w.LastDays != nil && (w.From != "" || w.To != ""):
-			return none, invalid(field+".window", "give either last_days or from and to")
-		case w.LastDays != nil:
-			if *w.LastDays < 1 || *w.LastDays > 36_600 {
-				return none, invalid(field+".window.last_days", "want 1 to 36600 days, found %d", *w.LastDays)
-			}
-			c.From, c.To = p.to-int64(*w.LastDays)*day, p.to
-		default:
-			var ok bool
-			if c.From, ok = parseInstant(w.From, p.loc); !ok {
-				return none, invalid(field+".window.from", "want a date YYYY-MM-DD or an RFC 3339 instant, found %s", event.Quote(w.From))
-			}
-			if c.To, ok = parseInstant(w.To, p.loc); !ok {
-				return none, invalid(field+".window.to", "want a date YYYY-MM-DD or an RFC 3339 instant, found %s", event.Quote(w.To))
-			}
-			if c.To <= c.From {
-				return none, invalid(field+".window", "window.to must be after window.from")
-			}
-		}
+	if c.From, c.To, err = p.condWindow(n, field); err != nil {
+		return none, err
 	}
 	from := c.From
 	if c.Op == analysis.CohortFirstPerformed {
@@ -206,6 +214,35 @@ func (p *plan) parseCond(raw json.RawMessage, field string, saved []string, dept
 	}
 	p.cohortFrom, p.cohortTo = min(p.cohortFrom, from), max(p.cohortTo, c.To)
 	return c, nil
+}
+
+// condWindow returns the range of a node's window: the query's range
+// without one.
+func (p *plan) condWindow(n *condJSON, field string) (from, to int64, err error) {
+	w := n.Window
+	if w == nil {
+		return p.from, p.to, nil
+	}
+	switch {
+	case w.LastDays != nil && (w.From != "" || w.To != ""):
+		return 0, 0, invalid(field+".window", "give either last_days or from and to")
+	case w.LastDays != nil:
+		if *w.LastDays < 1 || *w.LastDays > 36_600 {
+			return 0, 0, invalid(field+".window.last_days", "want 1 to 36600 days, found %d", *w.LastDays)
+		}
+		return p.to - int64(*w.LastDays)*day, p.to, nil
+	}
+	var ok bool
+	if from, ok = parseInstant(w.From, p.loc); !ok {
+		return 0, 0, invalid(field+".window.from", "want a date YYYY-MM-DD or an RFC 3339 instant, found %s", event.Quote(w.From))
+	}
+	if to, ok = parseInstant(w.To, p.loc); !ok {
+		return 0, 0, invalid(field+".window.to", "want a date YYYY-MM-DD or an RFC 3339 instant, found %s", event.Quote(w.To))
+	}
+	if to <= from {
+		return 0, 0, invalid(field+".window", "window.to must be after window.from")
+	}
+	return from, to, nil
 }
 
 // savedCond expands the saved cohort name of the query's app.
@@ -223,10 +260,19 @@ func (p *plan) savedCond(name, field string, saved []string, depth int) (analysi
 	return p.parseCond(sc.Definition, fmt.Sprintf("%s(saved %s)", field, name), append(saved, name), depth+1)
 }
 
-// runCohort counts the users of a cohort and lists a page of them (spec
-// §7). The universe is every user with a stored event or user property
-// write; the whole store is scanned.
-func (e *Engine) runCohort(ctx context.Context, p *plan) (*CohortResult, error) {
+// cohort is a compiled cohort query (spec §7): the number of users of a
+// cohort and a page of them. The universe is every user with a stored
+// event or user property write; the whole store is scanned.
+type cohort struct {
+	e    *Engine
+	p    *plan
+	list *List // the page asked for (limit and offset only)
+	keep int   // ids to keep: offset + limit
+	ul   *analysis.UserList
+}
+
+// compileCohort checks and compiles a cohort query.
+func compileCohort(_ context.Context, e *Engine, p *plan) (compiled, error) {
 	q := p.q
 	if len(bytes.TrimSpace(q.Cohort)) == 0 {
 		return nil, invalid("cohort", "kind cohort needs a cohort: a condition tree or a saved cohort's name")
@@ -248,31 +294,41 @@ func (e *Engine) runCohort(ctx context.Context, p *plan) (*CohortResult, error) 
 	if err := p.parseCohortFilter(); err != nil {
 		return nil, err
 	}
-	lists := make([]*analysis.UserList, e.cfg.Workers)
-	vs := newVisitors(p, len(lists), func(i int) accumulator {
-		ul := &analysis.UserList{Keep: keep}
-		lists[i] = ul
-		return accFuncs{func(t *trail.Trail) {
-			if t.Offset == 0 { // a user once, on their first chunk
-				ul.Add(t.ID)
-			}
-		}, ul.Bytes}
-	})
-	if err := e.scan(ctx, p, minTime, maxTime, vs, true); err != nil {
-		return nil, err
-	}
+	return &cohort{e: e, p: p, list: l, keep: keep}, nil
+}
+
+// passes scans all stored data, visiting every user.
+func (c *cohort) passes(ctx context.Context) error {
+	acc, err := scanMerge(ctx, c.e, c.p, span{from: minTime, to: maxTime, allUsers: true},
+		func(int) (cohortUsers, error) { return cohortUsers{&analysis.UserList{Keep: c.keep}}, nil },
+		func(dst, src cohortUsers) error { return mergeOf(dst.l, src.l) })
+	c.ul = acc.l
+	return err
+}
+
+// finalize renders the count and the page.
+func (c *cohort) finalize(context.Context) (Result, error) {
+	p, l := c.p, c.list
 	merge := timer()
-	ul, err := mergeAll(ctx, lists)
-	if err != nil {
-		return nil, err
-	}
-	limit := keep - l.Offset
-	res := &CohortResult{Kind: "cohort", Range: p.resolvedRange(), TZ: p.loc.String(), Users: ul.Count(),
-		UserIDs: ul.Page(l.Offset, limit), Offset: l.Offset, Limit: limit}
-	p.stats.MergeMS = merge()
+	limit := c.keep - l.Offset
+	res := &CohortResult{Kind: "cohort", Range: p.resolvedRange(), TZ: p.loc.String(), Users: c.ul.Count(),
+		UserIDs: c.ul.Page(l.Offset, limit), Offset: l.Offset, Limit: limit}
+	p.stats.MergeMS += merge()
 	res.Stats = p.stats
 	return res, nil
 }
+
+// cohortUsers is a cohort scan's accumulator: every visited user's id,
+// once (on their first chunk).
+type cohortUsers struct{ l *analysis.UserList }
+
+func (c cohortUsers) Add(t *trail.Trail) {
+	if t.Offset == 0 {
+		c.l.Add(t.ID)
+	}
+}
+
+func (c cohortUsers) Bytes() int64 { return c.l.Bytes() }
 
 // CheckCohort validates a cohort definition (a condition tree, or a saved
 // cohort's name) against app's schema and saved cohorts, as a query would

@@ -7,17 +7,15 @@ import (
 	"strconv"
 )
 
-// CSV columns per result kind (WriteCSV); docs/queries.md documents them.
+// CSV columns of the trend, funnel and retention results and of user ids
+// (WriteCSV; the other kinds hold theirs in their files); docs/queries.md
+// documents them.
 var (
 	trendCSV        = []string{"series", "label", "event", "math", "property", "breakdown_value", "bucket", "value", "incomplete", "total", "period"}
 	funnelCSV       = []string{"breakdown_value", "step", "label", "event", "users", "conversion", "conversion_from_previous", "avg_seconds", "median_seconds"}
 	funnelTrendsCSV = []string{"breakdown_value", "bucket", "entered", "converted", "conversion", "incomplete"}
 	funnelTimesCSV  = []string{"breakdown_value", "from_seconds", "to_seconds", "users"}
 	retentionCSV    = []string{"cohort_start", "breakdown_value", "size", "period", "retained", "rate", "incomplete"}
-	stickinessCSV   = []string{"label", "event", "breakdown_value", "intervals", "users"}
-	lifecycleCSV    = []string{"breakdown_value", "bucket", "status", "users", "incomplete"}
-	pathsCSV        = []string{"source", "target", "sessions", "users", "avg_seconds"}
-	attributionCSV  = []string{"channel", "breakdown_value", "bucket", "conversions", "users", "value", "subsequent_events", "subsequent_value", "incomplete"}
 	usersCSV        = []string{"user_id"}
 )
 
@@ -46,54 +44,44 @@ var (
 func WriteCSV(w io.Writer, res any) error {
 	cw := csv.NewWriter(w)
 	if ids, ok := listedIDs(res); ok {
-		cw.Write(usersCSV)
-		for _, id := range ids {
-			cw.Write([]string{id})
-		}
+		writeIDsCSV(cw, ids)
 		cw.Flush()
 		return cw.Error()
 	}
-	switch r := res.(type) {
-	case *TrendResult:
-		writeTrendCSV(cw, r)
-	case *FunnelResult:
-		writeFunnelCSV(cw, r)
-	case *RetentionResult:
-		cw.Write(retentionCSV)
-		for _, c := range r.Cohorts {
-			for k, n := range c.Retained {
-				cw.Write([]string{c.Start, strp(c.BreakdownValue), inum(c.Size), strconv.Itoa(k),
-					inum(n), fnum(c.Rates[k]), strconv.FormatBool(c.Incomplete[k])})
-			}
-		}
-	case *StickinessResult:
-		cw.Write(stickinessCSV)
-		for _, s := range r.Series {
-			for i, n := range s.Counts {
-				cw.Write([]string{s.Label, s.Event, strp(s.BreakdownValue), strconv.Itoa(i + 1), inum(n)})
-			}
-		}
-	case *LifecycleResult:
-		cw.Write(lifecycleCSV)
-		writeLifecycleCSV(cw, "", r.Buckets)
-		for _, b := range r.Breakdown {
-			writeLifecycleCSV(cw, b.Value, b.Buckets)
-		}
-	case *PathsResult:
-		cw.Write(pathsCSV)
-		for _, e := range r.Edges {
-			cw.Write([]string{e.Source, e.Target, inum(e.Sessions), inum(e.Users), fnum(e.AvgSeconds)})
-		}
-	case *AttributionResult:
-		writeAttributionCSV(cw, r)
-	default:
+	r, ok := res.(Result)
+	if !ok {
 		return fmt.Errorf("no CSV form for %T", res)
 	}
+	r.writeCSV(cw)
 	cw.Flush()
 	return cw.Error()
 }
 
-func writeTrendCSV(cw *csv.Writer, r *TrendResult) {
+// writeCSV writes one row per cohort × breakdown value × period.
+func (r *RetentionResult) writeCSV(cw *csv.Writer) {
+	cw.Write(retentionCSV)
+	for _, c := range r.Cohorts {
+		for k, n := range c.Retained {
+			cw.Write([]string{c.Start, strp(c.BreakdownValue), inum(c.Size), strconv.Itoa(k),
+				inum(n), fnum(c.Rates[k]), strconv.FormatBool(c.Incomplete[k])})
+		}
+	}
+}
+
+// writeCSV writes one row per listed user id.
+func (r *CohortResult) writeCSV(cw *csv.Writer) { writeIDsCSV(cw, r.UserIDs) }
+
+// writeIDsCSV writes a header and one row per user id.
+func writeIDsCSV(cw *csv.Writer, ids []string) {
+	cw.Write(usersCSV)
+	for _, id := range ids {
+		cw.Write([]string{id})
+	}
+}
+
+// writeCSV writes one row per series × breakdown value × bucket, then per
+// formula × breakdown value × bucket.
+func (r *TrendResult) writeCSV(cw *csv.Writer) {
 	cw.Write(trendCSV)
 	for _, s := range r.Series {
 		for _, b := range s.Buckets {
@@ -108,7 +96,9 @@ func writeTrendCSV(cw *csv.Writer, r *TrendResult) {
 	}
 }
 
-func writeFunnelCSV(cw *csv.Writer, r *FunnelResult) {
+// writeCSV writes one row per step, bucket or histogram bin (by view),
+// for all users then per breakdown value.
+func (r *FunnelResult) writeCSV(cw *csv.Writer) {
 	switch {
 	case r.FunnelTimes != nil:
 		cw.Write(funnelTimesCSV)
@@ -150,45 +140,19 @@ func writeFunnelCSV(cw *csv.Writer, r *FunnelResult) {
 	}
 }
 
-func writeLifecycleCSV(cw *csv.Writer, bv string, bs []LifecycleBucket) {
-	for _, b := range bs {
-		inc := strconv.FormatBool(b.Incomplete)
-		cw.Write([]string{bv, b.Start, "new", inum(b.New), inc})
-		cw.Write([]string{bv, b.Start, "returning", inum(b.Returning), inc})
-		cw.Write([]string{bv, b.Start, "resurrecting", inum(b.Resurrecting), inc})
-		cw.Write([]string{bv, b.Start, "dormant", inum(b.Dormant), inc})
-	}
-}
-
-func writeAttributionCSV(cw *csv.Writer, r *AttributionResult) {
-	cw.Write(attributionCSV)
-	sub := func(s *AttributionSub) (string, string) {
-		if s == nil {
-			return "", ""
-		}
-		return fnum(s.Events), fnum(s.Value)
-	}
-	for _, c := range r.Channels {
-		se, sv := sub(c.Subsequent)
-		cw.Write([]string{c.Channel, strp(c.BreakdownValue), "", fnum(c.Conversions), inum(c.Users), fnum(c.Value), se, sv, ""})
-	}
-	for _, c := range r.Channels {
-		for _, b := range c.Buckets {
-			se, sv := sub(b.Subsequent)
-			cw.Write([]string{c.Channel, strp(c.BreakdownValue), b.Start, fnum(b.Conversions), inum(b.Users), fnum(b.Value), se, sv,
-				strconv.FormatBool(b.Incomplete)})
-		}
-	}
-}
-
 // listedIDs returns the user ids a result lists: a cohort's page, or the
 // list of any other query that asked for one.
 func listedIDs(res any) ([]string, bool) {
-	if r, ok := res.(*CohortResult); ok {
-		return r.UserIDs, true
+	r, ok := res.(Result)
+	if !ok {
+		return nil, false
 	}
-	if l := resultParts(res).list; l != nil && *l != nil {
-		return (*l).UserIDs, true
+	f := r.parts()
+	if f.ids != nil {
+		return *f.ids, true
+	}
+	if f.list != nil && *f.list != nil {
+		return (*f.list).UserIDs, true
 	}
 	return nil, false
 }

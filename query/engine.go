@@ -75,9 +75,10 @@ type Stats struct {
 	Workers         int     `json:"workers"`           // scan goroutines
 }
 
-// Run validates and runs q. q.App must be set. The result is one of
-// *TrendResult, *FunnelResult, *RetentionResult, *CohortResult,
-// *StickinessResult, *LifecycleResult, *PathsResult, *AttributionResult.
+// Run validates and runs q. q.App must be set. The result (a Result) is
+// one of *TrendResult, *FunnelResult, *RetentionResult, *CohortResult,
+// *StickinessResult, *LifecycleResult, *PathsResult, *AttributionResult;
+// it is nil exactly when err is not.
 // Every error is an *Error: invalid_query (with the offending field), not_found
 // (unknown app or saved cohort), corruption (a segment failed its
 // checksums; no answer is given), limit_exceeded (time limit or memory
@@ -86,7 +87,7 @@ type Stats struct {
 // internal. Run returns promptly once ctx is done: every loop of the
 // query checks it (the scan per block, buckets, merges and rendering per
 // batch).
-func (e *Engine) Run(ctx context.Context, q *Query) (result any, err error) {
+func (e *Engine) Run(ctx context.Context, q *Query) (result Result, err error) {
 	start := time.Now()
 	lim, err := e.limits(q)
 	if err != nil {
@@ -140,7 +141,7 @@ func classify(err error, ctx context.Context) *Error {
 	return &Error{Code: CodeInternal, Message: err.Error(), Err: err}
 }
 
-func (e *Engine) run(ctx context.Context, q *Query, start time.Time, memory int64) (any, error) {
+func (e *Engine) run(ctx context.Context, q *Query, start time.Time, memory int64) (Result, error) {
 	if q.App == "" {
 		return nil, invalid("app", "app is required")
 	}
@@ -161,74 +162,23 @@ func (e *Engine) run(ctx context.Context, q *Query, start time.Time, memory int6
 		return nil, err
 	}
 	p.stats.PlanMS = ms(time.Since(start))
-	var res any
-	switch q.Kind {
-	case "trend":
-		res, err = e.runTrend(ctx, p)
-	case "funnel":
-		res, err = e.runFunnel(ctx, p)
-	case "retention":
-		res, err = e.runRetention(ctx, p)
-	case "cohort":
-		res, err = e.runCohort(ctx, p)
-	case "stickiness":
-		res, err = e.runStickiness(ctx, p)
-	case "lifecycle":
-		res, err = e.runLifecycle(ctx, p)
-	case "paths":
-		res, err = e.runPaths(ctx, p)
-	case "attribution":
-		res, err = e.runAttribution(ctx, p)
-	}
+	res, err := e.runKind(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	if w := WarningsOf(res); w != nil {
-		*w = p.warnings()
-	}
-	if st := StatsOf(res); st != nil {
-		st.WallMS = ms(time.Since(start))
-	}
+	f := res.parts()
+	*f.warnings = p.warnings()
+	f.stats.WallMS = ms(time.Since(start))
 	return res, nil
 }
 
-// StatsOf returns a pointer to the stats of a result returned by Run, or
-// nil for any other value.
+// StatsOf returns a pointer to the stats of a result returned by Run (a
+// Result), or nil for any other value.
 func StatsOf(res any) *Stats {
-	return resultParts(res).stats
-}
-
-// resultFields points into a result returned by Run: its stats, its
-// warnings and its list (nil for a cohort, whose page of users is the
-// result itself).
-type resultFields struct {
-	stats    *Stats
-	warnings *[]Warning
-	list     **ListResult
-}
-
-// resultParts returns the fields of a result returned by Run, or nils for
-// any other value. A new result kind adds its case here.
-func resultParts(res any) resultFields {
-	switch r := res.(type) {
-	case *TrendResult:
-		return resultFields{&r.Stats, &r.Warnings, &r.List}
-	case *FunnelResult:
-		return resultFields{&r.Stats, &r.Warnings, &r.List}
-	case *RetentionResult:
-		return resultFields{&r.Stats, &r.Warnings, &r.List}
-	case *CohortResult:
-		return resultFields{&r.Stats, &r.Warnings, nil}
-	case *StickinessResult:
-		return resultFields{&r.Stats, &r.Warnings, &r.List}
-	case *LifecycleResult:
-		return resultFields{&r.Stats, &r.Warnings, &r.List}
-	case *PathsResult:
-		return resultFields{&r.Stats, &r.Warnings, &r.List}
-	case *AttributionResult:
-		return resultFields{&r.Stats, &r.Warnings, &r.List}
+	if r, ok := res.(Result); ok {
+		return r.parts().stats
 	}
-	return resultFields{}
+	return nil
 }
 
 func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }
@@ -299,13 +249,3 @@ func (e *Engine) scan(ctx context.Context, p *plan, from, to int64, vs []*visito
 // driver of chunks_test.go that hands the visitor each trail of the scan
 // in chunks (package trail), as long trails will come. nil otherwise.
 var chunkTrails func(v storage.Visitor, i int) storage.Visitor
-
-// newVisitors returns n visitors over the accumulators made by mk (one
-// per worker).
-func newVisitors(p *plan, n int, mk func(i int) accumulator) []*visitor {
-	vs := make([]*visitor, n)
-	for i := range vs {
-		vs[i] = &visitor{adm: newAdmission(p), acc: mk(i)}
-	}
-	return vs
-}

@@ -24,29 +24,47 @@ type funnelPlan struct {
 	from, to int     // the view's steps
 }
 
-// runFunnel plans and runs a funnel (spec §5, §11; PostHog's funnel UDF):
-// in its order (ordered, strict, unordered) with its exclusions, the
-// view's numbers (step table, conversion over time or time to convert)
-// over all users and per breakdown value, and the users behind one
-// number when the query has a list.
-func (e *Engine) runFunnel(ctx context.Context, p *plan) (*FunnelResult, error) {
+// funnel is a compiled funnel (spec §5, §11; PostHog's funnel UDF): in
+// its order (ordered, strict, unordered) with its exclusions, the view's
+// numbers (step table, conversion over time or time to convert) over all
+// users and per breakdown value, and the users behind one number when the
+// query has a list.
+type funnel struct {
+	e    *Engine
+	p    *plan
+	fp   *funnelPlan
+	list *analysis.FunnelList
+	opt  analysis.FunnelOptions // the options of the next pass
+	acc  *analysis.Funnel       // the last pass's accumulator
+}
+
+// compileFunnel checks and compiles a funnel query.
+func compileFunnel(ctx context.Context, e *Engine, p *plan) (compiled, error) {
 	fp, err := p.planFunnel(ctx)
 	if err != nil {
 		return nil, err
 	}
-	q := p.q
 	list, err := p.funnelList(fp)
 	if err != nil {
 		return nil, err
 	}
-	opt := fp.opt
+	f := &funnel{e: e, p: p, fp: fp, list: list, opt: fp.opt}
 	if fp.opt.View != analysis.ViewTimeToConvert {
-		opt.List = list
+		f.opt.List = list
 	}
-	acc, err := e.funnelScan(ctx, p, fp, opt)
-	if err != nil {
-		return nil, err
-	}
+	return f, nil
+}
+
+// passes runs the main pass.
+func (f *funnel) passes(ctx context.Context) (err error) {
+	f.acc, err = f.e.funnelScan(ctx, f.p, f.fp, f.opt)
+	return err
+}
+
+// finalize ranks the breakdown values, runs the passes that need the
+// ranking or the histogram, and renders the tables and the list.
+func (f *funnel) finalize(ctx context.Context) (Result, error) {
+	p, fp, q := f.p, f.fp, f.p.q
 	merge := timer()
 	res := &FunnelResult{Kind: "funnel", Range: p.resolvedRange(), TZ: p.loc.String(), WindowSec: fp.spec.Window / second}
 	if fp.spec.Order != analysis.OrderOrdered {
@@ -55,7 +73,7 @@ func (e *Engine) runFunnel(ctx context.Context, p *plan) (*FunnelResult, error) 
 	if fp.opt.View != analysis.ViewSteps {
 		res.View, res.FromStep, res.ToStep = fp.opt.View.String(), fp.from, fp.to
 	}
-	kr := acc.Result(nil)
+	kr := f.acc.Result(nil)
 	var r ranked
 	if fp.bd != nil {
 		// Rank the values by users counted; merge the rest.
@@ -64,59 +82,21 @@ func (e *Engine) runFunnel(ctx context.Context, p *plan) (*FunnelResult, error) 
 		for i, g := range kr.Groups {
 			keys[i], totals[i] = g.Key, float64(g.Users)
 		}
+		var err error
 		if r, err = p.rank(ctx, fp.bd, keys, totals); err != nil {
 			return nil, err
 		}
 	}
-	rescan := func() error {
-		p.stats.MergeMS += merge()
-		var err error
-		acc, err = e.funnelScan(ctx, p, fp, opt)
-		merge = timer()
-		if err == nil {
-			kr = acc.Result(nil)
-		}
-		return err
-	}
-	if fp.perRow && r.other {
-		// A merged row of several values is walked as one row.
-		opt.Group = r.group
-		if err := rescan(); err != nil {
-			return nil, err
-		}
-	}
-	if fp.opt.View == analysis.ViewTimeToConvert && list != nil {
-		// The list of a bin needs the histogram's bins: one more scan.
-		if err := binListCheck(q.List, kr.Hist); err != nil {
-			return nil, err
-		}
-		opt.List = binList(list, kr.Hist)
-		if err := rescan(); err != nil {
-			return nil, err
-		}
+	kr, err := f.rescans(ctx, kr, &r, &merge)
+	if err != nil {
+		return nil, err
 	}
 	if fp.bd != nil && !fp.perRow {
-		kr = acc.Result(r.group)
+		kr = f.acc.Result(r.group)
 	}
 	p.funnelTables(fp, kr.Steps, kr.Buckets, kr.Hist, &res.Steps, &res.Buckets, &res.FunnelTimes)
 	if fp.bd != nil {
-		byKey := map[analysis.Key]analysis.FunnelGroup{}
-		for _, g := range kr.Groups {
-			byKey[g.Key] = g
-		}
-		order := r.order
-		if r.other {
-			order = append(order, otherKey)
-		}
-		for _, k := range order {
-			g := byKey[k]
-			b := FunnelBreakdown{Value: p.label(fp.bd, k)}
-			if g.Steps == nil && g.Buckets == nil && g.Hist == nil {
-				g = emptyGroup(fp, kr)
-			}
-			p.funnelTables(fp, g.Steps, g.Buckets, g.Hist, &b.Steps, &b.Buckets, &b.FunnelTimes)
-			res.Breakdown = append(res.Breakdown, b)
-		}
+		res.Breakdown = f.breakdown(kr, &r)
 	}
 	if q.List != nil {
 		l, err := p.pickList(fp.bd, kr.List, len(kr.Groups), func(i int) (analysis.Key, *analysis.UserList) {
@@ -130,6 +110,65 @@ func (e *Engine) runFunnel(ctx context.Context, p *plan) (*FunnelResult, error) 
 	p.stats.MergeMS += merge()
 	res.Stats = p.stats
 	return res, nil
+}
+
+// rescans runs the passes that need the main pass's answer kr and
+// returns the last one's: a merged "(other)" row of several values (under
+// ranking r) is walked as one row, and the list of a bin needs the
+// histogram's bins. merge is the merge timer, stopped during a pass.
+func (f *funnel) rescans(ctx context.Context, kr analysis.FunnelResult, r *ranked, merge *func() float64) (analysis.FunnelResult, error) {
+	p := f.p
+	rescan := func() error {
+		p.stats.MergeMS += (*merge)()
+		var err error
+		f.acc, err = f.e.funnelScan(ctx, p, f.fp, f.opt)
+		*merge = timer()
+		if err == nil {
+			kr = f.acc.Result(nil)
+		}
+		return err
+	}
+	if f.fp.perRow && r.other {
+		f.opt.Group = r.group
+		if err := rescan(); err != nil {
+			return kr, err
+		}
+	}
+	if f.fp.opt.View == analysis.ViewTimeToConvert && f.list != nil {
+		if err := binListCheck(p.q.List, kr.Hist); err != nil {
+			return kr, err
+		}
+		f.opt.List = binList(f.list, kr.Hist)
+		if err := rescan(); err != nil {
+			return kr, err
+		}
+	}
+	return kr, nil
+}
+
+// breakdown renders the funnel of each kept value in rank order (r), then
+// "(other)".
+func (f *funnel) breakdown(kr analysis.FunnelResult, r *ranked) []FunnelBreakdown {
+	p, fp := f.p, f.fp
+	byKey := map[analysis.Key]analysis.FunnelGroup{}
+	for _, g := range kr.Groups {
+		byKey[g.Key] = g
+	}
+	order := r.order
+	if r.other {
+		order = append(order, otherKey)
+	}
+	var out []FunnelBreakdown
+	for _, k := range order {
+		g := byKey[k]
+		b := FunnelBreakdown{Value: p.label(fp.bd, k)}
+		if g.Steps == nil && g.Buckets == nil && g.Hist == nil {
+			g = emptyGroup(fp, kr)
+		}
+		p.funnelTables(fp, g.Steps, g.Buckets, g.Hist, &b.Steps, &b.Buckets, &b.FunnelTimes)
+		out = append(out, b)
+	}
+	return out
 }
 
 // emptyGroup returns the tables of a breakdown value without users.
@@ -159,19 +198,9 @@ func binList(l *analysis.FunnelList, h *analysis.FunnelHist) *analysis.FunnelLis
 // funnelScan runs one scan of the funnel with options opt and returns the
 // merged accumulator.
 func (e *Engine) funnelScan(ctx context.Context, p *plan, fp *funnelPlan, opt analysis.FunnelOptions) (*analysis.Funnel, error) {
-	accs := make([]*analysis.Funnel, e.cfg.Workers)
-	for i := range accs {
-		var err error
-		if accs[i], err = analysis.NewFunnel(fp.spec, opt); err != nil {
-			return nil, &Error{Code: CodeInternal, Message: err.Error(), Err: err}
-		}
-	}
-	vs := newVisitors(p, len(accs), func(i int) accumulator { return accs[i] })
 	// Later steps may fall up to W after the range (window inclusive).
-	if err := e.scan(ctx, p, p.from, p.to+fp.spec.Window+1, vs, false); err != nil {
-		return nil, err
-	}
-	return mergeAll(ctx, accs)
+	return scanMerge(ctx, e, p, span{from: p.from, to: p.to + fp.spec.Window + 1},
+		func(int) (*analysis.Funnel, error) { return analysis.NewFunnel(fp.spec, opt) }, mergeOf[*analysis.Funnel])
 }
 
 // planFunnel validates a funnel query: steps, window, order, exclusions,

@@ -136,29 +136,9 @@ type kernel[A any] interface {
 	Bytes() int64
 }
 
-// runKernel runs one scan of p over [from, to) with one accumulator per
-// worker made by mk and returns the merged accumulator.
-func runKernel[A kernel[A]](ctx context.Context, e *Engine, p *plan, from, to int64, mk func() (A, error)) (A, error) {
-	accs := make([]A, e.cfg.Workers)
-	for i := range accs {
-		a, err := mk()
-		if err != nil {
-			return a, &Error{Code: CodeInternal, Message: err.Error(), Err: err}
-		}
-		accs[i] = a
-	}
-	vs := newVisitors(p, len(accs), func(i int) accumulator { return accs[i] })
-	if err := e.scan(ctx, p, from, to, vs, false); err != nil {
-		return accs[0], err
-	}
-	for _, a := range accs[1:] {
-		accs[0].Merge(a)
-	}
-	return accs[0], nil
-}
-
 // multi is several accumulators fed by one scan (one per series of a
-// second pass).
+// second pass that recomputes "(other)"). It costs one more call per trail
+// than one accumulator, only in those passes.
 type multi[A kernel[A]] []A
 
 func (m multi[A]) Add(t *trail.Trail) {
@@ -167,10 +147,15 @@ func (m multi[A]) Add(t *trail.Trail) {
 	}
 }
 
-func (m multi[A]) Merge(o multi[A]) {
-	for i := range m {
-		m[i].Merge(o[i])
+// merge merges o's accumulators into m's, one by one (scanMerge's
+// merge).
+func (m multi[A]) merge(o multi[A]) error {
+	for i, a := range m {
+		if err := mergeOf(a, o[i]); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 func (m multi[A]) Bytes() int64 {
@@ -238,9 +223,6 @@ func (p *plan) checkList(allowed ...string) (int, error) {
 	return listKeep(l)
 }
 
-// kindNames lists the query kinds for error messages.
-const kindNames = "trend, funnel, retention, cohort, stickiness, lifecycle, paths or attribution"
-
 // columnDict returns the dictionary column c has in a segment: the event
 // names for the event-name column, else the property's dictionary (false
 // when the segment lacks the property).
@@ -263,7 +245,7 @@ type groupFunc = func(analysis.Key) (analysis.Key, bool)
 // accumulator.
 func passRunner[S any, A kernel[A], R any](ctx context.Context, e *Engine, p *plan, from, to int64, mk func(S) (A, error), result func(A) R) func(S) (R, error) {
 	return func(spec S) (R, error) {
-		acc, err := runKernel(ctx, e, p, from, to, func() (A, error) { return mk(spec) })
+		acc, err := scanMerge(ctx, e, p, span{from: from, to: to}, func(int) (A, error) { return mk(spec) }, mergeOf[A])
 		if err != nil {
 			var zero R
 			return zero, err

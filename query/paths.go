@@ -3,7 +3,9 @@ package query
 import (
 	"cmp"
 	"context"
+	"encoding/csv"
 	"fmt"
+	"io"
 	"math/bits"
 	"slices"
 	"strconv"
@@ -35,6 +37,13 @@ type PathsResult struct {
 	Stats    Stats         `json:"stats"`
 }
 
+// ResultKind returns "paths".
+func (r *PathsResult) ResultKind() string { return "paths" }
+
+func (r *PathsResult) parts() resultFields {
+	return resultFields{stats: &r.Stats, warnings: &r.Warnings, list: &r.List}
+}
+
 // PathEdge is one edge: nodes "{position}_{item}", the path occurrences
 // (sessions) that take it, their distinct users and the mean time between
 // the two events in seconds.
@@ -59,38 +68,24 @@ func (p *plan) addEventCol() int {
 	return len(p.cols) - 1
 }
 
-// runPaths plans and runs a paths query (spec §15, PostHog's paths).
-func (e *Engine) runPaths(ctx context.Context, p *plan) (*PathsResult, error) {
+// paths is a compiled paths query (spec §15, PostHog's paths).
+type paths struct {
+	e        *Engine
+	p        *plan
+	spec     analysis.PathsSpec
+	maxEdges int
+	items    []string // the sorted item dictionary
+	acc      *analysis.Paths
+}
+
+// compilePaths checks and compiles a paths query: its limits, matchers,
+// items (the plan's dictionaries are built first) and list.
+func compilePaths(_ context.Context, e *Engine, p *plan) (compiled, error) {
 	q := p.q
-	if q.Breakdown != nil {
-		return nil, invalid("breakdown", "paths take no breakdown")
+	pa := &paths{e: e, p: p}
+	if err := pa.compileLimits(); err != nil {
+		return nil, err
 	}
-	steps := q.PathSteps
-	if steps == 0 {
-		steps = defaultPathSteps
-	}
-	if steps < 2 || steps > analysis.MaxPathSteps {
-		return nil, invalid("steps", "want a path length of 2 to %d steps, found %d", analysis.MaxPathSteps, q.PathSteps)
-	}
-	gapText := q.SessionGap
-	if gapText == "" {
-		gapText = defaultSessionGap
-	}
-	gap, err := ParseDuration(gapText)
-	if err != nil || gap <= 0 {
-		return nil, invalid("session_gap", "want a positive duration such as \"30m\" or \"1h\", found %q", q.SessionGap)
-	}
-	maxEdges := q.MaxEdges
-	if maxEdges == 0 {
-		maxEdges = DefaultMaxEdges
-	}
-	if maxEdges < 1 || maxEdges > MaxPathEdges {
-		return nil, invalid("max_edges", "want 1 to %d edges, found %d", MaxPathEdges, q.MaxEdges)
-	}
-	if q.MinSessions < 0 {
-		return nil, invalid("min_sessions", "want at least 0 sessions, found %d", q.MinSessions)
-	}
-	spec := analysis.PathsSpec{From: p.from, To: p.to, SessionGap: gap, Steps: steps, NameCol: -1, PropCol: -1}
 	var listed []string // the events' names; nil for "$any"
 	if q.Events != nil {
 		if len(*q.Events) == 0 {
@@ -100,32 +95,12 @@ func (e *Engine) runPaths(ctx context.Context, p *plan) (*PathsResult, error) {
 			listed = *q.Events
 		}
 	}
-	if q.Start != nil {
-		bit, err := p.addMatcher(*q.Start, "start", true)
-		if err != nil {
-			return nil, err
-		}
-		spec.Start = 1 << bit
-	}
-	if q.End != nil {
-		bit, err := p.addMatcher(*q.End, "end", true)
-		if err != nil {
-			return nil, err
-		}
-		spec.End = 1 << bit
-	}
-	if name := q.ItemProperty; name != "" {
-		t, ok := p.propType(name, false)
-		if !ok {
-			return nil, p.unknownProp("item_property", name, false)
-		}
-		if t != event.TypeString {
-			return nil, invalid("item_property", "path items are strings; %q is %s", name, t)
-		}
-		spec.PropCol = p.addCol(name, false)
+	if err := pa.compileMatchers(); err != nil {
+		return nil, err
 	}
 	var keep int
 	if q.List != nil {
+		var err error
 		if keep, err = p.checkList("source", "target"); err != nil {
 			return nil, err
 		}
@@ -133,20 +108,126 @@ func (e *Engine) runPaths(ctx context.Context, p *plan) (*PathsResult, error) {
 	if err := p.parseCohortFilter(); err != nil {
 		return nil, err
 	}
-	// An event's name is its item unless its item property is set. With
-	// one matcher bit per name (the listed events, or every name of the
-	// range's segments when they fit in the free bits) the name comes
-	// from the event's mask; otherwise from a column of names, which the
-	// scan gathers row by row (10M generated events, paths from
-	// screen_view: 188–200 ms with the column, 99–162 ms with bits, three
-	// interleaved runs of 7 on the shared 2-core box).
-	names := listed
-	if listed == nil {
-		if names, err = p.eventNames(p.from, p.to); err != nil {
-			return nil, err
+	var bitName [64]string
+	if err := pa.compileNames(listed, &bitName); err != nil {
+		return nil, err
+	}
+	if err := p.prepareFor(p.from, p.to); err != nil {
+		return nil, err
+	}
+	pa.items = p.pathItems(&pa.spec, &bitName)
+	if len(pa.items) >= analysis.MaxPathItems {
+		return nil, &Error{Code: CodeLimitExceeded, Message: fmt.Sprintf("%d distinct path items; at most %d", len(pa.items), analysis.MaxPathItems-1)}
+	}
+	pa.spec.Exclude = make([]bool, len(pa.items))
+	for _, x := range q.Exclude {
+		if i, ok := pa.itemID(x); ok {
+			pa.spec.Exclude[i] = true
 		}
 	}
-	var bitName [64]string
+	if q.List != nil {
+		pos, src, ok1 := parseNode(q.List.Source, pa.itemID)
+		tpos, dst, ok2 := parseNode(q.List.Target, pa.itemID)
+		switch {
+		case q.List.Source == "" || q.List.Target == "":
+			return nil, invalid("list", "a paths list takes the source and target of an edge, e.g. \"1_home\" and \"2_cart\"")
+		case ok1 && ok2 && tpos == pos+1 && pos >= 1 && pos < pa.spec.Steps:
+			pa.spec.List = &analysis.PathsList{Pos: pos, Source: src, Target: dst, Keep: keep}
+		}
+	}
+	return pa, nil
+}
+
+// itemID returns the id of item s (false: no such item).
+func (pa *paths) itemID(s string) (uint32, bool) {
+	i, ok := slices.BinarySearch(pa.items, s)
+	return uint32(i), ok
+}
+
+// compileLimits reads the breakdown (none allowed), steps, session gap,
+// maximum edges and minimum sessions into the spec.
+func (pa *paths) compileLimits() error {
+	q := pa.p.q
+	if q.Breakdown != nil {
+		return invalid("breakdown", "paths take no breakdown")
+	}
+	steps := q.PathSteps
+	if steps == 0 {
+		steps = defaultPathSteps
+	}
+	if steps < 2 || steps > analysis.MaxPathSteps {
+		return invalid("steps", "want a path length of 2 to %d steps, found %d", analysis.MaxPathSteps, q.PathSteps)
+	}
+	gapText := q.SessionGap
+	if gapText == "" {
+		gapText = defaultSessionGap
+	}
+	gap, err := ParseDuration(gapText)
+	if err != nil || gap <= 0 {
+		return invalid("session_gap", "want a positive duration such as \"30m\" or \"1h\", found %q", q.SessionGap)
+	}
+	pa.maxEdges = q.MaxEdges
+	if pa.maxEdges == 0 {
+		pa.maxEdges = DefaultMaxEdges
+	}
+	if pa.maxEdges < 1 || pa.maxEdges > MaxPathEdges {
+		return invalid("max_edges", "want 1 to %d edges, found %d", MaxPathEdges, q.MaxEdges)
+	}
+	if q.MinSessions < 0 {
+		return invalid("min_sessions", "want at least 0 sessions, found %d", q.MinSessions)
+	}
+	pa.spec = analysis.PathsSpec{From: pa.p.from, To: pa.p.to, SessionGap: gap, Steps: steps, NameCol: -1, PropCol: -1}
+	return nil
+}
+
+// compileMatchers compiles the start and end matchers and the item
+// property.
+func (pa *paths) compileMatchers() error {
+	q, p := pa.p.q, pa.p
+	if q.Start != nil {
+		bit, err := p.addMatcher(*q.Start, "start", true)
+		if err != nil {
+			return err
+		}
+		pa.spec.Start = 1 << bit
+	}
+	if q.End != nil {
+		bit, err := p.addMatcher(*q.End, "end", true)
+		if err != nil {
+			return err
+		}
+		pa.spec.End = 1 << bit
+	}
+	if name := q.ItemProperty; name != "" {
+		t, ok := p.propType(name, false)
+		if !ok {
+			return p.unknownProp("item_property", name, false)
+		}
+		if t != event.TypeString {
+			return invalid("item_property", "path items are strings; %q is %s", name, t)
+		}
+		pa.spec.PropCol = p.addCol(name, false)
+	}
+	return nil
+}
+
+// compileNames compiles where the events' names come from. An event's
+// name is its item unless its item property is set. With one matcher bit
+// per name (the listed events, or every name of the range's segments
+// when they fit in the free bits) the name comes from the event's mask
+// (bitName[bit] names bit's event); otherwise from a column of names,
+// which the scan gathers row by row (10M generated events, paths from
+// screen_view: 188–200 ms with the column, 99–162 ms with bits, three
+// interleaved runs of 7 on the shared 2-core box).
+func (pa *paths) compileNames(listed []string, bitName *[64]string) error {
+	p, spec := pa.p, &pa.spec
+	names := listed
+	if listed == nil {
+		var err error
+		if names, err = p.eventNames(p.from, p.to); err != nil {
+			return err
+		}
+	}
 	if listed != nil || (len(names) > 0 && len(names) <= 64-len(p.matchers)) {
 		for i, name := range names {
 			field := "events"
@@ -155,54 +236,36 @@ func (e *Engine) runPaths(ctx context.Context, p *plan) (*PathsResult, error) {
 			}
 			bit, err := p.addMatcher(Matcher{Event: name}, field, true)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			spec.Include |= 1 << bit
 			bitName[bit] = name
 		}
 		spec.NameBits = spec.Include
-	} else {
-		bit, err := p.addMatcher(Matcher{Event: AnyEvent}, "events", true)
-		if err != nil {
-			return nil, err
-		}
-		spec.Include = 1 << bit
-		spec.NameCol = p.addEventCol()
+		return nil
 	}
-	if err := p.prepareFor(p.from, p.to); err != nil {
-		return nil, err
-	}
-	items := p.pathItems(&spec, &bitName)
-	if len(items) >= analysis.MaxPathItems {
-		return nil, &Error{Code: CodeLimitExceeded, Message: fmt.Sprintf("%d distinct path items; at most %d", len(items), analysis.MaxPathItems-1)}
-	}
-	itemID := func(s string) (uint32, bool) {
-		i, ok := slices.BinarySearch(items, s)
-		return uint32(i), ok
-	}
-	spec.Exclude = make([]bool, len(items))
-	for _, x := range q.Exclude {
-		if i, ok := itemID(x); ok {
-			spec.Exclude[i] = true
-		}
-	}
-	if q.List != nil {
-		pos, src, ok1 := parseNode(q.List.Source, itemID)
-		tpos, dst, ok2 := parseNode(q.List.Target, itemID)
-		switch {
-		case q.List.Source == "" || q.List.Target == "":
-			return nil, invalid("list", "a paths list takes the source and target of an edge, e.g. \"1_home\" and \"2_cart\"")
-		case ok1 && ok2 && tpos == pos+1 && pos >= 1 && pos < steps:
-			spec.List = &analysis.PathsList{Pos: pos, Source: src, Target: dst, Keep: keep}
-		}
-	}
-	acc, err := runKernel(ctx, e, p, p.from, p.to, func() (*analysis.Paths, error) { return analysis.NewPaths(spec) })
+	bit, err := p.addMatcher(Matcher{Event: AnyEvent}, "events", true)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	spec.Include = 1 << bit
+	spec.NameCol = p.addEventCol()
+	return nil
+}
+
+// passes runs the one pass.
+func (pa *paths) passes(ctx context.Context) (err error) {
+	pa.acc, err = scanMerge(ctx, pa.e, pa.p, span{from: pa.p.from, to: pa.p.to},
+		func(int) (*analysis.Paths, error) { return analysis.NewPaths(pa.spec) }, mergeOf[*analysis.Paths])
+	return err
+}
+
+// finalize renders the edges and the list.
+func (pa *paths) finalize(context.Context) (Result, error) {
+	p, q := pa.p, pa.p.q
 	merge := timer()
-	kr := acc.Result()
-	res := &PathsResult{Kind: "paths", Range: p.resolvedRange(), TZ: p.loc.String(), Edges: pathEdges(kr.Edges, items, q.MinSessions, maxEdges)}
+	kr := pa.acc.Result()
+	res := &PathsResult{Kind: "paths", Range: p.resolvedRange(), TZ: p.loc.String(), Edges: pathEdges(kr.Edges, pa.items, q.MinSessions, pa.maxEdges)}
 	if q.List != nil {
 		l := kr.List
 		if l == nil {
@@ -210,7 +273,7 @@ func (e *Engine) runPaths(ctx context.Context, p *plan) (*PathsResult, error) {
 		}
 		res.List = listResult(q.List, l)
 	}
-	p.stats.MergeMS = merge()
+	p.stats.MergeMS += merge()
 	res.Stats = p.stats
 	return res, nil
 }
@@ -337,4 +400,27 @@ func nodePos(n string) int {
 	ps, _, _ := strings.Cut(n, "_")
 	pos, _ := strconv.Atoi(ps)
 	return pos
+}
+
+// writeTable prints one row per edge.
+func (r *PathsResult) writeTable(w io.Writer) {
+	fmt.Fprintf(w, "paths %s .. %s (%s): %d edges\n", r.Range.From, r.Range.To, r.TZ, len(r.Edges))
+	fmt.Fprintln(w, "source\ttarget\tsessions\tusers\tavg time\t")
+	for _, e := range r.Edges {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t\n", e.Source, e.Target, e.Sessions, e.Users, dur(&e.AvgSeconds))
+	}
+	if l := r.List; l != nil {
+		writeList(w, fmt.Sprintf("users of the edge %s → %s", l.Source, l.Target), l)
+	}
+}
+
+// pathsCSV are the CSV columns of a paths result (WriteCSV; docs/queries.md).
+var pathsCSV = []string{"source", "target", "sessions", "users", "avg_seconds"}
+
+// writeCSV writes one row per edge.
+func (r *PathsResult) writeCSV(cw *csv.Writer) {
+	cw.Write(pathsCSV)
+	for _, e := range r.Edges {
+		cw.Write([]string{e.Source, e.Target, inum(e.Sessions), inum(e.Users), fnum(e.AvgSeconds)})
+	}
 }

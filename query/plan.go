@@ -89,12 +89,11 @@ type userFlag struct {
 // newPlan validates the common fields of q against snap; the query's
 // memory budget is memory bytes.
 func (e *Engine) newPlan(q *Query, snap *storage.Version, memory int64) (*plan, error) {
-	switch q.Kind {
-	case "trend", "funnel", "retention", "cohort", "stickiness", "lifecycle", "paths", "attribution":
-	case "":
-		return nil, invalid("kind", "kind is required: %s", kindNames)
-	default:
-		return nil, invalid("kind", "unknown kind %s: want %s", event.Quote(q.Kind), kindNames)
+	if q.Kind == "" {
+		return nil, invalid("kind", "kind is required: %s", kindNameList())
+	}
+	if _, ok := kindNamed(q.Kind); !ok {
+		return nil, invalid("kind", "unknown kind %s: want %s", event.Quote(q.Kind), kindNameList())
 	}
 	p := &plan{q: q, snap: snap, budget: newBudget(memory)}
 	tz := q.TZ

@@ -1,6 +1,41 @@
 package query
 
+import (
+	"encoding/csv"
+	"io"
+)
+
 // Result shapes of spec §9. Field names are the JSON contract.
+
+// Result is the result of a query (spec §9), as Run returns it: one of
+// *TrendResult, *FunnelResult, *RetentionResult, *CohortResult,
+// *StickinessResult, *LifecycleResult, *PathsResult or
+// *AttributionResult, owned by the caller. Its JSON encoding is the
+// result of the API; WriteTable and WriteCSV render it. Only this
+// package's results implement it: each kind's result type holds its own
+// methods (a new kind adds its result type with them).
+type Result interface {
+	// ResultKind returns the kind of query that made the result: its
+	// "kind" ("trend", "funnel", …).
+	ResultKind() string
+	// parts points into the result: its stats, warnings and list.
+	parts() resultFields
+	// writeTable prints the result's tables (WriteTable, after its
+	// warnings) to a tab-separated writer.
+	writeTable(w io.Writer)
+	// writeCSV writes the result's tidy CSV, header first (WriteCSV,
+	// when the result lists no users).
+	writeCSV(cw *csv.Writer)
+}
+
+// resultFields points into a result: its stats, its warnings and either
+// its list (nil when not asked) or, for a cohort, its page of user ids.
+type resultFields struct {
+	stats    *Stats
+	warnings *[]Warning
+	list     **ListResult // nil for a cohort, whose page of users is the result itself
+	ids      *[]string    // a cohort's page of user ids; nil for the others
+}
 
 // Warning is a note on a result that is not an error (spec §9): the query
 // ran, but probably not as meant. Code is WarnUnknownEvent or
@@ -43,6 +78,13 @@ type TrendResult struct {
 	List         *ListResult    `json:"list,omitempty"`     // the users of one point, when asked
 	Warnings     []Warning      `json:"warnings,omitempty"` // notes on the query (spec §9): unknown events and values
 	Stats        Stats          `json:"stats"`
+}
+
+// ResultKind returns "trend".
+func (r *TrendResult) ResultKind() string { return "trend" }
+
+func (r *TrendResult) parts() resultFields {
+	return resultFields{stats: &r.Stats, warnings: &r.Warnings, list: &r.List}
 }
 
 // TrendFormula is one formula's row: per bucket its value (null on a
@@ -110,6 +152,13 @@ type FunnelResult struct {
 	List      *ListResult       `json:"list,omitempty"`      // the users behind one number, when asked
 	Warnings  []Warning         `json:"warnings,omitempty"`  // notes on the query (spec §9): unknown events and values
 	Stats     Stats             `json:"stats"`
+}
+
+// ResultKind returns "funnel".
+func (r *FunnelResult) ResultKind() string { return "funnel" }
+
+func (r *FunnelResult) parts() resultFields {
+	return resultFields{stats: &r.Stats, warnings: &r.Warnings, list: &r.List}
 }
 
 // FunnelStep is one step's row: users who reached at least this step,
@@ -184,6 +233,13 @@ type RetentionResult struct {
 	Stats    Stats       `json:"stats"`
 }
 
+// ResultKind returns "retention".
+func (r *RetentionResult) ResultKind() string { return "retention" }
+
+func (r *RetentionResult) parts() resultFields {
+	return resultFields{stats: &r.Stats, warnings: &r.Warnings, list: &r.List}
+}
+
 // RetentionCohort is one cohort row: Retained[k] users retained at period
 // k (Retained[0] = Size), Rates[k] = Retained[k]/Size, Incomplete[k] when
 // period k's bucket extends past the end of the data or past now.
@@ -208,6 +264,13 @@ type CohortResult struct {
 	Limit    int           `json:"limit"`
 	Warnings []Warning     `json:"warnings,omitempty"` // notes on the query (spec §9): unknown events and values
 	Stats    Stats         `json:"stats"`
+}
+
+// ResultKind returns "cohort".
+func (r *CohortResult) ResultKind() string { return "cohort" }
+
+func (r *CohortResult) parts() resultFields {
+	return resultFields{stats: &r.Stats, warnings: &r.Warnings, ids: &r.UserIDs}
 }
 
 // ListResult is a page of the users behind one number of a result

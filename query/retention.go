@@ -13,39 +13,28 @@ var defaultPeriods = map[timebucket.Interval]int{
 	timebucket.Hour: 24, timebucket.Day: 7, timebucket.Week: 4, timebucket.Month: 3,
 }
 
-// runRetention plans and runs a retention table (spec §6), per breakdown
-// value (the start event's property, or the user's) and with the users of
-// one cell when the query has a list.
-func (e *Engine) runRetention(ctx context.Context, p *plan) (*RetentionResult, error) {
+// retention is a compiled retention table (spec §6), per breakdown value
+// (the start event's property, or the user's) and with the users of one
+// cell when the query has a list.
+type retention struct {
+	e            *Engine
+	p            *plan
+	spec         analysis.RetentionSpec
+	iv           timebucket.Interval
+	n            int     // periods
+	cohortBounds []int64 // the cohorts' buckets
+	bd           *breakdown
+	from, to     int64 // the scan's range
+	acc          *analysis.Retention
+}
+
+// compileRetention checks and compiles a retention query.
+func compileRetention(ctx context.Context, e *Engine, p *plan) (compiled, error) {
 	q := p.q
-	periodName := q.Period
-	if periodName == "" {
-		periodName = "day"
-	}
-	iv, err := timebucket.ParseInterval(periodName)
+	r := &retention{e: e, p: p}
+	ws, err := r.compilePeriods()
 	if err != nil {
-		return nil, invalid("period", "%v", err)
-	}
-	ws, err := timebucket.ParseWeekStart(q.WeekStart)
-	if err != nil {
-		return nil, invalid("week_start", "%v", err)
-	}
-	n := q.Periods
-	if n == 0 {
-		n = defaultPeriods[iv]
-	}
-	if n < 1 || n > analysis.MaxRetentionPeriods {
-		return nil, invalid("periods", "want 1 to %d periods, found %d", analysis.MaxRetentionPeriods, n)
-	}
-	spec := analysis.RetentionSpec{Periods: n, From: p.from, To: p.to, Period: iv.Rolling()}
-	if spec.Type, err = analysis.ParseRetentionType(q.Type); err != nil {
-		return nil, invalid("type", "%v", err)
-	}
-	if spec.Windows, err = analysis.ParseRetentionWindows(q.Windows); err != nil {
-		return nil, invalid("windows", "%v", err)
-	}
-	if spec.Criterion, err = analysis.ParseRetentionCriterion(q.Criterion); err != nil {
-		return nil, invalid("criterion", "%v", err)
+		return nil, err
 	}
 	if q.Start == nil {
 		return nil, invalid("start", "retention needs a start matcher, e.g. {\"event\": \"signup\"}")
@@ -61,124 +50,196 @@ func (e *Engine) runRetention(ctx context.Context, p *plan) (*RetentionResult, e
 	if err != nil {
 		return nil, err
 	}
-	cohortBounds, err := p.buckets(ctx, iv, ws, "period", "cohorts")
-	if err != nil {
+	if r.cohortBounds, err = p.buckets(ctx, r.iv, ws, "period", "cohorts"); err != nil {
 		return nil, err
 	}
-	nc := len(cohortBounds) - 1
-	spec.Bounds = timebucket.Extend(cohortBounds, n, iv, p.loc, ws)
-	bd, err := p.parseBreakdown()
-	if err != nil {
+	r.spec.Bounds = timebucket.Extend(r.cohortBounds, r.n, r.iv, p.loc, ws)
+	if r.bd, err = p.parseBreakdown(); err != nil {
 		return nil, err
 	}
-	if bd != nil {
-		spec.Breakdown = bd.src
+	if r.bd != nil {
+		r.spec.Breakdown = r.bd.src
 	}
-	if l := q.List; l != nil {
-		if l.Step != 0 || l.Dropped || l.Series != 0 || l.Bucket != "" {
-			return nil, invalid("list", "a retention list takes cohort_start and period, not step, dropped, series or bucket")
-		}
-		t, ok := parseInstant(l.CohortStart, p.loc)
-		if !ok || t < cohortBounds[0] || t >= cohortBounds[nc] {
-			return nil, invalid("list.cohort_start", "want the date or instant of a cohort in the range (%s to %s), found %q",
-				formatTime(cohortBounds[0], p.loc), formatTime(cohortBounds[nc], p.loc), l.CohortStart)
-		}
-		if l.Period < 0 || l.Period >= n {
-			return nil, invalid("list.period", "want a period from 0 to %d, found %d", n-1, l.Period)
-		}
-		keep, err := listKeep(l)
-		if err != nil {
+	if q.List != nil {
+		if r.spec.List, err = r.compileList(q.List); err != nil {
 			return nil, err
 		}
-		c := 0
-		for cohortBounds[c+1] <= t {
-			c++
-		}
-		spec.List = &analysis.RetentionList{Cohort: c, Period: l.Period, Keep: keep}
 	}
 	if err := p.parseCohortFilter(); err != nil {
 		return nil, err
 	}
-
-	accs := make([]*analysis.Retention, e.cfg.Workers)
-	for i := range accs {
-		if accs[i], err = analysis.NewRetention(spec); err != nil {
-			return nil, &Error{Code: CodeInternal, Message: err.Error(), Err: err}
-		}
-	}
-	vs := newVisitors(p, len(accs), func(i int) accumulator { return accs[i] })
-	// first_time needs each user's earliest start in all stored data;
-	// returns count up to the end of the last period.
-	scanFrom, scanTo := p.from, spec.Bounds[len(spec.Bounds)-1]
-	if spec.Windows == analysis.WindowsRolling {
-		scanTo = p.to + int64(n)*spec.Period
-	}
-	if spec.Criterion == analysis.CriterionOnOrAfter {
-		scanTo = maxTime // any later return counts for every period up to its index
-	}
-	if spec.Type == analysis.TypeFirstTime {
-		scanFrom = minTime
-	}
+	r.scanRange()
 	// Calendar periods only ask in which buckets a return event falls
 	// (Retention.addCalendar), and a start event is never thinned (its
 	// mask has the start bit): the returns alone may be thinned per
 	// bucket. A list's retainedAt asks the same.
-	if spec.Windows == analysis.WindowsCalendar {
-		p.thin = e.thinning(retBit, spec.Bounds)
+	if r.spec.Windows == analysis.WindowsCalendar {
+		p.thin = e.thinning(retBit, r.spec.Bounds)
 	}
-	if err := e.scan(ctx, p, scanFrom, scanTo, vs, false); err != nil {
-		return nil, err
+	return r, nil
+}
+
+// compilePeriods reads the period, week start, number of periods, type,
+// windows and criterion into the spec, and returns the week start.
+func (r *retention) compilePeriods() (timebucket.WeekStart, error) {
+	q := r.p.q
+	periodName := q.Period
+	if periodName == "" {
+		periodName = "day"
 	}
-	merge := timer()
-	acc, err := mergeAll(ctx, accs)
+	var err error
+	if r.iv, err = timebucket.ParseInterval(periodName); err != nil {
+		return 0, invalid("period", "%v", err)
+	}
+	ws, err := timebucket.ParseWeekStart(q.WeekStart)
+	if err != nil {
+		return 0, invalid("week_start", "%v", err)
+	}
+	r.n = q.Periods
+	if r.n == 0 {
+		r.n = defaultPeriods[r.iv]
+	}
+	if r.n < 1 || r.n > analysis.MaxRetentionPeriods {
+		return 0, invalid("periods", "want 1 to %d periods, found %d", analysis.MaxRetentionPeriods, r.n)
+	}
+	r.spec = analysis.RetentionSpec{Periods: r.n, From: r.p.from, To: r.p.to, Period: r.iv.Rolling()}
+	if r.spec.Type, err = analysis.ParseRetentionType(q.Type); err != nil {
+		return 0, invalid("type", "%v", err)
+	}
+	if r.spec.Windows, err = analysis.ParseRetentionWindows(q.Windows); err != nil {
+		return 0, invalid("windows", "%v", err)
+	}
+	if r.spec.Criterion, err = analysis.ParseRetentionCriterion(q.Criterion); err != nil {
+		return 0, invalid("criterion", "%v", err)
+	}
+	return ws, nil
+}
+
+// compileList checks a list's cell and returns the kernel's list.
+func (r *retention) compileList(l *List) (*analysis.RetentionList, error) {
+	p, cb := r.p, r.cohortBounds
+	nc := len(cb) - 1
+	if l.Step != 0 || l.Dropped || l.Series != 0 || l.Bucket != "" {
+		return nil, invalid("list", "a retention list takes cohort_start and period, not step, dropped, series or bucket")
+	}
+	t, ok := parseInstant(l.CohortStart, p.loc)
+	if !ok || t < cb[0] || t >= cb[nc] {
+		return nil, invalid("list.cohort_start", "want the date or instant of a cohort in the range (%s to %s), found %q",
+			formatTime(cb[0], p.loc), formatTime(cb[nc], p.loc), l.CohortStart)
+	}
+	if l.Period < 0 || l.Period >= r.n {
+		return nil, invalid("list.period", "want a period from 0 to %d, found %d", r.n-1, l.Period)
+	}
+	keep, err := listKeep(l)
 	if err != nil {
 		return nil, err
 	}
-	res := &RetentionResult{Kind: "retention", Range: p.resolvedRange(), TZ: p.loc.String(), Period: iv.String()}
-	// incompleteAt reports whether cell k of cohort bucket c is incomplete.
-	incompleteAt := func(c, k int) bool {
-		if spec.Windows == analysis.WindowsRolling {
-			return p.incomplete(cohortBounds[c+1] + int64(k+1)*spec.Period)
-		}
-		return p.incomplete(spec.Bounds[c+k+1])
+	c := 0
+	for cb[c+1] <= t {
+		c++
 	}
-	var groups []analysis.RetentionGroup
-	if bd == nil {
-		groups = acc.Result(nil).Groups
-	} else {
-		first := acc.Result(nil)
-		keys := make([]analysis.Key, len(first.Groups))
-		totals := make([]float64, len(first.Groups))
-		for i, g := range first.Groups {
-			keys[i] = g.Key
-			for _, c := range g.Cohorts {
-				totals[i] += float64(c.Size)
-			}
-		}
-		r, err := p.rank(ctx, bd, keys, totals)
-		if err != nil {
-			return nil, err
-		}
-		byKey := map[analysis.Key]analysis.RetentionGroup{}
-		for _, g := range acc.Result(r.group).Groups {
-			byKey[g.Key] = g
-		}
-		order := r.order
-		if r.other {
-			order = append(order, otherKey)
-		}
-		for _, k := range order {
-			groups = append(groups, byKey[k])
-		}
+	return &analysis.RetentionList{Cohort: c, Period: l.Period, Keep: keep}, nil
+}
+
+// scanRange sets the scan's range: first_time needs each user's earliest
+// start in all stored data; returns count up to the end of the last
+// period.
+func (r *retention) scanRange() {
+	spec := r.spec
+	r.from, r.to = r.p.from, spec.Bounds[len(spec.Bounds)-1]
+	if spec.Windows == analysis.WindowsRolling {
+		r.to = r.p.to + int64(r.n)*spec.Period
+	}
+	if spec.Criterion == analysis.CriterionOnOrAfter {
+		r.to = maxTime // any later return counts for every period up to its index
+	}
+	if spec.Type == analysis.TypeFirstTime {
+		r.from = minTime
+	}
+}
+
+// passes runs the one pass.
+func (r *retention) passes(ctx context.Context) (err error) {
+	r.acc, err = scanMerge(ctx, r.e, r.p, span{from: r.from, to: r.to},
+		func(int) (*analysis.Retention, error) { return analysis.NewRetention(r.spec) }, mergeOf[*analysis.Retention])
+	return err
+}
+
+// incompleteAt reports whether cell k of cohort bucket c is incomplete.
+func (r *retention) incompleteAt(c, k int) bool {
+	if r.spec.Windows == analysis.WindowsRolling {
+		return r.p.incomplete(r.cohortBounds[c+1] + int64(k+1)*r.spec.Period)
+	}
+	return r.p.incomplete(r.spec.Bounds[c+k+1])
+}
+
+// finalize ranks the breakdown values, renders the cohorts, the mean row
+// and the list.
+func (r *retention) finalize(ctx context.Context) (Result, error) {
+	p := r.p
+	merge := timer()
+	res := &RetentionResult{Kind: "retention", Range: p.resolvedRange(), TZ: p.loc.String(), Period: r.iv.String()}
+	groups, err := r.groups(ctx)
+	if err != nil {
+		return nil, err
 	}
 	ncells := 0
 	for _, g := range groups {
 		ncells += len(g.Cohorts)
 	}
-	if err := p.chargeResult(ncells, n); err != nil {
+	if err := p.chargeResult(ncells, r.n); err != nil {
 		return nil, err
 	}
-	starts := p.bucketStarts(cohortBounds)
+	if res.Cohorts, err = r.cohorts(ctx, groups); err != nil {
+		return nil, err
+	}
+	if res.Mean, res.List, err = r.overall(groups); err != nil {
+		return nil, err
+	}
+	p.stats.MergeMS += merge()
+	res.Stats = p.stats
+	return res, nil
+}
+
+// groups returns the groups of the result: all users, or the breakdown's
+// kept values in rank order, then "(other)".
+func (r *retention) groups(ctx context.Context) ([]analysis.RetentionGroup, error) {
+	if r.bd == nil {
+		return r.acc.Result(nil).Groups, nil
+	}
+	first := r.acc.Result(nil)
+	keys := make([]analysis.Key, len(first.Groups))
+	totals := make([]float64, len(first.Groups))
+	for i, g := range first.Groups {
+		keys[i] = g.Key
+		for _, c := range g.Cohorts {
+			totals[i] += float64(c.Size)
+		}
+	}
+	rk, err := r.p.rank(ctx, r.bd, keys, totals)
+	if err != nil {
+		return nil, err
+	}
+	byKey := map[analysis.Key]analysis.RetentionGroup{}
+	for _, g := range r.acc.Result(rk.group).Groups {
+		byKey[g.Key] = g
+	}
+	order := rk.order
+	if rk.other {
+		order = append(order, otherKey)
+	}
+	var groups []analysis.RetentionGroup
+	for _, k := range order {
+		groups = append(groups, byKey[k])
+	}
+	return groups, nil
+}
+
+// cohorts renders the groups' cohort rows.
+func (r *retention) cohorts(ctx context.Context, groups []analysis.RetentionGroup) ([]RetentionCohort, error) {
+	p, n := r.p, r.n
+	starts := p.bucketStarts(r.cohortBounds)
+	var out []RetentionCohort
 	for _, g := range groups {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -186,21 +247,26 @@ func (e *Engine) runRetention(ctx context.Context, p *plan) (*RetentionResult, e
 		for c, kc := range g.Cohorts {
 			rc := RetentionCohort{Start: starts[c], Size: kc.Size, Retained: kc.Retained,
 				Rates: make([]float64, n), Incomplete: make([]bool, n)}
-			if bd != nil {
-				rc.BreakdownValue = ptr(p.label(bd, g.Key))
+			if r.bd != nil {
+				rc.BreakdownValue = ptr(p.label(r.bd, g.Key))
 			}
 			for k := range n {
-				rc.Incomplete[k] = incompleteAt(c, k)
+				rc.Incomplete[k] = r.incompleteAt(c, k)
 				if kc.Size > 0 {
 					rc.Rates[k] = float64(kc.Retained[k]) / float64(kc.Size)
 				}
 			}
-			res.Cohorts = append(res.Cohorts, rc)
+			out = append(out, rc)
 		}
 	}
-	// The mean row and the list without a breakdown value are over all
-	// users, whatever the breakdown.
-	all := acc.Result(func(analysis.Key) analysis.Key { return analysis.Key{} })
+	return out, nil
+}
+
+// overall returns the mean row and the list: the mean and the list
+// without a breakdown value are over all users, whatever the breakdown.
+func (r *retention) overall(groups []analysis.RetentionGroup) ([]*float64, *ListResult, error) {
+	p, n, nc := r.p, r.n, len(r.cohortBounds)-1
+	all := r.acc.Result(func(analysis.Key) analysis.Key { return analysis.Key{} })
 	sizes := make([]int64, nc)
 	retained := make([][]int64, nc)
 	complete := make([][]bool, nc)
@@ -220,27 +286,27 @@ func (e *Engine) runRetention(ctx context.Context, p *plan) (*RetentionResult, e
 		}
 		complete[c] = make([]bool, n)
 		for k := range n {
-			complete[c][k] = !incompleteAt(c, k)
+			complete[c][k] = !r.incompleteAt(c, k)
 			anyComplete[k] = anyComplete[k] || complete[c][k]
 		}
 	}
-	if q.List != nil {
-		l, err := p.pickList(bd, overall, len(groups), func(i int) (analysis.Key, *analysis.UserList) {
+	var list *ListResult
+	if p.q.List != nil {
+		l, err := p.pickList(r.bd, overall, len(groups), func(i int) (analysis.Key, *analysis.UserList) {
 			return groups[i].Key, groups[i].List
 		})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		res.List = listResult(q.List, l)
+		list = listResult(p.q.List, l)
 	}
+	var mean []*float64
 	for k, m := range analysis.Mean(sizes, retained, complete) {
 		if anyComplete[k] {
-			res.Mean = append(res.Mean, ptr(m))
+			mean = append(mean, ptr(m))
 		} else {
-			res.Mean = append(res.Mean, nil)
+			mean = append(mean, nil)
 		}
 	}
-	p.stats.MergeMS = merge()
-	res.Stats = p.stats
-	return res, nil
+	return mean, list, nil
 }

@@ -2,8 +2,14 @@ package query
 
 import (
 	"context"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
 
 	"github.com/spurdb/spur/query/analysis"
+	"github.com/spurdb/spur/query/timebucket"
 )
 
 // StickinessResult is the result of a stickiness query (spec §13).
@@ -19,6 +25,13 @@ type StickinessResult struct {
 	Stats      Stats              `json:"stats"`
 }
 
+// ResultKind returns "stickiness".
+func (r *StickinessResult) ResultKind() string { return "stickiness" }
+
+func (r *StickinessResult) parts() resultFields {
+	return resultFields{stats: &r.Stats, warnings: &r.Warnings, list: &r.List}
+}
+
 // StickinessSeries is one series (× breakdown value) of a stickiness
 // result: Counts[i] is the number of users with exactly i+1 active
 // buckets (cumulative: at least i+1), i+1 = 1..N where N is the number of
@@ -31,15 +44,29 @@ type StickinessSeries struct {
 	Users          int64   `json:"users"`
 }
 
-// runStickiness plans and runs a stickiness query (spec §13, PostHog's
+// stickiness is a compiled stickiness query (spec §13, PostHog's
 // stickiness): per series and breakdown value (each series keeping its
 // own top values; "(other)" recomputed by a second pass so users stay
 // distinct), the users by number of active buckets; with a list, the
 // users of one count.
-func (e *Engine) runStickiness(ctx context.Context, p *plan) (*StickinessResult, error) {
+type stickiness struct {
+	e      *Engine
+	p      *plan
+	spec   analysis.StickinessSpec
+	iv     timebucket.Interval
+	bounds []int64
+	bd     *breakdown
+	list   *analysis.StickinessList
+	run    func(analysis.StickinessSpec) (analysis.StickinessResult, error) // one pass
+	kr     analysis.StickinessResult                                        // the main pass's answer
+}
+
+// compileStickiness checks and compiles a stickiness query.
+func compileStickiness(ctx context.Context, e *Engine, p *plan) (compiled, error) {
 	q := p.q
-	iv, _, bounds, err := p.calendarBounds(ctx, "day")
-	if err != nil {
+	st := &stickiness{e: e, p: p}
+	var err error
+	if st.iv, _, st.bounds, err = p.calendarBounds(ctx, "day"); err != nil {
 		return nil, err
 	}
 	if len(q.Series) == 0 {
@@ -52,38 +79,28 @@ func (e *Engine) runStickiness(ctx context.Context, p *plan) (*StickinessResult,
 	if minEvents < 1 || minEvents > analysis.MaxStickinessEvents {
 		return nil, invalid("min_events", "want 1 to %d events per bucket, found %d", analysis.MaxStickinessEvents, q.MinEvents)
 	}
-	spec := analysis.StickinessSpec{Bounds: bounds, From: p.from, To: p.to, MinEvents: minEvents}
+	st.spec = analysis.StickinessSpec{Bounds: st.bounds, From: p.from, To: p.to, MinEvents: minEvents}
 	for i, s := range q.Series {
 		f := fieldIdx("series", i)
 		if s.Math != "" || s.Property != "" {
-			return nil, invalid(f+".math", "stickiness series take no math or property: they count users by active %ss", iv)
+			return nil, invalid(f+".math", "stickiness series take no math or property: they count users by active %ss", st.iv)
 		}
 		bit, err := p.addMatcher(Matcher{Event: s.Event, Where: s.Where}, f, true)
 		if err != nil {
 			return nil, err
 		}
-		spec.Series = append(spec.Series, bit)
+		st.spec.Series = append(st.spec.Series, bit)
 	}
-	bd, err := p.parseBreakdown()
-	if err != nil {
+	if st.bd, err = p.parseBreakdown(); err != nil {
 		return nil, err
 	}
-	if bd != nil {
-		spec.Breakdown = bd.src
+	if st.bd != nil {
+		st.spec.Breakdown = st.bd.src
 	}
-	var list *analysis.StickinessList
-	if l := q.List; l != nil {
-		keep, err := p.checkList("series", "intervals")
-		if err != nil {
+	if q.List != nil {
+		if st.list, err = st.compileList(q.List); err != nil {
 			return nil, err
 		}
-		if l.Series < 0 || l.Series >= len(q.Series) {
-			return nil, invalid("list.series", "want a series index from 0 to %d, found %d", len(q.Series)-1, l.Series)
-		}
-		if l.Intervals < 1 || l.Intervals > len(bounds)-1 {
-			return nil, invalid("list.intervals", "want 1 to %d %ss, found %d", len(bounds)-1, iv, l.Intervals)
-		}
-		list = &analysis.StickinessList{Series: l.Series, Intervals: l.Intervals, AtLeast: q.Cumulative, Keep: keep}
 	}
 	if err := p.parseCohortFilter(); err != nil {
 		return nil, err
@@ -95,110 +112,207 @@ func (e *Engine) runStickiness(ctx context.Context, p *plan) (*StickinessResult,
 	// "$any" series took 56 ms unthinned and 48 ms thinned, an app_open
 	// series (4 % of rows) 30 ms unthinned and 45 ms thinned (the
 	// thinning row filter reads every row).
-	if minEvents == 1 && (bd == nil || bd.src.From != analysis.KeyEvent) {
+	if minEvents == 1 && (st.bd == nil || st.bd.src.From != analysis.KeyEvent) {
 		for i, s := range q.Series {
 			if s.Event == AnyEvent && len(s.Where) == 0 {
-				p.thin = e.thinning(spec.Series[i], bounds, p.from, p.to)
+				p.thin = e.thinning(st.spec.Series[i], st.bounds, p.from, p.to)
 				break
 			}
 		}
 	}
-	run := passRunner(ctx, e, p, p.from, p.to, analysis.NewStickiness, (*analysis.Stickiness).Result)
-	main := spec
-	if bd == nil {
-		main.List = list
-	}
-	kr, err := run(main)
+	return st, nil
+}
+
+// compileList checks a list's series and count and returns the kernel's
+// list.
+func (st *stickiness) compileList(l *List) (*analysis.StickinessList, error) {
+	q := st.p.q
+	keep, err := st.p.checkList("series", "intervals")
 	if err != nil {
 		return nil, err
 	}
+	if l.Series < 0 || l.Series >= len(q.Series) {
+		return nil, invalid("list.series", "want a series index from 0 to %d, found %d", len(q.Series)-1, l.Series)
+	}
+	if l.Intervals < 1 || l.Intervals > len(st.bounds)-1 {
+		return nil, invalid("list.intervals", "want 1 to %d %ss, found %d", len(st.bounds)-1, st.iv, l.Intervals)
+	}
+	return &analysis.StickinessList{Series: l.Series, Intervals: l.Intervals, AtLeast: q.Cumulative, Keep: keep}, nil
+}
+
+// passes runs the main pass (listing the users when there is no
+// breakdown).
+func (st *stickiness) passes(ctx context.Context) (err error) {
+	st.run = passRunner(ctx, st.e, st.p, st.p.from, st.p.to, analysis.NewStickiness, (*analysis.Stickiness).Result)
+	main := st.spec
+	if st.bd == nil {
+		main.List = st.list
+	}
+	st.kr, err = st.run(main)
+	return err
+}
+
+// finalize ranks each series' breakdown values (recomputing "(other)"),
+// renders the series and lists the users.
+func (st *stickiness) finalize(ctx context.Context) (Result, error) {
+	p, q := st.p, st.p.q
 	merge := timer()
 	rows := make([][]analysis.StickinessRow, len(q.Series)) // per series, in result order
-	for _, row := range kr.Rows {
+	for _, row := range st.kr.Rows {
 		rows[row.Series] = append(rows[row.Series], row)
 	}
 	ranks := make([]ranked, len(q.Series))
-	if bd != nil {
-		var recompute []int // series with an "(other)" row
-		for s := range rows {
-			keys := make([]analysis.Key, len(rows[s]))
-			totals := make([]float64, len(rows[s]))
-			byKey := map[analysis.Key]analysis.StickinessRow{}
-			for i, row := range rows[s] {
-				keys[i], totals[i] = row.Key, float64(row.Users)
-				byKey[row.Key] = row
-			}
-			var err error
-			if ranks[s], err = p.rank(ctx, bd, keys, totals); err != nil {
-				return nil, err
-			}
-			rows[s] = rows[s][:0]
-			for _, k := range ranks[s].order {
-				rows[s] = append(rows[s], byKey[k])
-			}
-			if ranks[s].other {
-				recompute = append(recompute, s)
-			}
-		}
-		if len(recompute) > 0 {
-			// One single-series accumulator per series, counting only the
-			// values not kept, under otherKey.
-			accs, err := runKernel(ctx, e, p, p.from, p.to, func() (multi[*analysis.Stickiness], error) {
-				var m multi[*analysis.Stickiness]
-				for _, s := range recompute {
-					one := spec
-					one.Series = spec.Series[s : s+1]
-					r := &ranks[s]
-					one.Group = func(k analysis.Key) (analysis.Key, bool) { return otherKey, !r.kept[k] }
-					a, err := analysis.NewStickiness(one)
-					if err != nil {
-						return nil, err
-					}
-					m = append(m, a)
-				}
-				return m, nil
-			})
-			if err != nil {
-				return nil, err
-			}
-			for j, s := range recompute {
-				other := analysis.StickinessRow{Series: s, Key: otherKey, Counts: make([]int64, len(bounds)-1)}
-				for _, row := range accs[j].Result().Rows {
-					other.Counts, other.Users = row.Counts, row.Users
-				}
-				rows[s] = append(rows[s], other)
-			}
+	if st.bd != nil {
+		if err := st.rankRows(ctx, rows, ranks); err != nil {
+			return nil, err
 		}
 	}
-	res := &StickinessResult{Kind: "stickiness", Range: p.resolvedRange(), TZ: p.loc.String(), Interval: iv.String(), Cumulative: q.Cumulative}
-	for s, srows := range rows {
-		for _, row := range srows {
-			ss := StickinessSeries{Label: q.Series[s].Label, Event: q.Series[s].Event, Counts: row.Counts, Users: row.Users}
-			if ss.Label == "" {
-				ss.Label = ss.Event
-			}
-			if bd != nil {
-				ss.BreakdownValue = ptr(p.label(bd, row.Key))
-			}
-			if q.Cumulative {
-				for i := len(ss.Counts) - 2; i >= 0; i-- {
-					ss.Counts[i] += ss.Counts[i+1]
-				}
-			}
-			res.Series = append(res.Series, ss)
-		}
-	}
-	p.stats.MergeMS = merge()
-	if list != nil {
+	res := &StickinessResult{Kind: "stickiness", Range: p.resolvedRange(), TZ: p.loc.String(), Interval: st.iv.String(), Cumulative: q.Cumulative}
+	res.Series = st.render(rows)
+	p.stats.MergeMS += merge()
+	if list := st.list; list != nil {
 		set := func(s analysis.StickinessSpec, src analysis.KeySource, g groupFunc, k analysis.Key) analysis.StickinessSpec {
 			s.Breakdown, s.Group, s.List, list.Key = src, g, list, k
 			return s
 		}
-		if res.List, err = kindList(p, bd, &ranks[list.Series], kr.List, spec, set, run,
+		var err error
+		if res.List, err = kindList(p, st.bd, &ranks[list.Series], st.kr.List, st.spec, set, st.run,
 			func(r analysis.StickinessResult) *analysis.UserList { return r.List }); err != nil {
 			return nil, err
 		}
 	}
 	res.Stats = p.stats
 	return res, nil
+}
+
+// rankRows ranks each series' values by users, keeps rows (per series)
+// in rank order and recomputes the "(other)" rows by a second pass.
+func (st *stickiness) rankRows(ctx context.Context, rows [][]analysis.StickinessRow, ranks []ranked) error {
+	var recompute []int // series with an "(other)" row
+	for s := range rows {
+		keys := make([]analysis.Key, len(rows[s]))
+		totals := make([]float64, len(rows[s]))
+		byKey := map[analysis.Key]analysis.StickinessRow{}
+		for i, row := range rows[s] {
+			keys[i], totals[i] = row.Key, float64(row.Users)
+			byKey[row.Key] = row
+		}
+		var err error
+		if ranks[s], err = st.p.rank(ctx, st.bd, keys, totals); err != nil {
+			return err
+		}
+		rows[s] = rows[s][:0]
+		for _, k := range ranks[s].order {
+			rows[s] = append(rows[s], byKey[k])
+		}
+		if ranks[s].other {
+			recompute = append(recompute, s)
+		}
+	}
+	if len(recompute) == 0 {
+		return nil
+	}
+	// One single-series accumulator per series, counting only the values
+	// not kept, under otherKey.
+	accs, err := scanMerge(ctx, st.e, st.p, span{from: st.p.from, to: st.p.to}, func(int) (multi[*analysis.Stickiness], error) {
+		var m multi[*analysis.Stickiness]
+		for _, s := range recompute {
+			one := st.spec
+			one.Series = st.spec.Series[s : s+1]
+			r := &ranks[s]
+			one.Group = func(k analysis.Key) (analysis.Key, bool) { return otherKey, !r.kept[k] }
+			a, err := analysis.NewStickiness(one)
+			if err != nil {
+				return nil, err
+			}
+			m = append(m, a)
+		}
+		return m, nil
+	}, multi[*analysis.Stickiness].merge)
+	if err != nil {
+		return err
+	}
+	for j, s := range recompute {
+		other := analysis.StickinessRow{Series: s, Key: otherKey, Counts: make([]int64, len(st.bounds)-1)}
+		for _, row := range accs[j].Result().Rows {
+			other.Counts, other.Users = row.Counts, row.Users
+		}
+		rows[s] = append(rows[s], other)
+	}
+	return nil
+}
+
+// render renders the rows of each series (cumulated when the query asks).
+func (st *stickiness) render(rows [][]analysis.StickinessRow) []StickinessSeries {
+	p, q := st.p, st.p.q
+	var out []StickinessSeries
+	for s, srows := range rows {
+		for _, row := range srows {
+			ss := StickinessSeries{Label: q.Series[s].Label, Event: q.Series[s].Event, Counts: row.Counts, Users: row.Users}
+			if ss.Label == "" {
+				ss.Label = ss.Event
+			}
+			if st.bd != nil {
+				ss.BreakdownValue = ptr(p.label(st.bd, row.Key))
+			}
+			if q.Cumulative {
+				for i := len(ss.Counts) - 2; i >= 0; i-- {
+					ss.Counts[i] += ss.Counts[i+1]
+				}
+			}
+			out = append(out, ss)
+		}
+	}
+	return out
+}
+
+// writeTable prints one row per number of active buckets and one
+// column per series (and breakdown value).
+func (r *StickinessResult) writeTable(w io.Writer) {
+	how := "users active in exactly n"
+	if r.Cumulative {
+		how = "users active in at least n"
+	}
+	fmt.Fprintf(w, "stickiness %s .. %s (%s): %s %ss\n", r.Range.From, r.Range.To, r.TZ, how, r.Interval)
+	var hdr strings.Builder
+	fmt.Fprintf(&hdr, "%ss\t", r.Interval)
+	for _, s := range r.Series {
+		fmt.Fprintf(&hdr, "%s\t", seriesName(s.Label, s.BreakdownValue))
+	}
+	fmt.Fprintln(w, hdr.String())
+	if len(r.Series) > 0 {
+		for i := range r.Series[0].Counts {
+			fmt.Fprintf(w, "%d\t", i+1)
+			for _, s := range r.Series {
+				fmt.Fprintf(w, "%d\t", s.Counts[i])
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	fmt.Fprint(w, "users\t")
+	for _, s := range r.Series {
+		fmt.Fprintf(w, "%d\t", s.Users)
+	}
+	fmt.Fprintln(w)
+	if l := r.List; l != nil {
+		n := "exactly"
+		if r.Cumulative {
+			n = "at least"
+		}
+		writeList(w, fmt.Sprintf("users of series %d active in %s %d %ss", l.Series, n, l.Intervals, r.Interval), l)
+	}
+}
+
+// stickinessCSV are the CSV columns of a stickiness result (WriteCSV; docs/queries.md).
+var stickinessCSV = []string{"label", "event", "breakdown_value", "intervals", "users"}
+
+// writeCSV writes one row per series × breakdown value × number of
+// active intervals.
+func (r *StickinessResult) writeCSV(cw *csv.Writer) {
+	cw.Write(stickinessCSV)
+	for _, s := range r.Series {
+		for i, n := range s.Counts {
+			cw.Write([]string{s.Label, s.Event, strp(s.BreakdownValue), strconv.Itoa(i + 1), inum(n)})
+		}
+	}
 }

@@ -25,23 +25,19 @@ func WriteTable(w io.Writer, res any) error {
 			}
 		}
 	}
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
-	switch r := res.(type) {
-	case *TrendResult:
-		writeTrend(tw, r)
-	case *FunnelResult:
-		writeFunnel(tw, r)
-	case *RetentionResult:
-		writeRetention(tw, r)
-	case *CohortResult:
-		fmt.Fprintf(tw, "cohort (range %s .. %s, %s): %d users\n", r.Range.From, r.Range.To, r.TZ, r.Users)
-		writeIDs(tw, r.UserIDs, r.Offset, r.Users)
-	case *StickinessResult, *LifecycleResult, *PathsResult, *AttributionResult:
-		writeKindTable(tw, r)
-	default:
+	r, ok := res.(Result)
+	if !ok {
 		return fmt.Errorf("no table form for %T", res)
 	}
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
+	r.writeTable(tw)
 	return tw.Flush()
+}
+
+// writeTable prints the cohort's size and page of user ids.
+func (r *CohortResult) writeTable(w io.Writer) {
+	fmt.Fprintf(w, "cohort (range %s .. %s, %s): %d users\n", r.Range.From, r.Range.To, r.TZ, r.Users)
+	writeIDs(w, r.UserIDs, r.Offset, r.Users)
 }
 
 func label(start string) string {
@@ -61,7 +57,9 @@ func num(v float64) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
-func writeTrend(w io.Writer, r *TrendResult) {
+// writeTable prints one row per bucket and one column per series (and
+// breakdown value), then the totals.
+func (r *TrendResult) writeTable(w io.Writer) {
 	head := fmt.Sprintf("trend %s .. %s (%s)", r.Range.From, r.Range.To, r.TZ)
 	if c := r.CompareRange; c != nil {
 		head += fmt.Sprintf(", compared with %s .. %s (by position)", c.From, c.To)
@@ -156,7 +154,9 @@ func dur(sec *float64) string {
 
 func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
 
-func writeFunnel(w io.Writer, r *FunnelResult) {
+// writeTable prints the funnel's view for all users, then per breakdown
+// value, then the listed users.
+func (r *FunnelResult) writeTable(w io.Writer) {
 	head := fmt.Sprintf("funnel %s .. %s (%s), window %s", r.Range.From, r.Range.To, r.TZ, dur(ptr(float64(r.WindowSec))))
 	switch r.Order {
 	case "strict":
@@ -252,7 +252,9 @@ func writeSteps(w io.Writer, steps []FunnelStep) {
 	}
 }
 
-func writeRetention(w io.Writer, r *RetentionResult) {
+// writeTable prints one row per cohort (and breakdown value), then the
+// mean per period.
+func (r *RetentionResult) writeTable(w io.Writer) {
 	fmt.Fprintf(w, "retention by %s, cohorts %s .. %s (%s); * = incomplete\n", r.Period, r.Range.From, r.Range.To, r.TZ)
 	n := len(r.Mean)
 	var hdr strings.Builder
@@ -291,3 +293,11 @@ func writeRetention(w io.Writer, r *RetentionResult) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// seriesName is a series' column title: label, then breakdown value.
+func seriesName(label string, value *string) string {
+	if value != nil {
+		return label + " / " + *value
+	}
+	return label
+}

@@ -13,19 +13,28 @@ import (
 	"github.com/spurdb/spur/trail"
 )
 
-// runTrend plans and runs a trend (spec §4, §12): the series of the
-// query's range, its formulas, and with compare the same for the
-// compared period (a second plan over the shifted range), current first.
-func (e *Engine) runTrend(ctx context.Context, p *plan) (*TrendResult, error) {
+// trend is a compiled trend (spec §4, §12): the series of the query's
+// range, its formulas, and with compare the same for the compared period
+// (a second plan over the shifted range, compiled, scanned and finalized
+// after the first), current first.
+type trend struct {
+	e        *Engine
+	formulas []*formula
+	prev     *plan // the compared period's plan; nil without compare
+	cur      *trendPeriod
+}
+
+// compileTrend checks and compiles a trend query.
+func compileTrend(ctx context.Context, e *Engine, p *plan) (compiled, error) {
 	q := p.q
 	if len(q.Series) == 0 {
 		return nil, invalid("series", "a trend needs at least one series")
 	}
-	formulas, err := parseFormulas(q)
-	if err != nil {
+	t := &trend{e: e}
+	var err error
+	if t.formulas, err = parseFormulas(q); err != nil {
 		return nil, err
 	}
-	var prev *plan
 	if q.Compare != "" {
 		from, to, err := p.compareRange(q.Compare)
 		if err != nil {
@@ -34,24 +43,44 @@ func (e *Engine) runTrend(ctx context.Context, p *plan) (*TrendResult, error) {
 		cq := *q
 		cq.Range = &Range{From: formatTime(from, p.loc), To: formatTime(to, p.loc)}
 		cq.Compare, cq.Formulas, cq.Formula, cq.List = "", nil, "", nil
-		if prev, err = e.newPlan(&cq, p.snap, 0); err != nil {
+		if t.prev, err = e.newPlan(&cq, p.snap, 0); err != nil {
 			return nil, err
 		}
-		prev.budget = p.budget // one query, one budget
+		t.prev.budget = p.budget // one query, one budget
 	}
-	res, owner, err := e.trendPeriod(ctx, p)
+	if t.cur, err = compileTrendPeriod(ctx, e, p); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// passes scans the query's range.
+func (t *trend) passes(ctx context.Context) error { return t.cur.passes(ctx) }
+
+// finalize renders the range's series and formulas, then runs the
+// compared period and appends its.
+func (t *trend) finalize(ctx context.Context) (Result, error) {
+	res, owner, err := t.cur.finalize(ctx)
 	if err != nil {
 		return nil, err
 	}
-	res.Formulas = evalFormulas(formulas, res.Series, owner, p.q.Breakdown != nil)
-	if prev == nil {
+	breakdown := t.cur.p.q.Breakdown != nil
+	res.Formulas = evalFormulas(t.formulas, res.Series, owner, breakdown)
+	if t.prev == nil {
 		return res, nil
 	}
-	pres, powner, err := e.trendPeriod(ctx, prev)
+	pc, err := compileTrendPeriod(ctx, t.e, t.prev)
 	if err != nil {
 		return nil, err
 	}
-	pf := evalFormulas(formulas, pres.Series, powner, p.q.Breakdown != nil)
+	if err := pc.passes(ctx); err != nil {
+		return nil, err
+	}
+	pres, powner, err := pc.finalize(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pf := evalFormulas(t.formulas, pres.Series, powner, breakdown)
 	for i := range res.Series {
 		res.Series[i].Period = "current"
 	}
@@ -66,7 +95,7 @@ func (e *Engine) runTrend(ctx context.Context, p *plan) (*TrendResult, error) {
 	}
 	res.Series = append(res.Series, pres.Series...)
 	res.Formulas = append(res.Formulas, pf...)
-	cr := prev.resolvedRange()
+	cr := t.prev.resolvedRange()
 	res.CompareRange = &cr
 	res.Stats = addStats(res.Stats, pres.Stats)
 	return res, nil
@@ -220,158 +249,155 @@ func evalFormulas(fs []*formula, rows []TrendSeries, owner []int, breakdown bool
 	return out
 }
 
-// trendPeriod computes a trend's series over the plan's range (spec §4),
-// and for each row the index of its series:
-// per series, breakdown value and calendar bucket the series' math, plus
-// range totals. With a breakdown limit, the "(other)" row of count and
-// property maths is the merge of the other values; for the maths that
-// count users it is recomputed by a second scan that groups the other
-// values into one key, so users stay distinct.
-func (e *Engine) trendPeriod(ctx context.Context, p *plan) (*TrendResult, []int, error) {
+// trendPeriod is a trend's series compiled over one plan's range (spec
+// §4): per series, breakdown value and calendar bucket the series' math,
+// plus range totals, and for each row the index of its series. With a
+// breakdown limit, the "(other)" row of count and property maths is the
+// merge of the other values; for the maths that count users it is
+// recomputed by a second scan that groups the other values into one key,
+// so users stay distinct.
+type trendPeriod struct {
+	e    *Engine
+	p    *plan
+	spec analysis.TrendSpec
+	look int64 // how far before the range the series' windows reach
+	bd   *breakdown
+	tl   *trendList // the list; nil without one
+	acc  *analysis.Trend
+}
+
+// compileTrendPeriod compiles the series of p's query.
+func compileTrendPeriod(ctx context.Context, e *Engine, p *plan) (*trendPeriod, error) {
 	q := p.q
-	spec := analysis.TrendSpec{From: p.from, To: p.to}
-	var look int64
+	t := &trendPeriod{e: e, p: p, spec: analysis.TrendSpec{From: p.from, To: p.to}}
 	for i, s := range q.Series {
-		f := fieldIdx("series", i)
-		mathName := s.Math
-		if mathName == "" {
-			mathName = "count"
+		if err := t.compileSeries(i, s); err != nil {
+			return nil, err
 		}
-		m, err := analysis.ParseTrendMath(mathName)
-		if err != nil {
-			return nil, nil, invalid(f+".math", "%v", err)
-		}
-		// Quantiles of one property over one matcher share its bit, and so
-		// one list of values per cell (median and p90 of a price keep the
-		// prices once).
-		bit := -1
-		if m.Quantile() {
-			for j, o := range q.Series[:i] {
-				if spec.Series[j].Math.Quantile() && o.Event == s.Event && o.Property == s.Property && sameFilters(o.Where, s.Where) {
-					bit = spec.Series[j].Bit
-					break
-				}
-			}
-		}
-		if bit < 0 {
-			if bit, err = p.addMatcher(Matcher{Event: s.Event, Where: s.Where}, f, true); err != nil {
-				return nil, nil, err
-			}
-		}
-		ts := analysis.TrendSeries{Math: m, Bit: bit}
-		switch {
-		case m.NeedsProperty() && s.Property == "":
-			return nil, nil, invalid(f+".property", "math %s needs a numeric event property", m)
-		case m.NeedsProperty():
-			t, ok := p.propType(s.Property, false)
-			if !ok {
-				return nil, nil, p.unknownProp(f+".property", s.Property, false)
-			}
-			if t != event.TypeInt && t != event.TypeFloat {
-				return nil, nil, invalid(f+".property", "math %s needs an int or float property; %q is %s", m, s.Property, t)
-			}
-			ts.Col, ts.Float = p.addCol(s.Property, false), t == event.TypeFloat
-		case s.Property != "":
-			return nil, nil, invalid(f+".property", "math %s takes no property", m)
-		}
-		look = max(look, m.Window())
-		spec.Series = append(spec.Series, ts)
 	}
-	bd, err := p.parseBreakdown()
-	if err != nil {
-		return nil, nil, err
+	var err error
+	if t.bd, err = p.parseBreakdown(); err != nil {
+		return nil, err
 	}
-	if bd != nil {
-		spec.Breakdown = bd.src
+	if t.bd != nil {
+		t.spec.Breakdown = t.bd.src
 	}
 	if err := p.parseCohortFilter(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if _, _, spec.Bounds, err = p.calendarBounds(ctx, "day"); err != nil {
-		return nil, nil, err
+	if _, _, t.spec.Bounds, err = p.calendarBounds(ctx, "day"); err != nil {
+		return nil, err
 	}
 	// A users series only asks in which buckets, and whether in
 	// [From, To), a user has a row of it (Trend.Add): the rows of its
 	// matcher alone may be thinned — unless the breakdown reads each
 	// row's own value.
-	if bd == nil || bd.src.From != analysis.KeyEvent {
-		for _, s := range spec.Series {
+	if t.bd == nil || t.bd.src.From != analysis.KeyEvent {
+		for _, s := range t.spec.Series {
 			if s.Math == analysis.MathUsers {
-				p.thin = e.thinning(s.Bit, spec.Bounds, p.from, p.to)
+				p.thin = e.thinning(s.Bit, t.spec.Bounds, p.from, p.to)
 				break
 			}
 		}
 	}
-	var tl *trendList
 	if q.List != nil {
-		if tl, err = p.parseTrendList(&spec); err != nil {
-			return nil, nil, err
+		if t.tl, err = p.parseTrendList(&t.spec); err != nil {
+			return nil, err
 		}
 	}
-	accs := make([]*analysis.Trend, e.cfg.Workers)
-	for i := range accs {
-		if accs[i], err = analysis.NewTrend(spec); err != nil {
-			return nil, nil, &Error{Code: CodeInternal, Message: err.Error(), Err: err}
-		}
+	return t, nil
+}
+
+// compileSeries compiles query series i into the spec: its math, its
+// matcher and its property.
+func (t *trendPeriod) compileSeries(i int, s Series) error {
+	p, spec := t.p, &t.spec
+	f := fieldIdx("series", i)
+	mathName := s.Math
+	if mathName == "" {
+		mathName = "count"
 	}
-	vs := newVisitors(p, len(accs), func(i int) accumulator { return accs[i] })
-	if err := e.scan(ctx, p, p.from-look, p.to, vs, false); err != nil {
-		return nil, nil, err
-	}
-	merge := timer()
-	acc, err := mergeAll(ctx, accs)
+	m, err := analysis.ParseTrendMath(mathName)
 	if err != nil {
-		return nil, nil, err
+		return invalid(f+".math", "%v", err)
 	}
+	// Quantiles of one property over one matcher share its bit, and so
+	// one list of values per cell (median and p90 of a price keep the
+	// prices once).
+	bit := -1
+	if m.Quantile() {
+		for j, o := range p.q.Series[:i] {
+			if spec.Series[j].Math.Quantile() && o.Event == s.Event && o.Property == s.Property && sameFilters(o.Where, s.Where) {
+				bit = spec.Series[j].Bit
+				break
+			}
+		}
+	}
+	if bit < 0 {
+		if bit, err = p.addMatcher(Matcher{Event: s.Event, Where: s.Where}, f, true); err != nil {
+			return err
+		}
+	}
+	ts := analysis.TrendSeries{Math: m, Bit: bit}
+	switch {
+	case m.NeedsProperty() && s.Property == "":
+		return invalid(f+".property", "math %s needs a numeric event property", m)
+	case m.NeedsProperty():
+		typ, ok := p.propType(s.Property, false)
+		if !ok {
+			return p.unknownProp(f+".property", s.Property, false)
+		}
+		if typ != event.TypeInt && typ != event.TypeFloat {
+			return invalid(f+".property", "math %s needs an int or float property; %q is %s", m, s.Property, typ)
+		}
+		ts.Col, ts.Float = p.addCol(s.Property, false), typ == event.TypeFloat
+	case s.Property != "":
+		return invalid(f+".property", "math %s takes no property", m)
+	}
+	t.look = max(t.look, m.Window())
+	spec.Series = append(spec.Series, ts)
+	return nil
+}
+
+// passes runs the main pass.
+func (t *trendPeriod) passes(ctx context.Context) (err error) {
+	t.acc, err = scanMerge(ctx, t.e, t.p, span{from: t.p.from - t.look, to: t.p.to},
+		func(int) (*analysis.Trend, error) { return analysis.NewTrend(t.spec) }, mergeOf[*analysis.Trend])
+	return err
+}
+
+// finalize renders the series rows (ranking the breakdown values and
+// recomputing "(other)") and the list; owner[i] is row i's series.
+func (t *trendPeriod) finalize(ctx context.Context) (*TrendResult, []int, error) {
+	p, q := t.p, t.p.q
+	merge := timer()
 	res := &TrendResult{Kind: "trend", Range: p.resolvedRange(), TZ: p.loc.String()}
-	starts := p.bucketStarts(spec.Bounds)
+	starts := p.bucketStarts(t.spec.Bounds)
 	var owner []int
-	if bd == nil {
-		kr := acc.Result(nil)
+	if t.bd == nil {
+		kr := t.acc.Result(nil)
 		if err := p.chargeResult(len(q.Series), len(starts)); err != nil {
 			return nil, nil, err
 		}
 		for i := range q.Series {
-			res.Series = append(res.Series, p.trendSeries(i, spec, starts, kr.Series[i].Rows[0], nil))
+			res.Series = append(res.Series, p.trendSeries(i, t.spec, starts, kr.Series[i].Rows[0], nil))
 			owner = append(owner, i)
 		}
-		p.stats.MergeMS = merge()
-		res, err := e.trendDone(ctx, p, res, tl, nil, nil)
+		p.stats.MergeMS += merge()
+		res, err := t.done(ctx, res, nil)
 		return res, owner, err
 	}
-	// Rank each series' values by range total and keep the first limit.
-	first := acc.Result(nil)
-	ranks := make([]ranked, len(q.Series))
-	var recompute []int // series whose "(other)" needs a second pass
-	for i, sr := range first.Series {
-		keys := make([]analysis.Key, len(sr.Rows))
-		totals := make([]float64, len(sr.Rows))
-		for r, row := range sr.Rows {
-			keys[r], totals[r] = row.Key, row.Total
-		}
-		if ranks[i], err = p.rank(ctx, bd, keys, totals); err != nil {
-			return nil, nil, err
-		}
-		if ranks[i].other && !spec.Series[i].Math.Mergeable() {
-			recompute = append(recompute, i)
-		}
-	}
-	grouped := acc.Result(func(s int, k analysis.Key) analysis.Key { return ranks[s].group(k) })
-	rows := make([]map[analysis.Key]analysis.TrendRow, len(q.Series))
-	nrows := 0
-	for i, sr := range grouped.Series {
-		rows[i] = map[analysis.Key]analysis.TrendRow{}
-		for _, row := range sr.Rows {
-			rows[i][row.Key] = row
-		}
-		nrows += len(ranks[i].order) + b2i(ranks[i].other)
-	}
-	if err := p.chargeResult(nrows, len(starts)); err != nil {
+	ranks, recompute, err := t.rank(ctx)
+	if err != nil {
 		return nil, nil, err
 	}
-	p.stats.MergeMS = merge()
+	rows, err := t.groupRows(ranks, len(starts))
+	if err != nil {
+		return nil, nil, err
+	}
+	p.stats.MergeMS += merge()
 	if len(recompute) > 0 {
-		others, err := e.recomputeOther(ctx, p, spec, look, recompute, ranks)
+		others, err := t.e.recomputeOther(ctx, p, t.spec, t.look, recompute, ranks)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -380,55 +406,116 @@ func (e *Engine) trendPeriod(ctx context.Context, p *plan) (*TrendResult, []int,
 		}
 	}
 	merge = timer()
-	for i := range q.Series {
+	if res.Series, owner, err = t.renderRows(ctx, ranks, rows, starts); err != nil {
+		return nil, nil, err
+	}
+	p.stats.MergeMS += merge()
+	var r *ranked
+	if t.tl != nil {
+		r = &ranks[q.List.Series]
+	}
+	res, err = t.done(ctx, res, r)
+	return res, owner, err
+}
+
+// rank ranks each series' values by range total and keeps the first
+// limit; recompute lists the series whose "(other)" needs a second pass.
+func (t *trendPeriod) rank(ctx context.Context) (ranks []ranked, recompute []int, err error) {
+	first := t.acc.Result(nil)
+	ranks = make([]ranked, len(t.p.q.Series))
+	for i, sr := range first.Series {
+		keys := make([]analysis.Key, len(sr.Rows))
+		totals := make([]float64, len(sr.Rows))
+		for r, row := range sr.Rows {
+			keys[r], totals[r] = row.Key, row.Total
+		}
+		if ranks[i], err = t.p.rank(ctx, t.bd, keys, totals); err != nil {
+			return nil, nil, err
+		}
+		if ranks[i].other && !t.spec.Series[i].Math.Mergeable() {
+			recompute = append(recompute, i)
+		}
+	}
+	return ranks, recompute, nil
+}
+
+// groupRows returns per series its rows under the ranking, by key, and
+// charges the result's buckets (nbuckets a row) to the budget.
+func (t *trendPeriod) groupRows(ranks []ranked, nbuckets int) ([]map[analysis.Key]analysis.TrendRow, error) {
+	grouped := t.acc.Result(func(s int, k analysis.Key) analysis.Key { return ranks[s].group(k) })
+	rows := make([]map[analysis.Key]analysis.TrendRow, len(t.p.q.Series))
+	nrows := 0
+	for i, sr := range grouped.Series {
+		rows[i] = map[analysis.Key]analysis.TrendRow{}
+		for _, row := range sr.Rows {
+			rows[i][row.Key] = row
+		}
+		nrows += len(ranks[i].order) + b2i(ranks[i].other)
+	}
+	return rows, t.p.chargeResult(nrows, nbuckets)
+}
+
+// renderRows renders each series' kept rows in rank order, then its
+// "(other)"; owner[i] is row i's series.
+func (t *trendPeriod) renderRows(ctx context.Context, ranks []ranked, rows []map[analysis.Key]analysis.TrendRow, starts []string) ([]TrendSeries, []int, error) {
+	p := t.p
+	var out []TrendSeries
+	var owner []int
+	for i := range p.q.Series {
 		for _, k := range ranks[i].order {
 			if err := ctx.Err(); err != nil {
 				return nil, nil, err
 			}
-			res.Series = append(res.Series, p.trendSeries(i, spec, starts, rows[i][k], bd))
+			out = append(out, p.trendSeries(i, t.spec, starts, rows[i][k], t.bd))
 			owner = append(owner, i)
 		}
 		if ranks[i].other {
 			row, ok := rows[i][otherKey]
 			if !ok { // the other values' events all fell out of the recomputation's groups
-				row = analysis.TrendRow{Key: otherKey, Buckets: make([]float64, len(spec.Bounds)-1)}
+				row = analysis.TrendRow{Key: otherKey, Buckets: make([]float64, len(t.spec.Bounds)-1)}
 			}
 			row.Key = otherKey
-			res.Series = append(res.Series, p.trendSeries(i, spec, starts, row, bd))
+			out = append(out, p.trendSeries(i, t.spec, starts, row, t.bd))
 			owner = append(owner, i)
 		}
 	}
-	p.stats.MergeMS += merge()
-	var r *ranked
-	if tl != nil {
-		r = &ranks[q.List.Series]
-	}
-	res, err = e.trendDone(ctx, p, res, tl, bd, r)
-	return res, owner, err
+	return out, owner, nil
 }
 
-// trendDone adds the users of the query's list to res, when it has one
-// (tl not nil; bd and r the breakdown and the listed series' ranking),
-// and sets its stats.
-func (e *Engine) trendDone(ctx context.Context, p *plan, res *TrendResult, tl *trendList, bd *breakdown, r *ranked) (*TrendResult, error) {
-	if tl != nil {
+// done adds the users of the query's list to res, when it has one (r the
+// listed series' ranking under a breakdown), and sets its stats.
+func (t *trendPeriod) done(ctx context.Context, res *TrendResult, r *ranked) (*TrendResult, error) {
+	if t.tl != nil {
 		var err error
-		if res.List, err = e.listTrend(ctx, p, tl, bd, r); err != nil {
+		if res.List, err = t.e.listTrend(ctx, t.p, t.tl, t.bd, r); err != nil {
 			return nil, err
 		}
 	}
-	res.Stats = p.stats
+	res.Stats = t.p.stats
 	return res, nil
 }
 
 // trendSet is one worker's trends of a scan that feeds several, an
-// accumulator: every trail goes to each, and their memory is summed.
+// accumulator: every trail goes to each, and their memory is summed. (It
+// is not a multi[*analysis.Trend]: a generic method calls Add through its
+// dictionary, and this pass feeds every trail of the range.)
 type trendSet []*analysis.Trend
 
 func (ts trendSet) Add(t *trail.Trail) {
 	for _, a := range ts {
 		a.Add(t)
 	}
+}
+
+// merge merges o's accumulators into ts's, series by series (scanMerge's
+// merge).
+func (ts trendSet) merge(o trendSet) error {
+	for j, a := range ts {
+		if err := mergeOf(a, o[j]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (ts trendSet) Bytes() int64 {
@@ -443,8 +530,8 @@ func (ts trendSet) Bytes() int64 {
 // given series exactly: one single-series accumulator per series, whose
 // Group maps the series' kept values to nothing and the rest to otherKey.
 func (e *Engine) recomputeOther(ctx context.Context, p *plan, spec analysis.TrendSpec, look int64, series []int, ranks []ranked) ([]analysis.TrendRow, error) {
-	accs := make([]trendSet, e.cfg.Workers)
-	for w := range accs {
+	set, err := scanMerge(ctx, e, p, span{from: p.from - look, to: p.to}, func(int) (trendSet, error) {
+		var ts trendSet
 		for _, i := range series {
 			r := &ranks[i]
 			one := spec
@@ -452,25 +539,17 @@ func (e *Engine) recomputeOther(ctx context.Context, p *plan, spec analysis.Tren
 			one.Group = func(k analysis.Key) (analysis.Key, bool) { return otherKey, !r.kept[k] }
 			a, err := analysis.NewTrend(one)
 			if err != nil {
-				return nil, &Error{Code: CodeInternal, Message: err.Error(), Err: err}
+				return nil, err
 			}
-			accs[w] = append(accs[w], a)
+			ts = append(ts, a)
 		}
-	}
-	vs := newVisitors(p, len(accs), func(w int) accumulator { return accs[w] })
-	if err := e.scan(ctx, p, p.from-look, p.to, vs, false); err != nil {
+		return ts, nil
+	}, trendSet.merge)
+	if err != nil {
 		return nil, err
 	}
 	out := make([]analysis.TrendRow, len(series))
-	for j := range series {
-		col := make([]*analysis.Trend, len(accs))
-		for w := range accs {
-			col[w] = accs[w][j]
-		}
-		acc, err := mergeAll(ctx, col)
-		if err != nil {
-			return nil, err
-		}
+	for j, acc := range set {
 		for _, row := range acc.Result(nil).Series[0].Rows {
 			if row.Key == otherKey {
 				out[j] = row
@@ -563,18 +642,6 @@ const resultCellBytes = 96
 // fails with limit_exceeded rather than render 10⁸ buckets.
 func (p *plan) chargeResult(rows, cells int) error {
 	return p.budget.charge(int64(rows) * int64(cells) * resultCellBytes)
-}
-
-// mergeAll merges accs[1:] into accs[0] and returns it, checking ctx
-// between merges (each is linear in an accumulator's state).
-func mergeAll[T interface{ Merge(T) }](ctx context.Context, accs []T) (T, error) {
-	for _, a := range accs[1:] {
-		if err := ctx.Err(); err != nil {
-			return accs[0], err
-		}
-		accs[0].Merge(a)
-	}
-	return accs[0], ctx.Err()
 }
 
 // sameFilters reports whether a and b are the same filters in the same

@@ -89,45 +89,58 @@ func (e *Engine) listTrend(ctx context.Context, p *plan, tl *trendList, bd *brea
 	}
 	// Every listed user is visited in full: no thinning of rows.
 	p.thin = storage.Thin{}
-	lists := make([]*analysis.UserList, e.cfg.Workers)
-	vs := newVisitors(p, len(lists), func(i int) accumulator {
-		ul := &analysis.UserList{Keep: tl.page}
-		lists[i] = ul
-		var keep func(analysis.Key) bool
-		cache := map[analysis.Key]bool{} // this worker's keys, decided once
-		if want != nil {
-			keep = func(k analysis.Key) bool {
-				v, ok := cache[k]
-				if !ok {
-					if *want == otherLabel {
-						v = !r.kept[k]
-					} else {
-						v = r.kept[k] && p.label(bd, k) == *want
-					}
-					cache[k] = v
-				}
-				return v
-			}
-		}
-		found := false
-		return accFuncs{func(t *trail.Trail) {
-			if t.Offset == 0 {
-				found = false
-			}
-			if !found && tl.match(t, bd, keep) {
-				found = true
-				ul.Add(t.ID)
-			}
-		}, func() int64 { return ul.Bytes() + int64(len(cache))*24 }}
-	})
-	if err := e.scan(ctx, p, tl.from, tl.to, vs, false); err != nil {
+	acc, err := scanMerge(ctx, e, p, span{from: tl.from, to: tl.to}, func(int) (*trendLister, error) {
+		return tl.lister(p, bd, r, want), nil
+	}, func(dst, src *trendLister) error { return mergeOf(dst.ul, src.ul) })
+	if err != nil {
 		return nil, err
 	}
-	for _, ul := range lists[1:] {
-		lists[0].Merge(ul)
-	}
-	return listResult(l, lists[0]), nil
+	return listResult(l, acc.ul), nil
 }
+
+// trendLister is one worker's accumulator of a trend's list: the users
+// with an event that puts them in it (trendList.match), each once.
+type trendLister struct {
+	tl    *trendList
+	bd    *breakdown
+	keep  func(analysis.Key) bool // nil: any breakdown value
+	cache map[analysis.Key]bool   // this worker's keys, decided once
+	ul    *analysis.UserList
+	found bool // the user of the current trail is listed
+}
+
+// lister returns one worker's accumulator of the list; want is the
+// list's breakdown value (nil: any).
+func (tl *trendList) lister(p *plan, bd *breakdown, r *ranked, want *string) *trendLister {
+	l := &trendLister{tl: tl, bd: bd, cache: map[analysis.Key]bool{}, ul: &analysis.UserList{Keep: tl.page}}
+	if want != nil {
+		l.keep = func(k analysis.Key) bool {
+			v, ok := l.cache[k]
+			if !ok {
+				if *want == otherLabel {
+					v = !r.kept[k]
+				} else {
+					v = r.kept[k] && p.label(bd, k) == *want
+				}
+				l.cache[k] = v
+			}
+			return v
+		}
+	}
+	return l
+}
+
+func (l *trendLister) Add(t *trail.Trail) {
+	if t.Offset == 0 {
+		l.found = false
+	}
+	if !l.found && l.tl.match(t, l.bd, l.keep) {
+		l.found = true
+		l.ul.Add(t.ID)
+	}
+}
+
+func (l *trendLister) Bytes() int64 { return l.ul.Bytes() + int64(len(l.cache))*24 }
 
 // match reports whether one chunk of a trail has an event that puts the
 // user in the list.

@@ -13,9 +13,12 @@ import (
 const maxWarnings = 20
 
 // WarningsOf returns a pointer to the warnings of a result returned by
-// Run, or nil for any other value.
+// Run (a Result), or nil for any other value.
 func WarningsOf(res any) *[]Warning {
-	return resultParts(res).warnings
+	if r, ok := res.(Result); ok {
+		return r.parts().warnings
+	}
+	return nil
 }
 
 // warnings returns the plan's warnings (spec §9), in query order: each

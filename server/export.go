@@ -25,7 +25,7 @@ func csvOutput(r *http.Request) (bool, error) {
 }
 
 // writeCSV answers with res as tidy CSV (text/csv, a download named
-// spur-KIND.csv).
+// spur-KIND.csv, KIND the result's query.Result.ResultKind).
 func (s *Server) writeCSV(w http.ResponseWriter, r *http.Request, res any) {
 	var b bytes.Buffer
 	if err := query.WriteCSV(&b, res); err != nil {
@@ -33,15 +33,8 @@ func (s *Server) writeCSV(w http.ResponseWriter, r *http.Request, res any) {
 		return
 	}
 	kind := "result"
-	switch res.(type) {
-	case *query.TrendResult:
-		kind = "trend"
-	case *query.FunnelResult:
-		kind = "funnel"
-	case *query.RetentionResult:
-		kind = "retention"
-	case *query.CohortResult:
-		kind = "cohort"
+	if qr, ok := res.(query.Result); ok {
+		kind = qr.ResultKind()
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/csv; charset=utf-8")

@@ -2,6 +2,7 @@ package server
 
 import (
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -115,8 +116,7 @@ func (m *metrics) observe(kind, code string, d time.Duration, stats *query.Stats
 
 // kindLabel bounds the label's values: anything but a known kind is "other".
 func kindLabel(kind string) string {
-	switch kind {
-	case "trend", "funnel", "retention", "cohort", "stickiness", "lifecycle", "paths", "attribution":
+	if slices.Contains(query.Kinds(), kind) {
 		return kind
 	}
 	return "other"

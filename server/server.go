@@ -119,12 +119,26 @@ import (
 	"github.com/spurdb/spur/storage"
 )
 
-// QueryRunner runs one parsed query; *query.Engine implements it. Run must
-// return promptly once ctx is done. The result is a §9 result value
-// (*query.TrendResult, *query.FunnelResult, *query.RetentionResult) owned
-// by the caller; errors should be *query.Error.
+// QueryRunner runs one parsed query. Run must return promptly once ctx is
+// done. The result is a §9 result value owned by the caller: a
+// query.Result (what *query.Engine.Run returns; the CSV output and the
+// metrics read it), or for other runners any value encoding/json renders;
+// errors should be *query.Error.
 type QueryRunner interface {
 	Run(ctx context.Context, q *query.Query) (any, error)
+}
+
+// engineRunner is the default QueryRunner: a *query.Engine, whose Run
+// returns a query.Result (its other methods, CheckCohort's, promoted).
+type engineRunner struct{ *query.Engine }
+
+// Run runs q on the engine.
+func (r engineRunner) Run(ctx context.Context, q *query.Query) (any, error) {
+	res, err := r.Engine.Run(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // Config configures a Server. Zero values take the documented defaults.
@@ -385,8 +399,8 @@ func New(cfg Config) (*Server, error) {
 	if s.runner == nil {
 		adm := query.NewAdmission(cfg.MemoryTotal, 0)
 		adm.SetOnChange(cfg.OnQueryMemory)
-		s.runner = query.New(cfg.Store, query.Config{Workers: cfg.Workers, Timeout: max(cfg.QueryTimeout, 0),
-			MemoryBudget: cfg.MemoryBudget, Admission: adm})
+		s.runner = engineRunner{query.New(cfg.Store, query.Config{Workers: cfg.Workers, Timeout: max(cfg.QueryTimeout, 0),
+			MemoryBudget: cfg.MemoryBudget, Admission: adm})}
 	}
 	if s.reg == nil {
 		s.reg = prometheus.NewRegistry()
