@@ -25,16 +25,13 @@ var benchInput = sync.OnceValue(func() *Input { return realisticInput(7, benchRo
 // speed even when other processes share the machine).
 func BenchmarkReadBlock(b *testing.B) {
 	in := benchInput()
-	defer func(r float64) { pforBitmapRatio = r }(pforBitmapRatio)
 	// default and zstd1.07 write what the writer chooses (here the times'
 	// exception bitmap); gaps-only writes version 1's exception gaps, which
 	// readers still meet.
 	for _, opt := range []struct {
-		name  string
-		opt   WriterOptions
-		ratio float64
-	}{{"default", WriterOptions{}, pforBitmapRatio}, {"zstd1.07", WriterOptions{MinZstdRatio: 1.07}, pforBitmapRatio}, {"gaps-only", WriterOptions{}, 0}} {
-		pforBitmapRatio = opt.ratio
+		name string
+		opt  WriterOptions
+	}{{"default", WriterOptions{}}, {"zstd1.07", WriterOptions{MinZstdRatio: 1.07}}, {"gaps-only", WriterOptions{pforBitmapRatio: -1}}} {
 		path := filepath.Join(b.TempDir(), "seg")
 		if _, err := Write(path, in, opt.opt); err != nil {
 			b.Fatal(err)
