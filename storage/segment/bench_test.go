@@ -3,6 +3,7 @@ package segment
 import (
 	"cmp"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -144,6 +145,33 @@ func BenchmarkDecodeUsers(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*users), "ns/user")
 		})
+	}
+}
+
+// BenchmarkDecodeFooter decodes the footer of the realistic 1M-event
+// segment (Open's work once the bytes are read): the dictionaries, block
+// and chunk records, checked.
+func BenchmarkDecodeFooter(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "seg")
+	if _, err := Write(path, benchInput(), WriterOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	r, err := Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	footer := data[r.footer : len(data)-trailerSize]
+	b.SetBytes(int64(len(footer)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := decodeFooter(footer, r.footer, r.meta.Version); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
