@@ -101,47 +101,33 @@ func (d *Decoder) FailAt(p int, format string, args ...any) {
 	}
 }
 
-// U8 reads a byte.
-func (d *Decoder) U8() uint8 {
-	if d.err != nil || d.Left() < 1 {
+// take returns the next n bytes (0 ≤ n ≤ 8), or n zero bytes after a
+// failure.
+func (d *Decoder) take(n int) []byte {
+	if d.err != nil || d.Left() < n {
 		d.Fail("ends early")
-		return 0
+		return zeros[:n]
 	}
-	d.pos++
-	return d.buf[d.pos-1]
+	d.pos += n
+	return d.buf[d.pos-n : d.pos]
 }
+
+// zeros are what take returns after a failure.
+var zeros [8]byte
+
+// U8 reads a byte.
+func (d *Decoder) U8() uint8 { return d.take(1)[0] }
 
 // U16 reads a little-endian uint16.
-func (d *Decoder) U16() uint16 {
-	if d.err != nil || d.Left() < 2 {
-		d.Fail("ends early")
-		return 0
-	}
-	d.pos += 2
-	return binary.LittleEndian.Uint16(d.buf[d.pos-2:])
-}
+func (d *Decoder) U16() uint16 { return binary.LittleEndian.Uint16(d.take(2)) }
 
 // U32 reads a little-endian uint32.
-func (d *Decoder) U32() uint32 {
-	if d.err != nil || d.Left() < 4 {
-		d.Fail("ends early")
-		return 0
-	}
-	d.pos += 4
-	return binary.LittleEndian.Uint32(d.buf[d.pos-4:])
-}
+func (d *Decoder) U32() uint32 { return binary.LittleEndian.Uint32(d.take(4)) }
 
 // U64 reads a little-endian uint64.
-func (d *Decoder) U64() uint64 {
-	if d.err != nil || d.Left() < 8 {
-		d.Fail("ends early")
-		return 0
-	}
-	d.pos += 8
-	return binary.LittleEndian.Uint64(d.buf[d.pos-8:])
-}
+func (d *Decoder) U64() uint64 { return binary.LittleEndian.Uint64(d.take(8)) }
 
-// Raw reads the next n bytes (borrowed).
+// Raw reads the next n bytes (borrowed); nil after a failure.
 func (d *Decoder) Raw(n int) []byte {
 	if d.err != nil || n < 0 || d.Left() < n {
 		d.Fail("ends early")
