@@ -289,8 +289,8 @@ const DefaultMaxConnections = 1024
 
 // DefaultMaxImportDecompressedBytes is the MaxImportDecompressedBytes used
 // when it is 0: 200 MiB, the decompressed limit ingest.md §1 sets for the
-// events endpoint.
-const DefaultMaxImportDecompressedBytes = 200 << 20
+// events endpoint (DefaultMaxEventsDecompressedBytes).
+const DefaultMaxImportDecompressedBytes = DefaultMaxEventsDecompressedBytes
 
 // Server serves the API, the UI, /metrics and the debug endpoints. It is
 // safe for concurrent use and holds no package-level state.
