@@ -139,27 +139,24 @@ func (d *Decoder) Raw(n int) []byte {
 
 // Uvarint reads a uvarint in its shortest form: a longer one (a last byte
 // of 0) is corruption too.
-func (d *Decoder) Uvarint() uint64 {
+func (d *Decoder) Uvarint() uint64 { return d.uvarint("uvarint") }
+
+// Varint reads a varint (a zigzag-encoded uvarint, as binary.Varint) in
+// its shortest form.
+func (d *Decoder) Varint() int64 {
+	u := d.uvarint("varint")
+	return int64(u>>1) ^ -int64(u&1)
+}
+
+// uvarint reads a uvarint in its shortest form, failing with "bad " and
+// kind.
+func (d *Decoder) uvarint(kind string) uint64 {
 	if d.err != nil {
 		return 0
 	}
 	v, n := binary.Uvarint(d.buf[d.pos:])
 	if n <= 0 || n > 1 && d.buf[d.pos+n-1] == 0 {
-		d.Fail("bad uvarint")
-		return 0
-	}
-	d.pos += n
-	return v
-}
-
-// Varint reads a varint in its shortest form (see Uvarint).
-func (d *Decoder) Varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.buf[d.pos:])
-	if n <= 0 || n > 1 && d.buf[d.pos+n-1] == 0 {
-		d.Fail("bad varint")
+		d.Fail("bad %s", kind)
 		return 0
 	}
 	d.pos += n

@@ -125,6 +125,7 @@ func TestDecoderRejects(t *testing.T) {
 func FuzzDecoder(f *testing.F) {
 	f.Add([]byte{0x81, 0x00, 3, 'a', 'b', 'c'}, uint64(300))
 	f.Add([]byte{}, uint64(0))
+	f.Add([]byte{0x03}, uint64(1<<63))
 	f.Fuzz(func(t *testing.T, b []byte, v uint64) {
 		d := NewDecoder(b, 0)
 		for d.Err() == nil && d.Left() > 0 {
@@ -149,6 +150,16 @@ func FuzzDecoder(f *testing.F) {
 		e := NewDecoder(binary.AppendUvarint(nil, v), 0)
 		if got := e.Uvarint(); got != v || e.Err() != nil || e.Left() != 0 {
 			t.Fatalf("Uvarint of %d = %d, %v", v, got, e.Err())
+		}
+		e = NewDecoder(binary.AppendVarint(nil, int64(v)), 0)
+		if got := e.Varint(); got != int64(v) || e.Err() != nil || e.Left() != 0 {
+			t.Fatalf("Varint of %d = %d, %v", int64(v), got, e.Err())
+		}
+		// On any bytes, Varint reads what binary.Varint reads.
+		e = NewDecoder(b, 0)
+		got := e.Varint()
+		if want, n := binary.Varint(b); e.Err() == nil && (got != want || e.Pos() != n) {
+			t.Fatalf("Varint of % x = %d (%d bytes), binary.Varint %d (%d)", b, got, e.Pos(), want, n)
 		}
 	})
 }
