@@ -341,7 +341,7 @@ func FuzzParseTime(f *testing.F) {
 			return
 		}
 		// Cross-check the date-time forms with an offset against time.Parse.
-		if len(s) > 19 && s[4] == '-' && strings.IndexAny(s[19:], "Zz+-") >= 0 && !strings.ContainsAny(s, "tz") {
+		if len(s) > 19 && s[4] == '-' && strings.ContainsAny(s[19:], "Zz+-") && !strings.ContainsAny(s, "tz") {
 			norm := strings.Replace(s, " ", "T", 1)
 			if ref, perr := time.Parse(time.RFC3339Nano, norm); perr == nil {
 				want := ref.Unix()*1e6 + int64(ref.Nanosecond()/1000)

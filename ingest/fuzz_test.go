@@ -207,7 +207,7 @@ func FuzzGzipCSV(f *testing.F) {
 		if err == nil {
 			rows, rowErrs = drain(t, r, false, 1<<20)
 			r2, _ := NewReader(bytes.NewReader(body), "z.csv.gz", opt)
-			err, _ = readToEnd(r2)
+			_, err = readToEnd(r2)
 		}
 		var de *DecompressError
 		if errors.As(err, &de) {

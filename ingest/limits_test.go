@@ -11,9 +11,9 @@ import (
 	"github.com/spurdb/spur/event"
 )
 
-// readToEnd reads r to the end and returns its first fatal error (nil at EOF)
-// and its row errors.
-func readToEnd(r Reader) (error, []*event.RowError) {
+// readToEnd reads r to the end and returns its row errors and its first
+// fatal error (nil at EOF).
+func readToEnd(r Reader) ([]*event.RowError, error) {
 	defer r.Close()
 	var ev event.Event
 	var rows []*event.RowError
@@ -22,11 +22,11 @@ func readToEnd(r Reader) (error, []*event.RowError) {
 		var re *event.RowError
 		switch {
 		case err == io.EOF:
-			return nil, rows
+			return rows, nil
 		case errors.As(err, &re):
 			rows = append(rows, re)
 		case err != nil:
-			return err, rows
+			return rows, err
 		}
 	}
 }
@@ -38,7 +38,7 @@ func readGzip(t *testing.T, body []byte, name string, opt Options) error {
 	if err != nil {
 		return err
 	}
-	err, _ = readToEnd(r)
+	_, err = readToEnd(r)
 	return err
 }
 
@@ -133,23 +133,23 @@ func TestMaxPropertyBytes(t *testing.T) {
 		}
 	}
 	csvIn := "user_id,timestamp,event,note,insert_id\nu1,2021-05-01,view,short,i1\nu2,2021-05-01,view," + long + ",i2\nu3,2021-05-01,view,ok," + long + "\n"
-	err, rows := readToEnd(openString(t, csvIn, "p.csv", opt))
+	rows, err := readToEnd(openString(t, csvIn, "p.csv", opt))
 	if err != nil || len(rows) != 2 || rows[0].Field != "note" || rows[0].Pos.Line != 3 || rows[1].Field != "insert_id" || rows[1].Msg != wantMsg {
 		t.Errorf("csv: %v, row errors %v", err, rows)
 	}
 	nd := `{"user_id":"u1","timestamp":"2021-05-01","event":"v","properties":{"note":"` + long + `"}}` + "\n" + `{"user_id":"u2","timestamp":"2021-05-01","event":"v","note":"ok"}` + "\n"
-	err, rows = readToEnd(openString(t, nd, "p.ndjson", opt))
+	rows, err = readToEnd(openString(t, nd, "p.ndjson", opt))
 	if err != nil {
 		t.Fatal(err)
 	}
 	check("ndjson", rows, "note", 1)
 	// The default is 64 KiB; negative is no limit.
 	big := strings.Repeat("a", event.DefaultMaxPropertyBytes+1)
-	_, rows = readToEnd(openString(t, "user_id,timestamp,event,note\nu1,2021-05-01,view,"+big+"\n", "d.csv", Options{}))
+	rows, _ = readToEnd(openString(t, "user_id,timestamp,event,note\nu1,2021-05-01,view,"+big+"\n", "d.csv", Options{}))
 	if len(rows) != 1 || !strings.Contains(rows[0].Msg, "over the limit of 65536 bytes") {
 		t.Errorf("default limit: %v", rows)
 	}
-	_, rows = readToEnd(openString(t, "user_id,timestamp,event,note\nu1,2021-05-01,view,"+big+"\n", "d.csv", Options{MaxPropertyBytes: -1}))
+	rows, _ = readToEnd(openString(t, "user_id,timestamp,event,note\nu1,2021-05-01,view,"+big+"\n", "d.csv", Options{MaxPropertyBytes: -1}))
 	if len(rows) != 0 {
 		t.Errorf("no limit: %v", rows)
 	}
@@ -169,7 +169,7 @@ func TestMaxPropertyBytes(t *testing.T) {
 	if n != 2 || bad != 2 {
 		t.Errorf("parquet: %d events, %d bad rows; want 2 and 2", n, bad)
 	}
-	_, rows = readToEnd(parquetReaderOf(t, body, opt))
+	rows, _ = readToEnd(parquetReaderOf(t, body, opt))
 	if len(rows) != 2 || rows[0].Field != "note" || rows[0].Pos.Line != 2 || rows[1].Field != "kind" || rows[1].Pos.Line != 3 || rows[1].Msg != wantMsg {
 		t.Errorf("parquet: row errors %v", rows)
 	}

@@ -38,14 +38,15 @@ func (c *chunkVisitor) Visit(u storage.UserKey, t *trail.Trail) {
 // chunked scans.
 var chunkLens = []int{1, 2, 3, 7, 40}
 
-// withChunks makes the scans of the test hand their trails in chunks of
-// about maxLen events (chunkVisitor), each worker's drawn from its own
-// random source for seed.
-func withChunks(t *testing.T, seed int64, maxLen int) {
-	chunkTrails = func(v storage.Visitor, i int) storage.Visitor {
-		return &chunkVisitor{v: v, r: rand.New(rand.NewPCG(uint64(seed), uint64(i))), maxLen: maxLen}
+// withChunks makes the scans of an engine configured with it hand their
+// trails in chunks of about maxLen events (chunkVisitor), each worker's
+// drawn from its own random source for seed.
+func withChunks(seed int64, maxLen int) func(*Config) {
+	return func(cfg *Config) {
+		cfg.chunkTrails = func(v storage.Visitor, i int) storage.Visitor {
+			return &chunkVisitor{v: v, r: rand.New(rand.NewPCG(uint64(seed), uint64(i))), maxLen: maxLen}
+		}
 	}
-	t.Cleanup(func() { chunkTrails = nil })
 }
 
 // TestChunkedScansAgainstNaive is the end-to-end differential test
@@ -56,7 +57,6 @@ func withChunks(t *testing.T, seed int64, maxLen int) {
 // naive reference for trails whole or chunked, and so must funnels.
 func TestChunkedScansAgainstNaive(t *testing.T) {
 	runSeeds(t, 200, 40, func(t *testing.T, seed int64) {
-		withChunks(t, seed, chunkLens[seed%int64(len(chunkLens))])
-		diffSeed(t, seed)
+		diffSeedConfig(t, seed, withChunks(seed, chunkLens[seed%int64(len(chunkLens))]))
 	})
 }

@@ -317,9 +317,16 @@ func pageOf(ids []string, off, lim int) []string {
 }
 
 // diffSeed runs the queries of one seed of TestDifferentialAgainstNaive.
-func diffSeed(t *testing.T, seed int64) {
+func diffSeed(t *testing.T, seed int64) { diffSeedConfig(t, seed, nil) }
+
+// diffSeedConfig is diffSeed on an engine whose Config configure changes
+// (nil: none).
+func diffSeedConfig(t *testing.T, seed int64, configure func(*Config)) {
 	r := rand.New(rand.NewPCG(uint64(seed), 99))
 	data, eng := diffStore(t, r, seed)
+	if configure != nil {
+		configure(&eng.cfg)
+	}
 	tz := zones[r.IntN(len(zones))]
 	loc, _ := time.LoadLocation(tz)
 	span0 := time.Date(2021, 3, 25, 0, 0, 0, 0, time.UTC).UnixMicro()

@@ -39,6 +39,12 @@ type Config struct {
 	// at once (storage.md §5): each query reserves its budget there before
 	// it starts. Share one Admission among the engines of a process.
 	Admission *Admission
+
+	// chunkTrails, set by tests, wraps a scan's visitor of worker i: the
+	// driver of chunks_test.go that hands the visitor each trail of the
+	// scan in chunks (package trail), as long trails will come. nil
+	// otherwise.
+	chunkTrails func(v storage.Visitor, i int) storage.Visitor
 }
 
 // Engine runs queries against a store. It is safe for concurrent use and
@@ -211,8 +217,8 @@ func (e *Engine) scan(ctx context.Context, p *plan, from, to int64, vs []*visito
 	visitors := make([]storage.Visitor, len(vs))
 	for i, v := range vs {
 		visitors[i] = v.scanVisitor()
-		if chunkTrails != nil {
-			visitors[i] = chunkTrails(visitors[i], i)
+		if e.cfg.chunkTrails != nil {
+			visitors[i] = e.cfg.chunkTrails(visitors[i], i)
 		}
 	}
 	cctx, cancel := context.WithCancelCause(ctx)
@@ -245,7 +251,3 @@ func (e *Engine) scan(ctx context.Context, p *plan, from, to int64, vs []*visito
 	return nil
 }
 
-// chunkTrails, set by tests, wraps a scan's visitor of worker i: the
-// driver of chunks_test.go that hands the visitor each trail of the scan
-// in chunks (package trail), as long trails will come. nil otherwise.
-var chunkTrails func(v storage.Visitor, i int) storage.Visitor

@@ -2,7 +2,9 @@ package server
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -290,6 +292,31 @@ func TestKeysOnDisk(t *testing.T) {
 	}
 	if _, err := OpenKeys(st); err == nil || !strings.Contains(err.Error(), "corrupt") {
 		t.Fatalf("damaged key file: %v", err)
+	}
+}
+
+// TestKeysUnreadableDocument: a key document that passes its checksum
+// but holds a digest of the wrong length, one that is not hex, or an
+// unknown field fails OpenKeys as corruption (they used to pass the check,
+// and the short digest and the unknown field then panicked).
+func TestKeysUnreadableDocument(t *testing.T) {
+	digest := strings.Repeat("ab", sha256.Size)
+	for _, body := range []string{`{"scope":"admin","sha256":"abcd"}`, `{"scope":"admin","sha256":"zz"}`, `{"scope":"admin","sha256":"` + digest + `","extra":1}`} {
+		st, err := storage.Open(storage.Config{Dir: t.TempDir(), Logger: quietLog()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := st.Collection(keysCollection)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Create("k1", []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := OpenKeys(st); !errors.Is(err, storage.ErrCorruption) {
+			t.Errorf("%s: OpenKeys: %v, want corruption", body, err)
+		}
+		st.Close()
 	}
 }
 

@@ -64,9 +64,9 @@ type Ingester interface {
 // Defaults of the events endpoint's limits (Config fields of the same
 // names, `spur serve` flags).
 const (
-	DefaultMaxEventsBytes             = 20 << 20  // as sent
-	DefaultMaxEventsDecompressedBytes = 200 << 20 // decompressed
-	DefaultMaxFuture                  = 24 * time.Hour
+	DefaultMaxEventsBytes             = 20 << 20                 // as sent
+	DefaultMaxEventsDecompressedBytes = 200 << 20                // decompressed
+	DefaultMaxFuture                  = storage.DefaultMaxFuture // the live layer's own check (storage.LiveOptions.MaxFuture)
 	DefaultEventsMemory               = 256 << 20
 )
 

@@ -118,7 +118,8 @@ func (k *Keys) reload() error {
 		dec := json.NewDecoder(bytes.NewReader(d.Body))
 		dec.DisallowUnknownFields()
 		var digest []byte
-		if err := dec.Decode(&b); err == nil {
+		err := dec.Decode(&b)
+		if err == nil {
 			digest, err = hex.DecodeString(b.SHA256)
 			if err == nil && len(digest) != sha256.Size {
 				err = errors.New("digest length")

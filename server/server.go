@@ -152,40 +152,47 @@ type Config struct {
 	// Workers is the scan parallelism of the default Runner; 0 = GOMAXPROCS.
 	Workers int
 	// MemoryBudget is each query's memory budget in bytes for the default
-	// Runner (query.Config.MemoryBudget); 0 means query.DefaultMemoryBudget.
+	// Runner (query.Config.MemoryBudget); 0 means query.DefaultMemoryBudget;
+	// a negative value means the default too.
 	MemoryBudget int64
 	// MemoryTotal bounds the budgets of the queries running at once, bytes
 	// (query.Admission, storage.md §5): a query that does not fit waits,
 	// then fails with 503 unavailable. 0 means query.DefaultMemoryTotal()
-	// (half the machine's memory). It must be at least MemoryBudget.
+	// (half the machine's memory), and so does a negative value. It must be
+	// at least MemoryBudget.
 	MemoryTotal int64
 	// OnQueryMemory, if set, is called with the bytes the default Runner's
 	// queries have reserved after each reservation and release
 	// (query.Admission.SetOnChange).
 	OnQueryMemory func(reserved int64)
 	// QueryTimeout bounds a query's run time (including waiting for a
-	// slot); a query over it fails with 504 limit_exceeded. 0 means 60 s;
-	// negative means no limit.
+	// slot); a query over it fails with 504 limit_exceeded. 0 means
+	// DefaultQueryTimeout; negative means no limit.
 	QueryTimeout time.Duration
-	// MaxBodyBytes bounds a query request body, bytes; 0 means 1 MiB.
+	// MaxBodyBytes bounds a query request body, bytes; 0 means
+	// DefaultMaxBodyBytes, and so does a negative value.
 	MaxBodyBytes int64
 	// MaxImportBytes bounds an import request body (as sent, before gzip
-	// decompression), bytes; 0 means 1 GiB.
+	// decompression), bytes; 0 means DefaultMaxImportBytes, and so does a
+	// negative value.
 	MaxImportBytes int64
 	// MaxConcurrentQueries bounds the queries running at once; more wait
-	// for a slot (within their time limit). 0 means DefaultMaxConcurrent.
+	// for a slot (within their time limit). 0 means DefaultMaxConcurrent,
+	// and so does a negative value.
 	MaxConcurrentQueries int
 	// SlowQuery is the run time from which a query is logged at Warn level
-	// with its JSON and stats. 0 means 1 s; negative disables the log.
+	// with its JSON and stats. 0 means DefaultSlowQuery; negative disables
+	// the log.
 	SlowQuery time.Duration
 	// ShutdownTimeout bounds how long Serve waits, after its context is
 	// done, for in-flight requests to finish: queries still running a
 	// second before its end (half-way, under 2 s) are cancelled and
 	// answered 503 unavailable, and connections still open at its end are
-	// closed. 0 means 10 s.
+	// closed. 0 means DefaultShutdownTimeout, and so does a negative value.
 	ShutdownTimeout time.Duration
 	// SchemaTopN is the default number of top values per property in the
-	// schema endpoint; 0 means 20.
+	// schema endpoint; 0 means DefaultSchemaTopN, and so does a negative
+	// value.
 	SchemaTopN int
 	// Logger receives request, slow-query and error logs; nil means
 	// slog.Default().
@@ -196,16 +203,17 @@ type Config struct {
 
 	// HTTP limits and request checks (see the package doc).
 
-	// ReadHeaderTimeout bounds reading a request's headers; 0 means 10 s.
+	// ReadHeaderTimeout bounds reading a request's headers; 0 means
+	// DefaultReadHeaderTimeout, and so does a negative value.
 	ReadHeaderTimeout time.Duration
 	// BodyTimeout bounds reading a request's body, from the start of its
 	// handler to its last byte: a body still arriving then is cut off
 	// (408 limit_exceeded, connection closed, nothing stored). It applies
-	// to imports too, which read their body as they go. 0 means 60 s;
-	// negative means no limit.
+	// to imports too, which read their body as they go. 0 means
+	// DefaultBodyTimeout; negative means no limit.
 	BodyTimeout time.Duration
 	// IdleTimeout closes a keep-alive connection idle this long between
-	// requests; 0 means 2 min.
+	// requests; 0 means DefaultIdleTimeout, and so does a negative value.
 	IdleTimeout time.Duration
 	// MaxConnections bounds the main listener's open connections; further
 	// ones wait in the kernel's accept queue until one closes. 0 means
@@ -240,7 +248,8 @@ type Config struct {
 	// storage.Config.Live).
 	Ingester Ingester
 	// MaxEventsBytes bounds an events request body as sent, bytes; 0
-	// means DefaultMaxEventsBytes (20 MiB, ingest.md §1).
+	// means DefaultMaxEventsBytes (20 MiB, ingest.md §1), and so does a
+	// negative value.
 	MaxEventsBytes int64
 	// MaxEventsDecompressedBytes bounds what a gzip events body
 	// decompresses to, bytes; 0 means DefaultMaxEventsDecompressedBytes
@@ -253,7 +262,8 @@ type Config struct {
 	// EventsMemory bounds the memory of the events requests being parsed
 	// and stored at once, bytes (their bodies, events and strings): a
 	// request that would pass it waits for none, it is answered 503 (413
-	// when it alone needs more). 0 means DefaultEventsMemory (256 MiB).
+	// when it alone needs more). 0 means DefaultEventsMemory (256 MiB), and
+	// so does a negative value.
 	EventsMemory int64
 	// AllowedHosts lists the Host header values served (names or
 	// addresses, any port; "*.example.com" for subdomains; "*" for all);
@@ -267,13 +277,34 @@ type Config struct {
 // DefaultMaxConcurrent is the MaxConcurrentQueries used when it is 0.
 const DefaultMaxConcurrent = 16
 
+// Defaults of Config's fields, each the value its field takes when 0 and
+// the default of its `spur serve` flag.
+const (
+	DefaultQueryTimeout      = 60 * time.Second // QueryTimeout, --query-timeout
+	DefaultMaxBodyBytes      = 1 << 20          // MaxBodyBytes, --max-body-bytes, bytes
+	DefaultMaxImportBytes    = 1 << 30          // MaxImportBytes, --max-import-bytes, bytes
+	DefaultSlowQuery         = time.Second      // SlowQuery, --slow-query
+	DefaultShutdownTimeout   = 10 * time.Second // ShutdownTimeout, --shutdown-timeout
+	DefaultSchemaTopN        = 20               // SchemaTopN: top values per property
+	DefaultReadHeaderTimeout = 10 * time.Second // ReadHeaderTimeout, --read-header-timeout
+	DefaultBodyTimeout       = 60 * time.Second // BodyTimeout, --body-timeout
+	DefaultIdleTimeout       = 2 * time.Minute  // IdleTimeout, --idle-timeout
+)
+
+// Default listen addresses of `spur serve` (--listen, --debug-listen),
+// loopback only: the addresses of the listeners passed to Serve.
+const (
+	DefaultListen      = "127.0.0.1:8080" // the API, the UI and /metrics
+	DefaultDebugListen = "127.0.0.1:6060" // pprof and /metrics
+)
+
 // DefaultMaxConnections is the MaxConnections used when it is 0.
 const DefaultMaxConnections = 1024
 
 // DefaultMaxImportDecompressedBytes is the MaxImportDecompressedBytes used
 // when it is 0: 200 MiB, the decompressed limit ingest.md §1 sets for the
-// events endpoint.
-const DefaultMaxImportDecompressedBytes = 200 << 20
+// events endpoint (DefaultMaxEventsDecompressedBytes).
+const DefaultMaxImportDecompressedBytes = DefaultMaxEventsDecompressedBytes
 
 // Server serves the API, the UI, /metrics and the debug endpoints. It is
 // safe for concurrent use and holds no package-level state.
@@ -314,25 +345,25 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("server: Config.Store is nil")
 	}
 	if cfg.QueryTimeout == 0 {
-		cfg.QueryTimeout = 60 * time.Second
+		cfg.QueryTimeout = DefaultQueryTimeout
 	}
 	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = 1 << 20
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if cfg.MaxImportBytes <= 0 {
-		cfg.MaxImportBytes = 1 << 30
+		cfg.MaxImportBytes = DefaultMaxImportBytes
 	}
 	if cfg.MaxConcurrentQueries <= 0 {
 		cfg.MaxConcurrentQueries = DefaultMaxConcurrent
 	}
 	if cfg.SlowQuery == 0 {
-		cfg.SlowQuery = time.Second
+		cfg.SlowQuery = DefaultSlowQuery
 	}
 	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = 10 * time.Second
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	if cfg.SchemaTopN <= 0 {
-		cfg.SchemaTopN = 20
+		cfg.SchemaTopN = DefaultSchemaTopN
 	}
 	if cfg.MemoryBudget <= 0 {
 		cfg.MemoryBudget = query.DefaultMemoryBudget
@@ -344,13 +375,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: query memory budget %d bytes is more than the total of all queries, %d bytes", cfg.MemoryBudget, cfg.MemoryTotal)
 	}
 	if cfg.ReadHeaderTimeout <= 0 {
-		cfg.ReadHeaderTimeout = 10 * time.Second
+		cfg.ReadHeaderTimeout = DefaultReadHeaderTimeout
 	}
 	if cfg.BodyTimeout == 0 {
-		cfg.BodyTimeout = 60 * time.Second
+		cfg.BodyTimeout = DefaultBodyTimeout
 	}
 	if cfg.IdleTimeout <= 0 {
-		cfg.IdleTimeout = 2 * time.Minute
+		cfg.IdleTimeout = DefaultIdleTimeout
 	}
 	if cfg.MaxConnections == 0 {
 		cfg.MaxConnections = DefaultMaxConnections

@@ -87,7 +87,7 @@ func newGenCmd(g *globals) *cobra.Command {
 	f.Int64Var(&cfg.Events, "events", 1_000_000, "number of events")
 	f.Int64Var(&cfg.Seed, "seed", 1, "random seed (same seed, same data)")
 	f.Int64Var(&cfg.Users, "users", 0, "number of users (0 = about events/24)")
-	f.IntVar(&cfg.Days, "days", 90, "time span in days")
+	f.IntVar(&cfg.Days, "days", gen.DefaultDays, "time span in days")
 	f.StringVar(&out, "out", "", "write a Parquet file")
 	f.StringVar(&app, "app", "", "import straight into this app (no intermediate file)")
 	f.BoolVar(&noCompact, "no-compact", false, "with --app: do not compact the app afterwards (by default shards with more than 8 runs of events, or more than 1 run of user properties, are compacted)")

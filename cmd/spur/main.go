@@ -112,7 +112,7 @@ columnar segments and answers trends, funnels and retention over raw events.`,
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.dataDir, "data", "./spur-data", "store directory (embedded store)")
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
-	root.PersistentFlags().IntVar(&g.shards, "shards", 16, "shards per new app (a power of two)")
+	root.PersistentFlags().IntVar(&g.shards, "shards", storage.DefaultShards, "shards per new app (a power of two)")
 	g.writeMemory = byteSize(storage.DefaultWriteMemory)
 	root.PersistentFlags().Var(&g.writeMemory, "write-memory", "memory of an import, flush or compaction (e.g. 512MiB): larger inputs are written in more runs, merged by compaction; the process's peak stays within about 100 MiB of it")
 	root.PersistentFlags().StringVar(&g.cpuProf, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")

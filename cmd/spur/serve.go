@@ -102,9 +102,9 @@ func (h *serveHTTPLimits) apply(cfg *server.Config, listen ...string) {
 }
 
 func (h *serveHTTPLimits) flags(f *pflag.FlagSet) {
-	f.DurationVar(&h.readHeaderTimeout, "read-header-timeout", 10*time.Second, "time limit for reading a request's headers")
-	f.DurationVar(&h.bodyTimeout, "body-timeout", 60*time.Second, "time limit for receiving a request's body, imports included (408 limit_exceeded past it; a slow client's connection is closed); negative: none")
-	f.DurationVar(&h.idleTimeout, "idle-timeout", 2*time.Minute, "close keep-alive connections idle this long")
+	f.DurationVar(&h.readHeaderTimeout, "read-header-timeout", server.DefaultReadHeaderTimeout, "time limit for reading a request's headers")
+	f.DurationVar(&h.bodyTimeout, "body-timeout", server.DefaultBodyTimeout, "time limit for receiving a request's body, imports included (408 limit_exceeded past it; a slow client's connection is closed); negative: none")
+	f.DurationVar(&h.idleTimeout, "idle-timeout", server.DefaultIdleTimeout, "close keep-alive connections idle this long")
 	f.IntVar(&h.maxConnections, "max-connections", server.DefaultMaxConnections, "open connections of the API listener; more wait to be accepted; negative: no limit")
 	f.Int64Var(&h.maxImportInflated, "max-import-decompressed-bytes", server.DefaultMaxImportDecompressedBytes, "largest decompressed size of a compressed import body, bytes (413 limit_exceeded past it, nothing stored); negative: no limit")
 	f.IntVar(&h.maxPropertyBytes, "max-property-bytes", event.DefaultMaxPropertyBytes, "largest string property value (or insert id) of an imported row, bytes; a longer one is a bad row; negative: no limit")
@@ -226,14 +226,14 @@ the process at once.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&c.listen, "listen", "127.0.0.1:8080", "address of the API and UI (host:port; port 0 picks a free one)")
-	f.StringVar(&c.debugListen, "debug-listen", "127.0.0.1:6060", "address of the pprof debug listener; empty disables it")
-	c.limits.register(f, 60*time.Second, "time limit of one query (504 limit_exceeded past it); negative: none")
-	f.Int64Var(&c.maxBodyBytes, "max-body-bytes", 1<<20, "largest query request body, bytes (413 past it)")
-	f.Int64Var(&c.maxImportBytes, "max-import-bytes", 1<<30, "largest import request body as sent, bytes (413 past it)")
+	f.StringVar(&c.listen, "listen", server.DefaultListen, "address of the API and UI (host:port; port 0 picks a free one)")
+	f.StringVar(&c.debugListen, "debug-listen", server.DefaultDebugListen, "address of the pprof debug listener; empty disables it")
+	c.limits.register(f, server.DefaultQueryTimeout, "time limit of one query (504 limit_exceeded past it); negative: none")
+	f.Int64Var(&c.maxBodyBytes, "max-body-bytes", server.DefaultMaxBodyBytes, "largest query request body, bytes (413 past it)")
+	f.Int64Var(&c.maxImportBytes, "max-import-bytes", server.DefaultMaxImportBytes, "largest import request body as sent, bytes (413 past it)")
 	f.IntVar(&c.maxConcurrent, "max-concurrent-queries", server.DefaultMaxConcurrent, "queries running at once; more wait for a slot")
-	f.DurationVar(&c.slowQuery, "slow-query", time.Second, "log queries taking at least this long at warn level with their JSON and stats; negative: never")
-	f.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may run after SIGTERM; queries still running a second before its end are cancelled")
+	f.DurationVar(&c.slowQuery, "slow-query", server.DefaultSlowQuery, "log queries taking at least this long at warn level with their JSON and stats; negative: never")
+	f.DurationVar(&c.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "how long in-flight requests may run after SIGTERM; queries still running a second before its end are cancelled")
 	f.IntVar(&c.workers, "workers", 0, "scan goroutines per query (0 = GOMAXPROCS)")
 	f.StringVar(&c.auth, "auth", "keys", "keys: every API request needs a key; none: no authentication (only when every listener is on a loopback address)")
 	c.http.flags(f)

@@ -227,8 +227,7 @@ func (q *FunnelQuery) walk(evs []Ev, pos []int, props map[string]event.Value, on
 		}
 		return s
 	}
-	var exclOf func(i int) []int
-	exclOf = func(i int) []int {
+	exclOf := func(i int) []int {
 		var xs []int
 		for x, ex := range q.Exclusions {
 			if q.matcher(ex.Event, ex.Where).Matches(evs[i], props) {

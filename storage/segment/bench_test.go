@@ -3,6 +3,7 @@ package segment
 import (
 	"cmp"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -25,16 +26,13 @@ var benchInput = sync.OnceValue(func() *Input { return realisticInput(7, benchRo
 // speed even when other processes share the machine).
 func BenchmarkReadBlock(b *testing.B) {
 	in := benchInput()
-	defer func(r float64) { pforBitmapRatio = r }(pforBitmapRatio)
 	// default and zstd1.07 write what the writer chooses (here the times'
 	// exception bitmap); gaps-only writes version 1's exception gaps, which
 	// readers still meet.
 	for _, opt := range []struct {
-		name  string
-		opt   WriterOptions
-		ratio float64
-	}{{"default", WriterOptions{}, pforBitmapRatio}, {"zstd1.07", WriterOptions{MinZstdRatio: 1.07}, pforBitmapRatio}, {"gaps-only", WriterOptions{}, 0}} {
-		pforBitmapRatio = opt.ratio
+		name string
+		opt  WriterOptions
+	}{{"default", WriterOptions{}}, {"zstd1.07", WriterOptions{MinZstdRatio: 1.07}}, {"gaps-only", WriterOptions{pforBitmapRatio: -1}}} {
 		path := filepath.Join(b.TempDir(), "seg")
 		if _, err := Write(path, in, opt.opt); err != nil {
 			b.Fatal(err)
@@ -147,6 +145,33 @@ func BenchmarkDecodeUsers(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*users), "ns/user")
 		})
+	}
+}
+
+// BenchmarkDecodeFooter decodes the footer of the realistic 1M-event
+// segment (Open's work once the bytes are read): the dictionaries, block
+// and chunk records, checked.
+func BenchmarkDecodeFooter(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "seg")
+	if _, err := Write(path, benchInput(), WriterOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	r, err := Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	footer := data[r.footer : len(data)-trailerSize]
+	b.SetBytes(int64(len(footer)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := decodeFooter(footer, r.footer, r.meta.Version); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

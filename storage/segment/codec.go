@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -157,6 +158,12 @@ type encoder struct {
 	comp  []byte // zstd output
 	comp2 []byte
 	zstd  *zstd.Encoder // nil: zstdEncoder; fastZstdEncoder with WriterOptions.FastZstd
+
+	// pforBitmapRatio is how many times the bytes of the index gaps
+	// appendPFOR spends on an exception bitmap instead: 0 means
+	// defaultPFORBitmapRatio, a negative value never (WriterOptions'
+	// field of the same name, which tests set).
+	pforBitmapRatio float64
 }
 
 // zstdEncoder returns the zstd encoder of e's chunks.
@@ -311,7 +318,7 @@ func pforWidth(vals []uint64) uint {
 // and in encTimesPFORBits a bitmap of ⌈n/64⌉ little-endian u64 words (bit
 // i%64 of word i/64: value i is an exception), which a reader tests,
 // ranks and copies without decoding. It returns the layout's encoding:
-// the bitmap when it takes at most pforBitmapRatio times the gaps' bytes
+// the bitmap when it takes at most e.pforBitmapRatio times the gaps' bytes
 // (the time deltas of generated app data, with 21 % exceptions: a
 // bitmap of 1 bit per row against gaps of about 4 bits per exception).
 func (e *encoder) appendPFOR(dst []byte, vals []uint64) ([]byte, uint8) {
@@ -337,7 +344,7 @@ func (e *encoder) appendPFOR(dst []byte, vals []uint64) ([]byte, uint8) {
 	gw, hw := bitWidth(maxGap), bitWidth(maxHigh)
 	enc := uint8(encTimesPFOR)
 	words := (len(vals) + 63) / 64
-	if float64(8*words) <= pforBitmapRatio*float64(1+packedLen(len(gaps), gw)) {
+	if float64(8*words) <= cmp.Or(e.pforBitmapRatio, defaultPFORBitmapRatio)*float64(1+packedLen(len(gaps), gw)) {
 		enc = encTimesPFORBits
 		i := -1
 		for w := range words {
@@ -358,10 +365,10 @@ func (e *encoder) appendPFOR(dst []byte, vals []uint64) ([]byte, uint8) {
 	return dst, enc
 }
 
-// pforBitmapRatio is how many times the bytes of the index gaps appendPFOR
-// spends on an exception bitmap instead (tests set it to 0 and to +Inf to
-// write each layout).
-var pforBitmapRatio = 1.5
+// defaultPFORBitmapRatio is how many times the bytes of the index gaps
+// appendPFOR spends on an exception bitmap instead, unless the writer's
+// options say otherwise (tests set -1 and +Inf to write each layout).
+const defaultPFORBitmapRatio = 1.5
 
 // encodeEvents encodes the events chunk of codes (the writer's codes) as
 // bit-packed codes (encEvents): into tight at the smallest width that

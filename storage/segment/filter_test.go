@@ -123,17 +123,17 @@ func naiveFilter(in filterInput, from int64, span uint64) (times []int64, masks 
 // answer of naiveFilter: want and wantM the passing rows' times and
 // masks, wantEnds the end of each user's rows in them.
 type filterCase struct {
-	block            filterInput
-	starts           []int32
-	masks            []uint64
-	base             int64
-	g                uint64
-	from             int64
-	span             uint64
-	want             []int64
-	wantM            []uint64
-	wantEnds         []int32
-	inRange, allLive bool
+	block    filterInput
+	starts   []int32
+	masks    []uint64
+	base     int64
+	g        uint64
+	from     int64
+	span     uint64
+	want     []int64
+	wantM    []uint64
+	wantEnds []int32
+	inRange  bool
 }
 
 // randomFilterCase returns the block of trial: dense and sparse masks,

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/internal/bin"
 )
 
 // PropMeta describes one property column of a segment. Dict is the
@@ -264,116 +265,12 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, s...)
 }
 
-// footerDecoder reads footer fields with a sticky error: after the first
-// failure every read returns a zero value and err keeps the first error,
-// so decodeFooter checks it once per loop instead of after every field.
+// footerDecoder reads footer fields with a sticky error (bin.Decoder):
+// after the first failure every read returns a zero value and Err keeps
+// the first error, so decodeFooter checks it once per loop instead of
+// after every field.
 type footerDecoder struct {
-	b    []byte
-	p    int
-	base int64 // file offset of b[0]
-	err  *CorruptionError
-}
-
-func (d *footerDecoder) fail(format string, args ...any) {
-	if d.err == nil {
-		d.err = corruptf(d.base+int64(d.p), "footer: "+format, args...)
-	}
-}
-
-func (d *footerDecoder) left() int { return len(d.b) - d.p }
-
-func (d *footerDecoder) u8() uint8 {
-	if d.err != nil || d.left() < 1 {
-		d.fail("ends early")
-		return 0
-	}
-	d.p++
-	return d.b[d.p-1]
-}
-
-func (d *footerDecoder) u32() uint32 {
-	if d.err != nil || d.left() < 4 {
-		d.fail("ends early")
-		return 0
-	}
-	d.p += 4
-	return binary.LittleEndian.Uint32(d.b[d.p-4:])
-}
-
-func (d *footerDecoder) u64() uint64 {
-	if d.err != nil || d.left() < 8 {
-		d.fail("ends early")
-		return 0
-	}
-	d.p += 8
-	return binary.LittleEndian.Uint64(d.b[d.p-8:])
-}
-
-// uvarint reads a uvarint in its shortest form: a longer one (a last
-// byte of 0) is corruption too, so that every value the decoder accepts
-// has one encoding.
-func (d *footerDecoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b[d.p:])
-	if n <= 0 || n > 1 && d.b[d.p+n-1] == 0 {
-		d.fail("bad uvarint")
-		return 0
-	}
-	d.p += n
-	return v
-}
-
-// varint reads a varint in its shortest form (see uvarint).
-func (d *footerDecoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b[d.p:])
-	if n <= 0 || n > 1 && d.b[d.p+n-1] == 0 {
-		d.fail("bad varint")
-		return 0
-	}
-	d.p += n
-	return v
-}
-
-// count reads a uvarint count of what, failing if it exceeds limit or if
-// the bytes left cannot hold that many elements of at least elemBytes
-// bytes each, so that no count read from a corrupt footer can make the
-// decoder allocate much more than the footer's size.
-func (d *footerDecoder) count(what string, elemBytes, limit int) int {
-	v := d.uvarint()
-	if d.err == nil && (v > uint64(limit) || v > uint64(d.left()/elemBytes)) {
-		d.fail("%s %d exceeds the limit %d or the %d bytes left", what, v, limit, d.left())
-	}
-	if d.err != nil {
-		return 0
-	}
-	return int(v)
-}
-
-// str reads a length-prefixed string.
-func (d *footerDecoder) str(what string) string {
-	b := d.strBytes(what)
-	if d.err != nil {
-		return ""
-	}
-	return string(b)
-}
-
-// strBytes reads a length-prefixed string, borrowed from the footer.
-func (d *footerDecoder) strBytes(what string) []byte {
-	n := d.uvarint()
-	if d.err == nil && n > uint64(d.left()) {
-		d.fail("%s length %d exceeds the %d bytes left", what, n, d.left())
-	}
-	if d.err != nil {
-		return nil
-	}
-	d.p += int(n)
-	return d.b[d.p-int(n) : d.p]
+	bin.Decoder
 }
 
 // dictStrings reads n strings that must be unique: in format version 4
@@ -383,34 +280,34 @@ func (d *footerDecoder) strBytes(what string) []byte {
 // an insert-id column's, is not n small objects for the allocator and the
 // garbage collector.
 func (d *footerDecoder) dictStrings(what string, n int, version uint8) []string {
-	start := d.p
+	start := d.Pos()
 	for range n {
-		d.strBytes(what) // the bounds, checked once
-		if d.err != nil {
+		d.Bytes(what) // the bounds, checked once
+		if d.Err() != nil {
 			return nil
 		}
 	}
-	all := string(d.b[start:d.p])
-	d.p = start
+	all := string(d.Buf()[start:d.Pos()])
+	d.SetPos(start)
 	out := make([]string, n)
 	var seen map[string]struct{}
 	if version >= 4 {
 		seen = make(map[string]struct{}, n)
 	}
 	for i := range out {
-		l := int(d.uvarint()) // checked by the first pass
-		off := d.p - start
-		d.p += l
+		l := int(d.Uvarint()) // checked by the first pass
+		off := d.Pos() - start
+		d.SetPos(d.Pos() + l)
 		out[i] = all[off : off+l]
 		if version < 4 {
 			if i > 0 && out[i-1] >= out[i] {
-				d.fail("%s %d (%q) not after %q", what, i, out[i], out[i-1])
+				d.Fail("%s %d (%q) not after %q", what, i, out[i], out[i-1])
 				return nil
 			}
 			continue
 		}
 		if _, dup := seen[out[i]]; dup {
-			d.fail("%s %d (%q) repeats an earlier one", what, i, out[i])
+			d.Fail("%s %d (%q) repeats an earlier one", what, i, out[i])
 			return nil
 		}
 		seen[out[i]] = struct{}{}
@@ -441,52 +338,53 @@ const maxBitsetWords = 32 << 20
 // orders, ranges, the identity), and returns a *CorruptionError (without
 // Path) for the first violation.
 func decodeFooter(b []byte, base int64, version uint8) (*Meta, []blockLayout, *CorruptionError) {
-	d := &footerDecoder{b: b, base: base}
+	d := &footerDecoder{bin.NewDecoder(b, base)}
+	d.Prefix = "footer: "
 	m := &Meta{Version: version}
 	if version >= 4 {
 		d.decodeIdentity(m)
 	}
-	rows, users := d.uvarint(), d.uvarint()
-	m.MinTime, m.MaxTime = d.varint(), d.varint()
-	if d.err == nil && (rows > 1<<62 || users > rows || m.MinTime > m.MaxTime || rows == 0 && (users != 0 || m.MinTime != 0 || m.MaxTime != 0)) {
-		d.fail("inconsistent totals: %d rows, %d users, time %d..%d", rows, users, m.MinTime, m.MaxTime)
+	rows, users := d.Uvarint(), d.Uvarint()
+	m.MinTime, m.MaxTime = d.Varint(), d.Varint()
+	if d.Err() == nil && (rows > 1<<62 || users > rows || m.MinTime > m.MaxTime || rows == 0 && (users != 0 || m.MinTime != 0 || m.MaxTime != 0)) {
+		d.Fail("inconsistent totals: %d rows, %d users, time %d..%d", rows, users, m.MinTime, m.MaxTime)
 	}
 	m.Rows, m.Users = int64(rows), int64(users)
 
-	nEvents := d.count("event names", 1, MaxEventNames)
+	nEvents := d.Count("event names", 1, MaxEventNames)
 	m.EventNames = d.dictStrings("event name", nEvents, version)
 	m.EventRows = make([]int64, nEvents)
 	var sum uint64
 	for c := range m.EventRows {
-		n := d.uvarint()
+		n := d.Uvarint()
 		if n == 0 || n > rows-sum {
-			d.fail("event %d row count %d does not fit %d rows", c, n, rows)
+			d.Fail("event %d row count %d does not fit %d rows", c, n, rows)
 			break
 		}
 		sum += n
 		m.EventRows[c] = int64(n)
 	}
-	if d.err == nil && sum != rows {
-		d.fail("event row counts sum to %d, not %d", sum, rows)
+	if d.Err() == nil && sum != rows {
+		d.Fail("event row counts sum to %d, not %d", sum, rows)
 	}
 
-	nProps := d.count("properties", 3, math.MaxInt)
+	nProps := d.Count("properties", 3, math.MaxInt)
 	m.Props = make([]PropMeta, nProps)
 	names := make(map[string]bool, nProps)
 	for i := range m.Props {
 		p := &m.Props[i]
-		p.Name = d.str("property name")
-		p.Type = event.Type(d.u8())
-		nDict := d.count("dictionary size", 1, math.MaxInt)
-		if d.err != nil {
+		p.Name = d.String("property name")
+		p.Type = event.Type(d.U8())
+		nDict := d.Count("dictionary size", 1, math.MaxInt)
+		if d.Err() != nil {
 			break
 		}
 		if p.Name == "" || names[p.Name] {
-			d.fail("property %d name %q empty or repeated", i, p.Name)
+			d.Fail("property %d name %q empty or repeated", i, p.Name)
 		}
 		names[p.Name] = true
 		if p.Type == event.TypeNone || p.Type > event.TypeTime || (p.Type != event.TypeString && nDict != 0) {
-			d.fail("property %q has type %v with %d dictionary entries", p.Name, p.Type, nDict)
+			d.Fail("property %q has type %v with %d dictionary entries", p.Name, p.Type, nDict)
 		}
 		if p.Type == event.TypeString {
 			p.Dict = d.dictStrings("dictionary entry", nDict, version)
@@ -498,13 +396,13 @@ func decodeFooter(b []byte, base int64, version uint8) (*Meta, []blockLayout, *C
 	if version >= 4 {
 		recordBytes++ // flags
 	}
-	nBlocks := d.count("blocks", recordBytes, math.MaxInt)
+	nBlocks := d.Count("blocks", recordBytes, math.MaxInt)
 	words := (nEvents + 63) / 64
-	if d.err == nil && nBlocks*words > maxBitsetWords {
-		d.fail("%d blocks of %d event names need %d bitset words, more than %d", nBlocks, nEvents, nBlocks*words, maxBitsetWords)
+	if d.Err() == nil && nBlocks*words > maxBitsetWords {
+		d.Fail("%d blocks of %d event names need %d bitset words, more than %d", nBlocks, nEvents, nBlocks*words, maxBitsetWords)
 	}
-	if d.err != nil {
-		return nil, nil, d.err
+	if d.Err() != nil {
+		return nil, nil, d.Err()
 	}
 	m.Blocks = make([]BlockMeta, nBlocks)
 	layouts := make([]blockLayout, nBlocks)
@@ -514,20 +412,20 @@ func decodeFooter(b []byte, base int64, version uint8) (*Meta, []blockLayout, *C
 	var sumRows, sumUsers, continued uint64
 	for i := range m.Blocks {
 		bm := &m.Blocks[i]
-		br, bu := d.uvarint(), d.uvarint()
+		br, bu := d.Uvarint(), d.Uvarint()
 		var flags byte
 		if version >= 4 {
-			flags = d.u8()
+			flags = d.U8()
 		}
-		bm.FirstHash, bm.LastHash = d.u64(), d.u64()
-		bm.MinTime = d.varint()
-		span := d.uvarint()
-		if d.err != nil {
+		bm.FirstHash, bm.LastHash = d.U64(), d.U64()
+		bm.MinTime = d.Varint()
+		span := d.Uvarint()
+		if d.Err() != nil {
 			break
 		}
 		bm.Continued = flags&flagContinued != 0
 		if flags&^knownFlags != 0 || bm.Continued && (i == 0 || bm.FirstHash != m.Blocks[i-1].LastHash) {
-			d.fail("block %d: flags %#02x invalid (unknown, or a continued first user unlike the previous block's last)", i, flags)
+			d.Fail("block %d: flags %#02x invalid (unknown, or a continued first user unlike the previous block's last)", i, flags)
 			break
 		}
 		if bm.Continued {
@@ -535,7 +433,7 @@ func decodeFooter(b []byte, base int64, version uint8) (*Meta, []blockLayout, *C
 		}
 		// Users counts distinct users: a continued one counts once.
 		if br == 0 || br > MaxBlockRows || bu == 0 || bu > br || bu > MaxBlockUsers || br > rows-sumRows || bu > users+continued-sumUsers {
-			d.fail("block %d: %d rows, %d users do not fit", i, br, bu)
+			d.Fail("block %d: %d rows, %d users do not fit", i, br, bu)
 			break
 		}
 		sumRows += br
@@ -543,32 +441,32 @@ func decodeFooter(b []byte, base int64, version uint8) (*Meta, []blockLayout, *C
 		bm.Rows, bm.Users = int(br), int(bu)
 		if bm.MinTime < m.MinTime || bm.MinTime > m.MaxTime || span > uint64(m.MaxTime-bm.MinTime) || bm.FirstHash > bm.LastHash ||
 			(bu == 1 && bm.FirstHash != bm.LastHash) || (i > 0 && bm.FirstHash < m.Blocks[i-1].LastHash) {
-			d.fail("block %d: hash range %#x..%#x or time range %d+%d out of order", i, bm.FirstHash, bm.LastHash, bm.MinTime, span)
+			d.Fail("block %d: hash range %#x..%#x or time range %d+%d out of order", i, bm.FirstHash, bm.LastHash, bm.MinTime, span)
 			break
 		}
 		bm.MaxTime = bm.MinTime + int64(span) // ≤ m.MaxTime: no overflow
 		bm.Events = bitsets[i*words : (i+1)*words : (i+1)*words]
-		nCodes := d.count("block event codes", 1, nEvents)
+		nCodes := d.Count("block event codes", 1, nEvents)
 		code := -1
 		for range nCodes {
-			delta := d.uvarint()
+			delta := d.Uvarint()
 			if delta >= uint64(nEvents-code-1) {
-				d.fail("block %d: event code out of range", i)
+				d.Fail("block %d: event code out of range", i)
 				break
 			}
 			code += int(delta) + 1
 			bm.Events[code>>6] |= 1 << (uint(code) & 63)
 		}
-		if d.err == nil && (nCodes == 0 || nCodes > bm.Rows) {
-			d.fail("block %d: %d event codes for %d rows", i, nCodes, bm.Rows)
+		if d.Err() == nil && (nCodes == 0 || nCodes > bm.Rows) {
+			d.Fail("block %d: %d event codes for %d rows", i, nCodes, bm.Rows)
 		}
 		layouts[i].chunks = chunks[i*cols : (i+1)*cols : (i+1)*cols]
 		for col := range layouts[i].chunks {
 			c := &layouts[i].chunks[col]
-			c.enc, c.comp = d.u8(), d.u8()
-			stored, raw := d.uvarint(), d.uvarint()
-			c.crc = d.u32()
-			if d.err != nil {
+			c.enc, c.comp = d.U8(), d.U8()
+			stored, raw := d.Uvarint(), d.Uvarint()
+			c.crc = d.U32()
+			if d.Err() != nil {
 				break
 			}
 			var typ event.Type
@@ -577,27 +475,27 @@ func decodeFooter(b []byte, base int64, version uint8) (*Meta, []blockLayout, *C
 			}
 			if !validEnc(col, typ, c.enc) || c.comp > compZstd || raw > uint64(maxRawLen(col, bm.Rows, bm.Users)) ||
 				(c.comp == compNone && stored != raw) || stored > uint64(base-off) {
-				d.fail("block %d column %d: bad chunk record (enc %d, comp %d, %d stored, %d raw bytes)", i, col, c.enc, c.comp, stored, raw)
+				d.Fail("block %d column %d: bad chunk record (enc %d, comp %d, %d stored, %d raw bytes)", i, col, c.enc, c.comp, stored, raw)
 				break
 			}
 			c.off, c.stored, c.raw = off, int(stored), int(raw)
 			off += int64(stored)
 		}
 	}
-	if d.err == nil {
+	if d.Err() == nil {
 		switch {
 		case sumRows != rows || sumUsers-continued != users:
-			d.fail("blocks hold %d rows and %d users (%d continued), footer says %d and %d", sumRows, sumUsers, continued, rows, users)
+			d.Fail("blocks hold %d rows and %d users (%d continued), footer says %d and %d", sumRows, sumUsers, continued, rows, users)
 		case off != base:
-			d.fail("chunks end at offset %d, footer starts at %d", off, base)
-		case d.p != len(b):
-			d.fail("%d trailing bytes", len(b)-d.p)
+			d.Fail("chunks end at offset %d, footer starts at %d", off, base)
+		case d.Pos() != len(b):
+			d.Fail("%d trailing bytes", len(b)-d.Pos())
 		case nBlocks > 0 && (m.MinTime != minBlockTime(m.Blocks) || m.MaxTime != maxBlockTime(m.Blocks)):
-			d.fail("time range %d..%d disagrees with the blocks", m.MinTime, m.MaxTime)
+			d.Fail("time range %d..%d disagrees with the blocks", m.MinTime, m.MaxTime)
 		}
 	}
-	if d.err != nil {
-		return nil, nil, d.err
+	if d.Err() != nil {
+		return nil, nil, d.Err()
 	}
 	m.Columns = columnStats(m, layouts)
 	return m, layouts, nil
@@ -606,31 +504,29 @@ func decodeFooter(b []byte, base int64, version uint8) (*Meta, []blockLayout, *C
 // decodeIdentity reads the identity fields and the creation time of a
 // version 4 footer into m, failing on any value out of range.
 func (d *footerDecoder) decodeIdentity(m *Meta) {
-	at := d.p
+	at := d.Pos()
 	id := &m.Identity
-	kind := d.u8()
-	shards, shard := d.uvarint(), d.uvarint()
-	id.Generation = d.uvarint()
-	seqMin, seqMax := d.uvarint(), d.uvarint()
-	created := d.uvarint()
-	if d.err != nil {
+	kind := d.U8()
+	shards, shard := d.Uvarint(), d.Uvarint()
+	id.Generation = d.Uvarint()
+	seqMin, seqMax := d.Uvarint(), d.Uvarint()
+	created := d.Uvarint()
+	if d.Err() != nil {
 		return
 	}
 	// Bounded before the conversions, so that the check sees the values
 	// the file holds.
 	if kind > uint8(KindUsers) || shards > MaxShards || shard > MaxShards || seqMin > math.MaxInt64 || seqMax > math.MaxInt64 {
-		d.p = at
-		d.fail("identity out of range: kind %d, shard %d of %d, seq %d..%d", kind, shard, shards, seqMin, seqMax)
+		d.FailAt(at, "identity out of range: kind %d, shard %d of %d, seq %d..%d", kind, shard, shards, seqMin, seqMax)
 		return
 	}
 	id.Kind, id.Shards, id.Shard, id.SeqMin, id.SeqMax = Kind(kind), int(shards), int(shard), int64(seqMin), int64(seqMax)
 	if err := id.check(); err != nil {
-		d.p = at
-		d.fail("%v", err)
+		d.FailAt(at, "%v", err)
 		return
 	}
 	if created == 0 || created >= maxCreated {
-		d.fail("creation time %d µs is outside (0, %d)", created, int64(maxCreated))
+		d.Fail("creation time %d µs is outside (0, %d)", created, int64(maxCreated))
 		return
 	}
 	m.Created = int64(created)

@@ -325,9 +325,8 @@ func FuzzDecodeTimes(f *testing.F) {
 	f.Add(pfor, enc, uint32(5), uint32(2))
 	f.Add(uv, uint8(encTimesUvarint), uint32(5), uint32(2))
 	f.Add([]byte{1, 0, 0, 1, 0xff, 0xff}, uint8(encTimesPFOR), uint32(3000), uint32(7))
-	defer func(r float64) { pforBitmapRatio = r }(pforBitmapRatio)
-	for _, ratio := range []float64{0, math.Inf(1)} {
-		pforBitmapRatio = ratio
+	for _, ratio := range []float64{-1, math.Inf(1)} {
+		e := encoder{pforBitmapRatio: ratio}
 		pfor, _, enc := e.encodeTimes(nil, nil, times, []int{0, 3, 5})
 		f.Add(pfor, enc, uint32(5), uint32(2))
 	}

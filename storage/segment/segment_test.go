@@ -868,19 +868,17 @@ func TestReadBlockPacked(t *testing.T) {
 		row += u.Rows
 	}
 	rng := rand.New(rand.NewPCG(6, 6))
-	defer func(r float64) { pforBitmapRatio = r }(pforBitmapRatio)
 	// Each zstd ratio with the exceptions by index gaps and by bitmap.
 	for k, ratio := range []float64{0, 1.001, 0, 1.001} {
-		layout := uint8(encTimesPFOR)
-		pforBitmapRatio = 0
+		layout, bitmapRatio := uint8(encTimesPFOR), -1.0
 		if k >= 2 {
-			layout, pforBitmapRatio = encTimesPFORBits, math.Inf(1)
+			layout, bitmapRatio = encTimesPFORBits, math.Inf(1)
 		}
 		in := in
 		if ratio > 0 {
 			in = &reg
 		}
-		r := openSeg(t, mustWrite(t, in, WriterOptions{BlockRows: 3000, MinZstdRatio: ratio}))
+		r := openSeg(t, mustWrite(t, in, WriterOptions{BlockRows: 3000, MinZstdRatio: ratio, pforBitmapRatio: bitmapRatio}))
 		var d, p Block
 		all := make([]int, len(r.Meta().Props))
 		for j := range all {

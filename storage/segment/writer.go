@@ -85,6 +85,11 @@ type WriterOptions struct {
 	// Every declared column is written, with no value on the rows that
 	// got none. Write takes them from its Input and requires this empty.
 	Props []PropSpec
+
+	// pforBitmapRatio, for tests, chooses the times' exception layout
+	// (encoder.pforBitmapRatio): 0 means the default, negative the index
+	// gaps always, +Inf the bitmap always.
+	pforBitmapRatio float64
 }
 
 // DefaultMinZstdRatio is the default WriterOptions.MinZstdRatio: with it,
@@ -246,6 +251,7 @@ func NewWriter(f File, opt WriterOptions) (*Writer, error) {
 func newWriter(opt WriterOptions) (*Writer, error) {
 	w := &Writer{blockRows: cmp.Or(opt.BlockRows, DefaultBlockRows), minRatio: cmp.Or(opt.MinZstdRatio, DefaultMinZstdRatio)}
 	w.splitRows = cmp.Or(opt.SplitRows, w.blockRows)
+	w.enc.pforBitmapRatio = opt.pforBitmapRatio
 	if opt.FastZstd {
 		w.enc.zstd = fastZstdEncoder()
 	}

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/spurdb/spur/storage/segment"
+	"github.com/spurdb/spur/internal/bin"
 )
 
 // FormatVersion is the version of the file format this build writes and
@@ -31,21 +31,24 @@ const (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // ErrCorruption is matched (errors.Is) by every *CorruptionError. It is the
-// store's sentinel for damaged data (storage.ErrCorruption, the same
-// value as segment.ErrCorruption), so one check covers the log too.
-var ErrCorruption = segment.ErrCorruption
+// store's sentinel for damaged data (bin.ErrCorruption, the same value as
+// storage.ErrCorruption and segment.ErrCorruption), so one check covers
+// the log too.
+var ErrCorruption = bin.ErrCorruption
 
 // ErrUnsupportedVersion is matched (errors.Is) by the error for a log file
 // whose header, with a valid checksum, names a format version newer than
 // FormatVersion. It does not match ErrCorruption. It is the store's
-// sentinel (storage.ErrUnsupportedVersion, segment.ErrNewerVersion).
-var ErrUnsupportedVersion = segment.ErrNewerVersion
+// sentinel (bin.ErrNewerVersion: storage.ErrUnsupportedVersion,
+// segment.ErrNewerVersion).
+var ErrUnsupportedVersion = bin.ErrNewerVersion
 
 // CorruptionError reports damage in a log file that is not a torn tail
-// (segment.CorruptionError, the store's one corruption error): Path names
-// the file, Offset the byte where the damaged header or record starts, Msg
-// what is wrong there. It matches ErrCorruption.
-type CorruptionError = segment.CorruptionError
+// (bin.CorruptionError, the store's one corruption error, also
+// segment.CorruptionError): Path names the file, Offset the byte where the
+// damaged header or record starts, Msg what is wrong there. It matches
+// ErrCorruption.
+type CorruptionError = bin.CorruptionError
 
 // fileName is the name of the file whose first record has seq first.
 func fileName(first uint64) string {
@@ -85,23 +88,26 @@ func appendFileHeader(b []byte, first uint64) []byte {
 // checksum-failing header). A valid header of a newer version is an
 // ErrUnsupportedVersion error.
 func headerDamage(h []byte, first uint64) (why string, torn bool, err error) {
-	switch {
-	case len(h) < fileHeaderSize:
+	if len(h) < fileHeaderSize {
 		return fmt.Sprintf("incomplete file header (%d of %d bytes)", len(h), fileHeaderSize), true, nil
-	case string(h[:len(magic)]) != magic:
-		return fmt.Sprintf("not a write-ahead-log file header (magic %q, want %q)", h[:len(magic)], magic), true, nil
 	}
-	stored, computed := binary.LittleEndian.Uint32(h[16:20]), crc32.Checksum(h[:16], castagnoli)
-	if stored != computed {
+	d := bin.NewDecoder(h, 0) // the fields: magic, version, first seq, CRC
+	mg, v, got := d.Raw(len(magic)), d.U8(), d.U64()
+	sum := d.Pos()
+	stored := d.U32()
+	if string(mg) != magic {
+		return fmt.Sprintf("not a write-ahead-log file header (magic %q, want %q)", mg, magic), true, nil
+	}
+	if computed := crc32.Checksum(h[:sum], castagnoli); stored != computed {
 		return fmt.Sprintf("file header checksum mismatch: stored %08x, computed %08x", stored, computed), true, nil
 	}
-	if v := h[len(magic)]; v != FormatVersion {
+	if v != FormatVersion {
 		if v > FormatVersion {
 			return "", false, fmt.Errorf("format version %d: %w (this build reads up to version %d)", v, ErrUnsupportedVersion, FormatVersion)
 		}
 		return fmt.Sprintf("format version %d", v), false, nil
 	}
-	if got := binary.LittleEndian.Uint64(h[8:16]); got != first {
+	if got != first {
 		return fmt.Sprintf("the header's first seq is %d, the file name's %d", got, first), false, nil
 	}
 	return "", false, nil
@@ -132,17 +138,19 @@ func gapDamage(b []byte, size int64, first, next uint64) (string, error) {
 	if size != gapFileSize || len(b) != gapFileSize {
 		return fmt.Sprintf("a gap file of %d bytes, want %d", size, gapFileSize), nil
 	}
-	stored, computed := binary.LittleEndian.Uint32(b[24:28]), crc32.Checksum(b[:24], castagnoli)
-	if stored != computed {
+	d := bin.NewDecoder(b, 0) // the fields: magic, version, first seq, end seq, CRC
+	d.Raw(len(gapMagic))
+	v, from, end := d.U8(), d.U64(), d.U64()
+	sum := d.Pos()
+	if stored, computed := d.U32(), crc32.Checksum(b[:sum], castagnoli); stored != computed {
 		return fmt.Sprintf("gap file checksum mismatch: stored %08x, computed %08x", stored, computed), nil
 	}
-	if v := b[len(gapMagic)]; v != FormatVersion {
+	if v != FormatVersion {
 		if v > FormatVersion {
 			return "", fmt.Errorf("gap file format version %d: %w (this build reads up to version %d)", v, ErrUnsupportedVersion, FormatVersion)
 		}
 		return fmt.Sprintf("gap file format version %d", v), nil
 	}
-	from, end := binary.LittleEndian.Uint64(b[8:16]), binary.LittleEndian.Uint64(b[16:24])
 	switch {
 	case from != first:
 		return fmt.Sprintf("the gap file's first seq is %d, the file name's %d", from, first), nil

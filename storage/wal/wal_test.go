@@ -16,10 +16,25 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/spurdb/spur/internal/crashfs"
+	"github.com/spurdb/spur/storage/segment"
 	"github.com/spurdb/spur/storage/vfs"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestOneCorruptionSentinel: the log's corruption error and sentinels are
+// the segment files' (internal/bin's), so a caller checking
+// segment.ErrCorruption or ErrNewerVersion also catches the log's.
+func TestOneCorruptionSentinel(t *testing.T) {
+	var err error = fmt.Errorf("replay: %w", &CorruptionError{Path: "x.wal", Offset: 20, Msg: "bad"})
+	var ce *segment.CorruptionError
+	if !errors.Is(err, segment.ErrCorruption) || !errors.As(err, &ce) || ce.Offset != 20 {
+		t.Fatalf("a wal.CorruptionError is not a segment one: %v", err)
+	}
+	if ErrUnsupportedVersion != segment.ErrNewerVersion || errors.Is(ErrUnsupportedVersion, ErrCorruption) {
+		t.Fatal("ErrUnsupportedVersion is not segment.ErrNewerVersion, or matches ErrCorruption")
+	}
+}
 
 // dir is the log directory every test uses.
 const dir = "wal"
