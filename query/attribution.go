@@ -254,7 +254,7 @@ func (e *Engine) runAttribution(ctx context.Context, p *plan) (*AttributionResul
 		rows = slices.DeleteFunc(slices.Clone(rows), func(row analysis.AttributionRow) bool { return !r.kept[row.Key] })
 		if r.other {
 			gs := spec
-			gs.Group = func(k analysis.Key) (analysis.Key, bool) { return otherKey, !r.kept[k] }
+			gs.Group = &analysis.KeyGroup{Kept: r.order, Other: otherKey, DropKept: true}
 			or, err := run(gs)
 			if err != nil {
 				return nil, err

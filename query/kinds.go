@@ -132,7 +132,7 @@ func decodeTarget(data []byte, q *Query) (target any, done func()) {
 // chunked trails.
 type kernel[A any] interface {
 	Add(*trail.Trail)
-	Merge(A)
+	Merge(A) error
 	Bytes() int64
 }
 
@@ -152,7 +152,9 @@ func runKernel[A kernel[A]](ctx context.Context, e *Engine, p *plan, from, to in
 		return accs[0], err
 	}
 	for _, a := range accs[1:] {
-		accs[0].Merge(a)
+		if err := accs[0].Merge(a); err != nil {
+			return accs[0], &Error{Code: CodeInternal, Message: err.Error(), Err: err}
+		}
 	}
 	return accs[0], nil
 }
@@ -167,10 +169,13 @@ func (m multi[A]) Add(t *trail.Trail) {
 	}
 }
 
-func (m multi[A]) Merge(o multi[A]) {
+func (m multi[A]) Merge(o multi[A]) error {
 	for i := range m {
-		m[i].Merge(o[i])
+		if err := m[i].Merge(o[i]); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 func (m multi[A]) Bytes() int64 {
@@ -196,10 +201,10 @@ func (p *plan) prepareFor(from, to int64) error {
 	return nil
 }
 
-// groupBy returns a Group function mapping the keys r keeps to themselves
-// and the others to otherKey.
+// groupBy returns a Group mapping the keys r keeps to themselves and the
+// others to otherKey.
 func groupBy(r *ranked) groupFunc {
-	return func(k analysis.Key) (analysis.Key, bool) { return r.group(k), true }
+	return &analysis.KeyGroup{Kept: r.order, Other: otherKey}
 }
 
 // listGroup returns the group key a list's breakdown_value names under
@@ -255,8 +260,8 @@ func columnDict(meta *segment.Meta, c *column) ([]string, bool) {
 }
 
 // groupFunc maps a raw breakdown key to the key it is counted under
-// (false: dropped); the kernels' Group.
-type groupFunc = func(analysis.Key) (analysis.Key, bool)
+// (or drops it); the kernels' Group.
+type groupFunc = *analysis.KeyGroup
 
 // passRunner returns a function that runs one scan of p over [from, to)
 // with the kernel mk makes from a spec and returns result of the merged

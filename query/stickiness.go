@@ -149,7 +149,7 @@ func (e *Engine) runStickiness(ctx context.Context, p *plan) (*StickinessResult,
 					one := spec
 					one.Series = spec.Series[s : s+1]
 					r := &ranks[s]
-					one.Group = func(k analysis.Key) (analysis.Key, bool) { return otherKey, !r.kept[k] }
+					one.Group = &analysis.KeyGroup{Kept: r.order, Other: otherKey, DropKept: true}
 					a, err := analysis.NewStickiness(one)
 					if err != nil {
 						return nil, err

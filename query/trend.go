@@ -449,7 +449,7 @@ func (e *Engine) recomputeOther(ctx context.Context, p *plan, spec analysis.Tren
 			r := &ranks[i]
 			one := spec
 			one.Series = []analysis.TrendSeries{spec.Series[i]}
-			one.Group = func(k analysis.Key) (analysis.Key, bool) { return otherKey, !r.kept[k] }
+			one.Group = &analysis.KeyGroup{Kept: r.order, Other: otherKey, DropKept: true}
 			a, err := analysis.NewTrend(one)
 			if err != nil {
 				return nil, &Error{Code: CodeInternal, Message: err.Error(), Err: err}
@@ -567,12 +567,14 @@ func (p *plan) chargeResult(rows, cells int) error {
 
 // mergeAll merges accs[1:] into accs[0] and returns it, checking ctx
 // between merges (each is linear in an accumulator's state).
-func mergeAll[T interface{ Merge(T) }](ctx context.Context, accs []T) (T, error) {
+func mergeAll[T interface{ Merge(T) error }](ctx context.Context, accs []T) (T, error) {
 	for _, a := range accs[1:] {
 		if err := ctx.Err(); err != nil {
 			return accs[0], err
 		}
-		accs[0].Merge(a)
+		if err := accs[0].Merge(a); err != nil {
+			return accs[0], &Error{Code: CodeInternal, Message: err.Error(), Err: err}
+		}
 	}
 	return accs[0], ctx.Err()
 }

@@ -124,7 +124,9 @@ func (e *Engine) listTrend(ctx context.Context, p *plan, tl *trendList, bd *brea
 		return nil, err
 	}
 	for _, ul := range lists[1:] {
-		lists[0].Merge(ul)
+		if err := lists[0].Merge(ul); err != nil {
+			return nil, &Error{Code: CodeInternal, Message: err.Error(), Err: err}
+		}
 	}
 	return listResult(l, lists[0]), nil
 }

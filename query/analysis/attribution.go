@@ -94,9 +94,9 @@ type AttributionSpec struct {
 	// (the conversion's, or the subsequent event's own), the user's
 	// property, or none.
 	Breakdown KeySource
-	// Group, if set, maps each breakdown key once to the key to count it
-	// under (false: drop it from the rows; totals still count it).
-	Group func(Key) (Key, bool)
+	// Group, if set, gives the key each breakdown key is counted under,
+	// or drops it from the rows (totals still count it; see KeyGroup).
+	Group *KeyGroup
 	// List, if not nil, selects users to list.
 	List *AttributionList
 }
@@ -275,7 +275,7 @@ func NewAttribution(spec AttributionSpec) (*Attribution, error) {
 	}
 	spec.Touchpoints = slices.Clone(spec.Touchpoints)
 	a.spec = spec
-	a.groups.group = spec.Group
+	a.groups.group = newKeyGrouper(spec.Group)
 	if spec.List != nil {
 		a.list.Keep = spec.List.Keep
 	}
@@ -663,11 +663,11 @@ func colValue(tr *trail.Trail, vc ValueCol, k int) float64 {
 }
 
 // Merge adds the state of o, created from an equal spec, into a. o is not
-// modified (value-wise). It panics if the shapes differ (a programmer
-// error).
-func (a *Attribution) Merge(o *Attribution) {
+// modified (value-wise). A spec that differs is an error wrapping
+// ErrState.
+func (a *Attribution) Merge(o *Attribution) error {
 	if o.nb != a.nb {
-		panic("analysis: Attribution.Merge of accumulators with different specs")
+		return fmt.Errorf("%w: attribution: merge of accumulators with different specs", ErrState)
 	}
 	for og, k := range o.groups.keys {
 		g := a.groups.add(k)
@@ -686,7 +686,7 @@ func (a *Attribution) Merge(o *Attribution) {
 	a.subEv += o.subEv
 	a.mergeExact(&a.value, &o.value)
 	a.mergeExact(&a.subVal, &o.subVal)
-	a.list.Merge(&o.list)
+	return a.list.Merge(&o.list)
 }
 
 func (a *Attribution) mergeCell(c, o *attrCell) {

@@ -375,7 +375,7 @@ func TestDiffAttribution(t *testing.T) {
 		for k := range got.Rows {
 			labels = append(labels, k[:slices.Index([]byte(k), '|')])
 		}
-		kept, group, glabel := d.regroup(labels, label)
+		kept, group, glabel := d.regroup(labels, label, c.trails, c.spec.Breakdown)
 		gspec := c.spec
 		gspec.List, gspec.Group = nil, group
 		grouped := c.result(accumulate(t, c.trails, d.plan, feeder{r: d.r, maxLen: chunkLens[d.r.IntN(len(chunkLens))]}, func() (*analysis.Attribution, error) {

@@ -276,9 +276,8 @@ func TestDiffTrend(t *testing.T) {
 		}
 		// A second pass with Group computes the merged row of every math.
 		gspec := spec
-		gspec.Group = func(k analysis.Key) (analysis.Key, bool) {
-			return otherKey, !kept[keyLabel(k, q.Breakdown, dicts)]
-		}
+		gspec.Group = &analysis.KeyGroup{Other: otherKey, DropKept: true,
+			Kept: keysWhere(trails, src, func(k analysis.Key) bool { return kept[keyLabel(k, q.Breakdown, dicts)] })}
 		second := run(gspec, d.plan, feeder{}).Result(nil)
 		sameChunked(gspec, second)
 		for s := range series {
@@ -370,7 +369,9 @@ func diffFunnelBreakdown(t *testing.T, d *diffCase, q testutil.FunnelQuery, seed
 		accs[assign[i]].Add(&ut.Trail)
 	}
 	for _, s := range order[1:] {
-		accs[order[0]].Merge(accs[s])
+		if err := accs[order[0]].Merge(accs[s]); err != nil {
+			t.Fatal(err)
+		}
 	}
 	_, paths := testutil.NaiveFunnel(d.data, q)
 	groups := testutil.NaiveFunnelBreakdown(d.data, q, paths)

@@ -831,11 +831,11 @@ func (f *Funnel) keep() int {
 }
 
 // Merge adds the outcomes of o, created from an equal spec and options,
-// into f. o is not modified. It panics if the step counts or views
-// differ (a programmer error).
-func (f *Funnel) Merge(o *Funnel) {
+// into f. o is not modified. A spec that differs is an error wrapping
+// ErrState.
+func (f *Funnel) Merge(o *Funnel) error {
 	if o.spec.Steps != f.spec.Steps || o.opt.View != f.opt.View || len(o.opt.Bounds) != len(f.opt.Bounds) {
-		panic("analysis: Funnel.Merge of accumulators with different specs")
+		return fmt.Errorf("%w: funnel: merge of accumulators with different specs", ErrState)
 	}
 	for i := range o.groups {
 		mergeFunnelStats(f.stats(o.groups[i].key), &o.groups[i])
@@ -843,6 +843,7 @@ func (f *Funnel) Merge(o *Funnel) {
 	if f.total != nil {
 		mergeFunnelStats(f.total, o.total)
 	}
+	return nil
 }
 
 func mergeFunnelStats(dst, o *funnelStats) {

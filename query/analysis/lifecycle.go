@@ -53,9 +53,9 @@ type LifecycleSpec struct {
 	Active, Seen int
 	// Breakdown is KeyNone or KeyUser (a status belongs to a user).
 	Breakdown KeySource
-	// Group, if set, maps each breakdown key once to the key to count it
-	// under (false: drop the user).
-	Group func(Key) (Key, bool)
+	// Group, if set, gives the key each breakdown key is counted under,
+	// or drops the user (see KeyGroup).
+	Group *KeyGroup
 	// List, if not nil, selects users to list.
 	List *LifecycleList
 }
@@ -133,7 +133,7 @@ func NewLifecycle(spec LifecycleSpec) (*Lifecycle, error) {
 	}
 	spec.Bounds = slices.Clone(spec.Bounds)
 	c := &Lifecycle{spec: spec, nb: nb, active: 1 << spec.Active, seen: 1 << spec.Seen, idx: newBucketIndex(spec.Bounds)}
-	c.groups.group = spec.Group
+	c.groups.group = newKeyGrouper(spec.Group)
 	if spec.List != nil {
 		c.list.Keep = spec.List.Keep
 	}
@@ -248,10 +248,10 @@ func (c *Lifecycle) count(tr *trail.Trail, b int32, st LifecycleStatus) {
 }
 
 // Merge adds the counts of o, created from an equal spec, into c. o is not
-// modified. It panics if the shapes differ (a programmer error).
-func (c *Lifecycle) Merge(o *Lifecycle) {
+// modified. A spec that differs is an error wrapping ErrState.
+func (c *Lifecycle) Merge(o *Lifecycle) error {
 	if o.nb != c.nb {
-		panic("analysis: Lifecycle.Merge of accumulators with different specs")
+		return fmt.Errorf("%w: lifecycle: merge of accumulators with different specs", ErrState)
 	}
 	for og, k := range o.groups.keys {
 		g := c.groups.add(k)
@@ -262,7 +262,7 @@ func (c *Lifecycle) Merge(o *Lifecycle) {
 			}
 		}
 	}
-	c.list.Merge(&o.list)
+	return c.list.Merge(&o.list)
 }
 
 // Bytes returns the memory the accumulator holds, for the query's budget.

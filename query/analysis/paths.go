@@ -337,15 +337,15 @@ func (p *Paths) edgeAt(key uint64) *pathEdge {
 }
 
 // Merge adds the edges of o, created from an equal spec, into p. o is not
-// modified.
-func (p *Paths) Merge(o *Paths) {
+// modified. It returns no error yet (the spec is not checked).
+func (p *Paths) Merge(o *Paths) error {
 	for _, oe := range o.edges {
 		e := p.edgeAt(oe.key)
 		e.sessions += oe.sessions
 		e.users += oe.users
 		e.micros += oe.micros
 	}
-	p.list.Merge(&o.list)
+	return p.list.Merge(&o.list)
 }
 
 // Bytes returns the memory the accumulator holds (edges, their table,

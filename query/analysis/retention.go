@@ -524,15 +524,16 @@ func (r *Retention) finish(tr *trail.Trail) {
 }
 
 // Merge adds the counts of o, created from an equal spec, into r. o is not
-// modified. It panics if the shapes differ (a programmer error).
-func (r *Retention) Merge(o *Retention) {
+// modified. A spec that differs is an error wrapping ErrState.
+func (r *Retention) Merge(o *Retention) error {
 	if o.n != r.n || o.nc != r.nc {
-		panic("analysis: Retention.Merge of accumulators with different specs")
+		return fmt.Errorf("%w: retention: merge of accumulators with different specs", ErrState)
 	}
 	for i := range o.groups {
 		og := &o.groups[i]
 		mergeRetGroup(&r.groups[r.group(og.key)], og)
 	}
+	return nil
 }
 
 func mergeRetGroup(dst, o *retGroup) {

@@ -35,10 +35,10 @@ type StickinessSpec struct {
 	// counts under each key with the buckets of that key's events only),
 	// the user's property, or none.
 	Breakdown KeySource
-	// Group, if set, is called once per distinct breakdown key and returns
-	// the key to count it under (false: drop its events), so that a
-	// second pass counts a merged "(other)" exactly.
-	Group func(Key) (Key, bool)
+	// Group, if set, gives the key each breakdown key is counted under
+	// (or drops its events; see KeyGroup), so that a second pass counts a
+	// merged "(other)" exactly.
+	Group *KeyGroup
 	// List, if not nil, selects users to list.
 	List *StickinessList
 }
@@ -134,7 +134,7 @@ func NewStickiness(spec StickinessSpec) (*Stickiness, error) {
 	spec.Series = slices.Clone(spec.Series)
 	s.spec = spec
 	s.idx = newBucketIndex(spec.Bounds)
-	s.groups.group = spec.Group
+	s.groups.group = newKeyGrouper(spec.Group)
 	if spec.List != nil {
 		s.list.Keep = spec.List.Keep
 	}
@@ -282,10 +282,10 @@ func (s *Stickiness) endUser(tr *trail.Trail) {
 }
 
 // Merge adds the counts of o, created from an equal spec, into s. o is not
-// modified. It panics if the shapes differ (a programmer error).
-func (s *Stickiness) Merge(o *Stickiness) {
+// modified. A spec that differs is an error wrapping ErrState.
+func (s *Stickiness) Merge(o *Stickiness) error {
 	if o.ns != s.ns || o.nb != s.nb {
-		panic("analysis: Stickiness.Merge of accumulators with different specs")
+		return fmt.Errorf("%w: stickiness: merge of accumulators with different specs", ErrState)
 	}
 	for og, k := range o.groups.keys {
 		g := s.groups.add(k)
@@ -294,7 +294,7 @@ func (s *Stickiness) Merge(o *Stickiness) {
 			s.counts[g][i] += v
 		}
 	}
-	s.list.Merge(&o.list)
+	return s.list.Merge(&o.list)
 }
 
 // Bytes returns the memory the accumulator holds (counts, marks, group

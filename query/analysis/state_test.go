@@ -1,0 +1,183 @@
+package analysis_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/internal/testutil"
+	"github.com/spurdb/spur/query/analysis"
+	"github.com/spurdb/spur/query/timebucket"
+	"github.com/spurdb/spur/trail"
+)
+
+// Portable partial states: for every kind, the answer of one
+// accumulator must equal the answer of users split at random over k ≥ 2
+// accumulators whose states are encoded (AppendBinary), decoded and
+// merged in random order.
+
+// stateSeeds is the number of seeds of each kind's state test (fewer
+// under -short, as under -race).
+func stateSeeds() int64 {
+	if testing.Short() {
+		return 300
+	}
+	return 2000
+}
+
+// stateKernel is the accumulator shape of a kind with a portable state.
+type stateKernel[A any] interface {
+	Add(*trail.Trail)
+	Merge(A) error
+	AppendBinary([]byte) ([]byte, error)
+}
+
+// viaStates adds trails to 2 to 5 accumulators made by mk (users
+// assigned at random, trails in random chunks), encodes each, decodes
+// them with decode, merges them in random order and returns the merged
+// one.
+func viaStates[A stateKernel[A]](t *testing.T, seed int64, trails []testutil.UserTrail, r *rand.Rand, mk func() (A, error), decode func([]byte) (A, error)) A {
+	t.Helper()
+	k := 2 + r.IntN(4)
+	accs := make([]A, k)
+	for i := range accs {
+		a, err := mk()
+		if err != nil {
+			t.Fatal(err)
+		}
+		accs[i] = a
+	}
+	fd := feeder{r: r, maxLen: []int{0, 1, 3, 40}[r.IntN(4)]}
+	for i := range trails {
+		fd.add(&trails[i].Trail, accs[r.IntN(k)].Add)
+	}
+	decoded := make([]A, k)
+	for i, a := range accs {
+		b, err := a.AppendBinary(nil)
+		if err != nil {
+			t.Fatalf("seed %d: AppendBinary: %v", seed, err)
+		}
+		if decoded[i], err = decode(b); err != nil {
+			t.Fatalf("seed %d: decode: %v", seed, err)
+		}
+		// A truncated state is an error, not a panic.
+		if _, err := decode(b[:r.IntN(len(b))]); err == nil {
+			t.Fatalf("seed %d: decode of a truncated state succeeded", seed)
+		}
+	}
+	order := r.Perm(k)
+	for _, i := range order[1:] {
+		if err := decoded[order[0]].Merge(decoded[i]); err != nil {
+			t.Fatalf("seed %d: Merge: %v", seed, err)
+		}
+	}
+	return decoded[order[0]]
+}
+
+// testDict is a KeyDict over one string property's dictionary.
+type testDict struct {
+	strs []string
+	ids  map[string]uint64
+}
+
+func newTestDict(strs []string) *testDict {
+	d := &testDict{strs: strs, ids: map[string]uint64{}}
+	for i, s := range strs {
+		d.ids[s] = uint64(i)
+	}
+	return d
+}
+
+func (d *testDict) KeyString(k analysis.Key) (string, bool) {
+	if !k.Set || k.Bits >= uint64(len(d.strs)) {
+		return "", false
+	}
+	return d.strs[k.Bits], true
+}
+
+func (d *testDict) StringKey(s string) (analysis.Key, error) {
+	id, ok := d.ids[s]
+	if !ok {
+		return analysis.Key{}, fmt.Errorf("no value %q", s)
+	}
+	return analysis.Key{Bits: id, Set: true}, nil
+}
+
+// withDict sets src's Dict when b is a breakdown on a string property.
+func withDict(src analysis.KeySource, b *testutil.Breakdown, dicts testutil.Dicts) analysis.KeySource {
+	if b == nil {
+		return src
+	}
+	typ, name := testutil.EventProps[b.Prop], b.Prop
+	if b.User {
+		typ, name = testutil.UserProps[b.Prop], "user:"+b.Prop
+	}
+	if typ == event.TypeString {
+		src.Dict = newTestDict(dicts[name])
+	}
+	return src
+}
+
+func TestStateTrend(t *testing.T) {
+	for seed := range stateSeeds() {
+		d := newDiffCase(seed)
+		from, to := d.rangeIn()
+		iv := timebucket.Interval(1 + d.r.IntN(4))
+		bounds := timebucket.Bounds(from, to, iv, d.loc(t), timebucket.WeekStart(d.r.IntN(2)))
+		b := d.breakdown()
+		var cols, matchers []string
+		spec := analysis.TrendSpec{Bounds: bounds, From: from, To: to}
+		for i := range 1 + d.r.IntN(4) {
+			m := analysis.TrendMath(d.r.IntN(int(analysis.MathMAU) + 1))
+			matchers = append(matchers, diffMatchers[d.r.IntN(len(diffMatchers))])
+			ts := analysis.TrendSeries{Math: m, Bit: i}
+			if m.NeedsProperty() {
+				prop := []string{"n", "f"}[d.r.IntN(2)]
+				ts.Col, ts.Float = len(cols), prop == "f"
+				cols = append(cols, prop)
+			}
+			spec.Series = append(spec.Series, ts)
+		}
+		tspec, src := trailSpec(b, matchers, cols...)
+		trails, dicts := testutil.BuildTrailsWith(d.data, tspec)
+		spec.Breakdown = withDict(src, b, dicts)
+		if b != nil && d.r.IntN(2) == 0 {
+			spec.Group = &analysis.KeyGroup{Other: otherKey, DropKept: d.r.IntN(2) == 0,
+				Kept: keysWhere(trails, src, func(analysis.Key) bool { return d.r.IntN(2) == 0 })}
+		}
+		mk := func() (*analysis.Trend, error) { return analysis.NewTrend(spec) }
+		want := accumulate(t, trails, nil, feeder{}, mk).Result(nil)
+		got := viaStates(t, seed, trails, d.r, mk, func(b []byte) (*analysis.Trend, error) { return analysis.DecodeTrend(spec, b) }).Result(nil)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("seed %d: trend via states\n%+v\nin process\n%+v", seed, got, want)
+		}
+	}
+}
+
+// TestStateMismatch: a state of another spec is refused by Merge and by
+// the decoders, with an error wrapping the state error.
+func TestStateMismatch(t *testing.T) {
+	b := []int64{0, day, 2 * day}
+	s1 := analysis.TrendSpec{Bounds: b, From: 0, To: 2 * day, Series: []analysis.TrendSeries{{}}}
+	s2 := s1
+	s2.Series = []analysis.TrendSeries{{Math: analysis.MathUsers}}
+	s3 := s1
+	s3.Bounds = []int64{0, day / 2, 2 * day}
+	for i, o := range []analysis.TrendSpec{s2, s3} {
+		t1, _ := analysis.NewTrend(s1)
+		t2, _ := analysis.NewTrend(o)
+		if err := t1.Merge(t2); err == nil {
+			t.Errorf("trend %d: Merge of another spec: no error", i)
+		}
+		enc, err := t2.AppendBinary(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := analysis.DecodeTrend(s1, enc); err == nil || !errors.Is(err, analysis.ErrState) {
+			t.Errorf("trend %d: decode of another spec's state: %v", i, err)
+		}
+	}
+}
