@@ -80,7 +80,7 @@ func (e *Engine) runFunnel(ctx context.Context, p *plan) (*FunnelResult, error) 
 	}
 	if fp.perRow && r.other {
 		// A merged row of several values is walked as one row.
-		opt.Group = r.group
+		opt.Group = &analysis.KeyGroup{Kept: r.order, Other: otherKey}
 		if err := rescan(); err != nil {
 			return nil, err
 		}

@@ -65,7 +65,30 @@ func fuzzKinds() []fuzzKind {
 		Breakdown: analysis.KeySource{From: analysis.KeyEvent, Index: 0, Dict: dict},
 		Series: []analysis.TrendSeries{{Math: analysis.MathUsers}, {Math: analysis.MathP90, Bit: 1, Col: 2, Float: true},
 			{Math: analysis.MathSum, Bit: 2, Col: 1}, {Math: analysis.MathCountPerUserMedian, Bit: 3}, {Math: analysis.MathWAU, Bit: 4}}}
+	ftrails, fdict := fuzzData([]string{"a", "b", "c", "d"})
+	funnel := analysis.FunnelSpec{Steps: 3, Window: 86400e6, From: bounds[0], To: bounds[len(bounds)-1],
+		Exclusions: []analysis.FunnelExclusion{{Bit: 3, From: 1, To: 2}}}
+	fopt := analysis.FunnelOptions{Key: analysis.KeySource{From: analysis.KeyEvent, Index: 0, Dict: fdict},
+		Attribution: analysis.AttrAllSteps, List: &analysis.FunnelList{Step: 2, Keep: 3}}
 	return []fuzzKind{{
+		name: "funnel",
+		decode: func(b []byte) (any, []byte, error) {
+			f, err := analysis.DecodeFunnel(funnel, fopt, b)
+			if err != nil {
+				return nil, nil, err
+			}
+			enc, err := f.AppendBinary(nil)
+			res := f.Result(nil)
+			lists := [][]string{listed(&res.List)}
+			for i := range res.Groups {
+				lists = append(lists, listed(&res.Groups[i].List))
+			}
+			return []any{res, lists}, enc, err
+		},
+		states: func() [][]byte {
+			return fuzzStates(func() (*analysis.Funnel, error) { return analysis.NewFunnel(funnel, fopt) }, ftrails)
+		},
+	}, {
 		name: "trend",
 		decode: func(b []byte) (any, []byte, error) {
 			t, err := analysis.DecodeTrend(trend, b)

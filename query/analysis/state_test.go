@@ -180,4 +180,72 @@ func TestStateMismatch(t *testing.T) {
 			t.Errorf("trend %d: decode of another spec's state: %v", i, err)
 		}
 	}
+	fs := analysis.FunnelSpec{Steps: 2, To: day}
+	for i, o := range []analysis.FunnelOptions{{View: analysis.ViewTimeToConvert}, {List: &analysis.FunnelList{Step: 1, Keep: 2}},
+		{Key: analysis.KeySource{From: analysis.KeyUser}}} {
+		f1, _ := analysis.NewFunnel(fs, analysis.FunnelOptions{})
+		f2, err := analysis.NewFunnel(fs, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f1.Merge(f2); err == nil {
+			t.Errorf("funnel %d: Merge of another spec: no error", i)
+		}
+		enc, _ := f2.AppendBinary(nil)
+		if _, err := analysis.DecodeFunnel(fs, analysis.FunnelOptions{}, enc); !errors.Is(err, analysis.ErrState) {
+			t.Errorf("funnel %d: decode of another spec's state: %v", i, err)
+		}
+	}
+}
+
+func TestStateFunnel(t *testing.T) {
+	for seed := range stateSeeds() {
+		d := newDiffCase(seed)
+		c := newModeCase(t, d, modeOrders[d.r.IntN(3)], modeViews[d.r.IntN(3)])
+		opt := c.opt
+		opt.Key = withDict(opt.Key, c.q.Breakdown, c.dicts)
+		if d.r.IntN(2) == 0 {
+			l := &analysis.FunnelList{Keep: d.r.IntN(6), Step: 1 + d.r.IntN(c.spec.Steps), Dropped: d.r.IntN(2) == 0, Converted: d.r.IntN(2) == 0}
+			switch opt.View {
+			case analysis.ViewSteps:
+			case analysis.ViewTrends:
+				l.Step, l.Bucket = 0, d.r.IntN(len(opt.Bounds)-1)
+			default:
+				l.Step, l.Bins, l.BinWidth = 0, 1+d.r.IntN(5), 1+d.r.Int64N(3600)
+				l.Bin = d.r.IntN(l.Bins)
+			}
+			opt.List = l
+		}
+		if opt.Attribution == analysis.AttrAllSteps || opt.Attribution == analysis.AttrStep {
+			if d.r.IntN(2) == 0 {
+				opt.Group = &analysis.KeyGroup{Other: otherKey,
+					Kept: keysWhere(c.trails, opt.Key, func(analysis.Key) bool { return d.r.IntN(2) == 0 })}
+			}
+		}
+		mk := func() (*analysis.Funnel, error) { return analysis.NewFunnel(c.spec, opt) }
+		want := accumulate(t, c.trails, nil, feeder{}, mk).Result(nil)
+		got := viaStates(t, seed, c.trails, d.r, mk, func(b []byte) (*analysis.Funnel, error) { return analysis.DecodeFunnel(c.spec, opt, b) }).Result(nil)
+		if !reflect.DeepEqual(listed(&got.List), listed(&want.List)) {
+			t.Fatalf("seed %d: funnel list via states %v, in process %v", seed, listed(&got.List), listed(&want.List))
+		}
+		for i := range want.Groups {
+			if i < len(got.Groups) && !reflect.DeepEqual(listed(&got.Groups[i].List), listed(&want.Groups[i].List)) {
+				t.Fatalf("seed %d: funnel list %d via states %v, in process %v", seed, i, listed(&got.Groups[i].List), listed(&want.Groups[i].List))
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("seed %d: funnel via states\n%+v\nin process\n%+v", seed, got, want)
+		}
+	}
+}
+
+// listed returns the count and ids of *l (the heap order of a list's ids
+// depends on the order of merges) and sets *l to nil.
+func listed(l **analysis.UserList) []string {
+	if *l == nil {
+		return nil
+	}
+	out := append([]string{fmt.Sprint((*l).Count())}, (*l).Page(0, (*l).Keep)...)
+	*l = nil
+	return out
 }
