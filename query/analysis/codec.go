@@ -401,3 +401,15 @@ func (d *decoder) sum(s *ExactSum) {
 		s.d[i] = v
 	}
 }
+
+// once records that state slot i (of n slots so far) has been read and
+// fails, returning false, when key k's slot was read before.
+func (d *decoder) once(seen *[]bool, i, n int, k Key) bool {
+	*seen = append(*seen, make([]bool, n-len(*seen))...)
+	if (*seen)[i] {
+		d.fail("key %+v twice", k)
+		return false
+	}
+	(*seen)[i] = true
+	return true
+}

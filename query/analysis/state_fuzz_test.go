@@ -70,7 +70,29 @@ func fuzzKinds() []fuzzKind {
 		Exclusions: []analysis.FunnelExclusion{{Bit: 3, From: 1, To: 2}}}
 	fopt := analysis.FunnelOptions{Key: analysis.KeySource{From: analysis.KeyEvent, Index: 0, Dict: fdict},
 		Attribution: analysis.AttrAllSteps, List: &analysis.FunnelList{Step: 2, Keep: 3}}
+	rtrails, rdict := fuzzData([]string{"a", "b|c"})
+	rb := timebucket.Extend(bounds, 3, timebucket.Day, time.UTC, 0)
+	ret := analysis.RetentionSpec{Bounds: rb, Periods: 3, From: bounds[0], To: bounds[len(bounds)-1],
+		Breakdown: analysis.KeySource{From: analysis.KeyEvent, Index: 0, Dict: rdict}, List: &analysis.RetentionList{Cohort: 1, Keep: 2}}
 	return []fuzzKind{{
+		name: "retention",
+		decode: func(b []byte) (any, []byte, error) {
+			r, err := analysis.DecodeRetention(ret, b)
+			if err != nil {
+				return nil, nil, err
+			}
+			enc, err := r.AppendBinary(nil)
+			res := r.Result(nil)
+			var lists [][]string
+			for i := range res.Groups {
+				lists = append(lists, listed(&res.Groups[i].List))
+			}
+			return []any{res, lists}, enc, err
+		},
+		states: func() [][]byte {
+			return fuzzStates(func() (*analysis.Retention, error) { return analysis.NewRetention(ret) }, rtrails)
+		},
+	}, {
 		name: "funnel",
 		decode: func(b []byte) (any, []byte, error) {
 			f, err := analysis.DecodeFunnel(funnel, fopt, b)

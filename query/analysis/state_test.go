@@ -196,6 +196,21 @@ func TestStateMismatch(t *testing.T) {
 			t.Errorf("funnel %d: decode of another spec's state: %v", i, err)
 		}
 	}
+	rs := analysis.RetentionSpec{Bounds: b, Periods: 1, To: day}
+	for i, o := range []analysis.RetentionSpec{{Bounds: b, Periods: 2, To: day}, {Bounds: b, Periods: 1, To: day, Type: analysis.TypeRecurring}} {
+		r1, _ := analysis.NewRetention(rs)
+		r2, err := analysis.NewRetention(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r1.Merge(r2); err == nil {
+			t.Errorf("retention %d: Merge of another spec: no error", i)
+		}
+		enc, _ := r2.AppendBinary(nil)
+		if _, err := analysis.DecodeRetention(rs, enc); !errors.Is(err, analysis.ErrState) {
+			t.Errorf("retention %d: decode of another spec's state: %v", i, err)
+		}
+	}
 }
 
 func TestStateFunnel(t *testing.T) {
@@ -248,4 +263,42 @@ func listed(l **analysis.UserList) []string {
 	out := append([]string{fmt.Sprint((*l).Count())}, (*l).Page(0, (*l).Keep)...)
 	*l = nil
 	return out
+}
+
+func TestStateRetention(t *testing.T) {
+	for seed := range stateSeeds() {
+		d := newDiffCase(seed)
+		from, to := d.rangeIn()
+		q := testutil.RetentionQuery{
+			Start:     diffMatchers[d.r.IntN(len(diffMatchers))],
+			Return:    diffMatchers[d.r.IntN(len(diffMatchers))],
+			Interval:  timebucket.Interval(1 + d.r.IntN(3)),
+			WeekStart: timebucket.WeekStart(d.r.IntN(2)),
+			Periods:   1 + d.r.IntN(8),
+			From:      from, To: to,
+			Common: testutil.Common{Loc: d.loc(t)},
+			Type:   analysis.RetentionType(d.r.IntN(2)), Windows: analysis.RetentionWindows(d.r.IntN(2)),
+			Criterion: analysis.RetentionCriterion(d.r.IntN(2)),
+		}
+		q.Breakdown = d.breakdown()
+		spec := retentionSpec(q, q.Periods)
+		if d.r.IntN(2) == 0 {
+			nc := len(timebucket.Bounds(q.From, q.To, q.Interval, q.Loc, q.WeekStart)) - 1
+			spec.List = &analysis.RetentionList{Cohort: d.r.IntN(nc), Period: d.r.IntN(q.Periods), Keep: d.r.IntN(6)}
+		}
+		tspec, src := trailSpec(q.Breakdown, []string{q.Start, q.Return})
+		trails, dicts := testutil.BuildTrailsWith(d.data, tspec)
+		spec.Breakdown = withDict(src, q.Breakdown, dicts)
+		mk := func() (*analysis.Retention, error) { return analysis.NewRetention(spec) }
+		want := accumulate(t, trails, nil, feeder{}, mk).Result(nil)
+		got := viaStates(t, seed, trails, d.r, mk, func(b []byte) (*analysis.Retention, error) { return analysis.DecodeRetention(spec, b) }).Result(nil)
+		for i := range want.Groups {
+			if i < len(got.Groups) && !reflect.DeepEqual(listed(&got.Groups[i].List), listed(&want.Groups[i].List)) {
+				t.Fatalf("seed %d: retention list %d differs", seed, i)
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("seed %d: retention via states\n%+v\nin process\n%+v", seed, got, want)
+		}
+	}
 }

@@ -135,12 +135,9 @@ func DecodeTrend(spec TrendSpec, b []byte) (*Trend, error) {
 			break
 		}
 		s := int(t.slotFor(k))
-		seen = append(seen, make([]bool, len(t.slots)-len(seen))...)
-		if seen[s] {
-			d.fail("key %+v twice", k)
+		if !d.once(&seen, s, len(t.slots), k) {
 			break
 		}
-		seen[s] = true
 		sl := &t.slots[s]
 		d.countsInto(sl.counts)
 		d.countsInto(sl.events)
