@@ -152,3 +152,33 @@ func sameGroup(a, b *keyGrouper) bool {
 	}
 	return true
 }
+
+// groups writes the number of groups of kg, then each group's key
+// followed by what write writes of the group's state.
+func (e *encoder) groups(kg *keyGroups, write func(g int)) {
+	e.uvarint(uint64(len(kg.keys)))
+	for g, k := range kg.keys {
+		e.key(k)
+		write(g)
+	}
+}
+
+// groups reads what encoder.groups wrote: each group key is added to kg
+// (a key read twice is an error), ensure creates the group's state and
+// read reads it. min is the least number of bytes a group takes.
+func (d *decoder) groups(kg *keyGroups, min int, ensure func(g int32), read func(g int)) {
+	n := d.length(min)
+	seen := make([]bool, 0, kg.n()+n)
+	for range n {
+		k := d.key()
+		if d.err != nil {
+			return
+		}
+		g := kg.add(k)
+		ensure(g)
+		if !d.once(&seen, int(g), kg.n(), k) {
+			return
+		}
+		read(int(g))
+	}
+}

@@ -85,6 +85,14 @@ type LifecycleResult struct {
 	List   *UserList // the listed users (nil without a list); points into the accumulator
 }
 
+// lifeState is the mergeable state of a Lifecycle: what Merge combines
+// and AppendBinary writes (the current user's words are scratch).
+type lifeState struct {
+	groups keyGroups
+	counts [][][4]int64 // per group, per bucket 1..N (index b-1)
+	list   UserList
+}
+
 // Lifecycle accumulates lifecycle counts per bucket and breakdown key.
 // Create it with NewLifecycle; it is owned by one goroutine. Add takes a
 // user's trail in one or more chunks (package trail); between chunks it
@@ -95,12 +103,10 @@ type Lifecycle struct {
 	active uint64
 	seen   uint64
 	idx    bucketIndex
-	groups keyGroups
-	counts [][][4]int64 // per group, per bucket 1..N (index b-1)
-	list   UserList
-	bytes  int64
+	lifeState
+	bytes int64
 
-	// current user
+	// current user (scratch)
 	g        int32 // group, -1 dropped
 	seenB    int32 // bucket holding the first event: -1 before Bounds[0], -2 not seen yet
 	last     int32 // last active bucket (0 = history), -1 none
@@ -247,11 +253,12 @@ func (c *Lifecycle) count(tr *trail.Trail, b int32, st LifecycleStatus) {
 	}
 }
 
-// Merge adds the counts of o, created from an equal spec, into c. o is not
-// modified. A spec that differs is an error wrapping ErrState.
+// Merge adds the counts of o, created from an equal spec (or decoded with
+// DecodeLifecycle), into c. o is not modified. A spec that differs is an
+// error wrapping ErrState, and c is left unchanged.
 func (c *Lifecycle) Merge(o *Lifecycle) error {
-	if o.nb != c.nb {
-		return fmt.Errorf("%w: lifecycle: merge of accumulators with different specs", ErrState)
+	if err := c.sameSpec(o); err != nil {
+		return err
 	}
 	for og, k := range o.groups.keys {
 		g := c.groups.add(k)

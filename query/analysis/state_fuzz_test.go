@@ -58,72 +58,91 @@ func fuzzStates[A stateKernel[A]](mk func() (A, error), trails []testutil.UserTr
 	return out
 }
 
+// newFuzzKind returns the fuzzKind of accumulators made by mk and
+// decoded by decode, whose result (lists as their pages) result returns.
+func newFuzzKind[A stateKernel[A]](name string, trails []testutil.UserTrail, mk func() (A, error), decode func([]byte) (A, error), result func(A) any) fuzzKind {
+	return fuzzKind{
+		name: name,
+		decode: func(b []byte) (any, []byte, error) {
+			a, err := decode(b)
+			if err != nil {
+				return nil, nil, err
+			}
+			enc, err := a.AppendBinary(nil)
+			return result(a), enc, err
+		},
+		states: func() [][]byte { return fuzzStates(mk, trails) },
+	}
+}
+
+// The order of fuzzKinds is the corpus's: append new kinds at the end.
 func fuzzKinds() []fuzzKind {
 	bounds := timebucket.Bounds(1616716800000000, 1617062400000000, timebucket.Day, time.UTC, 0)
-	trails, dict := fuzzData([]string{"a", "b", "c|d"})
-	trend := analysis.TrendSpec{Bounds: bounds, From: bounds[0], To: bounds[len(bounds)-1],
-		Breakdown: analysis.KeySource{From: analysis.KeyEvent, Index: 0, Dict: dict},
+	from, to := bounds[0], bounds[len(bounds)-1]
+	trails, dict := fuzzData([]string{"a", "b", "c|d", "d"})
+	ev := analysis.KeySource{From: analysis.KeyEvent, Index: 0, Dict: dict}
+	trend := analysis.TrendSpec{Bounds: bounds, From: from, To: to, Breakdown: ev,
 		Series: []analysis.TrendSeries{{Math: analysis.MathUsers}, {Math: analysis.MathP90, Bit: 1, Col: 2, Float: true},
 			{Math: analysis.MathSum, Bit: 2, Col: 1}, {Math: analysis.MathCountPerUserMedian, Bit: 3}, {Math: analysis.MathWAU, Bit: 4}}}
-	ftrails, fdict := fuzzData([]string{"a", "b", "c", "d"})
-	funnel := analysis.FunnelSpec{Steps: 3, Window: 86400e6, From: bounds[0], To: bounds[len(bounds)-1],
+	funnel := analysis.FunnelSpec{Steps: 3, Window: 86400e6, From: from, To: to,
 		Exclusions: []analysis.FunnelExclusion{{Bit: 3, From: 1, To: 2}}}
-	fopt := analysis.FunnelOptions{Key: analysis.KeySource{From: analysis.KeyEvent, Index: 0, Dict: fdict},
-		Attribution: analysis.AttrAllSteps, List: &analysis.FunnelList{Step: 2, Keep: 3}}
-	rtrails, rdict := fuzzData([]string{"a", "b|c"})
-	rb := timebucket.Extend(bounds, 3, timebucket.Day, time.UTC, 0)
-	ret := analysis.RetentionSpec{Bounds: rb, Periods: 3, From: bounds[0], To: bounds[len(bounds)-1],
-		Breakdown: analysis.KeySource{From: analysis.KeyEvent, Index: 0, Dict: rdict}, List: &analysis.RetentionList{Cohort: 1, Keep: 2}}
-	return []fuzzKind{{
-		name: "retention",
-		decode: func(b []byte) (any, []byte, error) {
-			r, err := analysis.DecodeRetention(ret, b)
-			if err != nil {
-				return nil, nil, err
-			}
-			enc, err := r.AppendBinary(nil)
-			res := r.Result(nil)
-			var lists [][]string
-			for i := range res.Groups {
-				lists = append(lists, listed(&res.Groups[i].List))
-			}
-			return []any{res, lists}, enc, err
+	fopt := analysis.FunnelOptions{Key: ev, Attribution: analysis.AttrAllSteps, List: &analysis.FunnelList{Step: 2, Keep: 3}}
+	ret := analysis.RetentionSpec{Bounds: timebucket.Extend(bounds, 3, timebucket.Day, time.UTC, 0), Periods: 3, From: from, To: to,
+		Breakdown: ev, List: &analysis.RetentionList{Cohort: 1, Keep: 2}}
+	stick := analysis.StickinessSpec{Bounds: bounds, From: from, To: to, Series: []int{0, 2}, MinEvents: 2, Breakdown: ev,
+		Group: &analysis.KeyGroup{Kept: []analysis.Key{{Bits: 1, Set: true}}, Other: otherKey}, List: &analysis.StickinessList{Intervals: 1, Keep: 2}}
+	life := lifecycleSpec(testutil.LifecycleQuery{Interval: timebucket.Day, From: from, To: to})
+	life.Breakdown, life.List = analysis.KeySource{From: analysis.KeyUser}, &analysis.LifecycleList{Keep: 3}
+	return []fuzzKind{
+		newFuzzKind("trend", trails, func() (*analysis.Trend, error) { return analysis.NewTrend(trend) },
+			func(b []byte) (*analysis.Trend, error) { return analysis.DecodeTrend(trend, b) },
+			func(a *analysis.Trend) any { return a.Result(nil) }),
+		newFuzzKind("funnel", trails, func() (*analysis.Funnel, error) { return analysis.NewFunnel(funnel, fopt) },
+			func(b []byte) (*analysis.Funnel, error) { return analysis.DecodeFunnel(funnel, fopt, b) },
+			func(a *analysis.Funnel) any {
+				res := a.Result(nil)
+				lists := [][]string{listed(&res.List)}
+				for i := range res.Groups {
+					lists = append(lists, listed(&res.Groups[i].List))
+				}
+				return []any{res, lists}
+			}),
+		newFuzzKind("retention", trails, func() (*analysis.Retention, error) { return analysis.NewRetention(ret) },
+			func(b []byte) (*analysis.Retention, error) { return analysis.DecodeRetention(ret, b) },
+			func(a *analysis.Retention) any {
+				res := a.Result(nil)
+				var lists [][]string
+				for i := range res.Groups {
+					lists = append(lists, listed(&res.Groups[i].List))
+				}
+				return []any{res, lists}
+			}),
+		newFuzzKind("stickiness", trails, func() (*analysis.Stickiness, error) { return analysis.NewStickiness(stick) },
+			func(b []byte) (*analysis.Stickiness, error) { return analysis.DecodeStickiness(stick, b) },
+			func(a *analysis.Stickiness) any { res := a.Result(); return []any{listed(&res.List), res} }),
+		newFuzzKind("lifecycle", trails, func() (*analysis.Lifecycle, error) { return analysis.NewLifecycle(life) },
+			func(b []byte) (*analysis.Lifecycle, error) { return analysis.DecodeLifecycle(life, b) },
+			func(a *analysis.Lifecycle) any { res := a.Result(); return []any{listed(&res.List), res} }),
+		{
+			name: "user list",
+			decode: func(b []byte) (any, []byte, error) {
+				l, err := analysis.DecodeUserList(3, b)
+				if err != nil {
+					return nil, nil, err
+				}
+				enc, err := l.AppendBinary(nil)
+				return listed(&l), enc, err
+			},
+			states: func() [][]byte {
+				l := analysis.UserList{Keep: 3}
+				for _, id := range []string{"u9", "u1", "b", "a7", "zz"} {
+					l.Add([]byte(id))
+				}
+				enc, _ := l.AppendBinary(nil)
+				return [][]byte{enc}
+			},
 		},
-		states: func() [][]byte {
-			return fuzzStates(func() (*analysis.Retention, error) { return analysis.NewRetention(ret) }, rtrails)
-		},
-	}, {
-		name: "funnel",
-		decode: func(b []byte) (any, []byte, error) {
-			f, err := analysis.DecodeFunnel(funnel, fopt, b)
-			if err != nil {
-				return nil, nil, err
-			}
-			enc, err := f.AppendBinary(nil)
-			res := f.Result(nil)
-			lists := [][]string{listed(&res.List)}
-			for i := range res.Groups {
-				lists = append(lists, listed(&res.Groups[i].List))
-			}
-			return []any{res, lists}, enc, err
-		},
-		states: func() [][]byte {
-			return fuzzStates(func() (*analysis.Funnel, error) { return analysis.NewFunnel(funnel, fopt) }, ftrails)
-		},
-	}, {
-		name: "trend",
-		decode: func(b []byte) (any, []byte, error) {
-			t, err := analysis.DecodeTrend(trend, b)
-			if err != nil {
-				return nil, nil, err
-			}
-			enc, err := t.AppendBinary(nil)
-			return t.Result(nil), enc, err
-		},
-		states: func() [][]byte {
-			return fuzzStates(func() (*analysis.Trend, error) { return analysis.NewTrend(trend) }, trails)
-		},
-	}}
+	}
 }
 
 // FuzzDecodeState feeds arbitrary bytes to the decoders of every kind

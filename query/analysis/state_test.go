@@ -157,8 +157,37 @@ func TestStateTrend(t *testing.T) {
 	}
 }
 
+// mismatch checks that an accumulator of another spec (made by other)
+// does not merge into one made by mk and that its state does not decode
+// with decode (of mk's spec).
+func mismatch[A stateKernel[A]](t *testing.T, name string, mk, other func() (A, error), decode func([]byte) (A, error)) {
+	t.Helper()
+	a, err := mk()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := other()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Merge(o); !errors.Is(err, analysis.ErrState) {
+		t.Errorf("%s: Merge of another spec: %v", name, err)
+	}
+	enc, err := o.AppendBinary(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decode(enc); !errors.Is(err, analysis.ErrState) {
+		t.Errorf("%s: decode of another spec's state: %v", name, err)
+	}
+	enc[0]++ // another version
+	if _, err := decode(enc); !errors.Is(err, analysis.ErrState) {
+		t.Errorf("%s: decode of another version: %v", name, err)
+	}
+}
+
 // TestStateMismatch: a state of another spec is refused by Merge and by
-// the decoders, with an error wrapping the state error.
+// the decoders, with an error wrapping ErrState.
 func TestStateMismatch(t *testing.T) {
 	b := []int64{0, day, 2 * day}
 	s1 := analysis.TrendSpec{Bounds: b, From: 0, To: 2 * day, Series: []analysis.TrendSeries{{}}}
@@ -166,50 +195,46 @@ func TestStateMismatch(t *testing.T) {
 	s2.Series = []analysis.TrendSeries{{Math: analysis.MathUsers}}
 	s3 := s1
 	s3.Bounds = []int64{0, day / 2, 2 * day}
-	for i, o := range []analysis.TrendSpec{s2, s3} {
-		t1, _ := analysis.NewTrend(s1)
-		t2, _ := analysis.NewTrend(o)
-		if err := t1.Merge(t2); err == nil {
-			t.Errorf("trend %d: Merge of another spec: no error", i)
-		}
-		enc, err := t2.AppendBinary(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := analysis.DecodeTrend(s1, enc); err == nil || !errors.Is(err, analysis.ErrState) {
-			t.Errorf("trend %d: decode of another spec's state: %v", i, err)
-		}
+	s4 := s1
+	s4.Group = &analysis.KeyGroup{Other: otherKey}
+	for i, o := range []analysis.TrendSpec{s2, s3, s4} {
+		mismatch(t, fmt.Sprint("trend ", i), func() (*analysis.Trend, error) { return analysis.NewTrend(s1) },
+			func() (*analysis.Trend, error) { return analysis.NewTrend(o) },
+			func(b []byte) (*analysis.Trend, error) { return analysis.DecodeTrend(s1, b) })
 	}
 	fs := analysis.FunnelSpec{Steps: 2, To: day}
 	for i, o := range []analysis.FunnelOptions{{View: analysis.ViewTimeToConvert}, {List: &analysis.FunnelList{Step: 1, Keep: 2}},
 		{Key: analysis.KeySource{From: analysis.KeyUser}}} {
-		f1, _ := analysis.NewFunnel(fs, analysis.FunnelOptions{})
-		f2, err := analysis.NewFunnel(fs, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := f1.Merge(f2); err == nil {
-			t.Errorf("funnel %d: Merge of another spec: no error", i)
-		}
-		enc, _ := f2.AppendBinary(nil)
-		if _, err := analysis.DecodeFunnel(fs, analysis.FunnelOptions{}, enc); !errors.Is(err, analysis.ErrState) {
-			t.Errorf("funnel %d: decode of another spec's state: %v", i, err)
-		}
+		mismatch(t, fmt.Sprint("funnel ", i), func() (*analysis.Funnel, error) { return analysis.NewFunnel(fs, analysis.FunnelOptions{}) },
+			func() (*analysis.Funnel, error) { return analysis.NewFunnel(fs, o) },
+			func(b []byte) (*analysis.Funnel, error) { return analysis.DecodeFunnel(fs, analysis.FunnelOptions{}, b) })
 	}
 	rs := analysis.RetentionSpec{Bounds: b, Periods: 1, To: day}
 	for i, o := range []analysis.RetentionSpec{{Bounds: b, Periods: 2, To: day}, {Bounds: b, Periods: 1, To: day, Type: analysis.TypeRecurring}} {
-		r1, _ := analysis.NewRetention(rs)
-		r2, err := analysis.NewRetention(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := r1.Merge(r2); err == nil {
-			t.Errorf("retention %d: Merge of another spec: no error", i)
-		}
-		enc, _ := r2.AppendBinary(nil)
-		if _, err := analysis.DecodeRetention(rs, enc); !errors.Is(err, analysis.ErrState) {
-			t.Errorf("retention %d: decode of another spec's state: %v", i, err)
-		}
+		mismatch(t, fmt.Sprint("retention ", i), func() (*analysis.Retention, error) { return analysis.NewRetention(rs) },
+			func() (*analysis.Retention, error) { return analysis.NewRetention(o) },
+			func(b []byte) (*analysis.Retention, error) { return analysis.DecodeRetention(rs, b) })
+	}
+	ss := analysis.StickinessSpec{Bounds: b, To: day, Series: []int{0}, MinEvents: 1}
+	for i, o := range []analysis.StickinessSpec{{Bounds: b, To: day, Series: []int{1}, MinEvents: 1}, {Bounds: b, To: day, Series: []int{0}, MinEvents: 2}} {
+		mismatch(t, fmt.Sprint("stickiness ", i), func() (*analysis.Stickiness, error) { return analysis.NewStickiness(ss) },
+			func() (*analysis.Stickiness, error) { return analysis.NewStickiness(o) },
+			func(b []byte) (*analysis.Stickiness, error) { return analysis.DecodeStickiness(ss, b) })
+	}
+	lb := []int64{-day, 0, day, 2 * day}
+	ls := analysis.LifecycleSpec{Bounds: lb, To: day, Seen: 1}
+	for i, o := range []analysis.LifecycleSpec{{Bounds: lb, To: day}, {Bounds: lb, To: day, Seen: 1, List: &analysis.LifecycleList{Keep: 1}}} {
+		mismatch(t, fmt.Sprint("lifecycle ", i), func() (*analysis.Lifecycle, error) { return analysis.NewLifecycle(ls) },
+			func() (*analysis.Lifecycle, error) { return analysis.NewLifecycle(o) },
+			func(b []byte) (*analysis.Lifecycle, error) { return analysis.DecodeLifecycle(ls, b) })
+	}
+	l := analysis.UserList{Keep: 2}
+	if err := l.Merge(&analysis.UserList{Keep: 3}); !errors.Is(err, analysis.ErrState) {
+		t.Errorf("user list: Merge of another Keep: %v", err)
+	}
+	enc, _ := (&analysis.UserList{Keep: 3}).AppendBinary(nil)
+	if _, err := analysis.DecodeUserList(2, enc); !errors.Is(err, analysis.ErrState) {
+		t.Errorf("user list: decode of another Keep: %v", err)
 	}
 }
 
@@ -299,6 +324,121 @@ func TestStateRetention(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("seed %d: retention via states\n%+v\nin process\n%+v", seed, got, want)
+		}
+	}
+}
+
+// randomGroup returns nil or a KeyGroup keeping a random part of the
+// keys of src in trails, the others under otherKey.
+func randomGroup(d *diffCase, trails []testutil.UserTrail, src analysis.KeySource) *analysis.KeyGroup {
+	if src.From == analysis.KeyNone || d.r.IntN(2) == 0 {
+		return nil
+	}
+	return &analysis.KeyGroup{Other: otherKey, DropKept: d.r.IntN(2) == 0,
+		Kept: keysWhere(trails, src, func(analysis.Key) bool { return d.r.IntN(2) == 0 })}
+}
+
+// randomListKey returns a random key of src in trails (the zero Key
+// without a breakdown).
+func randomListKey(d *diffCase, trails []testutil.UserTrail, src analysis.KeySource) analysis.Key {
+	keys := keysWhere(trails, src, func(analysis.Key) bool { return true })
+	if src.From == analysis.KeyNone || len(keys) == 0 {
+		return analysis.Key{}
+	}
+	return keys[d.r.IntN(len(keys))]
+}
+
+func TestStateStickiness(t *testing.T) {
+	for seed := range stateSeeds() {
+		d := newDiffCase(seed)
+		from, to := d.rangeIn()
+		b := d.breakdown()
+		var events []string
+		for range 1 + d.r.IntN(3) {
+			events = append(events, diffMatchers[d.r.IntN(len(diffMatchers))])
+		}
+		tspec, src := trailSpec(b, events)
+		trails, dicts := testutil.BuildTrailsWith(d.data, tspec)
+		spec := analysis.StickinessSpec{Bounds: timebucket.Bounds(from, to, timebucket.Interval(1+d.r.IntN(4)), d.loc(t), timebucket.WeekStart(d.r.IntN(2))),
+			From: from, To: to, MinEvents: 1 + d.r.IntN(3), Breakdown: withDict(src, b, dicts), Group: randomGroup(d, trails, src)}
+		for i := range events {
+			spec.Series = append(spec.Series, i)
+		}
+		if d.r.IntN(2) == 0 {
+			spec.List = &analysis.StickinessList{Series: d.r.IntN(len(events)), Intervals: 1 + d.r.IntN(len(spec.Bounds)-1),
+				AtLeast: d.r.IntN(2) == 0, Keep: d.r.IntN(6), Key: randomListKey(d, trails, src)}
+		}
+		mk := func() (*analysis.Stickiness, error) { return analysis.NewStickiness(spec) }
+		want := accumulate(t, trails, nil, feeder{}, mk).Result()
+		got := viaStates(t, seed, trails, d.r, mk, func(b []byte) (*analysis.Stickiness, error) { return analysis.DecodeStickiness(spec, b) }).Result()
+		if !reflect.DeepEqual(listed(&got.List), listed(&want.List)) || !reflect.DeepEqual(got, want) {
+			t.Fatalf("seed %d: stickiness via states\n%+v\nin process\n%+v", seed, got, want)
+		}
+	}
+}
+
+func TestStateLifecycle(t *testing.T) {
+	for seed := range stateSeeds() {
+		d := newDiffCase(seed)
+		from, to := d.rangeIn()
+		q := testutil.LifecycleQuery{Event: diffMatchers[d.r.IntN(len(diffMatchers))], Interval: timebucket.Interval(1 + d.r.IntN(4)),
+			WeekStart: timebucket.WeekStart(d.r.IntN(2)), From: from, To: to}
+		q.Loc = d.loc(t)
+		if b := d.breakdown(); b != nil && b.User {
+			q.Breakdown = b
+		}
+		tspec, src := trailSpec(q.Breakdown, []string{q.Event, testutil.Any})
+		trails, dicts := testutil.BuildTrailsWith(d.data, tspec)
+		spec := lifecycleSpec(q)
+		spec.Breakdown = withDict(src, q.Breakdown, dicts)
+		spec.Group = randomGroup(d, trails, src)
+		if d.r.IntN(2) == 0 {
+			spec.List = &analysis.LifecycleList{Bucket: d.r.IntN(len(spec.Bounds) - 2), Status: analysis.LifecycleStatus(d.r.IntN(4)),
+				Keep: d.r.IntN(6), Key: randomListKey(d, trails, src)}
+		}
+		mk := func() (*analysis.Lifecycle, error) { return analysis.NewLifecycle(spec) }
+		want := accumulate(t, trails, nil, feeder{}, mk).Result()
+		got := viaStates(t, seed, trails, d.r, mk, func(b []byte) (*analysis.Lifecycle, error) { return analysis.DecodeLifecycle(spec, b) }).Result()
+		if !reflect.DeepEqual(listed(&got.List), listed(&want.List)) || !reflect.DeepEqual(got, want) {
+			t.Fatalf("seed %d: lifecycle via states\n%+v\nin process\n%+v", seed, got, want)
+		}
+	}
+}
+
+func TestStateUserList(t *testing.T) {
+	for seed := range stateSeeds() {
+		r := rand.New(rand.NewPCG(uint64(seed), 3))
+		keep := r.IntN(8)
+		k := 2 + r.IntN(4)
+		whole := analysis.UserList{Keep: keep}
+		parts := make([]analysis.UserList, k)
+		for i := range parts {
+			parts[i].Keep = keep
+		}
+		for u := range r.IntN(40) {
+			id := []byte(fmt.Sprintf("u%d-%d", r.IntN(1000), u))
+			whole.Add(id)
+			parts[r.IntN(k)].Add(id)
+		}
+		var merged *analysis.UserList
+		for _, i := range r.Perm(k) {
+			enc, err := parts[i].AppendBinary(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := analysis.DecodeUserList(keep, enc)
+			if err != nil {
+				t.Fatalf("seed %d: %v", seed, err)
+			}
+			if merged == nil {
+				merged = l
+			} else if err := merged.Merge(l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w := &whole
+		if got, want := listed(&merged), listed(&w); !reflect.DeepEqual(got, want) {
+			t.Fatalf("seed %d: list via states %v, in process %v", seed, got, want)
 		}
 	}
 }

@@ -1,0 +1,90 @@
+package analysis
+
+import (
+	"fmt"
+	"slices"
+)
+
+// sameSpec returns an error wrapping ErrState when o was made from
+// another spec than s.
+func (s *Stickiness) sameSpec(o *Stickiness) error {
+	a, b := &s.spec, &o.spec
+	if !slices.Equal(a.Bounds, b.Bounds) || a.From != b.From || a.To != b.To || !slices.Equal(a.Series, b.Series) ||
+		a.MinEvents != b.MinEvents || a.Breakdown.From != b.Breakdown.From || a.Breakdown.Index != b.Breakdown.Index ||
+		!sameGroup(s.groups.group, o.groups.group) || (a.List == nil) != (b.List == nil) || a.List != nil && *a.List != *b.List {
+		return fmt.Errorf("%w: stickiness: merge of accumulators with different specs", ErrState)
+	}
+	return nil
+}
+
+// writeSpec writes the canonical form of the spec for the fingerprint.
+func (s *StickinessSpec) writeSpec(e *encoder) {
+	e.u8(uint8(kindStickiness))
+	e.int64s(s.Bounds)
+	e.varint(s.From)
+	e.varint(s.To)
+	e.uvarint(uint64(len(s.Series)))
+	for _, b := range s.Series {
+		e.varint(int64(b))
+	}
+	e.varint(int64(s.MinEvents))
+	e.u8(uint8(s.Breakdown.From))
+	e.varint(int64(s.Breakdown.Index))
+	s.Group.write(e)
+	e.bool(s.List != nil)
+	if l := s.List; l != nil {
+		e.varint(int64(l.Series))
+		e.varint(int64(l.Intervals))
+		e.bool(l.AtLeast)
+		e.key(l.Key)
+		e.varint(int64(l.Keep))
+	}
+}
+
+// SpecFingerprint returns the fingerprint of the stickiness's spec
+// (string keys named by Breakdown.Dict) that its encoded states carry.
+func (s *Stickiness) SpecFingerprint() uint64 {
+	return fingerprint(s.spec.Breakdown.Dict, s.spec.writeSpec)
+}
+
+// AppendBinary appends the accumulator's mergeable state to dst (the
+// shape of encoding.BinaryAppender): the header (version, kind,
+// SpecFingerprint), the user list, then per group its key (a string when
+// Breakdown.Dict names it) and counts. Call it between users; it never
+// fails.
+func (s *Stickiness) AppendBinary(dst []byte) ([]byte, error) {
+	e := encoder{b: dst, dict: s.spec.Breakdown.Dict}
+	e.header(kindStickiness, s.SpecFingerprint())
+	e.list(&s.list)
+	e.groups(&s.groups, func(g int) {
+		for _, v := range s.counts[g] {
+			e.uvarint(uint64(v))
+		}
+	})
+	return e.b, nil
+}
+
+// DecodeStickiness returns a new accumulator of spec holding the state b
+// encodes (AppendBinary), ready to Merge into another of the same spec.
+// String keys are mapped into spec.Breakdown.Dict's ids. Errors (wrapping
+// ErrState): an invalid spec, another version or kind, a state of another
+// spec (fingerprint), truncated, trailing, out-of-range or inconsistent
+// input (a duplicate key). b is not retained.
+func DecodeStickiness(spec StickinessSpec, b []byte) (*Stickiness, error) {
+	s, err := NewStickiness(spec)
+	if err != nil {
+		return nil, err
+	}
+	d := decoder{b: b, dict: spec.Breakdown.Dict, what: "stickiness"}
+	d.header(kindStickiness, s.SpecFingerprint())
+	d.list(&s.list)
+	d.groups(&s.groups, 2+s.ns*s.nb, s.ensure, func(g int) {
+		for i := range s.counts[g] {
+			s.counts[g][i] = d.count()
+		}
+	})
+	if err := d.end(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
