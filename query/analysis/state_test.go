@@ -207,7 +207,9 @@ func TestStateMismatch(t *testing.T) {
 		{Key: analysis.KeySource{From: analysis.KeyUser}}} {
 		mismatch(t, fmt.Sprint("funnel ", i), func() (*analysis.Funnel, error) { return analysis.NewFunnel(fs, analysis.FunnelOptions{}) },
 			func() (*analysis.Funnel, error) { return analysis.NewFunnel(fs, o) },
-			func(b []byte) (*analysis.Funnel, error) { return analysis.DecodeFunnel(fs, analysis.FunnelOptions{}, b) })
+			func(b []byte) (*analysis.Funnel, error) {
+				return analysis.DecodeFunnel(fs, analysis.FunnelOptions{}, b)
+			})
 	}
 	rs := analysis.RetentionSpec{Bounds: b, Periods: 1, To: day}
 	for i, o := range []analysis.RetentionSpec{{Bounds: b, Periods: 2, To: day}, {Bounds: b, Periods: 1, To: day, Type: analysis.TypeRecurring}} {
