@@ -93,6 +93,9 @@ func fuzzKinds() []fuzzKind {
 		Group: &analysis.KeyGroup{Kept: []analysis.Key{{Bits: 1, Set: true}}, Other: otherKey}, List: &analysis.StickinessList{Intervals: 1, Keep: 2}}
 	life := lifecycleSpec(testutil.LifecycleQuery{Interval: timebucket.Day, From: from, To: to})
 	life.Breakdown, life.List = analysis.KeySource{From: analysis.KeyUser}, &analysis.LifecycleList{Keep: 3}
+	pc := newPathsCase(newDiffCase(7).data, testutil.PathsQuery{SessionGap: 3600e6, Steps: 4, From: from, To: to, ItemProp: "s"}, false)
+	paths := pc.spec
+	paths.Items, paths.List = newTestDict(pc.items), &analysis.PathsList{Pos: 1, Source: 0, Target: 1, Keep: 2}
 	return []fuzzKind{
 		newFuzzKind("trend", trails, func() (*analysis.Trend, error) { return analysis.NewTrend(trend) },
 			func(b []byte) (*analysis.Trend, error) { return analysis.DecodeTrend(trend, b) },
@@ -123,6 +126,9 @@ func fuzzKinds() []fuzzKind {
 		newFuzzKind("lifecycle", trails, func() (*analysis.Lifecycle, error) { return analysis.NewLifecycle(life) },
 			func(b []byte) (*analysis.Lifecycle, error) { return analysis.DecodeLifecycle(life, b) },
 			func(a *analysis.Lifecycle) any { res := a.Result(); return []any{listed(&res.List), res} }),
+		newFuzzKind("paths", pc.trails, func() (*analysis.Paths, error) { return analysis.NewPaths(paths) },
+			func(b []byte) (*analysis.Paths, error) { return analysis.DecodePaths(paths, b) },
+			func(a *analysis.Paths) any { res := a.Result(); return []any{listed(&res.List), res} }),
 		{
 			name: "user list",
 			decode: func(b []byte) (any, []byte, error) {

@@ -230,6 +230,12 @@ func TestStateMismatch(t *testing.T) {
 			func() (*analysis.Lifecycle, error) { return analysis.NewLifecycle(o) },
 			func(b []byte) (*analysis.Lifecycle, error) { return analysis.DecodeLifecycle(ls, b) })
 	}
+	ps := analysis.PathsSpec{To: day, Include: 1, SessionGap: 1, Steps: 3}
+	for i, o := range []analysis.PathsSpec{{To: day, Include: 1, SessionGap: 1, Steps: 4}, {To: day, Include: 3, SessionGap: 1, Steps: 3}} {
+		mismatch(t, fmt.Sprint("paths ", i), func() (*analysis.Paths, error) { return analysis.NewPaths(ps) },
+			func() (*analysis.Paths, error) { return analysis.NewPaths(o) },
+			func(b []byte) (*analysis.Paths, error) { return analysis.DecodePaths(ps, b) })
+	}
 	l := analysis.UserList{Keep: 2}
 	if err := l.Merge(&analysis.UserList{Keep: 3}); !errors.Is(err, analysis.ErrState) {
 		t.Errorf("user list: Merge of another Keep: %v", err)
@@ -441,6 +447,43 @@ func TestStateUserList(t *testing.T) {
 		w := &whole
 		if got, want := listed(&merged), listed(&w); !reflect.DeepEqual(got, want) {
 			t.Fatalf("seed %d: list via states %v, in process %v", seed, got, want)
+		}
+	}
+}
+
+func TestStatePaths(t *testing.T) {
+	gaps := []int64{1, 30 * 60e6, 3600e6, 86400e6}
+	for seed := range stateSeeds() {
+		d := newDiffCase(seed)
+		from, to := d.rangeIn()
+		q := testutil.PathsQuery{SessionGap: gaps[d.r.IntN(len(gaps))], Steps: 2 + d.r.IntN(7), From: from, To: to}
+		if d.r.IntN(3) == 0 {
+			q.Events = []string{"a", "b", "c", "d"}[:2+d.r.IntN(2)]
+		}
+		if d.r.IntN(2) == 0 {
+			q.ItemProp = "s"
+		}
+		if d.r.IntN(4) == 0 {
+			q.Exclude = []string{"a"}
+		}
+		if d.r.IntN(2) == 0 {
+			q.Start = &testutil.Matcher{Event: diffMatchers[d.r.IntN(len(diffMatchers))]}
+		}
+		if d.r.IntN(2) == 0 {
+			q.End = &testutil.Matcher{Event: diffMatchers[d.r.IntN(len(diffMatchers))]}
+		}
+		c := newPathsCase(d.data, q, d.r.IntN(2) == 0)
+		spec := c.spec
+		spec.Items = newTestDict(c.items)
+		if d.r.IntN(2) == 0 {
+			spec.List = &analysis.PathsList{Pos: 1 + d.r.IntN(q.Steps-1), Source: uint32(d.r.IntN(len(c.items))),
+				Target: uint32(d.r.IntN(len(c.items))), Keep: d.r.IntN(6)}
+		}
+		mk := func() (*analysis.Paths, error) { return analysis.NewPaths(spec) }
+		want := accumulate(t, c.trails, nil, feeder{}, mk).Result()
+		got := viaStates(t, seed, c.trails, d.r, mk, func(b []byte) (*analysis.Paths, error) { return analysis.DecodePaths(spec, b) }).Result()
+		if !reflect.DeepEqual(listed(&got.List), listed(&want.List)) || !reflect.DeepEqual(got, want) {
+			t.Fatalf("seed %d: paths via states\n%+v\nin process\n%+v", seed, got, want)
 		}
 	}
 }
