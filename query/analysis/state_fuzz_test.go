@@ -96,6 +96,14 @@ func fuzzKinds() []fuzzKind {
 	pc := newPathsCase(newDiffCase(7).data, testutil.PathsQuery{SessionGap: 3600e6, Steps: 4, From: from, To: to, ItemProp: "s"}, false)
 	paths := pc.spec
 	paths.Items, paths.List = newTestDict(pc.items), &analysis.PathsList{Pos: 1, Source: 0, Target: 1, Keep: 2}
+	ac := newAttrCase(newDiffCase(7).data, testutil.AttributionQuery{Conversion: testutil.Matcher{Event: "a"}, Channel: "s",
+		Touchpoints: []testutil.Matcher{{Event: "b"}, {Event: "c"}}, Lookbacks: []int64{86400e6, 3600e6}, Model: analysis.AttributionModel(2),
+		Value: "f", Subsequent: &testutil.Matcher{Event: "d"}, SubWindow: 86400e6, Interval: timebucket.Day, From: from, To: to,
+		Common: testutil.Common{Breakdown: &testutil.Breakdown{Prop: "tier", User: true}}})
+	attr := ac.spec
+	attr.ChannelDict = newTestDict(ac.dicts["s"])
+	attr.Group = &analysis.KeyGroup{Kept: []analysis.Key{{Bits: 0, Set: true}}, Other: otherKey}
+	attr.List = &analysis.AttributionList{Channel: analysis.Unattributed, Key: otherKey, Keep: 3}
 	return []fuzzKind{
 		newFuzzKind("trend", trails, func() (*analysis.Trend, error) { return analysis.NewTrend(trend) },
 			func(b []byte) (*analysis.Trend, error) { return analysis.DecodeTrend(trend, b) },
@@ -129,6 +137,9 @@ func fuzzKinds() []fuzzKind {
 		newFuzzKind("paths", pc.trails, func() (*analysis.Paths, error) { return analysis.NewPaths(paths) },
 			func(b []byte) (*analysis.Paths, error) { return analysis.DecodePaths(paths, b) },
 			func(a *analysis.Paths) any { res := a.Result(); return []any{listed(&res.List), res} }),
+		newFuzzKind("attribution", ac.trails, func() (*analysis.Attribution, error) { return analysis.NewAttribution(attr) },
+			func(b []byte) (*analysis.Attribution, error) { return analysis.DecodeAttribution(attr, b) },
+			func(a *analysis.Attribution) any { res := a.Result(); return []any{listed(&res.List), res} }),
 		{
 			name: "user list",
 			decode: func(b []byte) (any, []byte, error) {

@@ -236,6 +236,16 @@ func TestStateMismatch(t *testing.T) {
 			func() (*analysis.Paths, error) { return analysis.NewPaths(o) },
 			func(b []byte) (*analysis.Paths, error) { return analysis.DecodePaths(ps, b) })
 	}
+	as := analysis.AttributionSpec{To: day, Touchpoints: []analysis.Touchpoint{{Bit: 1}}, Subsequent: -1, Value: analysis.ValueCol{Col: -1},
+		SubsequentValue: analysis.ValueCol{Col: -1}}
+	as2, as3 := as, as
+	as2.Model = analysis.AttributionModel(1)
+	as3.Touchpoints = []analysis.Touchpoint{{Bit: 1, Lookback: 1}}
+	for i, o := range []analysis.AttributionSpec{as2, as3} {
+		mismatch(t, fmt.Sprint("attribution ", i), func() (*analysis.Attribution, error) { return analysis.NewAttribution(as) },
+			func() (*analysis.Attribution, error) { return analysis.NewAttribution(o) },
+			func(b []byte) (*analysis.Attribution, error) { return analysis.DecodeAttribution(as, b) })
+	}
 	l := analysis.UserList{Keep: 2}
 	if err := l.Merge(&analysis.UserList{Keep: 3}); !errors.Is(err, analysis.ErrState) {
 		t.Errorf("user list: Merge of another Keep: %v", err)
@@ -484,6 +494,31 @@ func TestStatePaths(t *testing.T) {
 		got := viaStates(t, seed, c.trails, d.r, mk, func(b []byte) (*analysis.Paths, error) { return analysis.DecodePaths(spec, b) }).Result()
 		if !reflect.DeepEqual(listed(&got.List), listed(&want.List)) || !reflect.DeepEqual(got, want) {
 			t.Fatalf("seed %d: paths via states\n%+v\nin process\n%+v", seed, got, want)
+		}
+	}
+}
+
+func TestStateAttribution(t *testing.T) {
+	for seed := range stateSeeds() {
+		d := newDiffCase(seed)
+		q := randomAttrQuery(t, d)
+		c := newAttrCase(d.data, q)
+		spec := c.spec
+		spec.Breakdown = withDict(spec.Breakdown, q.Breakdown, c.dicts)
+		spec.ChannelDict = withDict(analysis.KeySource{}, &testutil.Breakdown{Prop: q.Channel}, c.dicts).Dict
+		spec.Group = randomGroup(d, c.trails, c.spec.Breakdown)
+		if d.r.IntN(2) == 0 {
+			ch := analysis.Unattributed
+			if d.r.IntN(3) > 0 {
+				ch = randomListKey(d, c.trails, analysis.KeySource{From: analysis.KeyEvent, Index: 0})
+			}
+			spec.List = &analysis.AttributionList{Channel: ch, Key: randomListKey(d, c.trails, c.spec.Breakdown), Keep: d.r.IntN(6)}
+		}
+		mk := func() (*analysis.Attribution, error) { return analysis.NewAttribution(spec) }
+		want := accumulate(t, c.trails, nil, feeder{}, mk).Result()
+		got := viaStates(t, seed, c.trails, d.r, mk, func(b []byte) (*analysis.Attribution, error) { return analysis.DecodeAttribution(spec, b) }).Result()
+		if !reflect.DeepEqual(listed(&got.List), listed(&want.List)) || !reflect.DeepEqual(got, want) {
+			t.Fatalf("seed %d: attribution via states\n%+v\nin process\n%+v", seed, got, want)
 		}
 	}
 }
