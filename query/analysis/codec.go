@@ -41,6 +41,7 @@ const (
 	kindPaths
 	kindAttribution
 	kindUserList
+	kindCohort
 )
 
 // KeyDict makes breakdown keys portable. A key of a string property holds

@@ -684,6 +684,34 @@ func TestDiffCohort(t *testing.T) {
 				members += len(got)
 			}
 		}
+		// The state moves between chunks: encoded and decoded after each.
+		got := map[string]bool{}
+		fd := chunked(seed, 3)
+		for _, u := range users {
+			var fl uint64
+			for i, f := range flags {
+				if f.Holds(current[u][f.Prop]) {
+					fl |= 1 << i
+				}
+			}
+			tr := byUser[u]
+			fd.add(&tr, func(c *trail.Trail) {
+				st.Add(c)
+				enc, err := st.AppendBinary(nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st, err = analysis.DecodeCohortState(&kc, enc); err != nil {
+					t.Fatalf("seed %d: %v", seed, err)
+				}
+			})
+			if st.In(fl) {
+				got[u] = true
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("seed %d: cohort %+v with its state moved between chunks\nkernel %v\nnaive  %v", seed, nc, got, want)
+		}
 	}
 	if members < diffSeeds {
 		t.Errorf("only %d members over %d seeds", members, diffSeeds)

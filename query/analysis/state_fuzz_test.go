@@ -104,6 +104,9 @@ func fuzzKinds() []fuzzKind {
 	attr.ChannelDict = newTestDict(ac.dicts["s"])
 	attr.Group = &analysis.KeyGroup{Kept: []analysis.Key{{Bits: 0, Set: true}}, Other: otherKey}
 	attr.List = &analysis.AttributionList{Channel: analysis.Unattributed, Key: otherKey, Keep: 3}
+	cohort := analysis.CohortCond{Op: analysis.CohortOr, Kids: []analysis.CohortCond{
+		{Op: analysis.CohortPerformed, Bit: 1, From: from, To: to, Count: analysis.CountOp(1), N: 2},
+		{Op: analysis.CohortAnd, Kids: []analysis.CohortCond{{Op: analysis.CohortFirstPerformed, Bit: 0, From: from, To: to}, {Op: analysis.CohortUserFlag}}}}}
 	return []fuzzKind{
 		newFuzzKind("trend", trails, func() (*analysis.Trend, error) { return analysis.NewTrend(trend) },
 			func(b []byte) (*analysis.Trend, error) { return analysis.DecodeTrend(trend, b) },
@@ -157,6 +160,27 @@ func fuzzKinds() []fuzzKind {
 				}
 				enc, _ := l.AppendBinary(nil)
 				return [][]byte{enc}
+			},
+		},
+		{
+			name: "cohort",
+			decode: func(b []byte) (any, []byte, error) {
+				s, err := analysis.DecodeCohortState(&cohort, b)
+				if err != nil {
+					return nil, nil, err
+				}
+				enc, err := s.AppendBinary(nil)
+				return []bool{s.In(0), s.In(1)}, enc, err
+			},
+			states: func() [][]byte {
+				var out [][]byte
+				s := analysis.NewCohortState(&cohort)
+				for i := range trails {
+					s.Add(&trails[i].Trail)
+					enc, _ := s.AppendBinary(nil)
+					out = append(out, enc)
+				}
+				return out
 			},
 		},
 	}

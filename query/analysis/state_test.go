@@ -246,11 +246,18 @@ func TestStateMismatch(t *testing.T) {
 			func() (*analysis.Attribution, error) { return analysis.NewAttribution(o) },
 			func(b []byte) (*analysis.Attribution, error) { return analysis.DecodeAttribution(as, b) })
 	}
+	c1 := analysis.CohortCond{Op: analysis.CohortPerformed, To: day, N: 1}
+	c2 := c1
+	c2.N = 2
+	enc, _ := analysis.NewCohortState(&c2).AppendBinary(nil)
+	if _, err := analysis.DecodeCohortState(&c1, enc); !errors.Is(err, analysis.ErrState) {
+		t.Errorf("cohort: decode of another condition's state: %v", err)
+	}
 	l := analysis.UserList{Keep: 2}
 	if err := l.Merge(&analysis.UserList{Keep: 3}); !errors.Is(err, analysis.ErrState) {
 		t.Errorf("user list: Merge of another Keep: %v", err)
 	}
-	enc, _ := (&analysis.UserList{Keep: 3}).AppendBinary(nil)
+	enc, _ = (&analysis.UserList{Keep: 3}).AppendBinary(nil)
 	if _, err := analysis.DecodeUserList(2, enc); !errors.Is(err, analysis.ErrState) {
 		t.Errorf("user list: decode of another Keep: %v", err)
 	}
