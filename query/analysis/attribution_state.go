@@ -12,7 +12,7 @@ func (a *Attribution) sameSpec(o *Attribution) error {
 	if x.From != y.From || x.To != y.To || x.Conversion != y.Conversion || !slices.Equal(x.Touchpoints, y.Touchpoints) ||
 		x.Channel != y.Channel || x.Model != y.Model || x.HalfLife != y.HalfLife || x.First != y.First || x.Value != y.Value ||
 		x.Subsequent != y.Subsequent || x.SubsequentWindow != y.SubsequentWindow || x.SubsequentValue != y.SubsequentValue ||
-		!slices.Equal(x.Bounds, y.Bounds) || x.Breakdown.From != y.Breakdown.From || x.Breakdown.Index != y.Breakdown.Index ||
+		!slices.Equal(x.Bounds, y.Bounds) || !sameSource(x.Breakdown, y.Breakdown) ||
 		!sameGroup(a.groups.group, o.groups.group) || (x.List == nil) != (y.List == nil) || x.List != nil && *x.List != *y.List {
 		return fmt.Errorf("%w: attribution: merge of accumulators with different specs", ErrState)
 	}
@@ -58,8 +58,7 @@ func (s *AttributionSpec) writeSpec(e *encoder) {
 	e.varint(int64(s.Subsequent))
 	e.varint(s.SubsequentWindow)
 	e.int64s(s.Bounds)
-	e.u8(uint8(s.Breakdown.From))
-	e.varint(int64(s.Breakdown.Index))
+	e.source(s.Breakdown)
 	s.Group.write(e)
 	e.bool(s.List != nil)
 	if l := s.List; l != nil {
@@ -104,27 +103,26 @@ func (d *decoder) attrCell(c *attrCell) int64 {
 // in place (their values are kept). Call it between users; it never
 // fails.
 func (a *Attribution) AppendBinary(dst []byte) ([]byte, error) {
-	e := encoder{b: dst, dict: a.spec.Breakdown.Dict}
-	e.header(kindAttribution, a.SpecFingerprint())
-	e.uvarint(uint64(a.conv))
-	e.uvarint(uint64(a.users))
-	e.uvarint(uint64(a.subEv))
-	e.sum(&a.value)
-	e.sum(&a.subVal)
-	e.list(&a.list)
-	e.groups(&a.groups, func(g int) {
-		gr := &a.gs[g]
-		e.uvarint(uint64(len(gr.rows)))
-		for ri := range gr.rows {
-			r := &gr.rows[ri]
-			e.channel(a.spec.ChannelDict, r.channel)
-			e.attrCell(&r.total)
-			for b := range r.buckets {
-				e.attrCell(&r.buckets[b])
+	return appendState(dst, a.spec.Breakdown.Dict, kindAttribution, a.SpecFingerprint(), func(e *encoder) {
+		e.uvarint(uint64(a.conv))
+		e.uvarint(uint64(a.users))
+		e.uvarint(uint64(a.subEv))
+		e.sum(&a.value)
+		e.sum(&a.subVal)
+		e.list(&a.list)
+		e.groups(&a.groups, func(g int) {
+			gr := &a.gs[g]
+			e.uvarint(uint64(len(gr.rows)))
+			for ri := range gr.rows {
+				r := &gr.rows[ri]
+				e.channel(a.spec.ChannelDict, r.channel)
+				e.attrCell(&r.total)
+				for b := range r.buckets {
+					e.attrCell(&r.buckets[b])
+				}
 			}
-		}
+		})
 	})
-	return e.b, nil
 }
 
 // DecodeAttribution returns a new accumulator of spec holding the state
@@ -136,36 +134,29 @@ func (a *Attribution) AppendBinary(dst []byte) ([]byte, error) {
 // key or channel). b is not retained.
 func DecodeAttribution(spec AttributionSpec, b []byte) (*Attribution, error) {
 	a, err := NewAttribution(spec)
-	if err != nil {
-		return nil, err
-	}
-	d := decoder{b: b, dict: spec.Breakdown.Dict, what: "attribution"}
-	d.header(kindAttribution, a.SpecFingerprint())
-	a.conv, a.users, a.subEv = d.count(), d.count(), d.count()
-	d.sum(&a.value)
-	d.sum(&a.subVal)
-	d.list(&a.list)
-	// A cell takes at least 4 empty sums (4 bytes each) and users.
-	cell := 4*4 + 1
-	d.groups(&a.groups, 2+1, a.ensure, func(g int) {
-		for range d.length(2 + cell*(a.nb+1)) {
-			ch := d.channel(spec.ChannelDict)
-			if d.err != nil {
-				return
+	return decodeState(a, err, b, spec.Breakdown.Dict, kindAttribution, "attribution", func(d *decoder) {
+		a.conv, a.users, a.subEv = d.count(), d.count(), d.count()
+		d.sum(&a.value)
+		d.sum(&a.subVal)
+		d.list(&a.list)
+		// A cell takes at least 4 empty sums (4 bytes each) and users.
+		cell := 4*4 + 1
+		d.groups(&a.groups, 2+1, a.ensure, func(g int) {
+			for range d.length(2 + cell*(a.nb+1)) {
+				ch := d.channel(spec.ChannelDict)
+				if d.err != nil {
+					return
+				}
+				if _, dup := a.gs[g].channels.get(ch); dup {
+					d.fail("channel %+v twice", ch)
+					return
+				}
+				r := &a.gs[g].rows[a.row(int32(g), ch)]
+				a.bytes += d.attrCell(&r.total)
+				for b := range r.buckets {
+					a.bytes += d.attrCell(&r.buckets[b])
+				}
 			}
-			if _, dup := a.gs[g].channels.get(ch); dup {
-				d.fail("channel %+v twice", ch)
-				return
-			}
-			r := &a.gs[g].rows[a.row(int32(g), ch)]
-			a.bytes += d.attrCell(&r.total)
-			for b := range r.buckets {
-				a.bytes += d.attrCell(&r.buckets[b])
-			}
-		}
+		})
 	})
-	if err := d.end(); err != nil {
-		return nil, err
-	}
-	return a, nil
 }

@@ -116,6 +116,14 @@ func (e *encoder) key(k Key) {
 	}
 }
 
+// counts writes a list of non-negative counts (countsInto reads it).
+func (e *encoder) counts(v []int64) {
+	e.uvarint(uint64(len(v)))
+	for _, x := range v {
+		e.uvarint(uint64(x))
+	}
+}
+
 func (e *encoder) int64s(v []int64) {
 	e.uvarint(uint64(len(v)))
 	for _, x := range v {
@@ -129,6 +137,16 @@ func (e *encoder) f64s(v []float64) {
 		e.f64(x)
 	}
 }
+
+// source writes where a key comes from (not its Dict).
+func (e *encoder) source(s KeySource) {
+	e.u8(uint8(s.From))
+	e.varint(int64(s.Index))
+}
+
+// sameSource reports whether a and b read the same keys (their Dicts
+// aside).
+func sameSource(a, b KeySource) bool { return a.From == b.From && a.Index == b.Index }
 
 // header writes the version, kind and spec fingerprint.
 func (e *encoder) header(k stateKind, fp uint64) {
@@ -294,15 +312,7 @@ func (d *decoder) key() Key {
 	return Key{}
 }
 
-// int64sInto reads a list of len(dst) varints into dst.
-func (d *decoder) int64sInto(dst []int64) {
-	d.exact(len(dst), "values")
-	for i := range dst {
-		dst[i] = d.varint()
-	}
-}
-
-// counts reads a list of len(dst) counts into dst.
+// countsInto reads a list of len(dst) counts into dst.
 func (d *decoder) countsInto(dst []int64) {
 	d.exact(len(dst), "counts")
 	for i := range dst {
@@ -357,7 +367,7 @@ func fingerprint(dict KeyDict, write func(e *encoder)) uint64 {
 	return h.Sum64()
 }
 
-// appendSum writes s after normalising it in place (its value is kept).
+// sum writes s after normalising it in place (its value is kept).
 func (e *encoder) sum(s *ExactSum) {
 	s.normalize()
 	e.bool(s.posInf)
@@ -413,4 +423,31 @@ func (d *decoder) once(seen *[]bool, i, n int, k Key) bool {
 	}
 	(*seen)[i] = true
 	return true
+}
+
+// appendState appends to dst the header of a state of kind k whose spec
+// has fingerprint fp, then what body writes, with keys named by dict.
+func appendState(dst []byte, dict KeyDict, k stateKind, fp uint64, body func(e *encoder)) ([]byte, error) {
+	e := encoder{b: dst, dict: dict}
+	e.header(k, fp)
+	body(&e)
+	return e.b, nil
+}
+
+// decodeState reads b, a state of kind k, into acc, a new accumulator
+// made from the receiving spec (err: its constructor's error): the
+// header, then what body reads, with keys mapped into dict. It returns
+// acc, or the first error.
+func decodeState[A interface{ SpecFingerprint() uint64 }](acc A, err error, b []byte, dict KeyDict, k stateKind, what string, body func(d *decoder)) (A, error) {
+	var zero A
+	if err != nil {
+		return zero, err
+	}
+	d := decoder{b: b, dict: dict, what: what}
+	d.header(k, acc.SpecFingerprint())
+	body(&d)
+	if err := d.end(); err != nil {
+		return zero, err
+	}
+	return acc, nil
 }

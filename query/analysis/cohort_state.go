@@ -31,17 +31,16 @@ func (s *CohortState) SpecFingerprint() uint64 { return fingerprint(nil, s.write
 // can continue elsewhere with the next chunk of their trail. A cohort
 // state is one user's: it does not merge across users. It never fails.
 func (s *CohortState) AppendBinary(dst []byte) ([]byte, error) {
-	e := encoder{b: dst}
-	e.header(kindCohort, s.SpecFingerprint())
-	e.uvarint(uint64(len(s.got)))
-	for i, g := range s.got {
-		if s.leaves[i].first {
-			e.varint(g)
-		} else {
-			e.uvarint(uint64(g))
+	return appendState(dst, nil, kindCohort, s.SpecFingerprint(), func(e *encoder) {
+		e.uvarint(uint64(len(s.got)))
+		for i, g := range s.got {
+			if s.leaves[i].first {
+				e.varint(g)
+			} else {
+				e.uvarint(uint64(g))
+			}
 		}
-	}
-	return e.b, nil
+	})
 }
 
 // DecodeCohortState returns an evaluator of c (valid, see Validate)
@@ -51,20 +50,16 @@ func (s *CohortState) AppendBinary(dst []byte) ([]byte, error) {
 // is not retained.
 func DecodeCohortState(c *CohortCond, b []byte) (*CohortState, error) {
 	s := NewCohortState(c)
-	d := decoder{b: b, what: "cohort"}
-	d.header(kindCohort, s.SpecFingerprint())
-	d.exact(len(s.got), "leaves")
-	for i := range s.got {
-		if !s.leaves[i].first {
-			s.got[i] = d.count()
-			continue
+	return decodeState(s, nil, b, nil, kindCohort, "cohort", func(d *decoder) {
+		d.exact(len(s.got), "leaves")
+		for i := range s.got {
+			if !s.leaves[i].first {
+				s.got[i] = d.count()
+				continue
+			}
+			if s.got[i] = d.varint(); s.got[i] < -1 || s.got[i] > 1 {
+				d.fail("first_performed state %d", s.got[i])
+			}
 		}
-		if s.got[i] = d.varint(); s.got[i] < -1 || s.got[i] > 1 {
-			d.fail("first_performed state %d", s.got[i])
-		}
-	}
-	if err := d.end(); err != nil {
-		return nil, err
-	}
-	return s, nil
+	})
 }

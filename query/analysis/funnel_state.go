@@ -17,7 +17,7 @@ func (f *Funnel) sameSpec(o *Funnel) error {
 		what = "specs"
 	case x.View != y.View || f.from != o.from || f.to != o.to || !slices.Equal(x.Bounds, y.Bounds) || x.Bins != y.Bins:
 		what = "views"
-	case x.Key.From != y.Key.From || x.Key.Index != y.Key.Index || x.Attribution != y.Attribution || x.AttrStep != y.AttrStep:
+	case !sameSource(x.Key, y.Key) || x.Attribution != y.Attribution || x.AttrStep != y.AttrStep:
 		what = "breakdowns"
 	case !sameGroup(f.group, o.group):
 		what = "groups"
@@ -51,8 +51,7 @@ func (f *Funnel) writeSpec(e *encoder) {
 	e.varint(int64(f.to))
 	e.int64s(o.Bounds)
 	e.varint(int64(o.Bins))
-	e.u8(uint8(o.Key.From))
-	e.varint(int64(o.Key.Index))
+	e.source(o.Key)
 	e.u8(uint8(o.Attribution))
 	e.varint(int64(o.AttrStep))
 	o.Group.write(e)
@@ -78,17 +77,16 @@ func (f *Funnel) SpecFingerprint() uint64 { return fingerprint(f.opt.Key.Dict, f
 // furthest step, durations, per-bucket counts and user list. Call it
 // between users; it never fails.
 func (f *Funnel) AppendBinary(dst []byte) ([]byte, error) {
-	e := encoder{b: dst, dict: f.opt.Key.Dict}
-	e.header(kindFunnel, f.SpecFingerprint())
-	if f.total != nil {
-		e.funnelStats(f.total, f.spec.Steps)
-	}
-	e.uvarint(uint64(len(f.groups)))
-	for i := range f.groups {
-		e.key(f.groups[i].key)
-		e.funnelStats(&f.groups[i], f.spec.Steps)
-	}
-	return e.b, nil
+	return appendState(dst, f.opt.Key.Dict, kindFunnel, f.SpecFingerprint(), func(e *encoder) {
+		if f.total != nil {
+			e.funnelStats(f.total, f.spec.Steps)
+		}
+		e.uvarint(uint64(len(f.groups)))
+		for i := range f.groups {
+			e.key(f.groups[i].key)
+			e.funnelStats(&f.groups[i], f.spec.Steps)
+		}
+	})
 }
 
 func (e *encoder) funnelStats(st *funnelStats, steps int) {
@@ -136,35 +134,27 @@ func (d *decoder) funnelStats(st *funnelStats, steps int) int64 {
 // or inconsistent input (a duplicate key). b is not retained.
 func DecodeFunnel(spec FunnelSpec, opt FunnelOptions, b []byte) (*Funnel, error) {
 	f, err := NewFunnel(spec, opt)
-	if err != nil {
-		return nil, err
-	}
-	d := decoder{b: b, dict: opt.Key.Dict, what: "funnel"}
-	d.header(kindFunnel, f.SpecFingerprint())
-	steps := f.spec.Steps
-	if f.total != nil {
-		f.bytes += d.funnelStats(f.total, steps)
-	}
-	// A group takes at least a key, its counts, durations and list.
-	nb := 0
-	if f.opt.View == ViewTrends {
-		nb = len(f.opt.Bounds) - 1
-	}
-	n := d.length(2 + 2*(steps+1) + 2*nb + 3)
-	for range n {
-		k := d.key()
-		if d.err != nil {
-			break
+	return decodeState(f, err, b, opt.Key.Dict, kindFunnel, "funnel", func(d *decoder) {
+		steps := f.spec.Steps
+		if f.total != nil {
+			f.bytes += d.funnelStats(f.total, steps)
 		}
-		if _, dup := f.table.get(k); dup {
-			d.fail("key %+v twice", k)
-			break
+		// A group takes at least a key, its counts, durations and list.
+		nb := 0
+		if f.opt.View == ViewTrends {
+			nb = len(f.opt.Bounds) - 1
 		}
-		g := f.newGroup(k)
-		f.bytes += d.funnelStats(&f.groups[g], steps)
-	}
-	if err := d.end(); err != nil {
-		return nil, err
-	}
-	return f, nil
+		for range d.length(2 + 2*(steps+1) + 2*nb + 3) {
+			k := d.key()
+			if d.err != nil {
+				return
+			}
+			if _, dup := f.table.get(k); dup {
+				d.fail("key %+v twice", k)
+				return
+			}
+			g := f.newGroup(k)
+			f.bytes += d.funnelStats(&f.groups[g], steps)
+		}
+	})
 }

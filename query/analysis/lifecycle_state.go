@@ -10,7 +10,7 @@ import (
 func (c *Lifecycle) sameSpec(o *Lifecycle) error {
 	a, b := &c.spec, &o.spec
 	if !slices.Equal(a.Bounds, b.Bounds) || a.From != b.From || a.To != b.To || a.Active != b.Active || a.Seen != b.Seen ||
-		a.Breakdown.From != b.Breakdown.From || a.Breakdown.Index != b.Breakdown.Index ||
+		!sameSource(a.Breakdown, b.Breakdown) ||
 		!sameGroup(c.groups.group, o.groups.group) || (a.List == nil) != (b.List == nil) || a.List != nil && *a.List != *b.List {
 		return fmt.Errorf("%w: lifecycle: merge of accumulators with different specs", ErrState)
 	}
@@ -25,8 +25,7 @@ func (s *LifecycleSpec) writeSpec(e *encoder) {
 	e.varint(s.To)
 	e.varint(int64(s.Active))
 	e.varint(int64(s.Seen))
-	e.u8(uint8(s.Breakdown.From))
-	e.varint(int64(s.Breakdown.Index))
+	e.source(s.Breakdown)
 	s.Group.write(e)
 	e.bool(s.List != nil)
 	if l := s.List; l != nil {
@@ -49,17 +48,16 @@ func (c *Lifecycle) SpecFingerprint() uint64 {
 // Breakdown.Dict names it) and its counts per bucket and status. Call it
 // between users; it never fails.
 func (c *Lifecycle) AppendBinary(dst []byte) ([]byte, error) {
-	e := encoder{b: dst, dict: c.spec.Breakdown.Dict}
-	e.header(kindLifecycle, c.SpecFingerprint())
-	e.list(&c.list)
-	e.groups(&c.groups, func(g int) {
-		for _, st := range c.counts[g] {
-			for _, v := range st {
-				e.uvarint(uint64(v))
+	return appendState(dst, c.spec.Breakdown.Dict, kindLifecycle, c.SpecFingerprint(), func(e *encoder) {
+		e.list(&c.list)
+		e.groups(&c.groups, func(g int) {
+			for _, st := range c.counts[g] {
+				for _, v := range st {
+					e.uvarint(uint64(v))
+				}
 			}
-		}
+		})
 	})
-	return e.b, nil
 }
 
 // DecodeLifecycle returns a new accumulator of spec holding the state b
@@ -70,21 +68,14 @@ func (c *Lifecycle) AppendBinary(dst []byte) ([]byte, error) {
 // input (a duplicate key). b is not retained.
 func DecodeLifecycle(spec LifecycleSpec, b []byte) (*Lifecycle, error) {
 	c, err := NewLifecycle(spec)
-	if err != nil {
-		return nil, err
-	}
-	d := decoder{b: b, dict: spec.Breakdown.Dict, what: "lifecycle"}
-	d.header(kindLifecycle, c.SpecFingerprint())
-	d.list(&c.list)
-	d.groups(&c.groups, 2+4*c.nb, c.ensure, func(g int) {
-		for b := range c.counts[g] {
-			for s := range c.counts[g][b] {
-				c.counts[g][b][s] = d.count()
+	return decodeState(c, err, b, spec.Breakdown.Dict, kindLifecycle, "lifecycle", func(d *decoder) {
+		d.list(&c.list)
+		d.groups(&c.groups, 2+4*c.nb, c.ensure, func(g int) {
+			for b := range c.counts[g] {
+				for s := range c.counts[g][b] {
+					c.counts[g][b][s] = d.count()
+				}
 			}
-		}
+		})
 	})
-	if err := d.end(); err != nil {
-		return nil, err
-	}
-	return c, nil
 }

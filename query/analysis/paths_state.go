@@ -83,19 +83,18 @@ func (p *Paths) SpecFingerprint() uint64 { return fingerprint(p.spec.Items, p.sp
 // and target items (names when Items names them), sessions, users and
 // µs. Call it between users; it never fails.
 func (p *Paths) AppendBinary(dst []byte) ([]byte, error) {
-	e := encoder{b: dst, dict: p.spec.Items}
-	e.header(kindPaths, p.SpecFingerprint())
-	e.list(&p.list)
-	e.uvarint(uint64(len(p.edges)))
-	for _, x := range p.edges {
-		e.uvarint(x.key >> 58)
-		e.item(uint32(x.key >> 29 & (MaxPathItems - 1)))
-		e.item(uint32(x.key & (MaxPathItems - 1)))
-		e.uvarint(uint64(x.sessions))
-		e.uvarint(uint64(x.users))
-		e.uvarint(uint64(x.micros))
-	}
-	return e.b, nil
+	return appendState(dst, p.spec.Items, kindPaths, p.SpecFingerprint(), func(e *encoder) {
+		e.list(&p.list)
+		e.uvarint(uint64(len(p.edges)))
+		for _, x := range p.edges {
+			e.uvarint(x.key >> 58)
+			e.item(uint32(x.key >> 29 & (MaxPathItems - 1)))
+			e.item(uint32(x.key & (MaxPathItems - 1)))
+			e.uvarint(uint64(x.sessions))
+			e.uvarint(uint64(x.users))
+			e.uvarint(uint64(x.micros))
+		}
+	})
 }
 
 // DecodePaths returns a new accumulator of spec holding the state b
@@ -106,34 +105,27 @@ func (p *Paths) AppendBinary(dst []byte) ([]byte, error) {
 // (a duplicate edge, more users than sessions). b is not retained.
 func DecodePaths(spec PathsSpec, b []byte) (*Paths, error) {
 	p, err := NewPaths(spec)
-	if err != nil {
-		return nil, err
-	}
-	d := decoder{b: b, dict: spec.Items, what: "paths"}
-	d.header(kindPaths, p.SpecFingerprint())
-	d.list(&p.list)
-	for range d.length(7) {
-		pos := d.uvarint()
-		src, dst := d.item(), d.item()
-		if d.err == nil && (pos < 1 || pos >= uint64(p.spec.Steps)) {
-			d.fail("edge position %d out of range", pos)
+	return decodeState(p, err, b, spec.Items, kindPaths, "paths", func(d *decoder) {
+		d.list(&p.list)
+		for range d.length(7) {
+			pos := d.uvarint()
+			src, dst := d.item(), d.item()
+			if d.err == nil && (pos < 1 || pos >= uint64(p.spec.Steps)) {
+				d.fail("edge position %d out of range", pos)
+			}
+			if d.err != nil {
+				return
+			}
+			key := pos<<58 | uint64(src)<<29 | uint64(dst)
+			if _, dup := p.table.get(Key{Bits: key, Set: true}); dup {
+				d.fail("edge %d %d→%d twice", pos, src, dst)
+				return
+			}
+			x := &p.edges[p.edgeAt(key)]
+			x.sessions, x.users, x.micros = d.count(), d.count(), d.count()
+			if x.users > x.sessions {
+				d.fail("edge of %d sessions by %d users", x.sessions, x.users)
+			}
 		}
-		if d.err != nil {
-			break
-		}
-		key := pos<<58 | uint64(src)<<29 | uint64(dst)
-		if _, dup := p.table.get(Key{Bits: key, Set: true}); dup {
-			d.fail("edge %d %d→%d twice", pos, src, dst)
-			break
-		}
-		x := &p.edges[p.edgeAt(key)]
-		x.sessions, x.users, x.micros = d.count(), d.count(), d.count()
-		if x.users > x.sessions {
-			d.fail("edge of %d sessions by %d users", x.sessions, x.users)
-		}
-	}
-	if err := d.end(); err != nil {
-		return nil, err
-	}
-	return p, nil
+	})
 }

@@ -11,7 +11,7 @@ func (r *Retention) sameSpec(o *Retention) error {
 	a, b := &r.spec, &o.spec
 	if !slices.Equal(a.Bounds, b.Bounds) || a.Periods != b.Periods || a.Type != b.Type || a.Windows != b.Windows ||
 		a.Criterion != b.Criterion || a.Period != b.Period || a.From != b.From || a.To != b.To ||
-		a.Breakdown.From != b.Breakdown.From || a.Breakdown.Index != b.Breakdown.Index ||
+		!sameSource(a.Breakdown, b.Breakdown) ||
 		(a.List == nil) != (b.List == nil) || a.List != nil && *a.List != *b.List {
 		return fmt.Errorf("%w: retention: merge of accumulators with different specs", ErrState)
 	}
@@ -29,8 +29,7 @@ func (s *RetentionSpec) writeSpec(e *encoder) {
 	e.varint(s.Period)
 	e.varint(s.From)
 	e.varint(s.To)
-	e.u8(uint8(s.Breakdown.From))
-	e.varint(int64(s.Breakdown.Index))
+	e.source(s.Breakdown)
 	e.bool(s.List != nil)
 	if l := s.List; l != nil {
 		e.varint(int64(l.Cohort))
@@ -51,21 +50,16 @@ func (r *Retention) SpecFingerprint() uint64 {
 // Breakdown.Dict names it), cohort sizes, retained counts and user list.
 // Call it between users; it never fails.
 func (r *Retention) AppendBinary(dst []byte) ([]byte, error) {
-	e := encoder{b: dst, dict: r.spec.Breakdown.Dict}
-	e.header(kindRetention, r.SpecFingerprint())
-	e.uvarint(uint64(len(r.groups)))
-	for i := range r.groups {
-		g := &r.groups[i]
-		e.key(g.key)
-		for _, v := range g.sizes {
-			e.uvarint(uint64(v))
+	return appendState(dst, r.spec.Breakdown.Dict, kindRetention, r.SpecFingerprint(), func(e *encoder) {
+		e.uvarint(uint64(len(r.groups)))
+		for i := range r.groups {
+			g := &r.groups[i]
+			e.key(g.key)
+			e.counts(g.sizes)
+			e.counts(g.retained)
+			e.list(&g.list)
 		}
-		for _, v := range g.retained {
-			e.uvarint(uint64(v))
-		}
-		e.list(&g.list)
-	}
-	return e.b, nil
+	})
 }
 
 // DecodeRetention returns a new accumulator of spec holding the state b
@@ -76,35 +70,24 @@ func (r *Retention) AppendBinary(dst []byte) ([]byte, error) {
 // input (a duplicate key). b is not retained.
 func DecodeRetention(spec RetentionSpec, b []byte) (*Retention, error) {
 	r, err := NewRetention(spec)
-	if err != nil {
-		return nil, err
-	}
-	d := decoder{b: b, dict: spec.Breakdown.Dict, what: "retention"}
-	d.header(kindRetention, r.SpecFingerprint())
-	// A group takes at least a key, its counts and its list.
-	n := d.length(2 + r.nc*(r.n+1) + 3)
-	seen := make([]bool, 0, len(r.groups)+n)
-	for range n {
-		k := d.key()
-		if d.err != nil {
-			break
+	return decodeState(r, err, b, spec.Breakdown.Dict, kindRetention, "retention", func(d *decoder) {
+		// A group takes at least a key, its counts and its list.
+		n := d.length(2 + 2 + r.nc*(r.n+1) + 3)
+		seen := make([]bool, 0, len(r.groups)+n)
+		for range n {
+			k := d.key()
+			if d.err != nil {
+				return
+			}
+			gi := int(r.group(k))
+			if !d.once(&seen, gi, len(r.groups), k) {
+				return
+			}
+			g := &r.groups[gi]
+			d.countsInto(g.sizes)
+			d.countsInto(g.retained)
+			d.list(&g.list)
+			r.bytes += g.list.Bytes()
 		}
-		gi := int(r.group(k))
-		if !d.once(&seen, gi, len(r.groups), k) {
-			break
-		}
-		g := &r.groups[gi]
-		for i := range g.sizes {
-			g.sizes[i] = d.count()
-		}
-		for i := range g.retained {
-			g.retained[i] = d.count()
-		}
-		d.list(&g.list)
-		r.bytes += g.list.Bytes()
-	}
-	if err := d.end(); err != nil {
-		return nil, err
-	}
-	return r, nil
+	})
 }

@@ -318,18 +318,9 @@ func listed(l **analysis.UserList) []string {
 func TestStateRetention(t *testing.T) {
 	for seed := range stateSeeds() {
 		d := newDiffCase(seed)
-		from, to := d.rangeIn()
-		q := testutil.RetentionQuery{
-			Start:     diffMatchers[d.r.IntN(len(diffMatchers))],
-			Return:    diffMatchers[d.r.IntN(len(diffMatchers))],
-			Interval:  timebucket.Interval(1 + d.r.IntN(3)),
-			WeekStart: timebucket.WeekStart(d.r.IntN(2)),
-			Periods:   1 + d.r.IntN(8),
-			From:      from, To: to,
-			Common: testutil.Common{Loc: d.loc(t)},
-			Type:   analysis.RetentionType(d.r.IntN(2)), Windows: analysis.RetentionWindows(d.r.IntN(2)),
-			Criterion: analysis.RetentionCriterion(d.r.IntN(2)),
-		}
+		q := randomRetentionQuery(t, d)
+		q.Type, q.Windows = analysis.RetentionType(d.r.IntN(2)), analysis.RetentionWindows(d.r.IntN(2))
+		q.Criterion = analysis.RetentionCriterion(d.r.IntN(2))
 		q.Breakdown = d.breakdown()
 		spec := retentionSpec(q, q.Periods)
 		if d.r.IntN(2) == 0 {
@@ -469,26 +460,9 @@ func TestStateUserList(t *testing.T) {
 }
 
 func TestStatePaths(t *testing.T) {
-	gaps := []int64{1, 30 * 60e6, 3600e6, 86400e6}
 	for seed := range stateSeeds() {
 		d := newDiffCase(seed)
-		from, to := d.rangeIn()
-		q := testutil.PathsQuery{SessionGap: gaps[d.r.IntN(len(gaps))], Steps: 2 + d.r.IntN(7), From: from, To: to}
-		if d.r.IntN(3) == 0 {
-			q.Events = []string{"a", "b", "c", "d"}[:2+d.r.IntN(2)]
-		}
-		if d.r.IntN(2) == 0 {
-			q.ItemProp = "s"
-		}
-		if d.r.IntN(4) == 0 {
-			q.Exclude = []string{"a"}
-		}
-		if d.r.IntN(2) == 0 {
-			q.Start = &testutil.Matcher{Event: diffMatchers[d.r.IntN(len(diffMatchers))]}
-		}
-		if d.r.IntN(2) == 0 {
-			q.End = &testutil.Matcher{Event: diffMatchers[d.r.IntN(len(diffMatchers))]}
-		}
+		q := randomPathsQuery(d)
 		c := newPathsCase(d.data, q, d.r.IntN(2) == 0)
 		spec := c.spec
 		spec.Items = newTestDict(c.items)

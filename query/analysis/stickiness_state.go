@@ -10,7 +10,7 @@ import (
 func (s *Stickiness) sameSpec(o *Stickiness) error {
 	a, b := &s.spec, &o.spec
 	if !slices.Equal(a.Bounds, b.Bounds) || a.From != b.From || a.To != b.To || !slices.Equal(a.Series, b.Series) ||
-		a.MinEvents != b.MinEvents || a.Breakdown.From != b.Breakdown.From || a.Breakdown.Index != b.Breakdown.Index ||
+		a.MinEvents != b.MinEvents || !sameSource(a.Breakdown, b.Breakdown) ||
 		!sameGroup(s.groups.group, o.groups.group) || (a.List == nil) != (b.List == nil) || a.List != nil && *a.List != *b.List {
 		return fmt.Errorf("%w: stickiness: merge of accumulators with different specs", ErrState)
 	}
@@ -28,8 +28,7 @@ func (s *StickinessSpec) writeSpec(e *encoder) {
 		e.varint(int64(b))
 	}
 	e.varint(int64(s.MinEvents))
-	e.u8(uint8(s.Breakdown.From))
-	e.varint(int64(s.Breakdown.Index))
+	e.source(s.Breakdown)
 	s.Group.write(e)
 	e.bool(s.List != nil)
 	if l := s.List; l != nil {
@@ -53,15 +52,10 @@ func (s *Stickiness) SpecFingerprint() uint64 {
 // Breakdown.Dict names it) and counts. Call it between users; it never
 // fails.
 func (s *Stickiness) AppendBinary(dst []byte) ([]byte, error) {
-	e := encoder{b: dst, dict: s.spec.Breakdown.Dict}
-	e.header(kindStickiness, s.SpecFingerprint())
-	e.list(&s.list)
-	e.groups(&s.groups, func(g int) {
-		for _, v := range s.counts[g] {
-			e.uvarint(uint64(v))
-		}
+	return appendState(dst, s.spec.Breakdown.Dict, kindStickiness, s.SpecFingerprint(), func(e *encoder) {
+		e.list(&s.list)
+		e.groups(&s.groups, func(g int) { e.counts(s.counts[g]) })
 	})
-	return e.b, nil
 }
 
 // DecodeStickiness returns a new accumulator of spec holding the state b
@@ -72,19 +66,8 @@ func (s *Stickiness) AppendBinary(dst []byte) ([]byte, error) {
 // input (a duplicate key). b is not retained.
 func DecodeStickiness(spec StickinessSpec, b []byte) (*Stickiness, error) {
 	s, err := NewStickiness(spec)
-	if err != nil {
-		return nil, err
-	}
-	d := decoder{b: b, dict: spec.Breakdown.Dict, what: "stickiness"}
-	d.header(kindStickiness, s.SpecFingerprint())
-	d.list(&s.list)
-	d.groups(&s.groups, 2+s.ns*s.nb, s.ensure, func(g int) {
-		for i := range s.counts[g] {
-			s.counts[g][i] = d.count()
-		}
+	return decodeState(s, err, b, spec.Breakdown.Dict, kindStickiness, "stickiness", func(d *decoder) {
+		d.list(&s.list)
+		d.groups(&s.groups, 2+1+s.ns*s.nb, s.ensure, func(g int) { d.countsInto(s.counts[g]) })
 	})
-	if err := d.end(); err != nil {
-		return nil, err
-	}
-	return s, nil
 }

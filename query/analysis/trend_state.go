@@ -15,7 +15,7 @@ func (t *Trend) sameSpec(o *Trend) error {
 		what = "bucket bounds or range"
 	case !slices.Equal(a.Series, b.Series):
 		what = "series"
-	case a.Breakdown.From != b.Breakdown.From || a.Breakdown.Index != b.Breakdown.Index:
+	case !sameSource(a.Breakdown, b.Breakdown):
 		what = "breakdown"
 	case !sameGroup(t.group, o.group):
 		what = "group"
@@ -38,8 +38,7 @@ func (s *TrendSpec) writeSpec(e *encoder) {
 		e.varint(int64(x.Col))
 		e.bool(x.Float)
 	}
-	e.u8(uint8(s.Breakdown.From))
-	e.varint(int64(s.Breakdown.Index))
+	e.source(s.Breakdown)
 	s.Group.write(e)
 }
 
@@ -60,28 +59,21 @@ func (t *Trend) SpecFingerprint() uint64 {
 // normalises the exact sums in place (their values are kept) and never
 // fails; the error is for the interface's shape.
 func (t *Trend) AppendBinary(dst []byte) ([]byte, error) {
-	e := encoder{b: dst, dict: t.spec.Breakdown.Dict}
-	e.header(kindTrend, t.SpecFingerprint())
-	e.uvarint(uint64(len(t.slots)))
-	for i := range t.slots {
-		sl := &t.slots[i]
-		e.key(sl.key)
-		e.uvarint(uint64(len(sl.counts)))
-		for _, v := range sl.counts {
-			e.uvarint(uint64(v))
+	return appendState(dst, t.spec.Breakdown.Dict, kindTrend, t.SpecFingerprint(), func(e *encoder) {
+		e.uvarint(uint64(len(t.slots)))
+		for i := range t.slots {
+			sl := &t.slots[i]
+			e.key(sl.key)
+			e.counts(sl.counts)
+			e.counts(sl.events)
+			for c := range sl.tots {
+				e.cell(&sl.tots[c])
+			}
+			for c := range sl.cells {
+				e.cell(&sl.cells[c])
+			}
 		}
-		e.uvarint(uint64(len(sl.events)))
-		for _, v := range sl.events {
-			e.uvarint(uint64(v))
-		}
-		for c := range sl.tots {
-			e.cell(&sl.tots[c])
-		}
-		for c := range sl.cells {
-			e.cell(&sl.cells[c])
-		}
-	}
-	return e.b, nil
+	})
 }
 
 // cell writes a trend cell: its count, then, if not empty, its extremes,
@@ -121,35 +113,28 @@ func (d *decoder) cell(c *trendCell) int64 {
 // input (a duplicate key, a negative count). b is not retained.
 func DecodeTrend(spec TrendSpec, b []byte) (*Trend, error) {
 	t, err := NewTrend(spec)
-	if err != nil {
-		return nil, err
-	}
-	d := decoder{b: b, dict: spec.Breakdown.Dict, what: "trend"}
-	d.header(kindTrend, t.SpecFingerprint())
-	// A slot takes at least a key, its counters and its events and tots.
-	n := d.length(2 + 1 + t.nb*t.nw + 1 + 2*t.nw)
-	seen := make([]bool, 0, len(t.slots)+n)
-	for range n {
-		k := d.key()
-		if d.err != nil {
-			break
+	return decodeState(t, err, b, spec.Breakdown.Dict, kindTrend, "trend", func(d *decoder) {
+		// A slot takes at least a key, its counters and its events and tots.
+		n := d.length(2 + 1 + t.nb*t.nw + 1 + 2*t.nw)
+		seen := make([]bool, 0, len(t.slots)+n)
+		for range n {
+			k := d.key()
+			if d.err != nil {
+				return
+			}
+			s := int(t.slotFor(k))
+			if !d.once(&seen, s, len(t.slots), k) {
+				return
+			}
+			sl := &t.slots[s]
+			d.countsInto(sl.counts)
+			d.countsInto(sl.events)
+			for c := range sl.tots {
+				t.bytes += d.cell(&sl.tots[c])
+			}
+			for c := range sl.cells {
+				t.bytes += d.cell(&sl.cells[c])
+			}
 		}
-		s := int(t.slotFor(k))
-		if !d.once(&seen, s, len(t.slots), k) {
-			break
-		}
-		sl := &t.slots[s]
-		d.countsInto(sl.counts)
-		d.countsInto(sl.events)
-		for c := range sl.tots {
-			t.bytes += d.cell(&sl.tots[c])
-		}
-		for c := range sl.cells {
-			t.bytes += d.cell(&sl.cells[c])
-		}
-	}
-	if err := d.end(); err != nil {
-		return nil, err
-	}
-	return t, nil
+	})
 }
