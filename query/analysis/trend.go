@@ -330,10 +330,8 @@ func (t *Trend) Add(tr *trail.Trail) {
 		return // Group dropped the user's key
 	}
 	var sl *trendSlot
-	var marks []userMark // the slot's marks, [bit]
 	if !perEvent {
 		sl = &t.slots[slot]
-		marks = t.sc.marks[int(slot)*nw : int(slot)*nw+nw]
 	}
 	// Locals: the stores into cells below would otherwise make the
 	// compiler reload these from t on every event.
@@ -363,7 +361,6 @@ func (t *Trend) Add(tr *trail.Trail) {
 				continue
 			}
 			sl = &t.slots[slot]
-			marks = t.sc.marks[int(slot)*nw : int(slot)*nw+nw]
 		}
 		if ts >= from {
 			counts := sl.counts[b*nw : b*nw+nw]
@@ -372,7 +369,7 @@ func (t *Trend) Add(tr *trail.Trail) {
 			}
 			for um := m & usersMask; um != 0; um &= um - 1 {
 				bit := bits.TrailingZeros64(um)
-				mk := &marks[bit]
+				mk := &t.sc.marks[int(slot)*nw+bit]
 				if mk.gen != gen {
 					mk.gen, mk.bucket = gen, -1
 					sl.tots[bit].n++
@@ -384,7 +381,7 @@ func (t *Trend) Add(tr *trail.Trail) {
 			}
 		}
 		for om := m & otherMask; om != 0; om &= om - 1 {
-			t.event(sl, slot, marks, bits.TrailingZeros64(om), tr, i, b)
+			t.event(sl, slot, bits.TrailingZeros64(om), tr, i, b)
 		}
 	}
 	if tr.More {
@@ -459,16 +456,16 @@ func (t *Trend) addCounts(times []int64, masks []uint64, sl *trendSlot, more boo
 }
 
 // event accumulates event i for the series of mask bit bit in slot sl
-// (whose marks are marks) when its math is neither count nor users: in
-// bucket b, or, for wau and mau, also an event before From (look-back; b
-// is then meaningless).
-func (t *Trend) event(sl *trendSlot, slot int32, marks []userMark, bit int, tr *trail.Trail, i, b int) {
+// (number slot) when its math is neither count nor users: in bucket b,
+// or, for wau and mau, also an event before From (look-back; b is then
+// meaningless).
+func (t *Trend) event(sl *trendSlot, slot int32, bit int, tr *trail.Trail, i, b int) {
 	s := &t.spec.Series[t.bitSeries[bit]]
-	mk := &marks[bit]
+	ix := int(slot)*t.nw + bit
+	mk := &t.sc.marks[ix]
 	sl.events[bit]++
 	switch s.Math {
 	case MathCountPerUserAvg, MathCountPerUserMedian, MathCountPerUserMax:
-		ix := int(slot)*t.nw + bit
 		cm := &t.sc.cpu[ix]
 		if mk.gen != t.sc.gen {
 			*mk = userMark{gen: t.sc.gen, bucket: -1}
