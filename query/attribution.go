@@ -340,7 +340,7 @@ func (a *attribution) rankRows(ctx context.Context, rows []analysis.AttributionR
 	rows = slices.DeleteFunc(slices.Clone(rows), func(row analysis.AttributionRow) bool { return !r.kept[row.Key] })
 	if r.other {
 		gs := a.spec
-		gs.Group = func(k analysis.Key) (analysis.Key, bool) { return otherKey, !r.kept[k] }
+		gs.Group = &analysis.KeyGroup{Kept: r.order, Other: otherKey, DropKept: true}
 		or, err := a.run(gs)
 		if err != nil {
 			return nil, r, err

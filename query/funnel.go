@@ -129,7 +129,7 @@ func (f *funnel) rescans(ctx context.Context, kr analysis.FunnelResult, r *ranke
 		return err
 	}
 	if f.fp.perRow && r.other {
-		f.opt.Group = r.group
+		f.opt.Group = &analysis.KeyGroup{Kept: r.order, Other: otherKey}
 		if err := rescan(); err != nil {
 			return kr, err
 		}

@@ -132,7 +132,7 @@ func decodeTarget(data []byte, q *Query) (target any, done func()) {
 // chunked trails.
 type kernel[A any] interface {
 	Add(*trail.Trail)
-	Merge(A)
+	Merge(A) error
 	Bytes() int64
 }
 
@@ -181,10 +181,10 @@ func (p *plan) prepareFor(from, to int64) error {
 	return nil
 }
 
-// groupBy returns a Group function mapping the keys r keeps to themselves
-// and the others to otherKey.
+// groupBy returns a Group mapping the keys r keeps to themselves and the
+// others to otherKey.
 func groupBy(r *ranked) groupFunc {
-	return func(k analysis.Key) (analysis.Key, bool) { return r.group(k), true }
+	return &analysis.KeyGroup{Kept: r.order, Other: otherKey}
 }
 
 // listGroup returns the group key a list's breakdown_value names under
@@ -237,8 +237,8 @@ func columnDict(meta *segment.Meta, c *column) ([]string, bool) {
 }
 
 // groupFunc maps a raw breakdown key to the key it is counted under
-// (false: dropped); the kernels' Group.
-type groupFunc = func(analysis.Key) (analysis.Key, bool)
+// (or drops it); the kernels' Group.
+type groupFunc = *analysis.KeyGroup
 
 // passRunner returns a function that runs one scan of p over [from, to)
 // with the kernel mk makes from a spec and returns result of the merged

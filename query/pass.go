@@ -22,9 +22,8 @@ type span struct {
 // and returns that one. An error of mk is
 // an internal error; an error of merge is returned wrapped.
 //
-// merge returns an error so that accumulators whose Merge can fail (a
-// mismatched partial state) pass it through; mergeOf adapts today's
-// Merge methods, which cannot.
+// merge returns an error: an analysis accumulator's Merge fails on a
+// partial state that does not match its own (mergeOf).
 func scanMerge[A accumulator](ctx context.Context, e *Engine, p *plan, s span, mk func(worker int) (A, error),
 	merge func(dst, src A) error) (A, error) {
 	var zero A
@@ -54,9 +53,6 @@ func scanMerge[A accumulator](ctx context.Context, e *Engine, p *plan, s span, m
 	return accs[0], ctx.Err()
 }
 
-// mergeOf is scanMerge's merge for an accumulator whose Merge cannot
-// fail: it merges src into dst and returns nil.
-func mergeOf[A interface{ Merge(A) }](dst, src A) error {
-	dst.Merge(src)
-	return nil
-}
+// mergeOf is scanMerge's merge for an analysis accumulator: it merges
+// src into dst (an error when their states do not match).
+func mergeOf[A interface{ Merge(A) error }](dst, src A) error { return dst.Merge(src) }

@@ -220,7 +220,7 @@ func (st *stickiness) rankRows(ctx context.Context, rows [][]analysis.Stickiness
 			one := st.spec
 			one.Series = st.spec.Series[s : s+1]
 			r := &ranks[s]
-			one.Group = func(k analysis.Key) (analysis.Key, bool) { return otherKey, !r.kept[k] }
+			one.Group = &analysis.KeyGroup{Kept: r.order, Other: otherKey, DropKept: true}
 			a, err := analysis.NewStickiness(one)
 			if err != nil {
 				return nil, err

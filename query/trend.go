@@ -536,7 +536,7 @@ func (e *Engine) recomputeOther(ctx context.Context, p *plan, spec analysis.Tren
 			r := &ranks[i]
 			one := spec
 			one.Series = []analysis.TrendSeries{spec.Series[i]}
-			one.Group = func(k analysis.Key) (analysis.Key, bool) { return otherKey, !r.kept[k] }
+			one.Group = &analysis.KeyGroup{Kept: r.order, Other: otherKey, DropKept: true}
 			a, err := analysis.NewTrend(one)
 			if err != nil {
 				return nil, err

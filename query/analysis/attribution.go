@@ -94,11 +94,15 @@ type AttributionSpec struct {
 	// (the conversion's, or the subsequent event's own), the user's
 	// property, or none.
 	Breakdown KeySource
-	// Group, if set, maps each breakdown key once to the key to count it
-	// under (false: drop it from the rows; totals still count it).
-	Group func(Key) (Key, bool)
+	// Group, if set, gives the key each breakdown key is counted under,
+	// or drops it from the rows (totals still count it; see KeyGroup).
+	Group *KeyGroup
 	// List, if not nil, selects users to list.
 	List *AttributionList
+	// ChannelDict, if set, names the string values among the channel
+	// keys (as Breakdown.Dict does the breakdown's) for encoded states;
+	// read only to encode and decode.
+	ChannelDict KeyDict
 }
 
 // AttributionList selects the users with a positive conversion share in
@@ -143,17 +147,21 @@ type AttributionResult struct {
 	List        *UserList // the listed users (nil without a list); points into the accumulator
 }
 
-// attrCell is the state of one AttributionCell: exact sums over users
-// and the current user's float sums (pend: conversions, value,
-// subsequent events, subsequent value), added in trail order and flushed
-// into the exact sums when the user ends, so the result does not depend
-// on how users are split or merged.
+// attrCell is the mergeable state of one AttributionCell: exact sums
+// over users.
 type attrCell struct {
 	conv, value, subEv, subVal ExactSum
 	users                      int64
-	gen                        uint32 // user generation that last counted users
-	pgen                       uint32 // user generation of pend
-	pend                       [4]float64
+}
+
+// attrMark is the current user's scratch in one cell: their float sums
+// (pend: conversions, value, subsequent events, subsequent value), added
+// in trail order and flushed into the cell's exact sums when the user
+// ends, so the result does not depend on how users are split or merged.
+type attrMark struct {
+	gen  uint32 // user generation that last counted users
+	pgen uint32 // user generation of pend
+	pend [4]float64
 }
 
 // cellRef locates a cell: row r of group g, its total (b = -1) or bucket
@@ -185,6 +193,17 @@ type chShare struct {
 	share float64
 }
 
+// attrState is the mergeable state of an Attribution: what Merge combines
+// and AppendBinary writes (the marks and the current user's history are
+// scratch).
+type attrState struct {
+	groups             keyGroups
+	gs                 []attrGroup
+	list               UserList
+	conv, users, subEv int64
+	value, subVal      ExactSum
+}
+
 // Attribution accumulates attributed conversions per channel, breakdown
 // key and bucket. Create it with NewAttribution; it is owned by one
 // goroutine. Add takes a user's trail in one or more chunks (package
@@ -199,15 +218,12 @@ type Attribution struct {
 	subMask   uint64
 	maxLook   int64
 	idx       bucketIndex
-	groups    keyGroups
-	gs        []attrGroup
-	list      UserList
-	bytes     int64
+	attrState
+	bytes int64
 
-	conv, users, subEv int64
-	value, subVal      ExactSum
-	uValue, uSubVal    float64   // the current user's value sums (trail order)
-	touched            []cellRef // cells with a pending sum of the current user
+	marks           [][]attrMark // per group, per row r: [r*(nb+1) + b+1] (b = -1: the total)
+	uValue, uSubVal float64      // the current user's value sums (trail order)
+	touched         []cellRef    // cells with a pending sum of the current user
 
 	// current user
 	gen      uint32
@@ -275,7 +291,7 @@ func NewAttribution(spec AttributionSpec) (*Attribution, error) {
 	}
 	spec.Touchpoints = slices.Clone(spec.Touchpoints)
 	a.spec = spec
-	a.groups.group = spec.Group
+	a.groups.group = newKeyGrouper(spec.Group)
 	if spec.List != nil {
 		a.list.Keep = spec.List.Keep
 	}
@@ -294,6 +310,7 @@ func (a *Attribution) group(k Key) int32 {
 func (a *Attribution) ensure(g int32) {
 	if int(g) == len(a.gs) {
 		a.gs = append(a.gs, attrGroup{})
+		a.marks = append(a.marks, nil)
 		a.bytes += 64
 	}
 }
@@ -311,6 +328,7 @@ func (a *Attribution) row(g int32, ch Key) int32 {
 			gr.rows[r].buckets = make([]attrCell, a.nb)
 		}
 		gr.channels.put(ch, r)
+		a.marks[g] = append(a.marks[g], make([]attrMark, a.nb+1)...)
 		a.bytes += int64(a.nb+1)*attrCellSize + 16 + gr.channels.bytes() - before
 	}
 	return r
@@ -383,13 +401,13 @@ func (a *Attribution) Add(tr *trail.Trail) {
 // flush adds the current user's float sums to the exact sums.
 func (a *Attribution) flush() {
 	for _, ref := range a.touched {
-		c := a.cellAt(ref)
+		c, m := a.cellAt(ref), a.markAt(ref)
 		for k, s := range [4]*ExactSum{&c.conv, &c.value, &c.subEv, &c.subVal} {
-			if c.pend[k] != 0 {
-				a.addExact(s, c.pend[k])
+			if m.pend[k] != 0 {
+				a.addExact(s, m.pend[k])
 			}
 		}
-		c.pend = [4]float64{}
+		m.pend = [4]float64{}
 	}
 	a.touched = a.touched[:0]
 	a.addExact(&a.value, a.uValue)
@@ -406,18 +424,17 @@ func (a *Attribution) cellAt(ref cellRef) *attrCell {
 	return &r.buckets[ref.b]
 }
 
+// markAt returns the current user's mark of the cell ref points to.
+func (a *Attribution) markAt(ref cellRef) *attrMark {
+	return &a.marks[ref.g][int(ref.r)*(a.nb+1)+int(ref.b)+1]
+}
+
 // beginUser resets the per-user state.
 func (a *Attribution) beginUser(tr *trail.Trail) {
 	a.gen++
 	if a.gen == 0 { // wrapped: reset every cell's generation
-		for gi := range a.gs {
-			for ri := range a.gs[gi].rows {
-				r := &a.gs[gi].rows[ri]
-				r.total.gen, r.total.pgen = 0, 0
-				for b := range r.buckets {
-					r.buckets[b].gen, r.buckets[b].pgen = 0, 0
-				}
-			}
+		for _, m := range a.marks {
+			clear(m)
 		}
 		a.gen = 1
 	}
@@ -624,21 +641,21 @@ func (a *Attribution) keyGroup(tr *trail.Trail, k int) int32 {
 // credit adds a share of a conversion (sub false) or subsequent event
 // with value v to the current user's sums of cell ref.
 func (a *Attribution) credit(ref cellRef, share, v float64, sub bool) {
-	c := a.cellAt(ref)
-	if c.pgen != a.gen {
-		c.pgen = a.gen
+	m := a.markAt(ref)
+	if m.pgen != a.gen {
+		m.pgen = a.gen
 		a.touched = append(a.touched, ref)
 	}
 	if sub {
-		c.pend[2] += share
-		c.pend[3] += share * v
+		m.pend[2] += share
+		m.pend[3] += share * v
 		return
 	}
-	c.pend[0] += share
-	c.pend[1] += share * v
-	if share > 0 && c.gen != a.gen {
-		c.gen = a.gen
-		c.users++
+	m.pend[0] += share
+	m.pend[1] += share * v
+	if share > 0 && m.gen != a.gen {
+		m.gen = a.gen
+		a.cellAt(ref).users++
 	}
 }
 
@@ -662,12 +679,12 @@ func colValue(tr *trail.Trail, vc ValueCol, k int) float64 {
 	return colFloat(c.Bits[k], vc.Float)
 }
 
-// Merge adds the state of o, created from an equal spec, into a. o is not
-// modified (value-wise). It panics if the shapes differ (a programmer
-// error).
-func (a *Attribution) Merge(o *Attribution) {
-	if o.nb != a.nb {
-		panic("analysis: Attribution.Merge of accumulators with different specs")
+// Merge adds the state of o, created from an equal spec (or decoded with
+// DecodeAttribution), into a. o is not modified (value-wise). A spec that
+// differs is an error wrapping ErrState, and a is left unchanged.
+func (a *Attribution) Merge(o *Attribution) error {
+	if err := a.sameSpec(o); err != nil {
+		return err
 	}
 	for og, k := range o.groups.keys {
 		g := a.groups.add(k)
@@ -686,7 +703,7 @@ func (a *Attribution) Merge(o *Attribution) {
 	a.subEv += o.subEv
 	a.mergeExact(&a.value, &o.value)
 	a.mergeExact(&a.subVal, &o.subVal)
-	a.list.Merge(&o.list)
+	return a.list.Merge(&o.list)
 }
 
 func (a *Attribution) mergeCell(c, o *attrCell) {

@@ -276,6 +276,44 @@ func TestAttributionSpec(t *testing.T) {
 	}
 }
 
+// randomAttrQuery draws an attribution query for diff case d: every
+// model, first or all conversions, 1-3 touchpoint matchers with random
+// lookbacks and filters, values, subsequent events, buckets and a
+// breakdown.
+func randomAttrQuery(t *testing.T, d *diffCase) testutil.AttributionQuery {
+	lookbacks := []int64{0, 1, 30 * 60e6, 3600e6, 6 * 3600e6, 86400e6, 3 * 86400e6}
+	from, to := d.rangeIn()
+	loc := d.loc(t)
+	pick := func() string { return diffMatchers[d.r.IntN(len(diffMatchers))] }
+	q := testutil.AttributionQuery{Conversion: testutil.Matcher{Event: pick()}, Channel: []string{"s", "n", "b"}[d.r.IntN(3)],
+		Model: analysis.AttributionModel(d.r.IntN(5)), HalfLife: lookbacks[1+d.r.IntN(len(lookbacks)-1)], First: d.r.IntN(3) == 0,
+		From: from, To: to}
+	q.Loc = loc
+	for range 1 + d.r.IntN(3) {
+		m := testutil.Matcher{Event: pick()}
+		if d.r.IntN(3) == 0 {
+			m.Where = []testutil.Filter{{Prop: "b", Op: "eq", Values: []event.Value{event.Bool(d.r.IntN(2) == 0)}}}
+		}
+		q.Touchpoints = append(q.Touchpoints, m)
+		q.Lookbacks = append(q.Lookbacks, lookbacks[d.r.IntN(len(lookbacks))])
+	}
+	if d.r.IntN(2) == 0 {
+		q.Value = []string{"n", "f"}[d.r.IntN(2)]
+	}
+	if d.r.IntN(2) == 0 {
+		q.Subsequent = &testutil.Matcher{Event: pick()}
+		q.SubWindow = lookbacks[d.r.IntN(len(lookbacks))]
+		if d.r.IntN(2) == 0 {
+			q.SubValue = []string{"n", "f"}[d.r.IntN(2)]
+		}
+	}
+	if d.r.IntN(2) == 0 {
+		q.Interval, q.WeekStart = timebucket.Interval(1+d.r.IntN(4)), timebucket.WeekStart(d.r.IntN(2))
+	}
+	q.Breakdown = d.breakdown()
+	return q
+}
+
 // TestDiffAttribution compares the kernel with NaiveAttribution on random
 // data: every model, first or all conversions, 1-3 touchpoint matchers
 // with random lookbacks and filters, values, subsequent events, buckets,
@@ -285,39 +323,10 @@ func TestAttributionSpec(t *testing.T) {
 // of conversions (1e-9 relative), and that one conversion's shares sum to
 // 1.
 func TestDiffAttribution(t *testing.T) {
-	lookbacks := []int64{0, 1, 30 * 60e6, 3600e6, 6 * 3600e6, 86400e6, 3 * 86400e6}
 	converted := 0
 	for seed := range int64(diffSeeds) {
 		d := newDiffCase(seed)
-		from, to := d.rangeIn()
-		loc := d.loc(t)
-		pick := func() string { return diffMatchers[d.r.IntN(len(diffMatchers))] }
-		q := testutil.AttributionQuery{Conversion: testutil.Matcher{Event: pick()}, Channel: []string{"s", "n", "b"}[d.r.IntN(3)],
-			Model: analysis.AttributionModel(d.r.IntN(5)), HalfLife: lookbacks[1+d.r.IntN(len(lookbacks)-1)], First: d.r.IntN(3) == 0,
-			From: from, To: to}
-		q.Loc = loc
-		for range 1 + d.r.IntN(3) {
-			m := testutil.Matcher{Event: pick()}
-			if d.r.IntN(3) == 0 {
-				m.Where = []testutil.Filter{{Prop: "b", Op: "eq", Values: []event.Value{event.Bool(d.r.IntN(2) == 0)}}}
-			}
-			q.Touchpoints = append(q.Touchpoints, m)
-			q.Lookbacks = append(q.Lookbacks, lookbacks[d.r.IntN(len(lookbacks))])
-		}
-		if d.r.IntN(2) == 0 {
-			q.Value = []string{"n", "f"}[d.r.IntN(2)]
-		}
-		if d.r.IntN(2) == 0 {
-			q.Subsequent = &testutil.Matcher{Event: pick()}
-			q.SubWindow = lookbacks[d.r.IntN(len(lookbacks))]
-			if d.r.IntN(2) == 0 {
-				q.SubValue = []string{"n", "f"}[d.r.IntN(2)]
-			}
-		}
-		if d.r.IntN(2) == 0 {
-			q.Interval, q.WeekStart = timebucket.Interval(1+d.r.IntN(4)), timebucket.WeekStart(d.r.IntN(2))
-		}
-		q.Breakdown = d.breakdown()
+		q := randomAttrQuery(t, d)
 		c := newAttrCase(d.data, q)
 		label := func(k analysis.Key) string { return keyLabel(k, q.Breakdown, c.dicts) }
 		rows, tot := testutil.NaiveAttribution(d.data, q)
@@ -375,7 +384,7 @@ func TestDiffAttribution(t *testing.T) {
 		for k := range got.Rows {
 			labels = append(labels, k[:slices.Index([]byte(k), '|')])
 		}
-		kept, group, glabel := d.regroup(labels, label)
+		kept, group, glabel := d.regroup(labels, label, c.trails, c.spec.Breakdown)
 		gspec := c.spec
 		gspec.List, gspec.Group = nil, group
 		grouped := c.result(accumulate(t, c.trails, d.plan, feeder{r: d.r, maxLen: chunkLens[d.r.IntN(len(chunkLens))]}, func() (*analysis.Attribution, error) {

@@ -14,7 +14,7 @@ import (
 // trails (stickiness, lifecycle, paths, attribution).
 type chunkKernel[A any] interface {
 	Add(*trail.Trail)
-	Merge(A)
+	Merge(A) error
 	Bytes() int64
 }
 
@@ -41,17 +41,12 @@ func sameForEveryChunking[A chunkKernel[A], R any](t *testing.T, trails []testut
 }
 
 // regroup draws the breakdown values a second pass keeps among labels
-// and returns them, the pass's Group function (kept keys stay, the others
-// merge into otherKey) and the labels of its result ("~other" for
-// otherKey, as relabel names the merged rest).
-func (d *diffCase) regroup(labels []string, label func(analysis.Key) string) (map[string]bool, func(analysis.Key) (analysis.Key, bool), func(analysis.Key) string) {
+// and returns them, the pass's Group (kept keys stay, the others merge
+// into otherKey; the keys of src in trails) and the labels of its result
+// ("~other" for otherKey, as relabel names the merged rest).
+func (d *diffCase) regroup(labels []string, label func(analysis.Key) string, trails []testutil.UserTrail, src analysis.KeySource) (map[string]bool, *analysis.KeyGroup, func(analysis.Key) string) {
 	kept := d.pickKept(labels)
-	group := func(k analysis.Key) (analysis.Key, bool) {
-		if kept[label(k)] {
-			return k, true
-		}
-		return otherKey, true
-	}
+	group := &analysis.KeyGroup{Kept: keysWhere(trails, src, func(k analysis.Key) bool { return kept[label(k)] }), Other: otherKey}
 	grouped := func(k analysis.Key) string {
 		if k == otherKey {
 			return "~other"
@@ -75,4 +70,34 @@ func noAllocs(t *testing.T, n int, add func(i int)) {
 	if a := testing.AllocsPerRun(20, all); a != 0 {
 		t.Fatalf("Add allocates %.1f times per pass over %d trails", a, n)
 	}
+}
+
+// keysWhere returns the distinct keys of source src in trails (event
+// column values or user values) for which keep is true.
+func keysWhere(trails []testutil.UserTrail, src analysis.KeySource, keep func(analysis.Key) bool) []analysis.Key {
+	seen := map[analysis.Key]bool{}
+	var out []analysis.Key
+	add := func(k analysis.Key) {
+		if !seen[k] {
+			seen[k] = true
+			if keep(k) {
+				out = append(out, k)
+			}
+		}
+	}
+	for i := range trails {
+		tr := &trails[i].Trail
+		switch src.From {
+		case analysis.KeyEvent:
+			c := &tr.Cols[src.Index]
+			for j := range tr.Times {
+				add(analysis.Key{Bits: c.Bits[j], Set: c.Set[j]})
+			}
+		case analysis.KeyUser:
+			add(tr.User[src.Index])
+		default:
+			add(analysis.Key{})
+		}
+	}
+	return out
 }

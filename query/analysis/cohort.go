@@ -87,6 +87,10 @@ func (c *CohortCond) Validate() error {
 type CohortState struct {
 	nodes  []cohortNode // the tree in preorder
 	leaves []cohortLeaf
+	// got[i] is the user's state in leaf i: performed: matching events
+	// in [from, to) so far; first_performed: 0 before the first matching
+	// event, 1 when it lay in [from, to), -1 when it did not.
+	got []int64
 }
 
 // cohortNode is a node of the flattened tree.
@@ -97,18 +101,14 @@ type cohortNode struct {
 	flag uint64 // user flag: the node's bit in the flags
 }
 
-// cohortLeaf is a performed or first_performed node with the current
-// user's state.
+// cohortLeaf is a performed or first_performed node (its parameters;
+// the user's state is CohortState.got).
 type cohortLeaf struct {
 	first    bool // first_performed
 	bit      uint64
 	from, to int64
 	count    CountOp
 	n        int64
-	// got is the user's state: performed: matching events in [from, to)
-	// so far; first_performed: 0 before the first matching event, 1 when
-	// it lay in [from, to), -1 when it did not.
-	got int64
 }
 
 // NewCohortState returns an evaluator of c, which must be valid
@@ -116,6 +116,7 @@ type cohortLeaf struct {
 func NewCohortState(c *CohortCond) *CohortState {
 	s := &CohortState{}
 	s.flatten(c)
+	s.got = make([]int64, len(s.leaves))
 	return s
 }
 
@@ -143,19 +144,19 @@ func (s *CohortState) Add(tr *trail.Trail) {
 	times := tr.Times
 	masks := tr.Mask[:len(times)]
 	for li := range s.leaves {
-		lf := &s.leaves[li]
+		lf, got := &s.leaves[li], &s.got[li]
 		if tr.Offset == 0 {
-			lf.got = 0
+			*got = 0
 		}
 		if lf.first {
-			if lf.got != 0 {
+			if *got != 0 {
 				continue // decided by an earlier chunk
 			}
 			for i, m := range masks {
 				if m&lf.bit != 0 {
-					lf.got = -1
+					*got = -1
 					if t := times[i]; t >= lf.from && t < lf.to {
-						lf.got = 1
+						*got = 1
 					}
 					break
 				}
@@ -167,13 +168,13 @@ func (s *CohortState) Add(tr *trail.Trail) {
 			from := lf.from
 			i = sort.Search(len(times), func(j int) bool { return times[j] >= from })
 		}
-		n, to, bit := lf.got, lf.to, lf.bit
+		n, to, bit := *got, lf.to, lf.bit
 		for ; i < len(times) && times[i] < to; i++ {
 			if masks[i]&bit != 0 {
 				n++
 			}
 		}
-		lf.got = n
+		*got = n
 	}
 }
 
@@ -204,15 +205,15 @@ func (s *CohortState) eval(i int, flags uint64) bool {
 	case CohortUserFlag:
 		return flags&nd.flag != 0
 	}
-	lf := &s.leaves[nd.leaf]
+	lf, got := &s.leaves[nd.leaf], s.got[nd.leaf]
 	if lf.first {
-		return lf.got > 0
+		return got > 0
 	}
 	switch lf.count {
 	case CountLTE:
-		return lf.got <= lf.n
+		return got <= lf.n
 	case CountEQ:
-		return lf.got == lf.n
+		return got == lf.n
 	}
-	return lf.got >= lf.n
+	return got >= lf.n
 }

@@ -276,9 +276,8 @@ func TestDiffTrend(t *testing.T) {
 		}
 		// A second pass with Group computes the merged row of every math.
 		gspec := spec
-		gspec.Group = func(k analysis.Key) (analysis.Key, bool) {
-			return otherKey, !kept[keyLabel(k, q.Breakdown, dicts)]
-		}
+		gspec.Group = &analysis.KeyGroup{Other: otherKey, DropKept: true,
+			Kept: keysWhere(trails, src, func(k analysis.Key) bool { return kept[keyLabel(k, q.Breakdown, dicts)] })}
 		second := run(gspec, d.plan, feeder{}).Result(nil)
 		sameChunked(gspec, second)
 		for s := range series {
@@ -370,7 +369,9 @@ func diffFunnelBreakdown(t *testing.T, d *diffCase, q testutil.FunnelQuery, seed
 		accs[assign[i]].Add(&ut.Trail)
 	}
 	for _, s := range order[1:] {
-		accs[order[0]].Merge(accs[s])
+		if err := accs[order[0]].Merge(accs[s]); err != nil {
+			t.Fatal(err)
+		}
 	}
 	_, paths := testutil.NaiveFunnel(d.data, q)
 	groups := testutil.NaiveFunnelBreakdown(d.data, q, paths)
@@ -455,20 +456,26 @@ func dumpUser(evs []testutil.Ev) string {
 	return s
 }
 
+// randomRetentionQuery draws a retention query (of the default type,
+// windows and criterion) for diff case d.
+func randomRetentionQuery(t *testing.T, d *diffCase) testutil.RetentionQuery {
+	from, to := d.rangeIn()
+	return testutil.RetentionQuery{
+		Start:     diffMatchers[d.r.IntN(len(diffMatchers))],
+		Return:    diffMatchers[d.r.IntN(len(diffMatchers))],
+		Interval:  timebucket.Interval(1 + d.r.IntN(3)),
+		WeekStart: timebucket.WeekStart(d.r.IntN(2)),
+		Periods:   1 + d.r.IntN(8),
+		From:      from, To: to,
+		Common: testutil.Common{Loc: d.loc(t)},
+	}
+}
+
 func TestDiffRetention(t *testing.T) {
 	nonEmpty := 0
 	for seed := range int64(diffSeeds) {
 		d := newDiffCase(seed)
-		from, to := d.rangeIn()
-		base := testutil.RetentionQuery{
-			Start:     diffMatchers[d.r.IntN(len(diffMatchers))],
-			Return:    diffMatchers[d.r.IntN(len(diffMatchers))],
-			Interval:  timebucket.Interval(1 + d.r.IntN(3)),
-			WeekStart: timebucket.WeekStart(d.r.IntN(2)),
-			Periods:   1 + d.r.IntN(8),
-			From:      from, To: to,
-			Common: testutil.Common{Loc: d.loc(t)},
-		}
+		base := randomRetentionQuery(t, d)
 		for combo := range 8 {
 			q := base
 			q.Type = analysis.RetentionType(combo & 1)
@@ -661,7 +668,9 @@ func TestDiffCohort(t *testing.T) {
 		// One state for every user, whole trails or chunks of every
 		// length.
 		st := analysis.NewCohortState(&kc)
-		for _, fd := range append([]feeder{{}}, chunkFeeders(seed)...) {
+		// inCohort feeds every user's trail to add through fd and returns
+		// the users st then says are in the cohort.
+		inCohort := func(fd feeder, add func(*trail.Trail)) map[string]bool {
 			got := map[string]bool{}
 			for _, u := range users {
 				var fl uint64
@@ -671,17 +680,35 @@ func TestDiffCohort(t *testing.T) {
 					}
 				}
 				tr := byUser[u]
-				fd.add(&tr, st.Add)
+				fd.add(&tr, add)
 				if st.In(fl) {
 					got[u] = true
 				}
 			}
+			return got
+		}
+		for _, fd := range append([]feeder{{}}, chunkFeeders(seed)...) {
+			got := inCohort(fd, st.Add)
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("seed %d: cohort %+v fed chunks of about %d events\nkernel %v\nnaive  %v", seed, nc, fd.maxLen, got, want)
 			}
 			if fd.maxLen == 0 {
 				members += len(got)
 			}
+		}
+		// The state moves between chunks: encoded and decoded after each.
+		got := inCohort(chunked(seed, 3), func(c *trail.Trail) {
+			st.Add(c)
+			enc, err := st.AppendBinary(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st, err = analysis.DecodeCohortState(&kc, enc); err != nil {
+				t.Fatalf("seed %d: %v", seed, err)
+			}
+		})
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("seed %d: cohort %+v with its state moved between chunks\nkernel %v\nnaive  %v", seed, nc, got, want)
 		}
 	}
 	if members < diffSeeds {

@@ -12,15 +12,18 @@
 // kernel groups by key with an allocation-free open-addressing table and
 // reports results per key, ordered by key. Result can merge keys into
 // groups after the fact where the math allows it (counts, sums, value
-// lists); Trend's Group recomputes merged groups exactly in a second pass
-// for the maths that count users.
+// lists); a spec's Group (a KeyGroup: kept keys and an "(other)" key, as
+// data) recomputes merged groups exactly in a second pass for the maths
+// that count users.
 //
 // Every kernel is an accumulator with the same life cycle:
 //
-//	acc, err := NewX(spec, …)  // validates spec, preallocates state
-//	acc.Add(&chunk)             // per chunk of each user's trail, in order
-//	acc.Merge(other)            // combine accumulators of other shards
-//	res := acc.Result(group)    // final, freshly allocated tables
+//	acc, err := NewX(spec, …)      // validates spec, preallocates state
+//	acc.Add(&chunk)                 // per chunk of each user's trail, in order
+//	err = acc.Merge(other)          // combine accumulators of other shards
+//	res := acc.Result(group)        // final, freshly allocated tables
+//	b, err := acc.AppendBinary(nil) // the mergeable state, portable
+//	other, err := DecodeX(spec, b)  // … read back by a query of the same spec
 //
 // An accumulator is owned by one goroutine (typically one per shard). Add
 // does no allocation, Go map lookup, interface call or locking per event;
@@ -30,7 +33,19 @@
 // reports its memory (Bytes) for the query's budget. Merge is exact and commutative:
 // the Result does not depend on how users were split between accumulators
 // or the order of merges (spec §8). A user must be added to exactly one
-// accumulator, which counts distinct users on it.
+// accumulator, which counts distinct users on it. Merge of an accumulator
+// of another spec returns an error wrapping ErrState (never panics).
+//
+// Portable partial states (codec.go): each kernel keeps its mergeable
+// state (per-key counters, cells, lists) in a struct apart from its
+// per-user scratch (marks, walkers, the current user's entries), and
+// encodes exactly the mergeable part: a version byte, the kind, the
+// spec's fingerprint (a hash of its canonical parameters, so that a
+// state of another query is refused), then the state, with string keys
+// as their strings when the key source's Dict names them (mapped into
+// the receiving query's ids on decode). Decoders are strict: truncated,
+// trailing, out-of-range or inconsistent input is an error, and no
+// length field allocates more than the input can fill.
 //
 // A user's trail comes as one or more chunks by the rules of package
 // trail: Add is called with each in turn, without another user's chunk in

@@ -177,8 +177,8 @@ type FunnelOptions struct {
 	// Group, for AttrAllSteps and AttrStep, maps each value to the row it
 	// is walked in before the walk (nil: its own), so that a merged
 	// "(other)" row is a funnel of its own over the merged values (a
-	// user counted once), not a sum of rows.
-	Group func(Key) Key
+	// user counted once), not a sum of rows. DropKept is not allowed.
+	Group *KeyGroup
 	// List selects users to list; nil lists none.
 	List *FunnelList
 	// Observe, when not nil, receives each user's outcomes (for tests;
@@ -337,12 +337,20 @@ type Funnel struct {
 	touch         Key // first/last touch value of the current user
 	touched       bool
 	rows          *funnelRows // per-row attributions
-	total         *funnelStats
-	groups        []funnelStats
-	table         slotTable
-	bytes         int64
-	obs           []FunnelOutcome
-	one           [1]funnelOutcome
+	group         *keyGrouper // opt.Group, or nil
+	funnelState
+	bytes int64
+	obs   []FunnelOutcome
+	one   [1]funnelOutcome
+}
+
+// funnelState is the mergeable state of a Funnel: what Merge combines and
+// AppendBinary writes. Everything else in a Funnel (walkers, the current
+// user's buffers and entry values) is per-user scratch.
+type funnelState struct {
+	total  *funnelStats  // all users (per-row attributions), else nil
+	groups []funnelStats // per breakdown key (row)
+	table  slotTable     // key → index in groups
 }
 
 type fastKey struct {
@@ -358,7 +366,7 @@ func NewFunnel(spec FunnelSpec, opt FunnelOptions) (*Funnel, error) {
 		return nil, err
 	}
 	n := spec.Steps
-	f := &Funnel{spec: spec, opt: opt, from: opt.FromStep, to: opt.ToStep}
+	f := &Funnel{spec: spec, opt: opt, from: opt.FromStep, to: opt.ToStep, group: newKeyGrouper(opt.Group)}
 	f.spec.Exclusions = slices.Clone(spec.Exclusions)
 	if f.from == 0 {
 		f.from = 1
@@ -376,6 +384,9 @@ func NewFunnel(spec FunnelSpec, opt FunnelOptions) (*Funnel, error) {
 		if err := checkBounds("funnel", opt.Bounds, spec.From, spec.To); err != nil {
 			return nil, err
 		}
+	}
+	if opt.Group != nil && opt.Group.DropKept {
+		return nil, fmt.Errorf("analysis: funnel: a group cannot drop values")
 	}
 	if opt.Bins < 0 || opt.Bins > MaxFunnelBins {
 		return nil, fmt.Errorf("analysis: funnel: %d bins, want 1 to %d", opt.Bins, MaxFunnelBins)
@@ -831,11 +842,12 @@ func (f *Funnel) keep() int {
 }
 
 // Merge adds the outcomes of o, created from an equal spec and options,
-// into f. o is not modified. It panics if the step counts or views
-// differ (a programmer error).
-func (f *Funnel) Merge(o *Funnel) {
-	if o.spec.Steps != f.spec.Steps || o.opt.View != f.opt.View || len(o.opt.Bounds) != len(f.opt.Bounds) {
-		panic("analysis: Funnel.Merge of accumulators with different specs")
+// (or decoded with DecodeFunnel) into f. o is not modified. Another spec
+// or options (Observe aside) is an error wrapping ErrState, and f is left
+// unchanged.
+func (f *Funnel) Merge(o *Funnel) error {
+	if err := f.sameSpec(o); err != nil {
+		return err
 	}
 	for i := range o.groups {
 		mergeFunnelStats(f.stats(o.groups[i].key), &o.groups[i])
@@ -843,6 +855,7 @@ func (f *Funnel) Merge(o *Funnel) {
 	if f.total != nil {
 		mergeFunnelStats(f.total, o.total)
 	}
+	return nil
 }
 
 func mergeFunnelStats(dst, o *funnelStats) {

@@ -152,7 +152,9 @@ func (c *modeCase) run(t testing.TB, plan *shardPlan, maxLen int, list *analysis
 		}
 	}
 	for _, s := range order[1:] {
-		accs[order[0]].Merge(accs[s])
+		if err := accs[order[0]].Merge(accs[s]); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return accs[order[0]].Result(nil), got
 }

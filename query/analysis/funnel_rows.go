@@ -42,7 +42,8 @@ func (r *funnelRow) group(times []int64, masks []uint64, i, j int, base int32) {
 // (step k) cleared.
 type funnelRows struct {
 	f     *Funnel
-	step  uint64 // AttrStep: step k's mask bit; 0 for all_steps
+	group *keyGrouper // f.opt.Group, or nil
+	step  uint64      // AttrStep: step k's mask bit; 0 for all_steps
 	base  funnelRow
 	rows  []funnelRow
 	table slotTable
@@ -54,7 +55,7 @@ type funnelRows struct {
 }
 
 func newFunnelRows(f *Funnel) *funnelRows {
-	r := &funnelRows{f: f}
+	r := &funnelRows{f: f, group: f.group}
 	if f.opt.Attribution == AttrStep {
 		r.step = 1 << uint(f.opt.AttrStep-1)
 		r.base = r.walker(Key{})
@@ -128,8 +129,8 @@ func (r *funnelRows) bytes() int64 {
 // value returns the row value of event e.
 func (r *funnelRows) value(col *trail.Column, e int) Key {
 	v := Key{Bits: col.Bits[e], Set: col.Set[e]}
-	if g := r.f.opt.Group; g != nil {
-		v = g(v)
+	if g := r.group; g != nil {
+		v, _ = g.group(v)
 	}
 	return v
 }

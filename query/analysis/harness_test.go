@@ -100,7 +100,7 @@ func (f feeder) add(tr *trail.Trail, add func(*trail.Trail)) {
 // merged one.
 func accumulate[A interface {
 	Add(*trail.Trail)
-	Merge(A)
+	Merge(A) error
 }](t testing.TB, trails []testutil.UserTrail, plan *shardPlan, fd feeder, mk func() (A, error)) A {
 	t.Helper()
 	assign, shards, order := plan.split(len(trails))
@@ -116,7 +116,9 @@ func accumulate[A interface {
 		fd.add(&ut.Trail, accs[assign[i]].Add)
 	}
 	for _, s := range order[1:] {
-		accs[order[0]].Merge(accs[s])
+		if err := accs[order[0]].Merge(accs[s]); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return accs[order[0]]
 }
@@ -158,7 +160,9 @@ func runFunnel(t testing.TB, evs []testutil.Ev, q testutil.FunnelQuery, plan *sh
 		}
 	}
 	for _, s := range order[1:] {
-		accs[order[0]].Merge(accs[s])
+		if err := accs[order[0]].Merge(accs[s]); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return accs[order[0]].Result(nil), paths
 }

@@ -26,6 +26,11 @@ const (
 type KeySource struct {
 	From  KeyFrom
 	Index int
+	// Dict, if set, names the string values among the source's keys, so
+	// that an encoded state (AppendBinary) carries strings rather than
+	// query-local ids and a decoder maps them into this query's ids; nil
+	// sends keys as their bits. Kernels read it only to encode and decode.
+	Dict KeyDict
 }
 
 // event returns the key of event i of tr. s.From must not be KeyUser.

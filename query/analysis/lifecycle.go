@@ -53,9 +53,9 @@ type LifecycleSpec struct {
 	Active, Seen int
 	// Breakdown is KeyNone or KeyUser (a status belongs to a user).
 	Breakdown KeySource
-	// Group, if set, maps each breakdown key once to the key to count it
-	// under (false: drop the user).
-	Group func(Key) (Key, bool)
+	// Group, if set, gives the key each breakdown key is counted under,
+	// or drops the user (see KeyGroup).
+	Group *KeyGroup
 	// List, if not nil, selects users to list.
 	List *LifecycleList
 }
@@ -85,6 +85,14 @@ type LifecycleResult struct {
 	List   *UserList // the listed users (nil without a list); points into the accumulator
 }
 
+// lifeState is the mergeable state of a Lifecycle: what Merge combines
+// and AppendBinary writes (the current user's words are scratch).
+type lifeState struct {
+	groups keyGroups
+	counts [][][4]int64 // per group, per bucket 1..N (index b-1)
+	list   UserList
+}
+
 // Lifecycle accumulates lifecycle counts per bucket and breakdown key.
 // Create it with NewLifecycle; it is owned by one goroutine. Add takes a
 // user's trail in one or more chunks (package trail); between chunks it
@@ -95,12 +103,10 @@ type Lifecycle struct {
 	active uint64
 	seen   uint64
 	idx    bucketIndex
-	groups keyGroups
-	counts [][][4]int64 // per group, per bucket 1..N (index b-1)
-	list   UserList
-	bytes  int64
+	lifeState
+	bytes int64
 
-	// current user
+	// current user (scratch)
 	g        int32 // group, -1 dropped
 	seenB    int32 // bucket holding the first event: -1 before Bounds[0], -2 not seen yet
 	last     int32 // last active bucket (0 = history), -1 none
@@ -133,7 +139,7 @@ func NewLifecycle(spec LifecycleSpec) (*Lifecycle, error) {
 	}
 	spec.Bounds = slices.Clone(spec.Bounds)
 	c := &Lifecycle{spec: spec, nb: nb, active: 1 << spec.Active, seen: 1 << spec.Seen, idx: newBucketIndex(spec.Bounds)}
-	c.groups.group = spec.Group
+	c.groups.group = newKeyGrouper(spec.Group)
 	if spec.List != nil {
 		c.list.Keep = spec.List.Keep
 	}
@@ -247,11 +253,12 @@ func (c *Lifecycle) count(tr *trail.Trail, b int32, st LifecycleStatus) {
 	}
 }
 
-// Merge adds the counts of o, created from an equal spec, into c. o is not
-// modified. It panics if the shapes differ (a programmer error).
-func (c *Lifecycle) Merge(o *Lifecycle) {
-	if o.nb != c.nb {
-		panic("analysis: Lifecycle.Merge of accumulators with different specs")
+// Merge adds the counts of o, created from an equal spec (or decoded with
+// DecodeLifecycle), into c. o is not modified. A spec that differs is an
+// error wrapping ErrState, and c is left unchanged.
+func (c *Lifecycle) Merge(o *Lifecycle) error {
+	if err := c.sameSpec(o); err != nil {
+		return err
 	}
 	for og, k := range o.groups.keys {
 		g := c.groups.add(k)
@@ -262,7 +269,7 @@ func (c *Lifecycle) Merge(o *Lifecycle) {
 			}
 		}
 	}
-	c.list.Merge(&o.list)
+	return c.list.Merge(&o.list)
 }
 
 // Bytes returns the memory the accumulator holds, for the query's budget.

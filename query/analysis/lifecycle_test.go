@@ -202,7 +202,7 @@ func TestDiffLifecycle(t *testing.T) {
 		for l := range got.Rows {
 			labels = append(labels, l)
 		}
-		kept, group, glabel := d.regroup(labels, label)
+		kept, group, glabel := d.regroup(labels, label, trails, src)
 		gspec := spec
 		gspec.List, gspec.Group = nil, group
 		grouped := lifeResult(accumulate(t, trails, d.plan, feeder{r: d.r, maxLen: chunkLens[d.r.IntN(len(chunkLens))]}, func() (*analysis.Lifecycle, error) {

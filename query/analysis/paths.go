@@ -50,6 +50,12 @@ type PathsSpec struct {
 	Steps int
 	// List, if not nil, selects the users of one edge.
 	List *PathsList
+	// Items, if set, names the items (item i as the Key {Bits: i, Set:
+	// true}), so that an encoded state (AppendBinary) carries item names
+	// rather than this query's ids and a decoder maps them into the
+	// receiving query's ids; nil sends the ids. Read only to encode and
+	// decode.
+	Items KeyDict
 }
 
 // PathsList selects the users who took the edge from position Pos (1-based)
@@ -86,13 +92,12 @@ type pathNode struct {
 	t    int64
 }
 
-// pathEdge is the state of one edge.
+// pathEdge is the mergeable state of one edge.
 type pathEdge struct {
 	key      uint64 // pos<<58 | source<<29 | target
 	sessions int64
 	users    int64
 	micros   int64
-	gen      uint32 // user generation that last counted the edge's users
 }
 
 // Paths accumulates path edges. Create it with NewPaths; it is owned by one
@@ -100,14 +105,13 @@ type pathEdge struct {
 // trail); between chunks it keeps the open session's state, at most
 // 2·Steps nodes.
 type Paths struct {
-	spec  PathsSpec
-	edges []pathEdge
-	table slotTable // edge key → index
-	list  UserList
+	spec PathsSpec
+	pathsState
 	bytes int64
 	path  [MaxPathSteps]pathNode // scratch of a finished path
 
 	// current user
+	gens   []uint32 // [edge] user generation that last counted the edge's users
 	gen    uint32
 	listed bool
 	// current session
@@ -122,6 +126,15 @@ type Paths struct {
 	prev    pathNode
 	head    [MaxPathSteps]pathNode // the first Steps items (start and end)
 	ring    [MaxPathSteps]pathNode // the last Steps items (end)
+}
+
+// pathsState is the mergeable state of a Paths: what Merge combines and
+// AppendBinary writes (the current user's and session's state is
+// scratch).
+type pathsState struct {
+	edges []pathEdge
+	table slotTable // edge key → index
+	list  UserList
 }
 
 // NewPaths validates spec and returns an empty accumulator. It copies
@@ -174,9 +187,7 @@ func (p *Paths) Add(tr *trail.Trail) {
 	if tr.Offset == 0 {
 		p.gen++
 		if p.gen == 0 { // wrapped: forget every edge's last user
-			for i := range p.edges {
-				p.edges[i].gen = 0
-			}
+			clear(p.gens)
 			p.gen = 1
 		}
 		p.listed = false
@@ -309,11 +320,12 @@ func (p *Paths) commit(tr *trail.Trail, nd pathNode, fl uint64) {
 
 // edge counts one occurrence of the edge from a at position pos to b.
 func (p *Paths) edge(tr *trail.Trail, pos int, a, b pathNode) {
-	e := p.edgeAt(uint64(pos)<<58 | uint64(a.item)<<29 | uint64(b.item))
+	ix := p.edgeAt(uint64(pos)<<58 | uint64(a.item)<<29 | uint64(b.item))
+	e := &p.edges[ix]
 	e.sessions++
 	e.micros += b.t - a.t
-	if e.gen != p.gen {
-		e.gen = p.gen
+	if p.gens[ix] != p.gen {
+		p.gens[ix] = p.gen
 		e.users++
 	}
 	if l := p.spec.List; l != nil && !p.listed && pos == l.Pos && a.item == l.Source && b.item == l.Target {
@@ -322,30 +334,35 @@ func (p *Paths) edge(tr *trail.Trail, pos int, a, b pathNode) {
 	}
 }
 
-// edgeAt returns the state of the edge with key, creating it.
-func (p *Paths) edgeAt(key uint64) *pathEdge {
+// edgeAt returns the index of the edge with key, creating it.
+func (p *Paths) edgeAt(key uint64) int32 {
 	k := Key{Bits: key, Set: true}
 	ix, ok := p.table.get(k)
 	if !ok {
 		ix = int32(len(p.edges))
 		before := cap(p.edges)
 		p.edges = append(p.edges, pathEdge{key: key})
-		p.bytes += int64(cap(p.edges)-before) * 48
+		p.gens = append(p.gens, 0)
+		p.bytes += int64(cap(p.edges)-before) * 48 // with gens
 		p.table.put(k, ix)
 	}
-	return &p.edges[ix]
+	return ix
 }
 
-// Merge adds the edges of o, created from an equal spec, into p. o is not
-// modified.
-func (p *Paths) Merge(o *Paths) {
+// Merge adds the edges of o, created from an equal spec (or decoded with
+// DecodePaths), into p. o is not modified. A spec that differs is an
+// error wrapping ErrState, and p is left unchanged.
+func (p *Paths) Merge(o *Paths) error {
+	if err := p.sameSpec(o); err != nil {
+		return err
+	}
 	for _, oe := range o.edges {
-		e := p.edgeAt(oe.key)
+		e := &p.edges[p.edgeAt(oe.key)]
 		e.sessions += oe.sessions
 		e.users += oe.users
 		e.micros += oe.micros
 	}
-	p.list.Merge(&o.list)
+	return p.list.Merge(&o.list)
 }
 
 // Bytes returns the memory the accumulator holds (edges, their table,

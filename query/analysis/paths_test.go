@@ -272,34 +272,42 @@ func TestPathsSpec(t *testing.T) {
 	check("events", seq("u1", "a", "b", "c"), qn, "1_a>2_c:1/1/120")
 }
 
+// randomPathsQuery draws a paths query for diff case d: session gaps,
+// steps, listed events or all, an item property, exclusions, start and
+// end matchers.
+func randomPathsQuery(d *diffCase) testutil.PathsQuery {
+	gaps := []int64{1, 30 * 60e6, 30*60e6 + 1, 3600e6, 6 * 3600e6, 86400e6}
+	from, to := d.rangeIn()
+	q := testutil.PathsQuery{SessionGap: gaps[d.r.IntN(len(gaps))], Steps: 2 + d.r.IntN(7), From: from, To: to}
+	if d.r.IntN(3) == 0 {
+		q.Events = []string{"a", "b", "c", "d"}[:2+d.r.IntN(2)]
+	}
+	if d.r.IntN(2) == 0 {
+		q.ItemProp = "s"
+	}
+	for _, x := range []string{"a", "x", "zz"} {
+		if d.r.IntN(4) == 0 {
+			q.Exclude = append(q.Exclude, x)
+		}
+	}
+	if d.r.IntN(2) == 0 {
+		q.Start = &testutil.Matcher{Event: diffMatchers[d.r.IntN(len(diffMatchers))]}
+	}
+	if d.r.IntN(2) == 0 {
+		q.End = &testutil.Matcher{Event: diffMatchers[d.r.IntN(len(diffMatchers))]}
+	}
+	return q
+}
+
 // TestDiffPaths compares the kernel with NaivePaths on random data: event
 // lists, an item property, exclusions, start and end matchers, session
 // gaps and steps, lists of random edges; trails fed whole and in chunks
 // of every size over 1-3 accumulators.
 func TestDiffPaths(t *testing.T) {
 	edges := 0
-	gaps := []int64{1, 30 * 60e6, 30*60e6 + 1, 3600e6, 6 * 3600e6, 86400e6}
 	for seed := range int64(diffSeeds) {
 		d := newDiffCase(seed)
-		from, to := d.rangeIn()
-		q := testutil.PathsQuery{SessionGap: gaps[d.r.IntN(len(gaps))], Steps: 2 + d.r.IntN(7), From: from, To: to}
-		if d.r.IntN(3) == 0 {
-			q.Events = []string{"a", "b", "c", "d"}[:2+d.r.IntN(2)]
-		}
-		if d.r.IntN(2) == 0 {
-			q.ItemProp = "s"
-		}
-		for _, x := range []string{"a", "x", "zz"} {
-			if d.r.IntN(4) == 0 {
-				q.Exclude = append(q.Exclude, x)
-			}
-		}
-		if d.r.IntN(2) == 0 {
-			q.Start = &testutil.Matcher{Event: diffMatchers[d.r.IntN(len(diffMatchers))]}
-		}
-		if d.r.IntN(2) == 0 {
-			q.End = &testutil.Matcher{Event: diffMatchers[d.r.IntN(len(diffMatchers))]}
-		}
+		q := randomPathsQuery(d)
 		c := newPathsCase(d.data, q, d.r.IntN(2) == 0)
 		naive := testutil.NaivePaths(d.data, q)
 		var listed []string

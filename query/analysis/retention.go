@@ -86,14 +86,13 @@ type retGroup struct {
 // Retention accumulates a retention table per breakdown key. Create it
 // with NewRetention; it is owned by one goroutine.
 type Retention struct {
-	spec   RetentionSpec
-	n      int // periods
-	nc     int // cohort buckets
-	nb     int // buckets in spec.Bounds
-	groups []retGroup
-	table  slotTable
-	idx    bucketIndex // over spec.Bounds
-	bytes  int64
+	spec RetentionSpec
+	n    int // periods
+	nc   int // cohort buckets
+	nb   int // buckets in spec.Bounds
+	retentionState
+	idx   bucketIndex // over spec.Bounds
+	bytes int64
 	// the current user's state between the chunks of their trail: their
 	// entries (at most one per cohort bucket) and a few words
 	entries []retEntry
@@ -102,6 +101,14 @@ type Retention struct {
 	// firstOn: first_time with criterion on and no list, where a whole
 	// trail takes addFirstOn
 	firstOn bool
+}
+
+// retentionState is the mergeable state of a Retention: what Merge
+// combines and AppendBinary writes. The current user's entries and words
+// (entries, u, bbuf) are its scratch, apart.
+type retentionState struct {
+	groups []retGroup
+	table  slotTable // key → index in groups
 }
 
 // retEntry is one cohort entry of the current user.
@@ -523,16 +530,18 @@ func (r *Retention) finish(tr *trail.Trail) {
 	}
 }
 
-// Merge adds the counts of o, created from an equal spec, into r. o is not
-// modified. It panics if the shapes differ (a programmer error).
-func (r *Retention) Merge(o *Retention) {
-	if o.n != r.n || o.nc != r.nc {
-		panic("analysis: Retention.Merge of accumulators with different specs")
+// Merge adds the counts of o, created from an equal spec (or decoded with
+// DecodeRetention), into r. o is not modified. A spec that differs is an
+// error wrapping ErrState, and r is left unchanged.
+func (r *Retention) Merge(o *Retention) error {
+	if err := r.sameSpec(o); err != nil {
+		return err
 	}
 	for i := range o.groups {
 		og := &o.groups[i]
 		mergeRetGroup(&r.groups[r.group(og.key)], og)
 	}
+	return nil
 }
 
 func mergeRetGroup(dst, o *retGroup) {

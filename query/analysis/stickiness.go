@@ -35,10 +35,10 @@ type StickinessSpec struct {
 	// counts under each key with the buckets of that key's events only),
 	// the user's property, or none.
 	Breakdown KeySource
-	// Group, if set, is called once per distinct breakdown key and returns
-	// the key to count it under (false: drop its events), so that a
-	// second pass counts a merged "(other)" exactly.
-	Group func(Key) (Key, bool)
+	// Group, if set, gives the key each breakdown key is counted under
+	// (or drops its events; see KeyGroup), so that a second pass counts a
+	// merged "(other)" exactly.
+	Group *KeyGroup
 	// List, if not nil, selects users to list.
 	List *StickinessList
 }
@@ -82,6 +82,15 @@ type stickMark struct {
 	n      int32  // buckets that reached MinEvents
 }
 
+// stickState is the mergeable state of a Stickiness: what Merge combines
+// and AppendBinary writes (the marks and the current user's words are
+// scratch).
+type stickState struct {
+	groups keyGroups
+	counts [][]int64 // per group: [series*nb + n-1]
+	list   UserList
+}
+
 // Stickiness accumulates stickiness counts per series and breakdown key.
 // Create it with NewStickiness; it is owned by one goroutine. Add takes a
 // user's trail in one or more chunks (package trail); between chunks it
@@ -92,13 +101,11 @@ type Stickiness struct {
 	seriesMask uint64
 	bitSeries  [64]int8
 	idx        bucketIndex
-	groups     keyGroups
-	counts     [][]int64 // per group: [series*nb + n-1]
-	marks      []stickMark
-	list       UserList
-	bytes      int64
+	stickState
+	bytes int64
 
-	// current user
+	// current user (scratch)
+	marks   []stickMark // [group*ns + series]
 	gen     uint32
 	ug      int32   // the user's group (user or no breakdown)
 	touched []int32 // group*ns+series marks the user touched
@@ -134,7 +141,7 @@ func NewStickiness(spec StickinessSpec) (*Stickiness, error) {
 	spec.Series = slices.Clone(spec.Series)
 	s.spec = spec
 	s.idx = newBucketIndex(spec.Bounds)
-	s.groups.group = spec.Group
+	s.groups.group = newKeyGrouper(spec.Group)
 	if spec.List != nil {
 		s.list.Keep = spec.List.Keep
 	}
@@ -281,11 +288,12 @@ func (s *Stickiness) endUser(tr *trail.Trail) {
 	s.touched = s.touched[:0]
 }
 
-// Merge adds the counts of o, created from an equal spec, into s. o is not
-// modified. It panics if the shapes differ (a programmer error).
-func (s *Stickiness) Merge(o *Stickiness) {
-	if o.ns != s.ns || o.nb != s.nb {
-		panic("analysis: Stickiness.Merge of accumulators with different specs")
+// Merge adds the counts of o, created from an equal spec (or decoded with
+// DecodeStickiness), into s. o is not modified. A spec that differs is an
+// error wrapping ErrState, and s is left unchanged.
+func (s *Stickiness) Merge(o *Stickiness) error {
+	if err := s.sameSpec(o); err != nil {
+		return err
 	}
 	for og, k := range o.groups.keys {
 		g := s.groups.add(k)
@@ -294,7 +302,7 @@ func (s *Stickiness) Merge(o *Stickiness) {
 			s.counts[g][i] += v
 		}
 	}
-	s.list.Merge(&o.list)
+	return s.list.Merge(&o.list)
 }
 
 // Bytes returns the memory the accumulator holds (counts, marks, group

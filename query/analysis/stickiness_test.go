@@ -190,7 +190,7 @@ func TestDiffStickiness(t *testing.T) {
 		for l := range got.Rows[0] {
 			labels = append(labels, l)
 		}
-		kept, group, glabel := d.regroup(labels, label)
+		kept, group, glabel := d.regroup(labels, label, trails, src)
 		gspec := spec
 		gspec.List, gspec.Group = nil, group
 		rq := q

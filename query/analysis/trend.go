@@ -53,11 +53,11 @@ type TrendSpec struct {
 	// Breakdown is where an event's breakdown key comes from: the event's
 	// column, the user's property, or none (every event has the zero Key).
 	Breakdown KeySource
-	// Group, if set, is called once per distinct breakdown key (per
-	// accumulator) and returns the key to aggregate it under, or false to
-	// drop the key's events. It lets a second pass recompute a merged
-	// "(other)" group exactly (users stay distinct).
-	Group func(Key) (Key, bool)
+	// Group, if set, gives the key each breakdown key is aggregated
+	// under, or drops the key's events (see KeyGroup). It lets a second
+	// pass recompute a merged "(other)" group exactly (users stay
+	// distinct).
+	Group *KeyGroup
 }
 
 // TrendRow is one breakdown value of a series.
@@ -101,7 +101,8 @@ type trendCell struct {
 	vals     []float64 // property values (percentiles) or per-user counts
 }
 
-// userMark is the current user's state in one (slot, series).
+// userMark is the current user's state in one (slot, series): scratch,
+// not state (trendScratch).
 type userMark struct {
 	gen    uint32 // Add generation that last touched it
 	bucket int32  // users, cpu: bucket of the current count; wau: last bucket counted
@@ -114,16 +115,15 @@ type cpuMark struct {
 	tot int64 // the user's events in the range
 }
 
-// trendSlot is the state of one breakdown key. The counters of count,
-// users, wau and mau are a dense array (the hot path of most trends);
-// cells exist only when the spec has a property or count-per-user math.
+// trendSlot is the mergeable state of one breakdown key. The counters of
+// count, users, wau and mau are a dense array (the hot path of most
+// trends); cells exist only when the spec has a property or
+// count-per-user math.
 type trendSlot struct {
 	key    Key
 	counts []int64     // [b*nw + bit]: count, users, wau, mau
 	cells  []trendCell // [b*nw + bit]: the other maths; nil when the spec has none
 	tots   []trendCell // [bit]
-	marks  []userMark  // [bit]
-	cpu    []cpuMark   // [bit]; nil when the spec has no count-per-user math
 	events []int64     // [bit] matching events counted (maths other than count and users)
 }
 
@@ -143,15 +143,26 @@ type Trend struct {
 	withCells  bool     // some series has a property or count-per-user math
 	withCPU    bool     // some series has a count-per-user math
 
-	slots []trendSlot
-	keys  slotTable  // slot key → slot
-	raw   *slotTable // original key → slot (-1 dropped); &keys without Group
-	rawT  slotTable
+	group *keyGrouper // spec.Group, or nil
 
+	// The mergeable state (what Merge combines and AppendBinary writes).
+	slots []trendSlot
+	keys  slotTable // slot key → slot
+	bytes int64     // memory of slots and value lists
+
+	raw  *slotTable // original key → slot (-1 dropped); &keys without Group
+	rawT slotTable
+	sc   trendScratch
+}
+
+// trendScratch is the per-user scratch of a Trend: the current user's
+// marks per slot and series, which Merge and AppendBinary ignore.
+type trendScratch struct {
+	marks   []userMark // [slot*nw + bit]
+	cpu     []cpuMark  // [slot*nw + bit]; nil when the spec has no count-per-user math
 	gen     uint32
 	touched []int32 // slot*nw+bit of count-per-user marks touched by the current user
 	user    trendUser
-	bytes   int64
 }
 
 // trendUser is the current user's state between the chunks of their
@@ -222,6 +233,7 @@ func NewTrend(spec TrendSpec) (*Trend, error) {
 	t.raw = &t.keys
 	if spec.Group != nil {
 		t.raw = &t.rawT
+		t.group = newKeyGrouper(spec.Group)
 	}
 	if spec.Breakdown.From == KeyNone {
 		t.slotFor(Key{})
@@ -239,16 +251,16 @@ func (t *Trend) slotFor(k Key) int32 {
 		key:    k,
 		counts: make([]int64, t.nb*t.nw),
 		tots:   make([]trendCell, t.nw),
-		marks:  make([]userMark, t.nw),
 		events: make([]int64, t.nw),
 	}
+	t.sc.marks = append(t.sc.marks, make([]userMark, t.nw)...)
 	t.bytes += int64(t.nb*t.nw)*8 + int64(t.nw)*(cellSize+16)
 	if t.withCells {
 		sl.cells = make([]trendCell, t.nb*t.nw)
 		t.bytes += int64(t.nb*t.nw) * cellSize
 	}
 	if t.withCPU {
-		sl.cpu = make([]cpuMark, t.nw)
+		t.sc.cpu = append(t.sc.cpu, make([]cpuMark, t.nw)...)
 		t.bytes += int64(t.nw) * 16
 	}
 	t.slots = append(t.slots, sl)
@@ -261,11 +273,11 @@ func (t *Trend) slotOf(k Key) int32 {
 	if s, ok := t.raw.get(k); ok {
 		return s
 	}
-	if t.spec.Group == nil {
+	if t.group == nil {
 		return t.slotFor(k)
 	}
 	s := int32(-1)
-	if g, keep := t.spec.Group(k); keep {
+	if g, keep := t.group.group(k); keep {
 		s = t.slotFor(g)
 	}
 	t.raw.put(k, s)
@@ -293,14 +305,12 @@ func (t *Trend) Add(tr *trail.Trail) {
 		i = sort.Search(len(times), func(j int) bool { return times[j] >= start })
 	}
 	if tr.Offset == 0 { // a new user
-		t.gen++
-		if t.gen == 0 { // wrapped: reset every mark
-			for si := range t.slots {
-				clear(t.slots[si].marks)
-			}
-			t.gen = 1
+		t.sc.gen++
+		if t.sc.gen == 0 { // wrapped: reset every mark
+			clear(t.sc.marks)
+			t.sc.gen = 1
 		}
-		t.user = trendUser{}
+		t.sc.user = trendUser{}
 	}
 	userSlot := int32(0)
 	switch {
@@ -313,7 +323,7 @@ func (t *Trend) Add(tr *trail.Trail) {
 		t.addCounts(times[i:], masks[i:], &t.slots[userSlot], tr.More)
 		return
 	}
-	from, to, bounds, nw, gen := t.spec.From, t.spec.To, t.spec.Bounds, t.nw, t.gen
+	from, to, bounds, nw, gen := t.spec.From, t.spec.To, t.spec.Bounds, t.nw, t.sc.gen
 	perEvent := t.spec.Breakdown.From == KeyEvent
 	slot := userSlot
 	if !perEvent && slot < 0 {
@@ -326,7 +336,7 @@ func (t *Trend) Add(tr *trail.Trail) {
 	// Locals: the stores into cells below would otherwise make the
 	// compiler reload these from t on every event.
 	seriesMask, lookMask, countMask, usersMask, otherMask := t.seriesMask, t.lookMask, t.countMask, t.usersMask, t.otherMask
-	b := t.user.b
+	b := t.sc.user.b
 	next := bounds[b+1]
 	for ; i < len(times); i++ {
 		ts := times[i]
@@ -359,7 +369,7 @@ func (t *Trend) Add(tr *trail.Trail) {
 			}
 			for um := m & usersMask; um != 0; um &= um - 1 {
 				bit := bits.TrailingZeros64(um)
-				mk := &sl.marks[bit]
+				mk := &t.sc.marks[int(slot)*nw+bit]
 				if mk.gen != gen {
 					mk.gen, mk.bucket = gen, -1
 					sl.tots[bit].n++
@@ -375,18 +385,18 @@ func (t *Trend) Add(tr *trail.Trail) {
 		}
 	}
 	if tr.More {
-		t.user.b = b
+		t.sc.user.b = b
 		return
 	}
-	for _, ix := range t.touched {
+	for _, ix := range t.sc.touched {
 		sl := &t.slots[ix/int32(t.nw)]
 		bit := int(ix % int32(t.nw))
-		t.flushCount(sl, bit)
+		t.flushCount(sl, int(ix), bit)
 		tot := &sl.tots[bit]
 		tot.n++
-		t.appendVal(tot, float64(sl.cpu[bit].tot))
+		t.appendVal(tot, float64(t.sc.cpu[ix].tot))
 	}
-	t.touched = t.touched[:0]
+	t.sc.touched = t.sc.touched[:0]
 }
 
 // addCounts is Add's loop for the most common shape — only count and
@@ -401,7 +411,7 @@ func (t *Trend) addCounts(times []int64, masks []uint64, sl *trendSlot, more boo
 	masks = masks[:len(times)]
 	// seen: users series the trail counts at all; done: users series that
 	// already counted the user in bucket b.
-	seen, done, b := t.user.seen, t.user.done, t.user.b
+	seen, done, b := t.sc.user.seen, t.sc.user.done, t.sc.user.b
 	next := bounds[b+1]
 	row := counts[b*nw : b*nw+nw]
 	for i := 0; i < len(times); i++ {
@@ -437,7 +447,7 @@ func (t *Trend) addCounts(times []int64, masks []uint64, sl *trendSlot, more boo
 		}
 	}
 	if more {
-		t.user = trendUser{b: b, seen: seen, done: done}
+		t.sc.user = trendUser{b: b, seen: seen, done: done}
 		return
 	}
 	for ; seen != 0; seen &= seen - 1 {
@@ -446,22 +456,24 @@ func (t *Trend) addCounts(times []int64, masks []uint64, sl *trendSlot, more boo
 }
 
 // event accumulates event i for the series of mask bit bit in slot sl
-// when its math is neither count nor users: in bucket b, or, for wau and
-// mau, also an event before From (look-back; b is then meaningless).
+// (number slot) when its math is neither count nor users: in bucket b,
+// or, for wau and mau, also an event before From (look-back; b is then
+// meaningless).
 func (t *Trend) event(sl *trendSlot, slot int32, bit int, tr *trail.Trail, i, b int) {
 	s := &t.spec.Series[t.bitSeries[bit]]
-	mk := &sl.marks[bit]
+	ix := int(slot)*t.nw + bit
+	mk := &t.sc.marks[ix]
 	sl.events[bit]++
 	switch s.Math {
 	case MathCountPerUserAvg, MathCountPerUserMedian, MathCountPerUserMax:
-		cm := &sl.cpu[bit]
-		if mk.gen != t.gen {
-			*mk = userMark{gen: t.gen, bucket: -1}
+		cm := &t.sc.cpu[ix]
+		if mk.gen != t.sc.gen {
+			*mk = userMark{gen: t.sc.gen, bucket: -1}
 			*cm = cpuMark{}
-			t.touched = append(t.touched, slot*int32(t.nw)+int32(bit))
+			t.sc.touched = append(t.sc.touched, int32(ix))
 		}
 		if mk.bucket != int32(b) {
-			t.flushCount(sl, bit)
+			t.flushCount(sl, ix, bit)
 			mk.bucket = int32(b)
 		}
 		cm.cnt++
@@ -511,9 +523,10 @@ func (t *Trend) appendVal(c *trendCell, v float64) {
 	t.bytes += int64(cap(c.vals)-before) * 8
 }
 
-// flushCount records the user's count in their current bucket (cpu maths).
-func (t *Trend) flushCount(sl *trendSlot, bit int) {
-	mk, cm := &sl.marks[bit], &sl.cpu[bit]
+// flushCount records the user's count in their current bucket (cpu
+// maths): the mark ix (slot*nw + bit) of slot sl.
+func (t *Trend) flushCount(sl *trendSlot, ix, bit int) {
+	mk, cm := &t.sc.marks[ix], &t.sc.cpu[ix]
 	if mk.bucket < 0 || cm.cnt == 0 {
 		return
 	}
@@ -530,8 +543,8 @@ func (t *Trend) active(sl *trendSlot, bit int, mk *userMark, ts, w int64) {
 	ends := t.ends
 	lo := searchGreater(ends, ts)   // first bucket with E > ts
 	hi := searchGreater(ends, ts+w) // first bucket with E > ts+w
-	if mk.gen != t.gen {
-		mk.gen, mk.bucket = t.gen, -1
+	if mk.gen != t.sc.gen {
+		mk.gen, mk.bucket = t.sc.gen, -1
 	}
 	lo = max(lo, int(mk.bucket)+1)
 	if lo >= hi {
@@ -560,12 +573,13 @@ func searchGreater(a []int64, v int64) int {
 	return lo
 }
 
-// Merge adds the state of o, an accumulator created from an equal spec,
-// into t. o is not modified (value-wise). It panics if the shapes differ
-// (a programmer error).
-func (t *Trend) Merge(o *Trend) {
-	if o.nw != t.nw || o.nb != t.nb || o.seriesMask != t.seriesMask {
-		panic("analysis: Trend.Merge of accumulators with different specs")
+// Merge adds the state of o, an accumulator created from an equal spec
+// (or decoded with DecodeTrend), into t. o is not modified (value-wise).
+// A spec that differs (bounds, range, series, breakdown, group) is an
+// error wrapping ErrState, and t is left unchanged.
+func (t *Trend) Merge(o *Trend) error {
+	if err := t.sameSpec(o); err != nil {
+		return err
 	}
 	for oi := range o.slots {
 		os := &o.slots[oi]
@@ -581,6 +595,7 @@ func (t *Trend) Merge(o *Trend) {
 			sl.events[i] += os.events[i]
 		}
 	}
+	return nil
 }
 
 func (t *Trend) mergeCell(c, o *trendCell) {
@@ -592,7 +607,7 @@ func (t *Trend) mergeCell(c, o *trendCell) {
 // Bytes returns the memory the accumulator holds (cells, value lists,
 // breakdown tables), for the query's memory budget.
 func (t *Trend) Bytes() int64 {
-	return t.bytes + t.keys.bytes() + t.rawT.bytes() + int64(cap(t.touched))*4
+	return t.bytes + t.keys.bytes() + t.rawT.bytes() + int64(cap(t.sc.touched))*4
 }
 
 // cellSize is the size of a trendCell in bytes.

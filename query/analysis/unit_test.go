@@ -85,7 +85,7 @@ func TestSpecValidation(t *testing.T) {
 	}
 }
 
-func TestMergeShapeMismatchPanics(t *testing.T) {
+func TestMergeShapeMismatchErrors(t *testing.T) {
 	b := []int64{0, day, 2 * day}
 	t1, _ := analysis.NewTrend(analysis.TrendSpec{Bounds: b, From: 0, To: 1, Series: []analysis.TrendSeries{{}}})
 	t2, _ := analysis.NewTrend(analysis.TrendSpec{Bounds: b, From: 0, To: 1, Series: []analysis.TrendSeries{{}, {Bit: 1}}})
@@ -93,17 +93,12 @@ func TestMergeShapeMismatchPanics(t *testing.T) {
 	f2, _ := analysis.NewFunnel(analysis.FunnelSpec{Steps: 3, To: 1}, analysis.FunnelOptions{})
 	r1, _ := analysis.NewRetention(analysis.RetentionSpec{Bounds: b, Periods: 1, To: 1})
 	r2, _ := analysis.NewRetention(analysis.RetentionSpec{Bounds: b, Periods: 2, To: 1})
-	for name, f := range map[string]func(){
-		"trend": func() { t1.Merge(t2) }, "funnel": func() { f1.Merge(f2) }, "retention": func() { r1.Merge(r2) },
+	for name, f := range map[string]func() error{
+		"trend": func() error { return t1.Merge(t2) }, "funnel": func() error { return f1.Merge(f2) }, "retention": func() error { return r1.Merge(r2) },
 	} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%s: Merge of different shapes did not panic", name)
-				}
-			}()
-			f()
-		}()
+		if err := f(); err == nil {
+			t.Errorf("%s: Merge of different shapes returned no error", name)
+		}
 	}
 }
 
@@ -363,7 +358,9 @@ func TestUserList(t *testing.T) {
 			y.Add([]byte(id))
 		}
 	}
-	y.Merge(&x)
+	if err := y.Merge(&x); err != nil {
+		t.Fatal(err)
+	}
 	for _, l := range []*analysis.UserList{&one, &y} {
 		if l.Count() != 7 || !slices.Equal(l.Page(0, 4), []string{"a", "b", "u1", "u10"}) ||
 			!slices.Equal(l.Page(2, 2), []string{"u1", "u10"}) || len(l.Page(9, 2)) != 0 || l.Bytes() == 0 {

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"container/heap"
+	"fmt"
 	"slices"
 )
 
@@ -41,8 +42,12 @@ func (l *UserList) Add(id []byte) {
 }
 
 // Merge adds the users of o (a list of other users, with the same Keep)
-// into l. o is not modified.
-func (l *UserList) Merge(o *UserList) {
+// into l. o is not modified. Another Keep is an error wrapping ErrState,
+// and l is left unchanged.
+func (l *UserList) Merge(o *UserList) error {
+	if o.Keep != l.Keep {
+		return fmt.Errorf("%w: user list: merge of lists keeping %d and %d ids", ErrState, l.Keep, o.Keep)
+	}
 	l.n += o.n
 	for _, s := range o.ids {
 		if len(l.ids) < l.Keep {
@@ -54,6 +59,7 @@ func (l *UserList) Merge(o *UserList) {
 			heap.Fix(&l.ids, 0)
 		}
 	}
+	return nil
 }
 
 // Count returns the number of users added (including merged ones).
