@@ -155,9 +155,7 @@ func funnelModesQuery(t *testing.T, r *rand.Rand, g *diffGen, data testutil.Data
 	// Tables per row, "" = all users.
 	tables := map[string]map[string][]testutil.NaiveOutcome{"": {}}
 	for u, os := range plain {
-		for _, o := range os {
-			tables[""][u] = append(tables[""][u], o)
-		}
+		tables[""][u] = append(tables[""][u], os...)
 	}
 	for u, os := range outs {
 		for _, o := range os {
