@@ -155,7 +155,9 @@ func funnelModesQuery(t *testing.T, r *rand.Rand, g *diffGen, data testutil.Data
 	// Tables per row, "" = all users.
 	tables := map[string]map[string][]testutil.NaiveOutcome{"": {}}
 	for u, os := range plain {
-		tables[""][u] = append(tables[""][u], os...)
+		if len(os) > 0 { // a user without outcomes has no entry
+			tables[""][u] = append(tables[""][u], os...)
+		}
 	}
 	for u, os := range outs {
 		for _, o := range os {
