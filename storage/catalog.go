@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spurdb/spur/event"
-	"github.com/spurdb/spur/storage/segment"
+	"github.com/spurdb/spur/internal/bin"
 )
 
 // CatalogFormatVersion is the newest catalog and settings file format this
@@ -26,22 +26,23 @@ const (
 )
 
 // ErrCorruption is matched (errors.Is) by every error that reports damaged
-// data in the store: a segment file (a *segment.CorruptionError) or a
-// catalog or settings file (a *CorruptionError). It is the same sentinel
-// as segment.ErrCorruption.
-var ErrCorruption = segment.ErrCorruption
+// data in the store: a segment, catalog, settings, document or log file
+// (a *CorruptionError). It is the store's one sentinel, bin.ErrCorruption,
+// also segment.ErrCorruption and wal.ErrCorruption.
+var ErrCorruption = bin.ErrCorruption
 
 // ErrUnsupportedVersion is matched (errors.Is) by the error for a file of
 // the store (catalog, settings, segment, log) written by a newer format
 // version than this build reads. It does not match ErrCorruption. It is
-// the same sentinel as segment.ErrNewerVersion.
-var ErrUnsupportedVersion = segment.ErrNewerVersion
+// the same sentinel as bin.ErrNewerVersion and segment.ErrNewerVersion.
+var ErrUnsupportedVersion = bin.ErrNewerVersion
 
-// CorruptionError reports where a catalog, settings or segment file is
-// damaged (segment.CorruptionError): Path names the file, Offset the byte
-// where the damaged structure starts, Msg what is wrong there. It matches
-// ErrCorruption.
-type CorruptionError = segment.CorruptionError
+// CorruptionError reports where a file of the store (catalog, settings,
+// segment, document, log) is damaged: Path names the file, Offset the
+// byte where the damaged structure starts, Msg what is wrong there. It
+// matches ErrCorruption. It is bin.CorruptionError, also
+// segment.CorruptionError and wal.CorruptionError.
+type CorruptionError = bin.CorruptionError
 
 // SegmentKind says what a segment holds.
 type SegmentKind uint8
@@ -224,8 +225,8 @@ func equalProps(a, b []event.PropType) bool {
 }
 
 // Byte layout of a catalog file (all integers little-endian or LEB128
-// varints as encoding/binary writes them; a string is a uvarint length and
-// its bytes):
+// varints as encoding/binary writes them, in their shortest form: a longer
+// one is corruption; a string is a uvarint length and its bytes):
 //
 //	magic "SPURCAT\n", u16 format version, u32 body length N
 //	body (N bytes):
@@ -315,123 +316,55 @@ func encodeSettings(s *Settings) []byte {
 	return frame(settingsMagic, b)
 }
 
-// decoder reads a frame's body strictly: every read checks the bytes
-// left, and the first failure sticks (a *CorruptionError at the offset of
-// the field being read).
-type decoder struct {
-	path    string
+// catalogDecoder reads a frame's body strictly (bin.Decoder: every read
+// checks the bytes left, varints are in their shortest form, and the
+// first failure sticks, a *CorruptionError at the file offset of the
+// field being read).
+type catalogDecoder struct {
+	bin.Decoder
 	version uint16 // the file's format version
-	buf     []byte
-	off     int // offset of buf[0] in the file
-	pos     int
-	err     error
 }
 
-func (d *decoder) fail(at int, format string, args ...any) {
-	if d.err == nil {
-		d.err = &CorruptionError{Path: d.path, Offset: int64(d.off + at), Msg: fmt.Sprintf(format, args...)}
-	}
-}
-
-func (d *decoder) uvarint(what string) uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.buf[d.pos:])
-	if n <= 0 {
-		d.fail(d.pos, "bad %s varint", what)
-		return 0
-	}
-	d.pos += n
-	return v
-}
-
-func (d *decoder) varint(what string) int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.buf[d.pos:])
-	if n <= 0 {
-		d.fail(d.pos, "bad %s varint", what)
-		return 0
-	}
-	d.pos += n
-	return v
-}
-
-func (d *decoder) u64(what string) uint64 {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.buf)-d.pos < 8 {
-		d.fail(d.pos, "%s cut short", what)
-		return 0
-	}
-	v := binary.LittleEndian.Uint64(d.buf[d.pos:])
-	d.pos += 8
-	return v
-}
-
-func (d *decoder) byte1(what string) byte {
-	if d.err != nil {
-		return 0
-	}
-	if d.pos >= len(d.buf) {
-		d.fail(d.pos, "%s cut short", what)
-		return 0
-	}
-	d.pos++
-	return d.buf[d.pos-1]
-}
-
-// count reads a uvarint count of items of at least minBytes bytes each,
-// failing when they cannot fit in the bytes left.
-func (d *decoder) count(what string, minBytes int) int {
-	at := d.pos
-	n := d.uvarint(what)
-	if d.err == nil && n > uint64(len(d.buf)-d.pos)/uint64(minBytes) {
-		d.fail(at, "%s %d does not fit in the %d bytes left", what, n, len(d.buf)-d.pos)
-		return 0
-	}
-	return int(n)
-}
-
-func (d *decoder) str(what string, maxLen int) string {
-	at := d.pos
-	n := d.uvarint(what + " length")
-	if d.err != nil {
+// str reads a length-prefixed string of what, at most maxLen bytes of
+// valid UTF-8 (a copy).
+func (d *catalogDecoder) str(what string, maxLen int) string {
+	at := d.Pos()
+	b := d.Bytes(what)
+	if d.Err() != nil {
 		return ""
 	}
-	if n > uint64(maxLen) || n > uint64(len(d.buf)-d.pos) {
-		d.fail(at, "%s length %d out of range", what, n)
+	if len(b) > maxLen {
+		d.FailAt(at, "%s length %d exceeds %d", what, len(b), maxLen)
 		return ""
 	}
-	s := string(d.buf[d.pos : d.pos+int(n)])
-	d.pos += int(n)
-	if !utf8.ValidString(s) {
-		d.fail(at, "%s is not valid UTF-8", what)
+	if !utf8.Valid(b) {
+		d.FailAt(at, "%s is not valid UTF-8", what)
+		return ""
 	}
-	return s
+	return string(b)
 }
 
-func (d *decoder) props(what string) []event.PropType {
-	n := d.count(what+" count", 2)
+// props reads a property list (its count, then per property a name and a
+// type byte), failing on an empty or repeated name or a type outside
+// 1..5.
+func (d *catalogDecoder) props(what string) []event.PropType {
+	n := d.Count(what+" count", 2, math.MaxInt)
 	props := make([]event.PropType, 0, n)
 	seen := make(map[string]bool, n)
 	for range n {
-		at := d.pos
+		at := d.Pos()
 		name := d.str(what+" name", event.MaxPropNameBytes)
-		t := event.Type(d.byte1(what + " type"))
-		if d.err != nil {
+		t := event.Type(d.U8())
+		if d.Err() != nil {
 			return nil
 		}
 		switch {
 		case name == "":
-			d.fail(at, "empty %s name", what)
+			d.FailAt(at, "empty %s name", what)
 		case seen[name]:
-			d.fail(at, "%s %q listed twice", what, name)
+			d.FailAt(at, "%s %q listed twice", what, name)
 		case t < event.TypeString || t > event.TypeTime:
-			d.fail(d.pos-1, "%s %q has type %d, want 1..5", what, name, t)
+			d.FailAt(d.Pos()-1, "%s %q has type %d, want 1..5", what, name, t)
 		}
 		seen[name] = true
 		props = append(props, event.PropType{Name: name, Type: t})
@@ -441,7 +374,7 @@ func (d *decoder) props(what string) []event.PropType {
 
 // openFrame checks a file's frame (magic, version, length, CRC) and
 // returns a decoder over its body.
-func openFrame(path, magic string, b []byte) (*decoder, error) {
+func openFrame(path, magic string, b []byte) (*catalogDecoder, error) {
 	hdr := len(magic) + 6
 	if len(b) < hdr+4 || string(b[:len(magic)]) != magic {
 		return nil, &CorruptionError{Path: path, Offset: 0, Msg: fmt.Sprintf("not a %q file (%d bytes)", strings.TrimSpace(magic), len(b))}
@@ -462,15 +395,21 @@ func openFrame(path, magic string, b []byte) (*decoder, error) {
 	if got, want := crc32.Checksum(b[:len(b)-4], castagnoli), binary.LittleEndian.Uint32(b[len(b)-4:]); got != want {
 		return nil, &CorruptionError{Path: path, Offset: int64(len(b) - 4), Msg: fmt.Sprintf("checksum mismatch: stored %08x, computed %08x", want, got)}
 	}
-	return &decoder{path: path, buf: b[hdr : len(b)-4], off: hdr, version: v}, nil
+	d := &catalogDecoder{Decoder: bin.NewDecoder(b[hdr:len(b)-4], int64(hdr)), version: v}
+	d.Path = path
+	return d, nil
 }
 
-// done fails if bytes are left after the last field.
-func (d *decoder) done() error {
-	if d.err == nil && d.pos != len(d.buf) {
-		d.fail(d.pos, "%d unexpected bytes after the last field", len(d.buf)-d.pos)
+// done fails if bytes are left after the last field, and returns the
+// first failure or nil.
+func (d *catalogDecoder) done() error {
+	if d.Err() == nil && d.Left() != 0 {
+		d.Fail("%d unexpected bytes after the last field", d.Left())
 	}
-	return d.err
+	if err := d.Err(); err != nil {
+		return err
+	}
+	return nil
 }
 
 // validShards reports whether n is a power of two in [1, MaxShards].
@@ -501,88 +440,88 @@ func decodeCatalog(path string, b []byte) (*Catalog, error) {
 		return nil, err
 	}
 	c := &Catalog{}
-	at := d.pos
+	at := d.Pos()
 	c.App = d.str("app name", 64)
-	if d.err == nil && !ValidAppName(c.App) {
-		d.fail(at, "invalid app name %q", c.App)
+	if d.Err() == nil && !ValidAppName(c.App) {
+		d.FailAt(at, "invalid app name %q", c.App)
 	}
-	c.Generation = d.uvarint("generation")
-	at = d.pos
-	shards := d.uvarint("shard count")
-	if d.err == nil && !validShards(shards) {
-		d.fail(at, "shard count %d is not a power of two in [1, %d]", shards, MaxShards)
+	c.Generation = d.Uvarint()
+	at = d.Pos()
+	shards := d.Uvarint()
+	if d.Err() == nil && !validShards(shards) {
+		d.FailAt(at, "shard count %d is not a power of two in [1, %d]", shards, MaxShards)
 	}
 	c.Shards = int(shards)
-	at = d.pos
+	at = d.Pos()
 	c.TZ = d.str("time zone", 256)
-	if d.err == nil {
+	if d.Err() == nil {
 		if err := checkTZ(c.TZ); err != nil {
-			d.fail(at, "time zone: %v", err)
+			d.FailAt(at, "time zone: %v", err)
 		}
 	}
-	at = d.pos
-	c.NextSeq = d.varint("next seq")
-	if d.err == nil && c.NextSeq < 0 {
-		d.fail(at, "negative next seq %d", c.NextSeq)
+	at = d.Pos()
+	c.NextSeq = d.Varint()
+	if d.Err() == nil && c.NextSeq < 0 {
+		d.FailAt(at, "negative next seq %d", c.NextSeq)
 	}
-	c.LogSeq = d.uvarint("log seq")
+	c.LogSeq = d.Uvarint()
 	c.EventProps = d.props("event property")
 	c.UserProps = d.props("user property")
-	n := d.count("segment count", 40)
+	n := d.Count("segment count", 40, math.MaxInt)
 	c.Segments = make([]SegmentRef, 0, n)
 	files := make(map[string]bool, n)
 	for range n {
-		if d.err != nil {
+		if d.Err() != nil {
 			break
 		}
 		var s SegmentRef
-		at := d.pos
+		at := d.Pos()
 		s.File = d.str("segment file name", 255)
-		if d.err == nil && (!validSegmentName(s.File) || files[s.File]) {
-			d.fail(at, "bad or repeated segment file name %q", s.File)
+		if d.Err() == nil && (!validSegmentName(s.File) || files[s.File]) {
+			d.FailAt(at, "bad or repeated segment file name %q", s.File)
 		}
 		files[s.File] = true
-		at = d.pos
-		s.Kind = SegmentKind(d.byte1("segment kind"))
-		if d.err == nil && s.Kind != KindEvents && s.Kind != KindUsers {
-			d.fail(at, "segment %s: kind %d, want 1 (events) or 2 (users)", s.File, s.Kind)
+		at = d.Pos()
+		s.Kind = SegmentKind(d.U8())
+		if d.Err() == nil && s.Kind != KindEvents && s.Kind != KindUsers {
+			d.FailAt(at, "segment %s: kind %d, want 1 (events) or 2 (users)", s.File, s.Kind)
 		}
-		at = d.pos
-		sh := d.uvarint("shard")
-		if d.err == nil && sh >= uint64(c.Shards) {
-			d.fail(at, "segment %s: shard %d out of range [0, %d)", s.File, sh, c.Shards)
+		at = d.Pos()
+		sh := d.Uvarint()
+		if d.Err() == nil && sh >= uint64(c.Shards) {
+			d.FailAt(at, "segment %s: shard %d out of range [0, %d)", s.File, sh, c.Shards)
 		}
 		s.Shard = int(sh)
-		at = d.pos
-		s.SeqMin, s.SeqMax = d.varint("seq min"), d.varint("seq max")
-		if d.err == nil && (s.SeqMin < 0 || s.SeqMin > s.SeqMax || s.SeqMax >= c.NextSeq) {
-			d.fail(at, "segment %s: arrival range [%d, %d] outside [0, next seq %d)", s.File, s.SeqMin, s.SeqMax, c.NextSeq)
+		at = d.Pos()
+		s.SeqMin, s.SeqMax = d.Varint(), d.Varint()
+		if d.Err() == nil && (s.SeqMin < 0 || s.SeqMin > s.SeqMax || s.SeqMax >= c.NextSeq) {
+			d.FailAt(at, "segment %s: arrival range [%d, %d] outside [0, next seq %d)", s.File, s.SeqMin, s.SeqMax, c.NextSeq)
 		}
-		at = d.pos
-		s.Generation = d.uvarint("segment generation")
-		if d.err == nil && s.Generation > c.Generation {
-			d.fail(at, "segment %s: generation %d after the catalog's %d", s.File, s.Generation, c.Generation)
+		at = d.Pos()
+		s.Generation = d.Uvarint()
+		if d.Err() == nil && s.Generation > c.Generation {
+			d.FailAt(at, "segment %s: generation %d after the catalog's %d", s.File, s.Generation, c.Generation)
 		}
-		at = d.pos
-		rows, users := d.uvarint("rows"), d.uvarint("users")
-		if d.err == nil && (rows == 0 || rows > math.MaxInt64 || users == 0 || users > rows) {
-			d.fail(at, "segment %s: %d users in %d rows", s.File, users, rows)
+		at = d.Pos()
+		rows, users := d.Uvarint(), d.Uvarint()
+		if d.Err() == nil && (rows == 0 || rows > math.MaxInt64 || users == 0 || users > rows) {
+			d.FailAt(at, "segment %s: %d users in %d rows", s.File, users, rows)
 		}
 		s.Rows, s.Users = int64(rows), int64(users)
-		at = d.pos
-		s.MinTime, s.MaxTime = d.varint("min time"), d.varint("max time")
-		if d.err == nil && s.MinTime > s.MaxTime {
-			d.fail(at, "segment %s: time range [%d, %d] is reversed", s.File, s.MinTime, s.MaxTime)
+		at = d.Pos()
+		s.MinTime, s.MaxTime = d.Varint(), d.Varint()
+		if d.Err() == nil && s.MinTime > s.MaxTime {
+			d.FailAt(at, "segment %s: time range [%d, %d] is reversed", s.File, s.MinTime, s.MaxTime)
 		}
-		at = d.pos
-		size := d.uvarint("bytes")
-		if d.err == nil && (size == 0 || size > math.MaxInt64) {
-			d.fail(at, "segment %s: size %d bytes", s.File, size)
+		at = d.Pos()
+		size := d.Uvarint()
+		if d.Err() == nil && (size == 0 || size > math.MaxInt64) {
+			d.FailAt(at, "segment %s: size %d bytes", s.File, size)
 		}
 		s.Bytes = int64(size)
-		s.FirstHash, s.LastHash = d.u64("first hash"), d.u64("last hash")
-		if d.err == nil && s.FirstHash > s.LastHash {
-			d.fail(d.pos-16, "segment %s: hash range [%x, %x] is reversed", s.File, s.FirstHash, s.LastHash)
+		s.FirstHash, s.LastHash = d.U64(), d.U64()
+		if d.Err() == nil && s.FirstHash > s.LastHash {
+			d.FailAt(d.Pos()-16, "segment %s: hash range [%x, %x] is reversed", s.File, s.FirstHash, s.LastHash)
 		}
 		c.Segments = append(c.Segments, s)
 	}
@@ -590,7 +529,8 @@ func decodeCatalog(path string, b []byte) (*Catalog, error) {
 		return nil, err
 	}
 	if err := checkSeqRanges(c.Segments); err != nil {
-		return nil, &CorruptionError{Path: path, Offset: int64(d.off), Msg: err.Error()}
+		d.FailAt(0, "%v", err)
+		return nil, d.done()
 	}
 	return c, nil
 }
@@ -626,28 +566,28 @@ func decodeSettings(path string, b []byte) (*Settings, error) {
 		return nil, err
 	}
 	s := &Settings{}
-	at := d.pos
+	at := d.Pos()
 	s.App = d.str("app name", 64)
-	if d.err == nil && !ValidAppName(s.App) {
-		d.fail(at, "invalid app name %q", s.App)
+	if d.Err() == nil && !ValidAppName(s.App) {
+		d.FailAt(at, "invalid app name %q", s.App)
 	}
-	at = d.pos
-	shards := d.uvarint("shard count")
-	if d.err == nil && !validShards(shards) {
-		d.fail(at, "shard count %d is not a power of two in [1, %d]", shards, MaxShards)
+	at = d.Pos()
+	shards := d.Uvarint()
+	if d.Err() == nil && !validShards(shards) {
+		d.FailAt(at, "shard count %d is not a power of two in [1, %d]", shards, MaxShards)
 	}
 	s.Shards = int(shards)
-	at = d.pos
+	at = d.Pos()
 	s.TZ = d.str("time zone", 256)
-	if d.err == nil {
+	if d.Err() == nil {
 		if err := checkTZ(s.TZ); err != nil {
-			d.fail(at, "time zone: %v", err)
+			d.FailAt(at, "time zone: %v", err)
 		}
 	}
 	s.EventProps = d.props("event property")
 	s.UserProps = d.props("user property")
 	if d.version >= 2 {
-		s.LogSeq = d.uvarint("log seq")
+		s.LogSeq = d.Uvarint()
 	}
 	if err := d.done(); err != nil {
 		return nil, err

@@ -161,7 +161,7 @@ func cohortOf(col *Collection, d Doc) (SavedCohort, error) {
 		if err == nil {
 			err = errors.New("no definition")
 		}
-		return SavedCohort{}, &DocCorruptionError{Path: col.path(d.ID), Reason: "saved cohort body: " + err.Error()}
+		return SavedCohort{}, &CorruptionError{Path: col.path(d.ID), Msg: "saved cohort body: " + err.Error()}
 	}
 	return SavedCohort{Name: d.ID, Definition: b.Definition, Description: b.Description, SavedAt: b.SavedAt, Version: d.Version}, nil
 }

@@ -7,12 +7,14 @@ import (
 	"math"
 
 	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/internal/bin"
 )
 
 // The write-ahead-log record of one Ingest call (ingest.md §2): its
 // accepted events, already coerced to the app's schema, and their user
 // property writes, so that replaying the log applies exactly what was
-// acknowledged. Layout (varints are encoding/binary's):
+// acknowledged. Layout (varints are encoding/binary's, in their shortest
+// form: a longer one is an error):
 //
 //	[1]    liveRecordVersion
 //	uvarint events; per event:
@@ -108,159 +110,87 @@ func appendRecordProps(dst []byte, props []event.Prop) []byte {
 // checksum passed but this build cannot read (a bug, or a newer version).
 var errLiveRecord = errors.New("bad live record")
 
-// recordDecoder reads one record.
-type recordDecoder struct {
-	b   []byte
-	err error
-}
-
-func (d *recordDecoder) fail(format string, args ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: %s", errLiveRecord, fmt.Sprintf(format, args...))
-	}
-}
-
-func (d *recordDecoder) uvarint(what string) uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("%s: bad varint", what)
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *recordDecoder) varint(what string) int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("%s: bad varint", what)
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-// count reads a count of items taking at least min bytes each.
-func (d *recordDecoder) count(what string, min int) int {
-	n := d.uvarint(what)
-	if d.err == nil && n > uint64(len(d.b)/min) {
-		d.fail("%s: %d items in %d bytes", what, n, len(d.b))
-		return 0
-	}
-	return int(n)
-}
-
-func (d *recordDecoder) str(what string) string {
-	n := d.uvarint(what)
-	if d.err != nil {
-		return ""
-	}
-	if n > uint64(len(d.b)) {
-		d.fail("%s: %d bytes, %d left", what, n, len(d.b))
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
-}
-
-func (d *recordDecoder) byte1(what string) byte {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) == 0 {
-		d.fail("%s: truncated", what)
-		return 0
-	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c
-}
-
-func (d *recordDecoder) props(dst []event.Prop) []event.Prop {
-	n := d.count("properties", 2)
-	dst = dst[:0]
-	for range n {
-		p := event.Prop{Name: d.str("property name")}
-		switch t := event.Type(d.byte1("property type")); t {
-		case event.TypeString:
-			p.Value = event.String(d.str("string value"))
-		case event.TypeInt, event.TypeTime:
-			p.Value = event.Value{Type: t, Int: d.varint("int value")}
-		case event.TypeFloat:
-			if len(d.b) < 8 {
-				d.fail("float value: truncated")
-				return dst
-			}
-			p.Value = event.Value{Type: t, Float: math.Float64frombits(binary.LittleEndian.Uint64(d.b))}
-			d.b = d.b[8:]
-		case event.TypeBool:
-			b := d.byte1("bool value")
-			if b > 1 {
-				d.fail("bool value %d", b)
-			}
-			p.Value = event.Value{Type: t, Int: int64(b)}
-		default:
-			d.fail("property type %d", t)
-		}
-		if d.err != nil {
-			return dst
-		}
-		dst = append(dst, p)
-	}
-	return dst
-}
-
 // decodeLiveRecord decodes rec into lb (reusing its slices). Errors wrap
-// errLiveRecord.
+// errLiveRecord (not ErrCorruption: the log's checksum passed) and say
+// the byte offset in the record.
 func decodeLiveRecord(rec []byte, lb *liveBatch) error {
-	d := recordDecoder{b: rec}
-	if v := d.byte1("version"); d.err == nil && v != liveRecordVersion {
+	d := bin.NewDecoder(rec, 0)
+	if v := d.U8(); d.Err() == nil && v != liveRecordVersion {
 		return fmt.Errorf("%w: version %d (this build reads %d)", errLiveRecord, v, liveRecordVersion)
 	}
-	n := d.count("events", 5)
+	n := d.Count("events", 5, math.MaxInt)
 	lb.evs = resizeEvents(lb.evs, n)
 	for i := range n {
 		ev := &lb.evs[i]
-		ev.UserID = d.str("user id")
-		ev.Name = d.str("event name")
-		ev.Time = d.varint("time")
-		ev.InsertID = d.str("insert id")
-		ev.Props = d.props(ev.Props)
+		ev.UserID = d.String("user id")
+		ev.Name = d.String("event name")
+		ev.Time = d.Varint()
+		ev.InsertID = d.String("insert id")
+		ev.Props = decodeRecordProps(&d, ev.Props)
 		ev.Pos = event.Pos{}
 	}
-	m := d.count("user writes", 3)
+	m := d.Count("user writes", 3, math.MaxInt)
 	if cap(lb.users) < m {
 		lb.users = append(lb.users[:cap(lb.users)], make([]liveUserWrite, m-cap(lb.users))...)
 	}
 	lb.users = lb.users[:m]
 	for i := range m {
 		u := &lb.users[i]
-		idx := d.uvarint("user write event")
-		if d.err == nil && idx >= uint64(n) {
-			d.fail("user write of event %d of %d", idx, n)
+		at := d.Pos()
+		idx := d.Uvarint()
+		if d.Err() == nil && idx >= uint64(n) {
+			d.FailAt(at, "user write of event %d of %d", idx, n)
 		}
 		u.ev = int(idx)
-		switch d.byte1("user write once") {
+		switch d.U8() {
 		case 0:
 			u.once = false
 		case 1:
 			u.once = true
 		default:
-			d.fail("user write once flag")
+			d.FailAt(d.Pos()-1, "user write once flag")
 		}
-		u.props = d.props(u.props)
+		u.props = decodeRecordProps(&d, u.props)
 	}
-	if d.err == nil && len(d.b) > 0 {
-		d.fail("%d trailing bytes", len(d.b))
+	if d.Err() == nil && d.Left() > 0 {
+		d.Fail("%d trailing bytes", d.Left())
 	}
-	return d.err
+	if e := d.Err(); e != nil {
+		return fmt.Errorf("%w: at byte %d: %s", errLiveRecord, e.Offset, e.Msg)
+	}
+	return nil
+}
+
+// decodeRecordProps reads a property list of a record into dst[:0] (the
+// layout of appendRecordProps).
+func decodeRecordProps(d *bin.Decoder, dst []event.Prop) []event.Prop {
+	n := d.Count("properties", 2, math.MaxInt)
+	dst = dst[:0]
+	for range n {
+		p := event.Prop{Name: d.String("property name")}
+		at := d.Pos()
+		switch t := event.Type(d.U8()); t {
+		case event.TypeString:
+			p.Value = event.String(d.String("string value"))
+		case event.TypeInt, event.TypeTime:
+			p.Value = event.Value{Type: t, Int: d.Varint()}
+		case event.TypeFloat:
+			p.Value = event.Value{Type: t, Float: math.Float64frombits(d.U64())}
+		case event.TypeBool:
+			b := d.U8()
+			if b > 1 {
+				d.FailAt(d.Pos()-1, "bool value %d", b)
+			}
+			p.Value = event.Value{Type: t, Int: int64(b)}
+		default:
+			d.FailAt(at, "property type %d", t)
+		}
+		if d.Err() != nil {
+			return dst
+		}
+		dst = append(dst, p)
+	}
+	return dst
 }
 
 // resizeEvents returns evs with n elements, keeping the Props slices of

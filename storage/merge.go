@@ -70,12 +70,11 @@ type shardScanner struct {
 	longBytes int64 // what bufs and out hold (capacities), as of the last round
 	// drain's carried trail (in trail): a user whose rows go on into the
 	// next block
-	carrying   bool    // a trail is carried
-	carryCont  bool    // the current block's first user continues it
-	carryKey   UserKey // its user (ID in id)
-	carryOff   int     // events of it visited already
-	carryBlock int     // the block it was last extended from
-	ccols      []trail.Column
+	carrying  bool    // a trail is carried
+	carryCont bool    // the current block's first user continues it
+	carryKey  UserKey // its user (ID in id)
+	carryOff  int     // events of it visited already
+	ccols     []trail.Column
 	// dedupTies scratch
 	drop     []int
 	seen     [][2]string

@@ -18,7 +18,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spurdb/spur/storage/segment"
 	"github.com/spurdb/spur/storage/vfs"
 )
 
@@ -42,12 +41,12 @@ import (
 // and CRC the CRC-32C of those bytes as 8 lower-case hex digits. Reading
 // is strict: a header that does not match, a length or checksum that
 // disagrees, an unknown or missing field, an id that is not the file's
-// name or a version below 1 is corruption (errors.Is(err,
-// segment.ErrCorruption), *DocCorruptionError naming the file). Every
-// write replaces the file atomically (temporary file, fsync, rename,
-// directory fsync) under an exclusive lock of the collection
-// (META.LOCK, flock: other goroutines and processes wait), so after a
-// crash a document is its old or its new version, never a mix.
+// name or a version below 1 is corruption (errors.Is(err, ErrCorruption),
+// a *CorruptionError naming the file and the offset). Every write
+// replaces the file atomically (temporary file, fsync, rename, directory
+// fsync) under an exclusive lock of the collection (META.LOCK, flock:
+// other goroutines and processes wait), so after a crash a document is
+// its old or its new version, never a mix.
 
 // Document format constants.
 const (
@@ -90,21 +89,6 @@ type Doc struct {
 	// Body is the document, compact JSON, key order as given.
 	Body json.RawMessage `json:"body"`
 }
-
-// DocCorruptionError is a document file that fails its checks.
-type DocCorruptionError struct {
-	Path   string // the file
-	Offset int64  // byte offset where the problem was found
-	Reason string
-}
-
-func (e *DocCorruptionError) Error() string {
-	return fmt.Sprintf("corrupt document %s at offset %d: %s", e.Path, e.Offset, e.Reason)
-}
-
-// Is makes a DocCorruptionError match segment.ErrCorruption, the error
-// that every layer maps to the corruption code.
-func (e *DocCorruptionError) Is(target error) bool { return target == segment.ErrCorruption }
 
 // Collection is one named collection of documents of an app, or of the
 // store (Store.Collection: documents of no app, such as access keys). It
@@ -379,7 +363,7 @@ func encodeDoc(d *Doc) []byte {
 // in errors; the document's id must be id).
 func decodeDoc(b []byte, path, id string) (Doc, error) {
 	bad := func(off int, format string, args ...any) (Doc, error) {
-		return Doc{}, &DocCorruptionError{Path: path, Offset: int64(off), Reason: fmt.Sprintf(format, args...)}
+		return Doc{}, &CorruptionError{Path: path, Offset: int64(off), Msg: fmt.Sprintf(format, args...)}
 	}
 	if len(b) > maxDocFileSize {
 		return bad(maxDocFileSize, "file is larger than %d bytes", maxDocFileSize)

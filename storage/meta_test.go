@@ -161,6 +161,9 @@ func TestDocCorruption(t *testing.T) {
 	if _, err := c.Get("board"); !errors.Is(err, segment.ErrCorruption) || !strings.Contains(err.Error(), path) {
 		t.Fatalf("Get of a damaged file: %v", err)
 	}
+	if _, err := c.Get("board"); !errors.As(err, new(*CorruptionError)) {
+		t.Fatalf("Get of a damaged file: %v is not a *CorruptionError", err)
+	}
 	if _, err := c.List(); !errors.Is(err, segment.ErrCorruption) {
 		t.Fatalf("List with a damaged file: %v", err)
 	}

@@ -1,9 +1,9 @@
 // Package bin holds what the store's file formats share for reading
 // bytes back: the corruption error every layer reports (segment files,
-// catalogs, settings, write-ahead logs) and Decoder, a reader of
-// little-endian integers, varints and length-prefixed bytes whose first
-// failure sticks, for headers, footers and metadata (not for per-value
-// kernels, which check their bounds once per chunk).
+// catalogs, settings, documents, write-ahead logs) and Decoder, a reader
+// of little-endian integers, varints and length-prefixed bytes whose
+// first failure sticks, for headers, footers, catalogs and log records
+// (not for per-value kernels, which check their bounds once per chunk).
 //
 // storage/segment, storage/wal and storage export ErrCorruption,
 // ErrNewerVersion (ErrUnsupportedVersion) and CorruptionError as aliases
