@@ -12,14 +12,14 @@ import (
 // exactly representable as a float64.
 const maxExactInt = 1 << 53
 
-// Coerce converts v to type to where the conversion is lossless (spec §1),
+// Coerce converts v to type to where the conversion is lossless (docs/analytics.md §1),
 // reading timestamp strings without an offset as UTC. It is CoerceIn with a
 // nil location.
 func Coerce(v Value, to Type) (Value, error) {
 	return CoerceIn(v, to, nil)
 }
 
-// CoerceIn converts v to type to where the conversion is lossless (spec §1).
+// CoerceIn converts v to type to where the conversion is lossless (docs/analytics.md §1).
 // A value that already has type to, and a not-set value (TypeNone), are
 // returned unchanged. The accepted conversions are:
 //
@@ -32,7 +32,7 @@ func Coerce(v Value, to Type) (Value, error) {
 //   - float → int: only for an integral value in the int64 range (3.0 → 3):
 //     the number is unchanged, only its representation;
 //   - int → time and float → time: a Unix epoch number by the magnitude rule
-//     of EpochToMicros (spec §1 lists epoch numbers as timestamps), within
+//     of EpochToMicros (docs/analytics.md §1 lists epoch numbers as timestamps), within
 //     [MinTime, MaxTime];
 //   - int, float, bool and time → string: the rendering of Value.String
 //     (decimal, shortest round-trip float, "true"/"false", RFC 3339 UTC with

@@ -1,6 +1,6 @@
 // Package event defines Spur's data model shared by every layer: events,
 // typed property values, per-app property schemas and the parsing of input
-// timestamps (spec §1).
+// timestamps (docs/analytics.md §1).
 //
 // Timestamps are always int64 UTC microseconds since the Unix epoch.
 // Values of TypeTime are stored the same way.
@@ -14,7 +14,7 @@ import (
 )
 
 // Type is the type of a property. A property's type is fixed per app by its
-// first sighting or by a declared schema (spec §1).
+// first sighting or by a declared schema (docs/analytics.md §1).
 type Type uint8
 
 // Property types. TypeNone is the zero value and means "not set".
@@ -122,7 +122,7 @@ func (p Pos) String() string {
 	return p.File + ":" + strconv.FormatInt(p.Line, 10)
 }
 
-// Event is one input event (spec §1). Readers reuse one Event across calls,
+// Event is one input event (docs/analytics.md §1). Readers reuse one Event across calls,
 // so the Props slice and strings are only valid until the next read unless
 // the reader documents otherwise.
 //
@@ -138,14 +138,14 @@ type Event struct {
 	Pos      Pos
 }
 
-// Limits from spec §1.
+// Limits from docs/analytics.md §1.
 const (
 	MaxUserIDBytes    = 256 // user_id at most 256 bytes
 	MaxEventNameBytes = 256 // event name at most 256 bytes
 )
 
 // DefaultMaxPropertyBytes is the default limit on the size of one string
-// property value (and of an insert id), in bytes: 64 KiB. Spec §1 sets
+// property value (and of an insert id), in bytes: 64 KiB. docs/analytics.md §1 sets
 // none; ingest.Options.MaxPropertyBytes (`--max-property-bytes` of `spur
 // import` and `spur serve`) configures it. A longer value is a row error,
 // so that one stray field cannot put megabytes into every dictionary,

@@ -12,7 +12,7 @@ import (
 const MaxPropNameBytes = 256
 
 // ValidatePropName checks a property name: non-empty, valid UTF-8, at
-// most MaxPropNameBytes bytes (spec §1: names beginning with "$", as
+// most MaxPropNameBytes bytes (docs/analytics.md §1: names beginning with "$", as
 // PostHog's "$browser" or "$current_url", are ordinary names). The error
 // names the property (quoted briefly, Quote) and the rule broken.
 func ValidatePropName(name string) error {
@@ -33,11 +33,11 @@ type PropType struct {
 	Type Type   `json:"type"`
 }
 
-// Schema holds the property types of one app (spec §1): a property's type is
+// Schema holds the property types of one app (docs/analytics.md §1): a property's type is
 // fixed by its first sighting or by Declare, and later values are coerced to
 // it losslessly (CoerceIn) or rejected — except that an int property that
 // receives a non-integer number becomes float (the automatic widening of
-// spec §1; the app's stored ints then read as floats, exactly up to 2^53).
+// docs/analytics.md §1; the app's stored ints then read as floats, exactly up to 2^53).
 //
 // A Schema is not safe for concurrent use; take a Clone to hand a snapshot
 // to readers. The zero Schema is not usable; call NewSchema.
@@ -62,7 +62,7 @@ func widens(t Type, v Value) bool { return t == TypeInt && v.Type == TypeFloat }
 // a holder of values typed by the schema can tell when to convert them.
 func (s *Schema) Widenings() int { return s.widened }
 
-// WidenToFloat makes the int property name float (spec §1's automatic
+// WidenToFloat makes the int property name float (docs/analytics.md §1's automatic
 // widening) and reports whether it was int.
 func (s *Schema) WidenToFloat(name string) bool {
 	i, ok := s.index[name]

@@ -37,7 +37,7 @@ func TestSchemaFirstSighting(t *testing.T) {
 		t.Errorf("a not-set value fixed a type")
 	}
 	if _, err = s.Coerce("$browser", String("x")); err != nil {
-		t.Errorf("$browser: %v (names beginning with $ are ordinary, spec §1)", err)
+		t.Errorf("$browser: %v (names beginning with $ are ordinary, docs/analytics.md §1)", err)
 	}
 	if _, err = s.Coerce("", String("x")); err == nil {
 		t.Errorf("empty name accepted")
@@ -59,7 +59,7 @@ func TestSchemaDeclare(t *testing.T) {
 		t.Errorf("declared none")
 	}
 	if err := s.Declare("$insert_id", TypeInt); err != nil {
-		t.Errorf("declare $insert_id: %v (an ordinary property, spec §1)", err)
+		t.Errorf("declare $insert_id: %v (an ordinary property, docs/analytics.md §1)", err)
 	}
 	if err := s.Declare(strings.Repeat("a", MaxPropNameBytes+1), TypeInt); err == nil {
 		t.Errorf("declared over-long name")
@@ -203,7 +203,7 @@ func BenchmarkSchemaCoerceEvent(b *testing.B) {
 }
 
 // TestSchemaWidening: an int property that receives a non-integer number
-// becomes float (spec §1), through Coerce and CoerceEvent; a rejected
+// becomes float (docs/analytics.md §1), through Coerce and CoerceEvent; a rejected
 // event widens nothing; whole floats still coerce to int.
 func TestSchemaWidening(t *testing.T) {
 	s := NewSchema()

@@ -14,7 +14,7 @@ var ErrInvalidTimestamp = errors.New("invalid timestamp")
 // timeWant is the list of accepted forms quoted in every timestamp error.
 const timeWant = `want RFC 3339, "YYYY-MM-DD HH:MM:SS[.ffffff][±hh[:mm]]", "... UTC" or Unix epoch seconds/ms/µs`
 
-// Epoch magnitude thresholds of spec §1: a Unix epoch number n is seconds
+// Epoch magnitude thresholds of docs/analytics.md §1: a Unix epoch number n is seconds
 // when |n| < EpochMillisFrom, milliseconds when |n| < EpochMicrosFrom and
 // microseconds otherwise. 1e11 s is the year 5138; 1e14 ms is the year 5138.
 const (
@@ -22,7 +22,7 @@ const (
 	EpochMicrosFrom = 1e14
 )
 
-// ParseTime parses an input timestamp (spec §1) and returns it as UTC
+// ParseTime parses an input timestamp (docs/analytics.md §1) and returns it as UTC
 // microseconds since the Unix epoch. The accepted forms are:
 //
 //   - RFC 3339 with an offset: "2019-10-01T00:00:00Z", "2019-10-01T09:00:00+09:00",
@@ -321,7 +321,7 @@ const (
 )
 
 // EpochToMicros converts a Unix epoch number to UTC microseconds by the
-// magnitude rule of spec §1: seconds when |n| < 1e11, milliseconds when
+// magnitude rule of docs/analytics.md §1: seconds when |n| < 1e11, milliseconds when
 // |n| < 1e14, microseconds otherwise. It returns an error wrapping
 // ErrInvalidTimestamp when the result is outside [MinTime, MaxTime].
 func EpochToMicros(n int64) (int64, error) {

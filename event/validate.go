@@ -12,7 +12,7 @@ const (
 	FieldEvent  = "event"
 )
 
-// ValidateUserID checks a user id against spec §1: non-empty, valid UTF-8,
+// ValidateUserID checks a user id against docs/analytics.md §1: non-empty, valid UTF-8,
 // at most MaxUserIDBytes bytes. The error says which rule is broken; it
 // does not quote the id. It does not allocate when the id is valid.
 func ValidateUserID(id string) error {
@@ -27,7 +27,7 @@ func ValidateUserID(id string) error {
 	return nil
 }
 
-// ValidateEventName checks an event name against spec §1: non-empty, valid
+// ValidateEventName checks an event name against docs/analytics.md §1: non-empty, valid
 // UTF-8, at most MaxEventNameBytes bytes. Like ValidateUserID it does not
 // allocate when the name is valid.
 func ValidateEventName(name string) error {
@@ -42,7 +42,7 @@ func ValidateEventName(name string) error {
 	return nil
 }
 
-// ValidateEvent checks the limits of spec §1 on an event: ValidateUserID,
+// ValidateEvent checks the limits of docs/analytics.md §1 on an event: ValidateUserID,
 // ValidateEventName, and every property name valid (ValidatePropName) and
 // not repeated. The timestamp is checked by the parsers (ParseTime,
 // EpochToMicros), not here, and insert_id is unconstrained. It returns a

@@ -15,7 +15,7 @@ import (
 // time.LoadLocation would accept ("localtime", "posixrules",
 // "posix/...", "right/..." and file names of the system's zoneinfo
 // directory), so that a query never answers in the zone of the machine it
-// happens to run on (spec §9). Names are case-sensitive, as in the
+// happens to run on (docs/analytics.md §9). Names are case-sensitive, as in the
 // database. The list of names is Go's copy of the database (zones.go,
 // generated); the zone's rules come from the system or, in the spur
 // binary, from the embedded time/tzdata.

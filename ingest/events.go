@@ -14,7 +14,7 @@ import (
 	"github.com/spurdb/spur/event"
 )
 
-// Events request bodies (ingest.md §1): the body of POST
+// Events request bodies (docs/ingest.md §1): the body of POST
 // /api/apps/{app}/events is a JSON array of events (or one event object),
 // or NDJSON, one event per line; either may be gzip-compressed (sniffed by
 // its magic bytes, as Content-Encoding: gzip sends it). An event is
@@ -26,7 +26,7 @@ import (
 // Field rules, each a per-event rejection naming the field (the JSON path
 // in this shape) when broken:
 //
-//   - user_id: required; a string or an integer literal; analytics.md §1's
+//   - user_id: required; a string or an integer literal; docs/analytics.md §1's
 //     limits (event.ValidateUserID).
 //   - event: required; a string (event.ValidateEventName).
 //   - timestamp: optional; a string of event.ParseTime's forms (RFC 3339,
@@ -64,7 +64,7 @@ type EventsOptions struct {
 	// that give none, and the reference of MaxFuture.
 	Now int64
 	// MaxFuture rejects an event whose timestamp is more than MaxFuture
-	// microseconds after Now (ingest.md §1: 24 h); negative means no
+	// microseconds after Now (docs/ingest.md §1: 24 h); negative means no
 	// limit.
 	MaxFuture int64
 	// MaxPropertyBytes bounds one string value (property, user property,
@@ -75,7 +75,7 @@ type EventsOptions struct {
 	// bytes: past it Parse fails with a *DecompressError wrapping
 	// ErrTooLarge. 0 or negative means no limit.
 	MaxDecompressedBytes int64
-	// Reserve, when set, accounts the parse's memory (storage.md §5): it
+	// Reserve, when set, accounts the parse's memory (docs/storage.md §5): it
 	// is called with EventsReserveStep before the first byte is read and
 	// again each time the estimate of what the parse holds (its read
 	// buffers, the events and their properties, their strings) passes
@@ -235,7 +235,7 @@ func (p *EventsParser) Cap() int64 {
 	return n
 }
 
-// Parse reads body (an events request body, ingest.md §1) and returns its
+// Parse reads body (an events request body, docs/ingest.md §1) and returns its
 // events, owned by the parser until its next Parse. ctx is checked every
 // 256 events. The error is fatal, nothing of the body is to be stored:
 // an *EventsSyntaxError (the body is not a JSON array of events), a

@@ -10,7 +10,7 @@ import (
 )
 
 // AppendEventJSON appends ev as one JSON object of the events endpoint's
-// shape (ingest.md §1, what EventsParser reads) to dst and returns the
+// shape (docs/ingest.md §1, what EventsParser reads) to dst and returns the
 // extended slice, without a newline:
 //
 //	{"user_id":…,"event":…,"timestamp":"2026-11-24T09:30:00.123456Z","insert_id":…,"properties":{…},"user_properties":{…},"user_properties_once":{…}}

@@ -83,7 +83,7 @@ func TestEventsFieldRules(t *testing.T) {
 		return ""
 	}
 
-	// The full shape of ingest.md §1.
+	// The full shape of docs/ingest.md §1.
 	ok(`{"user_id": "u42", "event": "purchase", "timestamp": "2026-11-24T09:30:00.123Z",
 	   "insert_id": "9f1c", "properties": {"price": 12.5, "plan": "pro", "n": 3, "vip": true, "gone": null},
 	   "user_properties": {"country": "KR"}, "user_properties_once": {"first_seen_plan": "free"}}`,
@@ -141,7 +141,7 @@ func TestEventsFieldRules(t *testing.T) {
 	// are none.
 	ok(`{"user_id": "u", "event": "e", "properties": null, "user_properties": {}, "user_properties_once": {"a": null}}`,
 		func(ev event.Event, us []UserProps) string { return is(len(ev.Props)+len(us), 0) })
-	// Names beginning with $ are ordinary (ingest.md §1: PostHog's $browser).
+	// Names beginning with $ are ordinary (docs/ingest.md §1: PostHog's $browser).
 	ok(`{"user_id": "u", "event": "e", "properties": {"$browser": "Firefox"}, "user_properties_once": {"$x": 1}}`,
 		func(ev event.Event, us []UserProps) string {
 			return is([]any{prop(ev, "$browser"), len(us)}, []any{event.String("Firefox"), 1})

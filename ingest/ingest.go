@@ -4,7 +4,7 @@
 // into a caller-owned event.Event, with positioned errors for bad rows
 // (*event.RowError) so an import can skip them and go on.
 //
-// Timestamps follow spec §1 (event.ParseTime and the epoch magnitude rule);
+// Timestamps follow docs/analytics.md §1 (event.ParseTime and the epoch magnitude rule);
 // property types come from Options.Schema or, for CSV, from a sample of the
 // data; the app's schema coerces them afterwards (event.Schema).
 package ingest

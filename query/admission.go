@@ -17,7 +17,7 @@ import (
 const DefaultAdmissionWait = 10 * time.Second
 
 // Admission bounds the memory of the queries running at once in a
-// process (storage.md §5): each query reserves its whole memory budget
+// process (docs/storage.md §5): each query reserves its whole memory budget
 // (bytes) before it starts and returns it when it ends, and the
 // reservations never add up to more than the total. A query whose budget
 // does not fit waits, first come first served (a large query is not

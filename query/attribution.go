@@ -15,13 +15,13 @@ import (
 )
 
 // defaultHalfLife is time_decay's half-life when the query gives none
-// (spec §10).
+// (docs/analytics.md §10).
 const defaultHalfLife = "7d"
 
 // unattributedLabel renders analysis.Unattributed.
 const unattributedLabel = "(unattributed)"
 
-// AttributionResult is the result of an attribution query (spec §10).
+// AttributionResult is the result of an attribution query (docs/analytics.md §10).
 type AttributionResult struct {
 	Kind     string               `json:"kind"` // "attribution"
 	Range    ResolvedRange        `json:"range"`
@@ -31,7 +31,7 @@ type AttributionResult struct {
 	Total    AttributionTotal     `json:"total"`
 	Channels []AttributionChannel `json:"channels"`
 	List     *ListResult          `json:"list,omitempty"`     // the users credited in list.channel, when asked
-	Warnings []Warning            `json:"warnings,omitempty"` // notes on the query (spec §9): unknown events and values
+	Warnings []Warning            `json:"warnings,omitempty"` // notes on the query (docs/analytics.md §9): unknown events and values
 	Stats    Stats                `json:"stats"`
 }
 
@@ -107,7 +107,7 @@ func (p *plan) valueCol(name, field string) (analysis.ValueCol, error) {
 	return analysis.ValueCol{Col: p.addCol(name, false), Float: t == event.TypeFloat}, nil
 }
 
-// attribution is a compiled attribution query (spec §10; Airbridge's
+// attribution is a compiled attribution query (docs/analytics.md §10; Airbridge's
 // default model, Mixpanel's and Airbridge's models): per channel value
 // (and breakdown value, bucket) the conversions' shares, users, value and
 // subsequent events. A breakdown's "(other)" is recomputed by a second

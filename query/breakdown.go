@@ -9,7 +9,7 @@ import (
 	"github.com/spurdb/spur/query/analysis"
 )
 
-// Breakdown limits (spec §4): the default number of values kept when a
+// Breakdown limits (docs/analytics.md §4): the default number of values kept when a
 // breakdown has no limit, and the largest limit accepted.
 const (
 	DefaultBreakdownLimit = 25

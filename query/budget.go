@@ -22,7 +22,7 @@ const budgetStep = 1 << 20
 // errBudget is the cancellation cause of a scan stopped by the budget.
 var errBudget = errors.New("memory budget exceeded")
 
-// budget accounts a query's big state (spec §8): duration lists, value
+// budget accounts a query's big state (docs/analytics.md §8): duration lists, value
 // lists for exact percentiles, per-user counts, listed user ids,
 // breakdown tables and dictionaries. Workers charge it as their
 // accumulators grow; a breach cancels the scan (cancel) and the query

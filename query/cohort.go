@@ -15,7 +15,7 @@ import (
 	"github.com/spurdb/spur/trail"
 )
 
-// condJSON is one node of a cohort condition tree (spec §7, §9): exactly
+// condJSON is one node of a cohort condition tree (docs/analytics.md §7, §9): exactly
 // one of the condition keys, plus count and window for performed
 // conditions and window for not_performed and first_performed.
 type condJSON struct {
@@ -260,7 +260,7 @@ func (p *plan) savedCond(name, field string, saved []string, depth int) (analysi
 	return p.parseCond(sc.Definition, fmt.Sprintf("%s(saved %s)", field, name), append(saved, name), depth+1)
 }
 
-// cohort is a compiled cohort query (spec §7): the number of users of a
+// cohort is a compiled cohort query (docs/analytics.md §7): the number of users of a
 // cohort and a page of them. The universe is every user with a stored
 // event or user property write; the whole store is scanned.
 type cohort struct {

@@ -113,7 +113,7 @@ func TestWriteCSVEqualsResult(t *testing.T) {
 	if b := fh.Histogram[3]; len(rows) != 7 || f(rows[3][1]) != float64(b.FromSeconds) || f(rows[3][3]) != float64(b.Users) {
 		t.Fatalf("time to convert: %v for %+v", rows, fh.Histogram)
 	}
-	// The analyses of spec §10, §13-§15, without their lists.
+	// The analyses of docs/analytics.md §10, §13-§15, without their lists.
 	for _, js := range genKindQueries {
 		var q map[string]any
 		if err := json.Unmarshal([]byte(js), &q); err != nil {

@@ -20,23 +20,23 @@ type Config struct {
 	// Timeout bounds each query's run time, including its wait for
 	// memory; 0 (or negative) means no limit. A query that runs out of
 	// time fails with code limit_exceeded. A query's "limits" may ask for
-	// less (spec §9).
+	// less (docs/analytics.md §9).
 	Timeout time.Duration
 	// Now returns the current time for incomplete-bucket flags when the
 	// query has no "now"; nil means time.Now.
 	Now func() time.Time
 	// MemoryBudget bounds the big state of each query in bytes: duration
 	// and value lists, per-user counts, listed user ids, breakdown tables
-	// and dictionaries (spec §8). 0 means DefaultMemoryBudget (2 GiB). A
+	// and dictionaries (docs/analytics.md §8). 0 means DefaultMemoryBudget (2 GiB). A
 	// query that would exceed it fails with code limit_exceeded; its
 	// memory is released and the engine stays usable. A query's "limits"
-	// may ask for less (spec §9).
+	// may ask for less (docs/analytics.md §9).
 	MemoryBudget int64
 	// NoThinning turns off the scan's thinning of rows no analysis needs
 	// (storage.Thin): answers are the same either way; tests compare them.
 	NoThinning bool
 	// Admission, when not nil, bounds the budgets of the queries running
-	// at once (storage.md §5): each query reserves its budget there before
+	// at once (docs/storage.md §5): each query reserves its budget there before
 	// it starts. Share one Admission among the engines of a process.
 	Admission *Admission
 
@@ -65,7 +65,7 @@ func New(store *storage.Store, cfg Config) *Engine {
 	return &Engine{store: store, cfg: cfg}
 }
 
-// Stats is the spec §9 "stats" object of every result.
+// Stats is the docs/analytics.md §9 "stats" object of every result.
 type Stats struct {
 	WallMS          float64 `json:"wall_ms"`           // wall time of the whole query, milliseconds
 	PlanMS          float64 `json:"plan_ms"`           // parse, validate and plan
@@ -250,4 +250,3 @@ func (e *Engine) scan(ctx context.Context, p *plan, from, to int64, vs []*visito
 	p.stats.PeakMemoryBytes = max(p.stats.PeakMemoryBytes, p.budget.peak.Load()) // the scan's buffers included (Grow)
 	return nil
 }
-

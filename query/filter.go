@@ -14,7 +14,7 @@ import (
 	"github.com/spurdb/spur/trail"
 )
 
-// filter is a validated property filter (spec §3): the property, its
+// filter is a validated property filter (docs/analytics.md §3): the property, its
 // type, the operator and the constants coerced to that type.
 type filter struct {
 	prop string
@@ -28,7 +28,7 @@ type filter struct {
 	ucol      int // user filters: index of the user value in the trail
 }
 
-// filterOps are the operators of spec §3.
+// filterOps are the operators of docs/analytics.md §3.
 var filterOps = []string{"eq", "neq", "in", "not_in", "gt", "gte", "lt", "lte", "contains", "not_contains", "is_set", "is_not_set"}
 
 // parseFilter validates f (at JSON path field) against the app's property
@@ -146,7 +146,7 @@ const (
 
 // pred is a filter compiled against one dictionary (a segment's, for event
 // filters; the query-wide one of a user property, for user filters) into
-// the cheapest typed test (spec §3: string comparisons become dictionary
+// the cheapest typed test (docs/analytics.md §3: string comparisons become dictionary
 // code lookups). The result for a row with the property set is the kind's
 // test, negated by neg; a row without it gets absent.
 type pred struct {
@@ -245,7 +245,7 @@ func compilePred(f *filter, dict []string) pred {
 }
 
 // widen makes a float predicate read an int column (a segment written
-// before its property was widened to float, spec §1).
+// before its property was widened to float, docs/analytics.md §1).
 func (pr *pred) widen() {
 	switch pr.kind {
 	case pkFloatRange:
@@ -357,7 +357,7 @@ func renderValue(v trail.Value, t event.Type, dict []string, loc *time.Location)
 	return event.Int(int64(v.Bits)).String()
 }
 
-// Breakdown labels of spec §4.
+// Breakdown labels of docs/analytics.md §4.
 const (
 	noneLabel  = "(none)"
 	otherLabel = "(other)"

@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 )
 
-// formula is a compiled trend formula (spec §12): an expression over the
+// formula is a compiled trend formula (docs/analytics.md §12): an expression over the
 // series lettered A, B, … in query order.
 //
 // Grammar (whitespace between tokens is ignored):
@@ -203,7 +203,7 @@ func letters(n int) string {
 
 // eval evaluates the formula on the series' values (vals[i] is series
 // i's value). ok is false — the result is null — when a division is by
-// zero or an operand has no value (spec §12), and when the result is not
+// zero or an operand has no value (docs/analytics.md §12), and when the result is not
 // a finite number (an overflow: JSON has no infinities). -0 is returned
 // as 0.
 func (f *formula) eval(vals []float64) (float64, bool) {

@@ -24,7 +24,7 @@ type funnelPlan struct {
 	from, to int     // the view's steps
 }
 
-// funnel is a compiled funnel (spec §5, §11; PostHog's funnel UDF): in
+// funnel is a compiled funnel (docs/analytics.md §5, §11; PostHog's funnel UDF): in
 // its order (ordered, strict, unordered) with its exclusions, the view's
 // numbers (step table, conversion over time or time to convert) over all
 // users and per breakdown value, and the users behind one number when the

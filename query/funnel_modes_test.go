@@ -11,7 +11,7 @@ import (
 	"github.com/spurdb/spur/query/timebucket"
 )
 
-// TestFunnelModesAgainstNaive is the end-to-end differential test of spec
+// TestFunnelModesAgainstNaive is the end-to-end differential test of docs/analytics.md
 // §11: random funnels of every order, with exclusions, in every view, with
 // global filters (which decide the events a strict funnel sees), cohort
 // filters, breakdowns of every attribution with limits (a merged

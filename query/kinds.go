@@ -12,7 +12,7 @@ import (
 	"github.com/spurdb/spur/trail"
 )
 
-// AnalysisQuery holds the request fields of the stickiness (spec §13),
+// AnalysisQuery holds the request fields of the stickiness (docs/analytics.md §13),
 // lifecycle (§14), paths (§15) and attribution (§10) kinds; it is
 // embedded in Query, so its fields are top-level JSON fields.
 type AnalysisQuery struct {

@@ -42,7 +42,7 @@ const (
 
 var genKindQueries = []string{genStickiness, genStickinessEvent, genLifecycle, genPaths, genPathsEnd, genAttribution, genAttributionFirst}
 
-// TestKindsDeterministic: spec §8 for the new kinds — the same answer,
+// TestKindsDeterministic: docs/analytics.md §8 for the new kinds — the same answer,
 // bit for bit, for any parallelism and shard count, with every option.
 func TestKindsDeterministic(t *testing.T) {
 	cfg := gen.Config{Events: 60_000, Seed: 5}
@@ -117,7 +117,7 @@ func checkKindsPlausible(t *testing.T, eng *Engine) {
 }
 
 // TestLifecycleDormantNegative: dormant users are reported as a negative
-// count (spec §14), and listed by their status.
+// count (docs/analytics.md §14), and listed by their status.
 func TestLifecycleDormantNegative(t *testing.T) {
 	st := openStore(t, t.TempDir(), 2)
 	evs := []string{"u1 2024-01-01T10:00:00Z a", "u1 2024-01-02T10:00:00Z a", "u2 2024-01-02T10:00:00Z a"}
@@ -158,7 +158,7 @@ func importLines(t *testing.T, st *storage.Store, lines []string) {
 	}
 }
 
-// TestPathEdgeOrder pins the result's edge rules (spec §15): min_sessions,
+// TestPathEdgeOrder pins the result's edge rules (docs/analytics.md §15): min_sessions,
 // the max_edges heaviest with ties by source then target byte-wise, and
 // only edges reachable from a position-1 node.
 func TestPathEdgeOrder(t *testing.T) {

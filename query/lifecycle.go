@@ -11,7 +11,7 @@ import (
 	"github.com/spurdb/spur/query/timebucket"
 )
 
-// LifecycleResult is the result of a lifecycle query (spec §14): per
+// LifecycleResult is the result of a lifecycle query (docs/analytics.md §14): per
 // bucket of the range, the users who are new, returning, resurrecting and
 // dormant (a negative count), over all users and, with a breakdown, per
 // value.
@@ -23,7 +23,7 @@ type LifecycleResult struct {
 	Buckets   []LifecycleBucket    `json:"buckets"`
 	Breakdown []LifecycleBreakdown `json:"breakdown,omitempty"` // by active users descending, "(other)" last
 	List      *ListResult          `json:"list,omitempty"`      // the users of list.status in list.bucket, when asked
-	Warnings  []Warning            `json:"warnings,omitempty"`  // notes on the query (spec §9): unknown events and values
+	Warnings  []Warning            `json:"warnings,omitempty"`  // notes on the query (docs/analytics.md §9): unknown events and values
 	Stats     Stats                `json:"stats"`
 }
 
@@ -50,7 +50,7 @@ type LifecycleBreakdown struct {
 	Buckets []LifecycleBucket `json:"buckets"`
 }
 
-// lifecycle is a compiled lifecycle query (spec §14; PostHog's
+// lifecycle is a compiled lifecycle query (docs/analytics.md §14; PostHog's
 // lifecycle, "new" meaning first seen). Every user's trail is read from
 // their first event, so that "new" is the bucket of the first event of
 // any kind.

@@ -6,7 +6,7 @@ import (
 	"github.com/dustin/go-humanize"
 )
 
-// Limits asks for tighter limits than the engine's for one query (spec
+// Limits asks for tighter limits than the engine's for one query (docs/analytics.md
 // §9): Timeout a duration ("5s", "2m"; ParseDuration) and Memory a size
 // ("256MiB"; ParseBytes). Empty fields keep the engine's. A looser limit
 // is an invalid_query naming limits.timeout or limits.memory.

@@ -16,7 +16,7 @@ import (
 	"github.com/spurdb/spur/storage"
 )
 
-// Paths defaults and limits (spec §15).
+// Paths defaults and limits (docs/analytics.md §15).
 const (
 	defaultPathSteps  = 5
 	defaultSessionGap = "30m"
@@ -25,7 +25,7 @@ const (
 	ellipsisItem      = "..."
 )
 
-// PathsResult is the result of a paths query (spec §15): the edges kept,
+// PathsResult is the result of a paths query (docs/analytics.md §15): the edges kept,
 // by sessions descending, then source and target (byte-wise).
 type PathsResult struct {
 	Kind     string        `json:"kind"` // "paths"
@@ -33,7 +33,7 @@ type PathsResult struct {
 	TZ       string        `json:"tz"`
 	Edges    []PathEdge    `json:"edges"`
 	List     *ListResult   `json:"list,omitempty"`     // the users of the edge list.source → list.target, when asked
-	Warnings []Warning     `json:"warnings,omitempty"` // notes on the query (spec §9): unknown events and values
+	Warnings []Warning     `json:"warnings,omitempty"` // notes on the query (docs/analytics.md §9): unknown events and values
 	Stats    Stats         `json:"stats"`
 }
 
@@ -68,7 +68,7 @@ func (p *plan) addEventCol() int {
 	return len(p.cols) - 1
 }
 
-// paths is a compiled paths query (spec §15, PostHog's paths).
+// paths is a compiled paths query (docs/analytics.md §15, PostHog's paths).
 type paths struct {
 	e        *Engine
 	p        *plan
@@ -359,7 +359,7 @@ func parseNode(s string, itemID func(string) (uint32, bool)) (int, uint32, bool)
 }
 
 // pathEdges renders the kernel's edges and keeps those of the result
-// (spec §15, PostHog's paths): at least minSessions sessions, the
+// (docs/analytics.md §15, PostHog's paths): at least minSessions sessions, the
 // maxEdges heaviest (ties: source, then target, byte-wise), and of those
 // the ones reachable from a position-1 node.
 func pathEdges(kes []analysis.PathEdge, items []string, minSessions int64, maxEdges int) []PathEdge {

@@ -57,7 +57,7 @@ type plan struct {
 	stats    Stats
 }
 
-// matcher is one event matcher (spec §3): an event name and filters.
+// matcher is one event matcher (docs/analytics.md §3): an event name and filters.
 type matcher struct {
 	event  string
 	field  string    // JSON path of the matcher ("series[0]", "steps[1]"), for warnings
@@ -132,7 +132,7 @@ func (e *Engine) newPlan(q *Query, snap *storage.Version, memory int64) (*plan, 
 }
 
 // resolveRange sets the plan's [from, to) from the query's range: absolute
-// bounds, a relative range (spec §2, at the plan's now) or, without one,
+// bounds, a relative range (docs/analytics.md §2, at the plan's now) or, without one,
 // the app's data by day.
 func (p *plan) resolveRange(r *Range) error {
 	loc := p.loc
@@ -340,7 +340,7 @@ func propIndex(meta *segment.Meta, name string) int {
 }
 
 // absentHolds reports whether a filter holds for an event without the
-// property (spec §3: neq, not_in, not_contains and is_not_set do).
+// property (docs/analytics.md §3: neq, not_in, not_contains and is_not_set do).
 func absentHolds(op string) bool {
 	switch op {
 	case "neq", "not_in", "not_contains", "is_not_set":
@@ -499,7 +499,7 @@ func (p *plan) compileUsers(ref storage.SegmentRef, meta *segment.Meta) (*storag
 }
 
 // widenedCol reports whether a segment's column of type seg holds a
-// property the app now types app after spec §1's widening: ints of a
+// property the app now types app after docs/analytics.md §1's widening: ints of a
 // property that became float.
 func widenedCol(seg, app event.Type) bool { return seg == event.TypeInt && app == event.TypeFloat }
 
@@ -627,7 +627,7 @@ func (p *plan) resolvedRange() ResolvedRange {
 }
 
 // incomplete reports whether a bucket ending at end (exclusive, UTC µs)
-// extends past the end of the data or past now (spec §2).
+// extends past the end of the data or past now (docs/analytics.md §2).
 func (p *plan) incomplete(end int64) bool {
 	return !p.hasData || end > p.dataEnd || end > p.now
 }

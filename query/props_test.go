@@ -26,7 +26,7 @@ func importText(t *testing.T, st *storage.Store, app, name, text string) *storag
 }
 
 // TestDollarPropertyNames: PostHog's property names (beginning with $)
-// load and query like any other (spec §1); $any stays the event matcher.
+// load and query like any other (docs/analytics.md §1); $any stays the event matcher.
 func TestDollarPropertyNames(t *testing.T) {
 	st := openStore(t, t.TempDir(), 2)
 	importText(t, st, "p", "e.ndjson", `{"user_id":"u1","timestamp":"2021-01-01T00:00:00Z","event":"$pageview","$browser":"Firefox","$current_url":"/a","$time":5}
@@ -45,7 +45,7 @@ func TestDollarPropertyNames(t *testing.T) {
 		t.Errorf("series %v", got)
 	}
 	// The store's own insert id column lives outside the property
-	// namespace (spec §1): a "$insert_id" property is an ordinary one.
+	// namespace (docs/analytics.md §1): a "$insert_id" property is an ordinary one.
 	importText(t, st, "p", "i.ndjson", `{"user_id":"u1","timestamp":"2021-01-01T05:00:00Z","event":"e","$insert_id":"x"}`+"\n")
 	res = run(t, eng, `{"kind":"trend","app":"p","range":{"from":"2021-01-01","to":"2021-01-02"},
 		"series":[{"event":"e","where":[{"property":"$insert_id","op":"eq","value":"x"}]}]}`).(*TrendResult)
@@ -55,7 +55,7 @@ func TestDollarPropertyNames(t *testing.T) {
 }
 
 // TestIntToFloatWidening: an int property that receives a non-integer
-// number becomes float for the app (spec §1): in a later import, within
+// number becomes float for the app (docs/analytics.md §1): in a later import, within
 // one import (row by row and column by column), and the ints stored
 // before read as floats in filters and maths, before and after a
 // compaction.

@@ -73,7 +73,7 @@ const (
 	genTrend  = `{"kind":"trend","app":"g","range":{"from":"2024-01-01","to":"2024-02-01"},"tz":"America/New_York","interval":"week","series":[{"event":"purchase"},{"event":"purchase","math":"users"},{"event":"$any","math":"users"}]}`
 	genFunnel = `{"kind":"funnel","app":"g","range":{"from":"2024-01-01","to":"2024-03-01"},"steps":[{"event":"view_item"},{"event":"add_to_cart"},{"event":"begin_checkout"},{"event":"purchase"}],"window":"7d"}`
 	genRet    = `{"kind":"retention","app":"g","range":{"from":"2024-01-01","to":"2024-02-01"},"tz":"Europe/Berlin","start":{"event":"install"},"return":{"event":"app_open"},"period":"day","periods":10}`
-	// Every option at once, on the synthetic data (spec §3-§7).
+	// Every option at once, on the synthetic data (docs/analytics.md §3-§7).
 	genTrendAll = `{"kind":"trend","app":"g","range":{"from":"2024-01-01","to":"2024-02-15"},"tz":"Europe/Berlin","interval":"week","week_start":"sunday",
 		"where":[{"property":"country","op":"neq","value":"US"}],
 		"series":[{"event":"purchase","math":"sum","property":"price"},{"event":"purchase","math":"p90","property":"price"},
@@ -132,7 +132,7 @@ func withoutStats(res any) any {
 	return res
 }
 
-// TestDeterministicAcrossWorkersAndShards: spec §8 — the same answer, bit
+// TestDeterministicAcrossWorkersAndShards: docs/analytics.md §8 — the same answer, bit
 // for bit, for any parallelism (GOMAXPROCS 1, 2, 8 and as many scan
 // workers) and shard count, with every option: filters, property maths,
 // breakdowns with "(other)", cohorts and lists.
@@ -233,7 +233,7 @@ func TestErrors(t *testing.T) {
 		{`{"kind":"funnel","app":"g","steps":[{"event":"a"},{"event":"b"}],"cohort":{"or":[]}}`, CodeInvalidQuery, "cohort.or"},
 		{`{"kind":"trend","app":"nope","series":[{"event":"a"}]}`, CodeNotFound, "app"},
 		{`{"kind":"trend","app":"g","tz":"Mars/Olympus","series":[{"event":"a"}]}`, CodeInvalidQuery, "tz"},
-		// The server's own zone is never implied (spec §9).
+		// The server's own zone is never implied (docs/analytics.md §9).
 		{`{"kind":"trend","app":"g","tz":"Local","series":[{"event":"a"}]}`, CodeInvalidQuery, "tz"},
 		{`{"kind":"trend","app":"g","tz":"localtime","series":[{"event":"a"}]}`, CodeInvalidQuery, "tz"},
 		{`{"kind":"trend","app":"g","tz":"posixrules","series":[{"event":"a"}]}`, CodeInvalidQuery, "tz"},
@@ -333,7 +333,7 @@ func TestParseDuration(t *testing.T) {
 	}
 }
 
-// TestListsEqualCounts is the property test of spec §7: the users listed
+// TestListsEqualCounts is the property test of docs/analytics.md §7: the users listed
 // for a funnel step or a retention cell are exactly the users counted
 // there. On synthetic data, for every step (overall and per breakdown
 // value, "(other)" included) the listed users number the step's users,

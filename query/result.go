@@ -5,9 +5,9 @@ import (
 	"io"
 )
 
-// Result shapes of spec §9. Field names are the JSON contract.
+// Result shapes of docs/analytics.md §9. Field names are the JSON contract.
 
-// Result is the result of a query (spec §9), as Run returns it: one of
+// Result is the result of a query (docs/analytics.md §9), as Run returns it: one of
 // *TrendResult, *FunnelResult, *RetentionResult, *CohortResult,
 // *StickinessResult, *LifecycleResult, *PathsResult or
 // *AttributionResult, owned by the caller. Its JSON encoding is the
@@ -37,7 +37,7 @@ type resultFields struct {
 	ids      *[]string    // a cohort's page of user ids; nil for the others
 }
 
-// Warning is a note on a result that is not an error (spec §9): the query
+// Warning is a note on a result that is not an error (docs/analytics.md §9): the query
 // ran, but probably not as meant. Code is WarnUnknownEvent or
 // WarnUnknownValue; Field is the JSON path of the query field concerned.
 // Every result type has a Warnings field (see WarningsOf).
@@ -70,13 +70,13 @@ type TrendResult struct {
 	Range  ResolvedRange `json:"range"`
 	TZ     string        `json:"tz"`
 	Series []TrendSeries `json:"series"`
-	// Formulas (spec §12), per breakdown value (and period), in query
+	// Formulas (docs/analytics.md §12), per breakdown value (and period), in query
 	// order.
 	Formulas []TrendFormula `json:"formulas,omitempty"`
 	// CompareRange is the compared period's range, with compare.
 	CompareRange *ResolvedRange `json:"compare_range,omitempty"`
 	List         *ListResult    `json:"list,omitempty"`     // the users of one point, when asked
-	Warnings     []Warning      `json:"warnings,omitempty"` // notes on the query (spec §9): unknown events and values
+	Warnings     []Warning      `json:"warnings,omitempty"` // notes on the query (docs/analytics.md §9): unknown events and values
 	Stats        Stats          `json:"stats"`
 }
 
@@ -150,7 +150,7 @@ type FunnelResult struct {
 	*FunnelTimes
 	Breakdown []FunnelBreakdown `json:"breakdown,omitempty"` // by users counted descending, "(other)" last
 	List      *ListResult       `json:"list,omitempty"`      // the users behind one number, when asked
-	Warnings  []Warning         `json:"warnings,omitempty"`  // notes on the query (spec §9): unknown events and values
+	Warnings  []Warning         `json:"warnings,omitempty"`  // notes on the query (docs/analytics.md §9): unknown events and values
 	Stats     Stats             `json:"stats"`
 }
 
@@ -229,7 +229,7 @@ type RetentionResult struct {
 	// cohorts whose cell k is complete (null when none is).
 	Mean     []*float64  `json:"mean"`
 	List     *ListResult `json:"list,omitempty"`     // the users of one cell, when asked
-	Warnings []Warning   `json:"warnings,omitempty"` // notes on the query (spec §9): unknown events and values
+	Warnings []Warning   `json:"warnings,omitempty"` // notes on the query (docs/analytics.md §9): unknown events and values
 	Stats    Stats       `json:"stats"`
 }
 
@@ -252,7 +252,7 @@ type RetentionCohort struct {
 	Incomplete     []bool    `json:"incomplete"`
 }
 
-// CohortResult is the result of a cohort query (spec §7): the number of
+// CohortResult is the result of a cohort query (docs/analytics.md §7): the number of
 // users in the cohort and a page of their ids (sorted by byte order).
 type CohortResult struct {
 	Kind     string        `json:"kind"` // "cohort"
@@ -262,7 +262,7 @@ type CohortResult struct {
 	UserIDs  []string      `json:"user_ids"`
 	Offset   int           `json:"offset"`
 	Limit    int           `json:"limit"`
-	Warnings []Warning     `json:"warnings,omitempty"` // notes on the query (spec §9): unknown events and values
+	Warnings []Warning     `json:"warnings,omitempty"` // notes on the query (docs/analytics.md §9): unknown events and values
 	Stats    Stats         `json:"stats"`
 }
 

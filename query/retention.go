@@ -7,13 +7,13 @@ import (
 	"github.com/spurdb/spur/query/timebucket"
 )
 
-// defaultPeriods is N per period when the query gives none (spec §6; 24 for
+// defaultPeriods is N per period when the query gives none (docs/analytics.md §6; 24 for
 // hours is our choice: one day).
 var defaultPeriods = map[timebucket.Interval]int{
 	timebucket.Hour: 24, timebucket.Day: 7, timebucket.Week: 4, timebucket.Month: 3,
 }
 
-// retention is a compiled retention table (spec §6), per breakdown value
+// retention is a compiled retention table (docs/analytics.md §6), per breakdown value
 // (the start event's property, or the user's) and with the users of one
 // cell when the query has a list.
 type retention struct {

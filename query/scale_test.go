@@ -43,7 +43,7 @@ func (g *genSource) Next(ev *event.Event) error {
 
 // TestOneUserOfMillions: one user with millions of events (a bot, a test
 // account) among ordinary ones is imported, compacted and queried with
-// bounded memory (storage.md §5: the trail is read in chunks) and exact
+// bounded memory (docs/storage.md §5: the trail is read in chunks) and exact
 // answers: every event counted once, the funnel and retention of the
 // user right.
 func TestOneUserOfMillions(t *testing.T) {

@@ -1,4 +1,4 @@
-// Package query turns a spec §9 JSON query into a validated plan, runs it
+// Package query turns a docs/analytics.md §9 JSON query into a validated plan, runs it
 // over a storage snapshot (shards in parallel, one pass per user trail) and
 // returns the §9 JSON result with its stats.
 package query
@@ -8,7 +8,7 @@ import (
 	"fmt"
 )
 
-// Query is the spec §9 request. Field names are the JSON contract; fields
+// Query is the docs/analytics.md §9 request. Field names are the JSON contract; fields
 // may be added, never renamed.
 type Query struct {
 	Kind      string     `json:"kind"`                 // trend | funnel | retention | cohort
@@ -17,8 +17,8 @@ type Query struct {
 	TZ        string     `json:"tz,omitempty"`         // IANA zone; default the app's, else UTC
 	Now       string     `json:"now,omitempty"`        // RFC 3339 instant used as "now" for incomplete flags; default the wall clock
 	Where     []Filter   `json:"where,omitempty"`      // global event filters
-	Cohort    RawJSON    `json:"cohort,omitempty"`     // cohort condition tree (spec §7) or the name of a saved cohort
-	Breakdown *Breakdown `json:"breakdown,omitempty"`  // breakdown (spec §4)
+	Cohort    RawJSON    `json:"cohort,omitempty"`     // cohort condition tree (docs/analytics.md §7) or the name of a saved cohort
+	Breakdown *Breakdown `json:"breakdown,omitempty"`  // breakdown (docs/analytics.md §4)
 	Interval  string     `json:"interval,omitempty"`   // trend: hour | day (default) | week | month
 	WeekStart string     `json:"week_start,omitempty"` // monday (default) | sunday
 	Series    []Series   `json:"series,omitempty"`     // trend series
@@ -32,15 +32,15 @@ type Query struct {
 	Windows   string     `json:"windows,omitempty"`    // retention: calendar (default) | rolling
 	Criterion string     `json:"criterion,omitempty"`  // retention: on (default) | on_or_after
 	List      *List      `json:"list,omitempty"`       // users to list: the users behind one number of the result (paged)
-	Limits    *Limits    `json:"limits,omitempty"`     // tighter time and memory limits than the engine's (spec §9)
-	// Funnel modes and views (spec §11).
+	Limits    *Limits    `json:"limits,omitempty"`     // tighter time and memory limits than the engine's (docs/analytics.md §9)
+	// Funnel modes and views (docs/analytics.md §11).
 	Order      string      `json:"order,omitempty"`      // funnel: ordered (default) | strict | unordered
 	Exclusions []Exclusion `json:"exclusions,omitempty"` // funnel: events that exclude attempts between two steps
 	View       string      `json:"view,omitempty"`       // funnel: steps (default) | trends | time_to_convert
 	FromStep   int         `json:"from_step,omitempty"`  // funnel trends and time to convert: default 1
 	ToStep     int         `json:"to_step,omitempty"`    // funnel trends and time to convert: default the last step
 	Bins       int         `json:"bins,omitempty"`       // time to convert: 1..90, default ⌈∛users⌉ clamped to 1..60
-	// Trend formulas and comparison (spec §12).
+	// Trend formulas and comparison (docs/analytics.md §12).
 	Formulas []string `json:"formulas,omitempty"` // formulas over the series lettered A, B, …
 	Formula  string   `json:"formula,omitempty"`  // one formula (added after formulas)
 	Compare  string   `json:"compare,omitempty"`  // "previous" or a signed offset such as "-1w"
@@ -50,7 +50,7 @@ type Query struct {
 	AnalysisQuery
 }
 
-// Exclusion excludes a funnel attempt between two steps (spec §11): an
+// Exclusion excludes a funnel attempt between two steps (docs/analytics.md §11): an
 // event matching Event and Where after the attempt reached step j,
 // FromStep ≤ j < ToStep, within the window.
 type Exclusion struct {
@@ -64,7 +64,7 @@ type Exclusion struct {
 type RawJSON = json.RawMessage
 
 // Range is a query time range [From, To): dates (local midnight in the
-// query's time zone) or RFC 3339 instants; or a relative range Last (spec
+// query's time zone) or RFC 3339 instants; or a relative range Last (docs/analytics.md
 // §2: "7d", "4w", "3mo", "1y" are calendar days, weeks, months or years
 // in the zone ending with today, "24h" and "90m" end at now).
 type Range struct {
@@ -85,13 +85,13 @@ type Series struct {
 	Where []Filter `json:"where,omitempty"`
 	// Math is count (default), users, sum, avg, min, max, median, p75,
 	// p90, p95, p99, count_per_user_avg, count_per_user_median,
-	// count_per_user_max, wau or mau (spec §4).
+	// count_per_user_max, wau or mau (docs/analytics.md §4).
 	Math     string `json:"math,omitempty"`
 	Property string `json:"property,omitempty"` // numeric event property of sum … p99
 	Label    string `json:"label,omitempty"`    // display label; default the event name
 }
 
-// Filter is a property filter (spec §3): Op is eq, neq, in, not_in, gt,
+// Filter is a property filter (docs/analytics.md §3): Op is eq, neq, in, not_in, gt,
 // gte, lt, lte, contains, not_contains, is_set or is_not_set; Value is a
 // JSON scalar (an array for in and not_in, nothing for is_set and
 // is_not_set) coerced to the property's type.
@@ -102,19 +102,19 @@ type Filter struct {
 	Source   string  `json:"source,omitempty"` // event (default) | user
 }
 
-// Breakdown splits results by a property value (spec §4): Source is event
+// Breakdown splits results by a property value (docs/analytics.md §4): Source is event
 // (default) or user; Limit is how many values are kept (by largest range
 // total; default 25), the rest merged into "(other)".
 type Breakdown struct {
 	Property string `json:"property"`
 	Source   string `json:"source,omitempty"`
 	Limit    int    `json:"limit,omitempty"`
-	// Attribution (funnels, event properties; spec §11): "entry"
+	// Attribution (funnels, event properties; docs/analytics.md §11): "entry"
 	// (default), "first_touch", "last_touch", "all_steps" or {"step": k}.
 	Attribution RawJSON `json:"attribution,omitempty"`
 }
 
-// List asks for a page of the user ids behind a number (spec §7): the
+// List asks for a page of the user ids behind a number (docs/analytics.md §7): the
 // number is named by ListCoords. Ids are sorted by byte order; Limit
 // defaults to 100 (at most 10000).
 type List struct {
@@ -123,7 +123,7 @@ type List struct {
 	ListCoords
 }
 
-// ListCoords name the number whose users a List pages, per kind (spec
+// ListCoords name the number whose users a List pages, per kind (docs/analytics.md
 // §7); a kind reads its own fields and rejects the others' where they
 // would be ambiguous:
 //
@@ -175,7 +175,7 @@ func Parse(data []byte) (*Query, error) {
 	return &q, nil
 }
 
-// Error codes of spec §9, with their HTTP statuses.
+// Error codes of docs/analytics.md §9, with their HTTP statuses.
 const (
 	CodeInvalidQuery    = "invalid_query"   // 400: the query or request parameters
 	CodeInvalidInput    = "invalid_input"   // 400/422: events or files
@@ -183,12 +183,12 @@ const (
 	CodeUnauthenticated = "unauthenticated" // 401
 	CodeForbidden       = "forbidden"       // 403
 	CodeNotFound        = "not_found"       // 404
-	CodeUnavailable     = "unavailable"     // 503, with Retry-After: memory taken by other queries too long (storage.md §5), or a shutdown
+	CodeUnavailable     = "unavailable"     // 503, with Retry-After: memory taken by other queries too long (docs/storage.md §5), or a shutdown
 	CodeCorruption      = "corruption"      // 500: a segment failed its checksums
 	CodeInternal        = "internal"        // 500
 )
 
-// Error is a query failure in the spec §9 shape
+// Error is a query failure in the docs/analytics.md §9 shape
 // {"error": {"code", "message", "field"}}.
 type Error struct {
 	Code    string `json:"code"`
@@ -207,7 +207,7 @@ func (e *Error) Error() string {
 // Unwrap returns the underlying error.
 func (e *Error) Unwrap() error { return e.Err }
 
-// MarshalJSON renders the §9 envelope {"error": {...}}.
+// MarshalJSON renders the docs/analytics.md §9 envelope {"error": {...}}.
 func (e *Error) MarshalJSON() ([]byte, error) {
 	type body Error
 	return json.Marshal(struct {

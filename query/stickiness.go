@@ -12,7 +12,7 @@ import (
 	"github.com/spurdb/spur/query/timebucket"
 )
 
-// StickinessResult is the result of a stickiness query (spec §13).
+// StickinessResult is the result of a stickiness query (docs/analytics.md §13).
 type StickinessResult struct {
 	Kind       string             `json:"kind"` // "stickiness"
 	Range      ResolvedRange      `json:"range"`
@@ -21,7 +21,7 @@ type StickinessResult struct {
 	Cumulative bool               `json:"cumulative"`
 	Series     []StickinessSeries `json:"series"`
 	List       *ListResult        `json:"list,omitempty"`     // the users of list.series and list.intervals, when asked
-	Warnings   []Warning          `json:"warnings,omitempty"` // notes on the query (spec §9): unknown events and values
+	Warnings   []Warning          `json:"warnings,omitempty"` // notes on the query (docs/analytics.md §9): unknown events and values
 	Stats      Stats              `json:"stats"`
 }
 
@@ -44,7 +44,7 @@ type StickinessSeries struct {
 	Users          int64   `json:"users"`
 }
 
-// stickiness is a compiled stickiness query (spec §13, PostHog's
+// stickiness is a compiled stickiness query (docs/analytics.md §13, PostHog's
 // stickiness): per series and breakdown value (each series keeping its
 // own top values; "(other)" recomputed by a second pass so users stay
 // distinct), the users by number of active buckets; with a list, the

@@ -1,7 +1,7 @@
 package query
 
 // DefaultMemoryTotal returns the default process-wide bound of the query
-// memory budgets (storage.md §5: half the machine's memory), bytes: half
+// memory budgets (docs/storage.md §5: half the machine's memory), bytes: half
 // of SystemMemory, or 4 × DefaultMemoryBudget (8 GiB) where the machine's
 // memory is unknown.
 func DefaultMemoryTotal() int64 {

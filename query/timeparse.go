@@ -15,18 +15,18 @@ const (
 	day    = 86400 * second
 )
 
-// durationUnits are the units of spec §9 durations, longest suffix first
+// durationUnits are the units of docs/analytics.md §9 durations, longest suffix first
 // ("mo" before "m").
 var durationUnits = []string{"mo", "s", "m", "h", "d", "w", "y"}
 
-// Duration is a parsed spec §9 duration: N units, N signed only where
+// Duration is a parsed docs/analytics.md §9 duration: N units, N signed only where
 // the grammar allows it (compare offsets).
 type Duration struct {
 	N    int64
 	Unit string // s, m, h, d, w, mo or y
 }
 
-// ParseDurationSpec parses a spec §9 duration — an integer followed by s,
+// ParseDurationSpec parses a docs/analytics.md §9 duration — an integer followed by s,
 // m (minutes), h, d, w, mo (months) or y (years): "90s", "30m", "12h",
 // "7d", "2w", "3mo", "1y" — into its number and unit. With signed, a
 // leading "-" or "+" is accepted (compare offsets: "-1w"); without, the
@@ -53,7 +53,7 @@ func ParseDurationSpec(s string, signed bool) (Duration, error) {
 	return Duration{}, strconv.ErrSyntax
 }
 
-// Fixed returns the duration's fixed length in µs (spec §9: a month is 30
+// Fixed returns the duration's fixed length in µs (docs/analytics.md §9: a month is 30
 // days, a year 365), or an error when it overflows 2^62.
 func (d Duration) Fixed() (int64, error) {
 	var unit int64
@@ -129,7 +129,7 @@ func addMonths(t time.Time, n int) time.Time {
 	return time.Date(first.Year(), first.Month(), min(d, last), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), t.Location())
 }
 
-// ParseDuration parses an unsigned spec §9 duration ("90s", "30m", "12h",
+// ParseDuration parses an unsigned docs/analytics.md §9 duration ("90s", "30m", "12h",
 // "7d", "2w", "3mo", "1y") into its fixed length in microseconds: days
 // are 86400 s, weeks 7 days, months 30 days and years 365 days. It
 // returns an error for anything else, including negative or overflowing
@@ -142,7 +142,7 @@ func ParseDuration(s string) (int64, error) {
 	return d.Fixed()
 }
 
-// relativeRange resolves a spec §2 relative range ("last") at now in loc:
+// relativeRange resolves a docs/analytics.md §2 relative range ("last") at now in loc:
 // for d, w, mo and y the calendar days (weeks: 7 days each), months or
 // years in loc ending with today's (today included: to is the local
 // midnight after today, or the first of next month or year); for s, m
@@ -197,7 +197,7 @@ func parseBound(s string, loc *time.Location) (us int64, date, ok bool) {
 	return us, false, err == nil
 }
 
-// formatTime renders UTC microseconds as RFC 3339 in loc (spec §9 bucket
+// formatTime renders UTC microseconds as RFC 3339 in loc (docs/analytics.md §9 bucket
 // labels), with fractional seconds only when present.
 func formatTime(us int64, loc *time.Location) string {
 	return time.UnixMicro(us).In(loc).Format(time.RFC3339Nano)

@@ -13,7 +13,7 @@ import (
 	"github.com/spurdb/spur/trail"
 )
 
-// trend is a compiled trend (spec §4, §12): the series of the query's
+// trend is a compiled trend (docs/analytics.md §4, §12): the series of the query's
 // range, its formulas, and with compare the same for the compared period
 // (a second plan over the shifted range, compiled, scanned and finalized
 // after the first), current first.
@@ -101,7 +101,7 @@ func (t *trend) finalize(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-// compareRange returns the compared period of spec §12: "previous" is the
+// compareRange returns the compared period of docs/analytics.md §12: "previous" is the
 // range's length immediately before from — the same number of calendar
 // days in the zone when the range is made of dates (local midnights),
 // otherwise the same duration; an offset ("-1w", "-28d", "-1y") shifts
@@ -174,7 +174,7 @@ func parseFormulas(q *Query) ([]*formula, error) {
 }
 
 // evalFormulas evaluates formulas per breakdown value and bucket on the
-// series rows of one period (owner[i] is row i's series; spec §12): a
+// series rows of one period (owner[i] is row i's series; docs/analytics.md §12): a
 // value absent from a series
 // counts 0 there; "(other)" pairs with "(other)"; the total applies the
 // formula to the series' totals. Values are the union of the series'
@@ -249,7 +249,7 @@ func evalFormulas(fs []*formula, rows []TrendSeries, owner []int, breakdown bool
 	return out
 }
 
-// trendPeriod is a trend's series compiled over one plan's range (spec
+// trendPeriod is a trend's series compiled over one plan's range (docs/analytics.md
 // §4): per series, breakdown value and calendar bucket the series' math,
 // plus range totals, and for each row the index of its series. With a
 // breakdown limit, the "(other)" row of count and property maths is the

@@ -9,7 +9,7 @@ import (
 	"github.com/spurdb/spur/trail"
 )
 
-// trendList is a validated trend list (spec §7: trend {series, bucket}):
+// trendList is a validated trend list (docs/analytics.md §7: trend {series, bucket}):
 // the users behind one number of a trend result.
 type trendList struct {
 	series analysis.TrendSeries

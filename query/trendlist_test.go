@@ -7,7 +7,7 @@ import (
 	"github.com/spurdb/spur/gen"
 )
 
-// TestTrendListsEqualCounts: spec §7 — the users listed for a trend point
+// TestTrendListsEqualCounts: docs/analytics.md §7 — the users listed for a trend point
 // are the users counted there. For users, wau and mau the list's count is
 // the point's value, per bucket, breakdown value ("(none)" and "(other)"
 // included) and for the range total; for count and property maths it is

@@ -21,7 +21,7 @@ func WarningsOf(res any) *[]Warning {
 	return nil
 }
 
-// warnings returns the plan's warnings (spec §9), in query order: each
+// warnings returns the plan's warnings (docs/analytics.md §9), in query order: each
 // matcher's event name that no events segment of the app holds, and each
 // value of a string eq, neq, in or not_in filter that the property holds in
 // no segment of the app (events segments for event properties, users

@@ -29,7 +29,7 @@ const (
 
 // CodeInvalidInput is the error code of an import whose input is bad: rows
 // that fail validation (nothing applied) or a body that cannot be read as
-// the given format (spec §9 invalid_input).
+// the given format (docs/analytics.md §9 invalid_input).
 const CodeInvalidInput = query.CodeInvalidInput
 
 // apiError is the body of every error answer: {"error": apiError}.

@@ -12,7 +12,7 @@ import (
 	"github.com/spurdb/spur/storage"
 )
 
-// Access (ingest.md §4). Every /api/ request and /metrics carry
+// Access (docs/ingest.md §4). Every /api/ request and /metrics carry
 // "Authorization: Bearer KEY" (keys.go); the scope each endpoint needs is
 // declared with its route:
 //
@@ -39,7 +39,7 @@ const (
 	// AuthKeys requires keys (the default).
 	AuthKeys AuthMode = iota
 	// AuthNone serves every request as an admin key would. Serve refuses
-	// it unless every listener is on a loopback address (ingest.md §4).
+	// it unless every listener is on a loopback address (docs/ingest.md §4).
 	AuthNone
 )
 

@@ -42,7 +42,7 @@ func keyed(t *testing.T, ts *testServer) map[string]string {
 // TestAuthMatrix: every route of the main listener, with no key, a
 // malformed header, an unknown key, and a key of each scope for its app
 // and for another, answers 401, 403 or gets through as its declared
-// scope says (ingest.md §4).
+// scope says (docs/ingest.md §4).
 func TestAuthMatrix(t *testing.T) {
 	ts := start(t, Config{Store: openCardano(t), Ingester: &fakeIngester{}})
 	keys := keyed(t, ts)

@@ -10,13 +10,13 @@ import (
 	"github.com/spurdb/spur/storage"
 )
 
-// Scope is the access a key needs for an endpoint (ingest.md §4: an
+// Scope is the access a key needs for an endpoint (docs/ingest.md §4: an
 // ingest key sends events, a query key queries an app and saves its
 // cohorts, insights and dashboards, an admin key does everything). The
 // scopes are declared with the routes; auth.go checks them.
 type Scope string
 
-// Scopes of ingest.md §4.
+// Scopes of docs/ingest.md §4.
 const (
 	ScopeIngest Scope = "ingest"
 	ScopeQuery  Scope = "query"

@@ -19,7 +19,7 @@ import (
 	"github.com/spurdb/spur/storage"
 )
 
-// The events endpoint (ingest.md §1, scope ingest, any origin):
+// The events endpoint (docs/ingest.md §1, scope ingest, any origin):
 //
 //	POST /api/apps/{app}/events
 //	     body: a JSON array of events (or one event object), or NDJSON
@@ -44,7 +44,7 @@ import (
 // Each request runs in a runtime/trace task "spur.ingest" with regions
 // "parse" and "store".
 
-// Ingester stores the events of one request (ingest.md §2): the events
+// Ingester stores the events of one request (docs/ingest.md §2): the events
 // endpoint's view of the store. (*storage.Store).Ingest implements it
 // (storage/ingestapi.go describes the call); ImportIngester stands in
 // where it does not. evs have passed ingest.EventsParser's checks; users
@@ -71,7 +71,7 @@ const (
 )
 
 // eventsRetryAfter is the Retry-After of the endpoint's 503 answers,
-// seconds (ingest.md §2).
+// seconds (docs/ingest.md §2).
 const eventsRetryAfter = "1"
 
 // maxPooledParser is the largest parser (buffers kept, bytes) returned to
@@ -92,7 +92,7 @@ var (
 )
 
 // memGate bounds the memory of the events requests being parsed and
-// stored (storage.md §5): a request reserves in steps as it parses
+// stored (docs/storage.md §5): a request reserves in steps as it parses
 // (ingest.EventsOptions.Reserve) and releases when answered.
 type memGate struct {
 	limit int64

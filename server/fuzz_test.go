@@ -16,13 +16,13 @@ import (
 	"github.com/spurdb/spur/storage"
 )
 
-// fuzzCodes are the spec §9 error codes an answer may carry.
+// fuzzCodes are the docs/analytics.md §9 error codes an answer may carry.
 var fuzzCodes = []string{query.CodeInvalidQuery, query.CodeInvalidInput, query.CodeLimitExceeded, query.CodeForbidden,
 	query.CodeNotFound, query.CodeUnauthenticated, query.CodeUnavailable}
 
 // checkAnswer fails on a 5xx answer (the store is healthy: any is a bug, a
 // recovered panic included), a status outside the documented ones, or an
-// error body that is not the §9 shape with a §9 code.
+// error body that is not the docs/analytics.md §9 shape with a §9 code.
 func checkAnswer(t *testing.T, w *httptest.ResponseRecorder, what string) {
 	t.Helper()
 	switch w.Code {
@@ -55,7 +55,7 @@ func newFuzzServer(f *testing.F) *Server {
 }
 
 // FuzzQueryHandler: any body and headers on the query endpoint answer with
-// a documented status and a §9 body, never a 500.
+// a documented status and a docs/analytics.md §9 body, never a 500.
 func FuzzQueryHandler(f *testing.F) {
 	srv := newFuzzServer(f)
 	f.Add([]byte(funnelQuery), "cardano", "", "", "")
@@ -154,7 +154,7 @@ func (c *checkingIngester) Ingest(_ context.Context, _ string, evs []event.Event
 }
 
 // FuzzEventsHandler: any body, Content-Type and Content-Encoding on the
-// events endpoint answer with a documented status and a §9 body, and the
+// events endpoint answer with a documented status and a docs/analytics.md §9 body, and the
 // store gets only valid events; a 200 lists rejections in order.
 func FuzzEventsHandler(f *testing.F) {
 	ing := &checkingIngester{}

@@ -18,7 +18,7 @@ import (
 
 // DefaultAllowedHosts returns the Host header values a server listening on
 // the given addresses (host:port, as --listen) answers by default
-// (ingest.md §4): the listen hosts, "localhost", "127.0.0.1" and "::1",
+// (docs/ingest.md §4): the listen hosts, "localhost", "127.0.0.1" and "::1",
 // with any port. A listen address on all interfaces (":8080", "0.0.0.0",
 // "[::]") adds the machine's host name and interface addresses, which is
 // what such an address serves. Names are lower-case, IPv6 addresses
@@ -117,10 +117,10 @@ type crossSite uint8
 
 const (
 	// sameOriginOnly refuses (403 forbidden) a browser's cross-site
-	// request: every endpoint but the events endpoint (ingest.md §4).
+	// request: every endpoint but the events endpoint (docs/ingest.md §4).
 	sameOriginOnly crossSite = iota
 	// anyOrigin allows every origin and answers CORS preflights, for the
-	// events endpoint that browser SDKs call cross-origin (ingest.md §4).
+	// events endpoint that browser SDKs call cross-origin (docs/ingest.md §4).
 	anyOrigin
 )
 
@@ -189,7 +189,7 @@ func preflight(method string) http.HandlerFunc {
 }
 
 // checkHost answers 403 forbidden for a request whose Host hosts does not
-// allow (DNS rebinding, ingest.md §4) and reports whether the request may
+// allow (DNS rebinding, docs/ingest.md §4) and reports whether the request may
 // go on.
 func (s *Server) checkHost(w http.ResponseWriter, r *http.Request, hosts hostPolicy) bool {
 	if hosts.allows(r.Host) {

@@ -126,7 +126,7 @@ func checkInsight(_ *Server, app string, b []byte) ([]byte, string, error) {
 		return nil, "", err
 	}
 	if len(ib.Query) == 0 {
-		return nil, "", &query.Error{Code: query.CodeInvalidQuery, Field: "query", Message: "query is required: a spec §9 query"}
+		return nil, "", &query.Error{Code: query.CodeInvalidQuery, Field: "query", Message: "query is required: a docs/analytics.md §9 query"}
 	}
 	q, err := query.Parse(ib.Query)
 	if err != nil {
@@ -183,7 +183,7 @@ func checkCohort(s *Server, app string, b []byte) ([]byte, string, error) {
 		return nil, "", &query.Error{Code: query.CodeInvalidQuery, Field: "name", Message: fmt.Sprintf("invalid cohort name %q: want [a-z0-9][a-z0-9_-]{0,63}", cb.Name)}
 	}
 	if len(cb.Definition) == 0 {
-		return nil, "", &query.Error{Code: query.CodeInvalidQuery, Field: "definition", Message: "definition is required: a cohort condition tree (spec §7)"}
+		return nil, "", &query.Error{Code: query.CodeInvalidQuery, Field: "definition", Message: "definition is required: a cohort condition tree (docs/analytics.md §7)"}
 	}
 	if c, ok := s.runner.(interface {
 		CheckCohort(app string, def []byte) error
@@ -386,7 +386,7 @@ func (s *Server) docFailed(w http.ResponseWriter, r *http.Request, c *collection
 }
 
 // CodeConflict is the error code of a stale update (409): the document's
-// version is not the one the update names. It extends the spec §9 codes.
+// version is not the one the update names. It extends the docs/analytics.md §9 codes.
 const CodeConflict = "conflict"
 
 // classifyRead returns the corruption error for an error of reading

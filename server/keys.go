@@ -19,11 +19,11 @@ import (
 	"github.com/spurdb/spur/storage"
 )
 
-// API keys (ingest.md §4). A key is "spur_" followed by 32 base32
+// API keys (docs/ingest.md §4). A key is "spur_" followed by 32 base32
 // characters: 160 random bits from crypto/rand. It is shown once, when
 // created; the store keeps only its SHA-256, in the store-level document
 // collection "keys" (DIR/meta/keys/ID.doc: checksummed, written
-// atomically, storage.md §2), with its id, scope, app and a name.
+// atomically, docs/storage.md §2), with its id, scope, app and a name.
 //
 // Why SHA-256 and not a password hash (argon2, bcrypt): those make each
 // guess of a low-entropy password slow. A key is 160 random bits, so

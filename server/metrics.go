@@ -39,7 +39,7 @@ func newMetrics(reg *prometheus.Registry, st *storage.Store, log *slog.Logger, e
 		}, []string{"kind"}),
 		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spur_queries_total",
-			Help: "Queries answered, by kind and outcome code (ok, cancelled or a spec §9 error code).",
+			Help: "Queries answered, by kind and outcome code (ok, cancelled or a docs/analytics.md §9 error code).",
 		}, []string{"kind", "code"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "spur_queries_in_flight",
@@ -63,7 +63,7 @@ func newMetrics(reg *prometheus.Registry, st *storage.Store, log *slog.Logger, e
 		}, []string{"result"}),
 		ingestRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spur_ingest_requests_total",
-			Help: "Events endpoint requests answered, by outcome code (ok, cancelled or a spec §9 error code).",
+			Help: "Events endpoint requests answered, by outcome code (ok, cancelled or a docs/analytics.md §9 error code).",
 		}, []string{"code"}),
 		ingestEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spur_ingest_events_total",

@@ -1,4 +1,4 @@
-// Package server is Spur's HTTP face: the spec §9 JSON API, the embedded
+// Package server is Spur's HTTP face: the docs/analytics.md §9 JSON API, the embedded
 // web UI, Prometheus metrics, and a separate debug listener serving
 // net/http/pprof.
 //
@@ -9,8 +9,8 @@
 //	GET  /                          the web UI (embedded files of ui/; no key: it asks for one)
 //	GET  /api/apps                  query: {"apps": [{name, tz, events, user_rows, segments, bytes, min_time, max_time}]}, the apps the key reads
 //	GET  /api/apps/{app}/schema     query: storage.Schema: event names with counts, properties with types and top values (?top=N, default 20)
-//	POST /api/apps/{app}/query      query: body a spec §9 query; answer: the §9 result (?trace=1 adds "trace", the timing tree; ?output=csv tidy CSV)
-//	POST /api/apps/{app}/events     ingest: live events (events.go; ingest.md §1), any origin
+//	POST /api/apps/{app}/query      query: body a docs/analytics.md §9 query; answer: the §9 result (?trace=1 adds "trace", the timing tree; ?output=csv tidy CSV)
+//	POST /api/apps/{app}/events     ingest: live events (events.go; docs/ingest.md §1), any origin
 //	POST /api/apps/{app}/import     ingest: body a CSV, NDJSON or Parquet file (gzip allowed), applied atomically
 //	     /api/apps/{app}/insights, dashboards, cohorts   query: saved documents: list, create, read, update (409 when stale), delete (insights.go)
 //	GET  /api/apps/{app}/insights/{id}/result             query: a saved insight's answer, cached by query and catalog version
@@ -20,7 +20,7 @@
 //	GET  /metrics                   admin: Prometheus metrics (also on the debug listener, without a key)
 //	GET  /healthz                   no key: {"status": "ok"}
 //
-// Errors have the spec §9 shape {"error": {"code", "message", "field"}}
+// Errors have the docs/analytics.md §9 shape {"error": {"code", "message", "field"}}
 // (field: the JSON path of the offending query field, e.g.
 // "series[0].where[1].value") and these statuses:
 //
@@ -41,7 +41,7 @@
 //	500 corruption       a segment failed its checksums
 //	500 internal         anything else
 //
-// Results may carry "warnings": [{code, message, field}] (spec §9): an event
+// Results may carry "warnings": [{code, message, field}] (docs/analytics.md §9): an event
 // name or a string filter value that occurs nowhere in the app.
 //
 // # Limits and request checks
@@ -66,7 +66,7 @@
 //	               (MaxFuture, --max-future)
 //	import body    1 GiB as sent (MaxImportBytes, --max-import-bytes) and
 //	               200 MiB decompressed (MaxImportDecompressedBytes,
-//	               --max-import-decompressed-bytes, ingest.md §1's figure):
+//	               --max-import-decompressed-bytes, docs/ingest.md §1's figure):
 //	               a 7 MB gzip that inflates to 3 GB is refused with 413
 //	               after 200 MiB, nothing stored
 //	property value 64 KiB per string value of an imported row
@@ -76,7 +76,7 @@
 //
 // Every request's Host must be one the server serves (AllowedHosts,
 // --allowed-hosts; default: the listen hosts, localhost, 127.0.0.1, ::1,
-// any port), against DNS rebinding (ingest.md §4); others get 403
+// any port), against DNS rebinding (docs/ingest.md §4); others get 403
 // forbidden. Every endpoint refuses a browser's cross-site request with
 // 403 forbidden: an Origin header that is not this server's host:port, or
 // Sec-Fetch-Site: cross-site (a top-level GET navigation excepted, so a
@@ -120,7 +120,7 @@ import (
 )
 
 // QueryRunner runs one parsed query. Run must return promptly once ctx is
-// done. The result is a §9 result value owned by the caller: a
+// done. The result is a docs/analytics.md §9 result value owned by the caller: a
 // query.Result (what *query.Engine.Run returns; the CSV output and the
 // metrics read it), or for other runners any value encoding/json renders;
 // errors should be *query.Error.
@@ -156,7 +156,7 @@ type Config struct {
 	// a negative value means the default too.
 	MemoryBudget int64
 	// MemoryTotal bounds the budgets of the queries running at once, bytes
-	// (query.Admission, storage.md §5): a query that does not fit waits,
+	// (query.Admission, docs/storage.md §5): a query that does not fit waits,
 	// then fails with 503 unavailable. 0 means query.DefaultMemoryTotal()
 	// (half the machine's memory), and so does a negative value. It must be
 	// at least MemoryBudget.
@@ -248,7 +248,7 @@ type Config struct {
 	// storage.Config.Live).
 	Ingester Ingester
 	// MaxEventsBytes bounds an events request body as sent, bytes; 0
-	// means DefaultMaxEventsBytes (20 MiB, ingest.md §1), and so does a
+	// means DefaultMaxEventsBytes (20 MiB, docs/ingest.md §1), and so does a
 	// negative value.
 	MaxEventsBytes int64
 	// MaxEventsDecompressedBytes bounds what a gzip events body
@@ -302,7 +302,7 @@ const (
 const DefaultMaxConnections = 1024
 
 // DefaultMaxImportDecompressedBytes is the MaxImportDecompressedBytes used
-// when it is 0: 200 MiB, the decompressed limit ingest.md §1 sets for the
+// when it is 0: 200 MiB, the decompressed limit docs/ingest.md §1 sets for the
 // events endpoint (DefaultMaxEventsDecompressedBytes).
 const DefaultMaxImportDecompressedBytes = DefaultMaxEventsDecompressedBytes
 

@@ -183,7 +183,7 @@ func (ts *testServer) do(t *testing.T, method, path, body string, hdr ...string)
 	return resp.StatusCode, resp.Header, b
 }
 
-// errorBody decodes a §9 error answer.
+// errorBody decodes a docs/analytics.md §9 error answer.
 type errorBody struct {
 	Error struct {
 		Code    string     `json:"code"`

@@ -110,7 +110,7 @@ type SegmentRef struct {
 	LastHash  uint64 `json:"last_hash,omitempty"`
 }
 
-// Catalog is one published state of an app (storage.md §1 "version"): its
+// Catalog is one published state of an app (docs/storage.md §1 "version"): its
 // settings, schema, segments and the write-ahead-log position they cover.
 // A Catalog is immutable once published; Version pins one for a reader.
 type Catalog struct {

@@ -53,7 +53,7 @@ func buildApp(t *testing.T) (string, map[string]string) {
 }
 
 // TestCatalogByteFlips flips every byte of the catalog and of the
-// settings file, one at a time, over 1,000 flips (storage.md §2; issue
+// settings file, one at a time, over 1,000 flips (docs/storage.md §2; issue
 // #15): a flipped catalog byte never gives an answer — the store refuses
 // to open the app, or a query fails, with corruption naming the catalog,
 // and verify reports it; a flipped settings byte leaves the answers (the
@@ -125,7 +125,7 @@ func TestCatalogByteFlips(t *testing.T) {
 }
 
 // TestMissingCatalogRefusesWritesAndRecovers deletes the catalog
-// (storage.md §3): an import is refused and deletes nothing; recovery
+// (docs/storage.md §3): an import is refused and deletes nothing; recovery
 // rebuilds a catalog that answers exactly as before, after which writes
 // work again. Then a damaged segment and a lost settings file: recovery
 // sets the damaged file aside (never deletes) and reports what it kept.

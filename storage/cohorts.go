@@ -26,13 +26,13 @@ const (
 	legacyCohortsVer  = 1
 )
 
-// SavedCohort is a named cohort definition saved in an app (spec §7). It
+// SavedCohort is a named cohort definition saved in an app (docs/analytics.md §7). It
 // stores the condition tree, not its users: a saved cohort is evaluated
 // whenever a query uses it, so it is never stale.
 type SavedCohort struct {
 	// Name matches [a-z0-9][a-z0-9_-]{0,63}.
 	Name string `json:"name"`
-	// Definition is the cohort condition tree as the spec §9 "cohort"
+	// Definition is the cohort condition tree as the docs/analytics.md §9 "cohort"
 	// field takes it (validated by the query layer before saving); it is
 	// returned compact.
 	Definition json.RawMessage `json:"definition"`

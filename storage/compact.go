@@ -108,7 +108,7 @@ type CompactReport struct {
 	Replaced       int           `json:"segments_replaced"` // input segments removed from the catalog
 	Written        int           `json:"segments_written"`  // output segments published
 	Rows           int64         `json:"rows"`              // rows rewritten (those of the replaced segments)
-	Duplicates     int64         `json:"rows_duplicate"`    // duplicate events dropped (ingest.md §3)
+	Duplicates     int64         `json:"rows_duplicate"`    // duplicate events dropped (docs/ingest.md §3)
 	BytesBefore    int64         `json:"bytes_before"`      // bytes of the segments published before
 	BytesAfter     int64         `json:"bytes_after"`       // bytes of the segments published after
 	ReplacedBytes  int64         `json:"bytes_replaced"`    // bytes of the replaced segments, left on disk until the next write (see App.Compact)
@@ -459,7 +459,7 @@ func (a *App) compactGroups(ctx context.Context, out compactOutput, v *Version, 
 
 // compactor merges one group into outputs written a block at a time
 // (segment.Writer): its memory is the inputs' decoded blocks and the block
-// being written, whatever the size of the group (storage.md §5).
+// being written, whatever the size of the group (docs/storage.md §5).
 type compactor struct {
 	app      *App
 	out      compactOutput
@@ -623,7 +623,7 @@ const (
 
 // open opens the group's inputs and derives the output columns: the union
 // of the inputs' property columns by name, sorted (types must agree, but
-// for an int column of a property widened to float later, spec §1: the
+// for an int column of a property widened to float later, docs/analytics.md §1: the
 // output is float). A format-3 input's insert-id column is taken as the
 // current one.
 func (cp *compactor) open() error {
@@ -714,7 +714,7 @@ func (cp *compactor) openOutput() error {
 }
 
 // widened reports whether types a and b of one property are int and
-// float, in either order: an int property widened to float (spec §1).
+// float, in either order: an int property widened to float (docs/analytics.md §1).
 func widened(a, b event.Type) bool {
 	return (a == event.TypeInt && b == event.TypeFloat) || (a == event.TypeFloat && b == event.TypeInt)
 }
@@ -776,7 +776,7 @@ func (cp *compactor) nextBlock(ctx context.Context, c *compactCursor) (bool, err
 // input into the blocks the user continues in. Parts are merged run by
 // run: the part with the smallest head row gives its rows up to the next
 // part's head (and the rows tied with it, when it comes first). Duplicate
-// events (ingest.md §3) — equal event name, time and insert id in two
+// events (docs/ingest.md §3) — equal event name, time and insert id in two
 // inputs — are dropped, the earlier input's kept: only rows at a time two
 // parts share can be copies, so only they are compared (tieKeys).
 func (cp *compactor) mergeUser(ctx context.Context) error {

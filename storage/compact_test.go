@@ -42,7 +42,7 @@ type trailModel struct {
 
 // addEvents applies an events import: an event equal to an earlier one
 // (in the app or earlier in the import) in user, event name, timestamp
-// and insert_id is dropped (ingest.md §3: the first stored wins); it
+// and insert_id is dropped (docs/ingest.md §3: the first stored wins); it
 // returns how many.
 func (m *trailModel) addEvents(evs []event.Event) int64 {
 	if m.seenIDs == nil {
@@ -315,7 +315,7 @@ func sameTrails(t *testing.T, what string, got, want map[string]string) {
 }
 
 // idPool hands out insert ids and remembers the events that carry them,
-// so that test data can send an event again: a duplicate (ingest.md §3)
+// so that test data can send an event again: a duplicate (docs/ingest.md §3)
 // when user, name, time and insert_id repeat, whatever its properties.
 type idPool struct {
 	next   int

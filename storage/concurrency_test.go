@@ -10,7 +10,7 @@ import (
 )
 
 // concurrentQueries is how many queries TestQueriesWhileWriting runs:
-// storage.md §1's promise is shown by ≥ 10,000 (issue #15: CI runs them in
+// docs/storage.md §1's promise is shown by ≥ 10,000 (issue #15: CI runs them in
 // its -tags purego pass); -short and -race builds (ten times slower) run
 // 1,000.
 func concurrentQueries(t *testing.T) int64 {
@@ -21,7 +21,7 @@ func concurrentQueries(t *testing.T) int64 {
 }
 
 // TestQueriesWhileWriting runs imports and compactions in a loop while
-// four goroutines query pinned versions (storage.md §1): every answer must
+// four goroutines query pinned versions (docs/storage.md §1): every answer must
 // equal the reference answer of the version the query pinned (computed
 // from the events alone by trailModel), no query may fail, and when the
 // writes end and the last reader is gone, the directory holds only the

@@ -62,7 +62,7 @@ func appTrails(t *testing.T, st *Store) map[string]string {
 }
 
 // TestCrashAtEverySyncPoint simulates a power loss at every sync point of
-// an import and of a compaction (storage.md §2: after a crash or power
+// an import and of a compaction (docs/storage.md §2: after a crash or power
 // loss at any instant the store opens at the old version or the new one;
 // nothing published is lost): on each crashed filesystem the store opens,
 // answers exactly as before or exactly as after the write, verifies

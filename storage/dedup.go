@@ -17,7 +17,7 @@ type tieRow struct {
 
 // dedupTies drops duplicate events across segments from the merged trail
 // buffer (a user's trail, or a round of mergeLong, which holds every
-// event at each time it merges) (ingest.md §3, Mixpanel's rule): two events of one user with equal
+// event at each time it merges) (docs/ingest.md §3, Mixpanel's rule): two events of one user with equal
 // event name, timestamp and insert_id are one, and the first stored — the
 // earlier arrival, so the earlier part of the user's group — wins.
 // Writers keep a segment free of duplicates, so only events with equal

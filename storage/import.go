@@ -20,7 +20,7 @@ import (
 const SetEvent = "$set"
 
 // SetOnceEvent is the event name of users rows that set user properties
-// only where the user has none (ingest.md §1 user_properties_once): for a
+// only where the user has none (docs/ingest.md §1 user_properties_once): for a
 // property no SetEvent row sets, the earliest such write (by timestamp,
 // then arrival) wins.
 const SetOnceEvent = "$set_once"
@@ -49,7 +49,7 @@ type ImportOptions struct {
 	// writing runs in the background while the next rows are read, so up
 	// to two flushes' worth of rows are in memory at a time.
 	FlushRows int
-	// Memory bounds the import's buffers, bytes (storage.md §5): a flush
+	// Memory bounds the import's buffers, bytes (docs/storage.md §5): a flush
 	// also starts once the rows buffered and the dictionaries of their
 	// strings take a fifth of it (genShare) (two generations are in memory while
 	// one is written, plus the writers' blocks). 0 means the Store's
@@ -72,7 +72,7 @@ type ImportReport struct {
 	Read       int64             `json:"rows_read"`        // rows read (good + bad)
 	Applied    int64             `json:"rows_applied"`     // rows published (0 when aborted)
 	Rejected   int64             `json:"rows_rejected"`    // bad rows
-	Duplicates int64             `json:"rows_duplicate"`   // duplicate events of this import dropped (ingest.md §3; copies of earlier imports' events are dropped by queries and compaction)
+	Duplicates int64             `json:"rows_duplicate"`   // duplicate events of this import dropped (docs/ingest.md §3; copies of earlier imports' events are dropped by queries and compaction)
 	Segments   int               `json:"segments"`         // segment files published
 	Bytes      int64             `json:"bytes"`            // bytes of those files
 	Elapsed    time.Duration     `json:"elapsed_ns"`       // wall time
@@ -103,9 +103,9 @@ func (e *ImportError) Error() string {
 
 // Import reads every source in order and publishes their rows to app
 // (created if it does not exist) in one atomic catalog swap: either every
-// good row is applied or none is. Rows are validated (spec §1 limits) and
+// good row is applied or none is. Rows are validated (docs/analytics.md §1 limits) and
 // their properties coerced to the app's schema (the first sighting of a
-// property fixes its type). Duplicate events (ingest.md §3: equal user,
+// property fixes its type). Duplicate events (docs/ingest.md §3: equal user,
 // event name, timestamp and insert_id) are dropped where trails merge:
 // within one flush here (counted in the report), across flushes and
 // imports by every query and by compaction — no app-wide set of insert
@@ -603,7 +603,7 @@ func (im *importer) addBatch(b *event.Batch, rep *ImportReport) error {
 	for k, c := range b.Props {
 		t, known := im.schema.Type(c.Name)
 		if known && t == event.TypeInt && c.Type == event.TypeFloat && !allSlow && hasFraction(c, b.Errs) {
-			// A non-integer number widens the int property (spec §1).
+			// A non-integer number widens the int property (docs/analytics.md §1).
 			im.schema.WidenToFloat(c.Name)
 			im.widen()
 			t = event.TypeFloat
@@ -712,7 +712,7 @@ func hasFraction(c *event.Column, errs []*event.RowError) bool {
 }
 
 // widen converts the buffered values of the properties the schema has
-// widened from int to float (spec §1) since the buffers were last typed.
+// widened from int to float (docs/analytics.md §1) since the buffers were last typed.
 // The generation being flushed keeps its types: its segments hold ints,
 // which readers of a float property convert.
 func (im *importer) widen() {

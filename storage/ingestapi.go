@@ -8,7 +8,7 @@ import (
 
 // The live ingestion contract between the events endpoint (package
 // server, POST /api/apps/{app}/events) and the store's write path
-// (ingest.md §1–§3). The endpoint parses and checks the shape of each
+// (docs/ingest.md §1–§3). The endpoint parses and checks the shape of each
 // event (user id, event name, timestamp, insert id, property names and
 // value sizes) and hands the good ones of a request to
 //
@@ -21,7 +21,7 @@ import (
 // missing. The types below are the shapes of that call.
 
 // UserWrite is a write of user properties carried by an event
-// (ingest.md §1): the user and time are those of the event evs[Index].
+// (docs/ingest.md §1): the user and time are those of the event evs[Index].
 // Without Once (user_properties) the latest write by timestamp wins
 // (SetEvent); with Once (user_properties_once) a property is set only
 // where the user has no value from a SetEvent write, the earliest write
@@ -45,7 +45,7 @@ type IngestReport struct {
 }
 
 // IngestRejection is one event refused by Ingest: Index into its evs,
-// Field the JSON path of the bad value in ingest.md §1's event shape
+// Field the JSON path of the bad value in docs/ingest.md §1's event shape
 // ("properties.price", "user_properties.plan",
 // "user_properties_once.first_seen") and Message what was expected and
 // found ("want int, found \"abc\"").
@@ -57,7 +57,7 @@ type IngestRejection struct {
 
 // ErrBackpressure is matched (errors.Is) by the error of an Ingest
 // refused because the memory of unflushed events is over its limit
-// (--ingest-memory, ingest.md §2): nothing of the request was stored; the
+// (--ingest-memory, docs/ingest.md §2): nothing of the request was stored; the
 // client retries after Retry-After.
 var ErrBackpressure = errors.New("ingest backpressure: unflushed events are over their memory limit")
 

@@ -1,6 +1,6 @@
 package storage
 
-// The live layer (ingest.md §2): events sent to the server are written to
+// The live layer (docs/ingest.md §2): events sent to the server are written to
 // the app's write-ahead log (package wal, group commit, fsync before the
 // acknowledgement), applied in log order to per-shard buffers (the tails,
 // importers whose segments go to memory), and sealed into segments of
@@ -31,7 +31,7 @@ import (
 	"github.com/spurdb/spur/storage/wal"
 )
 
-// Defaults of LiveOptions (ingest.md §2).
+// Defaults of LiveOptions (docs/ingest.md §2).
 const (
 	DefaultIngestMemory int64 = 512 << 20 // bytes of unflushed events
 	DefaultFlushBytes   int64 = 64 << 20  // bytes of an app's live segments that start a flush
@@ -69,7 +69,7 @@ const liveMergeRoundBytes = 64 << 20
 // bytes; each tier is liveMergeFanout times the one below.
 const liveTierBase = 16 << 10
 
-// LiveOptions configure live ingestion (Store.Ingest; ingest.md §2). The
+// LiveOptions configure live ingestion (Store.Ingest; docs/ingest.md §2). The
 // zero value gives the defaults.
 type LiveOptions struct {
 	// Memory bounds the unflushed events of the store's apps, bytes
@@ -126,8 +126,8 @@ func (o LiveOptions) withDefaults() LiveOptions {
 // opened without Config.Live.
 var ErrLiveOff = errors.New("live ingestion is not enabled on this store")
 
-// Ingest stores live events of app appName (created if missing; ingest.md
-// §1-§3): each event is validated (spec §1 limits, the timestamp at most
+// Ingest stores live events of app appName (created if missing; docs/ingest.md
+// §1-§3): each event is validated (docs/analytics.md §1 limits, the timestamp at most
 // LiveOptions.MaxFuture ahead) and coerced to the app's schema (a
 // property's first sighting fixes its type; an int property given a
 // fraction widens to float), with its user property writes (users, by

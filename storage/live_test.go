@@ -389,7 +389,7 @@ func TestLiveStats(t *testing.T) {
 
 // TestLiveCrashAtEverySyncPoint simulates a power loss at every sync point
 // (every fsync of a log file, segment, catalog or directory) while
-// requests are ingested and flushed (ingest.md §2: a crash after a 200
+// requests are ingested and flushed (docs/ingest.md §2: a crash after a 200
 // loses nothing): on each crashed filesystem the store opens, replays its
 // log, and answers exactly as the acknowledged requests imported from
 // files would — plus, perhaps, the one in flight — then takes the next
@@ -501,7 +501,7 @@ func TestIngestDiskFull(t *testing.T) {
 	sameTrails(t, "after a power loss", appTrails(t, crashed), want)
 }
 
-// TestLogDamageRefusesWritesAndRecovers (ingest.md §2): damage in the
+// TestLogDamageRefusesWritesAndRecovers (docs/ingest.md §2): damage in the
 // write-ahead log other than a torn tail makes the app refuse writes while
 // its queries and the other apps keep serving; `spur recover` (Recover)
 // sets the damaged log aside, keeps every intact record, and reports the

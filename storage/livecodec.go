@@ -10,7 +10,7 @@ import (
 	"github.com/spurdb/spur/internal/bin"
 )
 
-// The write-ahead-log record of one Ingest call (ingest.md §2): its
+// The write-ahead-log record of one Ingest call (docs/ingest.md §2): its
 // accepted events, already coerced to the app's schema, and their user
 // property writes, so that replaying the log applies exactly what was
 // acknowledged. Layout (varints are encoding/binary's, in their shortest

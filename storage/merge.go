@@ -208,7 +208,7 @@ func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error 
 // user, in (hash, id, arrival) order, applies the users cursors'
 // property writes, merges the events cursors' passing rows by (time,
 // arrival) when they come from several segments, drops duplicate events
-// across segments (ingest.md §3: dedupTies), visits the trail in chunks,
+// across segments (docs/ingest.md §3: dedupTies), visits the trail in chunks,
 // and moves every cursor past the user.
 //
 // A user whose rows all lie in the cursors' current blocks (every user
@@ -429,7 +429,7 @@ type partSrc struct {
 }
 
 // userValues applies the current user's property writes in users cursor c
-// to the trail's user values (spec §1): a SetEvent write replaces the held
+// to the trail's user values (docs/analytics.md §1): a SetEvent write replaces the held
 // value unless it is older; cursors come in Seq order and a user's rows
 // in (time, arrival) order, so the latest write wins and a tie goes to
 // the later arrival. A block read without times (cursor.noTimes) is its

@@ -19,7 +19,7 @@ import (
 
 // TestMergeLongTrails: users whose trails span several segments, each
 // holding the user in continued blocks, with many ties across the
-// segments and duplicates (ingest.md §3) at those ties, are scanned
+// segments and duplicates (docs/ingest.md §3) at those ties, are scanned
 // (mergeLong) in small chunks, with and without a prepass, exactly as the
 // naive whole trails: every event once, in (time, arrival) order, with
 // its columns and the user's values.
@@ -65,7 +65,7 @@ func TestMergeLongTrails(t *testing.T) {
 
 // TestMergeLongFilteredDuplicates: long trails merged across segments
 // with a row filter (a property test per row: n ≥ 0), columns and a time
-// range are those of the naive model, duplicates (ingest.md §3) dropped.
+// range are those of the naive model, duplicates (docs/ingest.md §3) dropped.
 // The copies of an event here have equal properties: where a later copy
 // passes a filter its first copy fails, the scan keeps it unless another
 // part has a passing event at that time (see dedupTies).

@@ -21,7 +21,7 @@ import (
 	"github.com/spurdb/spur/storage/vfs"
 )
 
-// Metadata documents (storage.md §2): an app's saved cohorts, insights and
+// Metadata documents (docs/storage.md §2): an app's saved cohorts, insights and
 // dashboards are small JSON documents in named collections, one file per
 // document:
 //
@@ -121,7 +121,7 @@ func (a *App) Collection(name string) (*Collection, error) {
 // server's access keys): DIR/meta/NAME/ID.doc, in the format, with the
 // checks and atomic writes of an app's collections. Writes are refused
 // while another process holds the store's writer role (a *LockedError
-// naming it is wrapped), as for every write (storage.md §4). The
+// naming it is wrapped), as for every write (docs/storage.md §4). The
 // directory is created on the first write.
 func (s *Store) Collection(name string) (*Collection, error) {
 	if !collectionRE.MatchString(name) {
@@ -305,7 +305,7 @@ func (c *Collection) write(id string, body []byte, next func(old *Doc) (int64, e
 
 // locked runs f under the collection's exclusive lock, creating the
 // collection's directory (and syncing its parents) first. The app must
-// exist. Like every write (storage.md §4), it is refused while another
+// exist. Like every write (docs/storage.md §4), it is refused while another
 // process holds the store's writer role (spur serve: its API writes
 // documents); in that server, or between CLI writers, the collection's
 // own lock orders the writes, so saving a document never waits for an

@@ -38,7 +38,7 @@ type RecoverReport struct {
 }
 
 // LogRecovery describes the salvage of a damaged write-ahead log
-// (ingest.md §2): the damaged log was set aside (SetAside), a new one
+// (docs/ingest.md §2): the damaged log was set aside (SetAside), a new one
 // holds every intact record after the catalog's log position (Kept,
 // FirstSeq..LastSeq), and Lost lists every damaged byte range with the
 // records it cost.
@@ -110,7 +110,7 @@ func splitName(s string) []string {
 }
 
 // Recover rebuilds app appName's catalog from its segment files' footers
-// (storage.md §3; `spur recover`): it verifies every segment file
+// (docs/storage.md §3; `spur recover`): it verifies every segment file
 // completely, keeps the intact ones, and sets aside (moves to
 // DIR/apps/APP/aside/, never deletes) the damaged ones, those superseded
 // by a compaction output covering their arrival range, and the damaged
@@ -363,7 +363,7 @@ func removeFlatDir(fsys vfs.FS, dir string) error {
 // it, which cuts a torn tail of its last file (a write never
 // acknowledged); a log damaged elsewhere is salvaged (wal.Salvage): every
 // intact record after logSeq goes into a new log, the damaged one is set
-// aside, and rep.Log says what was kept and lost (ingest.md §2).
+// aside, and rep.Log says what was kept and lost (docs/ingest.md §2).
 func (a *App) recoverLog(ctx context.Context, logSeq uint64, rep *RecoverReport, aside func(path, reason string) error) error {
 	fsys := a.store.fs
 	dir := filepath.Join(a.dir, logDir)

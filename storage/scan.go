@@ -41,7 +41,7 @@ type ScanSpec struct {
 	// UserProps is the number of user property values every trail carries
 	// (trail.Trail.User). When > 0 the scan merges each shard's users
 	// segments (all of them, whatever the time range) into its k-way merge
-	// and sets Trail.User[j] to the user's current value (spec §1: the
+	// and sets Trail.User[j] to the user's current value (docs/analytics.md §1: the
 	// latest write by timestamp wins; equal timestamps: the later
 	// arrival). CompileUsers must then be set; it is called like Compile,
 	// once per users segment.
@@ -155,7 +155,7 @@ const (
 	ColString                   // string properties: Remap[dictionary code]
 	ColEvent                    // the row's event name, always set: Remap[event code] (Prop is ignored)
 	// ColIntFloat reads an int column of a property the app types float
-	// (widened after the segment was written, spec §1): the int64 as
+	// (widened after the segment was written, docs/analytics.md §1): the int64 as
 	// math.Float64bits of its float64 (exact up to 2^53).
 	ColIntFloat
 )

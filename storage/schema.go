@@ -106,7 +106,7 @@ func (s *Version) Schema(ctx context.Context, topN int) (*Schema, error) {
 		}
 		for pi, pm := range meta.Props {
 			acc := accs[ref.Kind][pm.Name]
-			// An int column of a property widened to float since (spec §1)
+			// An int column of a property widened to float since (docs/analytics.md §1)
 			// counts like the float ones.
 			if acc == nil || (acc.sum.Type != pm.Type && !widened(pm.Type, acc.sum.Type)) {
 				continue

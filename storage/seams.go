@@ -10,7 +10,7 @@ import (
 	"github.com/spurdb/spur/storage/wal"
 )
 
-// The seams of scale-out (ARCHITECTURE §3, cluster.md §1): the store
+// The seams of scale-out (docs/architecture.md §3, cluster.md §1): the store
 // reaches its persistent state only through the interfaces of this file
 // — the segment Bucket of each app, the write-ahead Log of each app's
 // live layer, and the Metastore (catalogs, app list, writer leases,
@@ -61,7 +61,7 @@ type Object interface {
 	Size() (int64, error)
 }
 
-// Log is one app's write-ahead log (ingest.md §2): the live layer appends
+// Log is one app's write-ahead log (docs/ingest.md §2): the live layer appends
 // each acknowledged request to it before applying it, replays what its
 // catalog does not cover when it opens, and releases what a flush
 // published. *wal.Log (package storage/wal, files through vfs.FS) is its
@@ -138,8 +138,8 @@ func (f fileLogs) HasLog(_ context.Context, app string) (bool, error) {
 }
 
 // Metastore holds a store's small, strongly consistent state: each app's
-// catalog (the published version, storage.md §2) and the second copy of
-// its settings, the list of apps, the writer leases (storage.md §4), and
+// catalog (the published version, docs/storage.md §2) and the second copy of
+// its settings, the list of apps, the writer leases (docs/storage.md §4), and
 // documents (saved cohorts, insights, dashboards; the server's access
 // keys). The files under Config.Dir are its implementation by default
 // (checksummed files swapped atomically, flock leases); PostgreSQL, one

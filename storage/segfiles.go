@@ -10,10 +10,10 @@ import (
 )
 
 // InsertIDProp is the column of a segment (format version 4 on) holding
-// its events' insert ids (ingest.md §3). Its name is not valid UTF-8, so
+// its events' insert ids (docs/ingest.md §3). Its name is not valid UTF-8, so
 // no property can have it: the store's own columns live outside the
 // property namespace, and a property named "$insert_id" is an ordinary one
-// (analytics.md §1).
+// (docs/analytics.md §1).
 const InsertIDProp = "\xffinsert_id"
 
 // legacyInsertIDProp is the insert-id column of segments of format

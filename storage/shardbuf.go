@@ -436,7 +436,7 @@ const dropRow = ^uint32(0)
 // dedup drops duplicate events from the sorted rows (bt.perm, user row
 // ranges in bt.start): of the rows of one user with equal timestamp,
 // event code and insert id (importer property pi), all but the
-// first in arrival order (ingest.md §3, Mixpanel's rule: the first
+// first in arrival order (docs/ingest.md §3, Mixpanel's rule: the first
 // stored wins). Rows without an insert id are never dropped. Only rows
 // with equal times can be duplicates, and the sort put them together, so
 // this is a pass over the tie groups. It compacts bt.perm and bt.start

@@ -559,7 +559,7 @@ func snapOf(t testing.TB, a *App) *Version {
 // TestSetOnceWrites: user property writes named SetOnceEvent set a
 // property only where no SetEvent write does, the earliest winning (a tie
 // to the earlier arrival), across imports and after compaction
-// (ingest.md §1 user_properties_once).
+// (docs/ingest.md §1 user_properties_once).
 func TestSetOnceWrites(t *testing.T) {
 	st := openTest(t, 2)
 	ctx := context.Background()

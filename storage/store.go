@@ -30,7 +30,7 @@ var ErrNotFound = errors.New("not found")
 // ErrNoCatalog is matched (errors.Is) by the error of a write to an app
 // whose directory holds segment files but no readable catalog: the store
 // refuses to write (a write would treat every file as unreferenced) until
-// `spur recover` rebuilds the catalog (storage.md §3).
+// `spur recover` rebuilds the catalog (docs/storage.md §3).
 var ErrNoCatalog = errors.New("no readable catalog")
 
 // ErrLocked is matched (errors.Is) by the error of a write refused because
@@ -39,7 +39,7 @@ var ErrLocked = vfs.ErrLocked
 
 // LockedError says who holds the writer role of an app: a write was
 // refused because Holder ("spur serve (pid 1234)", or "" when unknown)
-// writes it (storage.md §4). It matches ErrLocked.
+// writes it (docs/storage.md §4). It matches ErrLocked.
 type LockedError struct {
 	App    string
 	Holder string
@@ -63,7 +63,7 @@ func (e *LockedError) Is(target error) bool { return target == ErrLocked }
 
 var appNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
-// ValidAppName reports whether name matches spec §1's app name rule
+// ValidAppName reports whether name matches docs/analytics.md §1's app name rule
 // `[a-z0-9][a-z0-9_-]{0,63}`.
 func ValidAppName(name string) bool { return appNameRE.MatchString(name) }
 
@@ -80,7 +80,7 @@ type Config struct {
 	// the count in their catalog.
 	Shards int
 	// Writer takes the store's writer role for the Store's whole life
-	// (storage.md §4; `spur serve`): Open fails with a *LockedError while
+	// (docs/storage.md §4; `spur serve`): Open fails with a *LockedError while
 	// another process writes, and other processes' writes are refused
 	// until Close. Without it, each write takes the role of its app for
 	// its own duration (a CLI import), and the Store otherwise only reads,
@@ -95,7 +95,7 @@ type Config struct {
 	// appended. "" means the program name.
 	Holder string
 	// WriteMemory bounds the memory of one import or compaction, bytes
-	// (storage.md §5; --write-memory); 0 means DefaultWriteMemory.
+	// (docs/storage.md §5; --write-memory); 0 means DefaultWriteMemory.
 	WriteMemory int64
 	// VerifyOnOpen runs the full check of segment.Reader.Verify (every
 	// chunk's checksum, every decoded value against the footer) on the
@@ -248,7 +248,7 @@ func Open(cfg Config) (*Store, error) {
 // openLogs opens the live layer of every app with a write-ahead log. An
 // app whose log or catalog is damaged is logged and left closed: it
 // refuses writes (its Ingest fails, naming spur recover) while the other
-// apps and its queries keep serving (ingest.md §2).
+// apps and its queries keep serving (docs/ingest.md §2).
 func (s *Store) openLogs() error {
 	names, err := s.AppDirs()
 	if err != nil {
@@ -406,7 +406,7 @@ func (s *Store) bucketOf(name string) (Bucket, error) {
 }
 
 // App is one tenant's isolated dataset: a sequence of published versions
-// (storage.md §1), the current one and those still pinned by readers.
+// (docs/storage.md §1), the current one and those still pinned by readers.
 type App struct {
 	store  *Store
 	name   string
@@ -434,7 +434,7 @@ func (a *App) Name() string { return a.name }
 // Acquire pins the app's current version for a reader (a query): its
 // segment files stay readable and on disk until Release, whatever is
 // published meanwhile. With a live layer, the version shows every live
-// event applied before the call (ingest.md §2: acknowledged means
+// event applied before the call (docs/ingest.md §2: acknowledged means
 // visible). When another process has published since this one
 // last looked (and this process does not hold the app's writer role),
 // the newer version is loaded first. The caller must call Release

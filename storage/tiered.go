@@ -6,7 +6,7 @@ import (
 	"slices"
 )
 
-// Tiered compaction (ingest.md §2) keeps the number of segments a scan
+// Tiered compaction (docs/ingest.md §2) keeps the number of segments a scan
 // merges low while live ingestion flushes new segments every few seconds,
 // without rewriting the old data at every flush. Per shard and kind the
 // segments are taken in arrival order as runs — the parts of one

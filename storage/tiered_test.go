@@ -9,7 +9,7 @@ import (
 
 // TestTieredWriteAmplification simulates an hour of steady live ingestion
 // into one shard — a flush every 30 s — with tiered compaction after each
-// flush (outputs as large as their inputs), and checks ingest.md §2's
+// flush (outputs as large as their inputs), and checks docs/ingest.md §2's
 // bound: write amplification (bytes written by flushes and compactions
 // over bytes flushed) ≤ 10, with the runs a scan merges staying few.
 func TestTieredWriteAmplification(t *testing.T) {

@@ -26,7 +26,7 @@ type UserEvent struct {
 	Props    []event.Prop // the properties set on the event, by name (newly allocated)
 }
 
-// UserTrail is a page of one user's events in trail order (spec §1:
+// UserTrail is a page of one user's events in trail order (docs/analytics.md §1:
 // timestamp, then arrival).
 type UserTrail struct {
 	Total         int64       // the user's events in the snapshot
@@ -139,7 +139,7 @@ func (s *Version) UserEvents(ctx context.Context, id string, offset, limit int) 
 
 // dedupUserRows drops the later copies of an event from rows (one user's,
 // in trail order): two events with equal timestamp, event name and
-// insert id are one, the first stored wins (ingest.md §3). Copies are in
+// insert id are one, the first stored wins (docs/ingest.md §3). Copies are in
 // different segments until compaction merges them; events without an
 // insert id are never copies.
 func dedupUserRows(rows []userRow) []userRow {
@@ -169,7 +169,7 @@ func dedupUserRows(rows []userRow) []userRow {
 	return out
 }
 
-// UserProperties returns user id's current user properties (spec §1: the
+// UserProperties returns user id's current user properties (docs/analytics.md §1: the
 // latest write by its timestamp wins, a tie goes to the later arrival),
 // sorted by name, newly allocated; empty for a user without any. It reads
 // the users segments of the user's shard, the blocks whose hash range

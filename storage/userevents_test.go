@@ -143,7 +143,7 @@ func sameProps(got, want []event.Prop) bool {
 
 // TestUserEventsDropsCopies: a copy of an event imported again (same user,
 // event, timestamp and insert id; other properties) is not in the user's
-// trail while the two are in different segments (ingest.md §3: the
+// trail while the two are in different segments (docs/ingest.md §3: the
 // first stored wins), nor is anything else lost.
 func TestUserEventsDropsCopies(t *testing.T) {
 	ctx := context.Background()

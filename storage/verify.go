@@ -13,7 +13,7 @@ import (
 	"github.com/spurdb/spur/storage/segment"
 )
 
-// Finding is one problem `spur verify` found in an app (storage.md §2).
+// Finding is one problem `spur verify` found in an app (docs/storage.md §2).
 type Finding struct {
 	// Kind classifies it: "catalog" (the catalog file cannot be read),
 	// "settings" (the settings file cannot be read, or disagrees with the
@@ -50,7 +50,7 @@ type VerifyReport struct {
 	Findings   []Finding `json:"findings"`
 }
 
-// Verify checks every byte of every file of app appName (storage.md §2;
+// Verify checks every byte of every file of app appName (docs/storage.md §2;
 // like ClickHouse's CHECK TABLE): the catalog and settings files (checksum
 // and strict decoding), and every segment file completely
 // (segment.Reader.Verify: header, trailer and footer checksums, every

@@ -13,7 +13,7 @@ import (
 )
 
 // Version is one published state of an app pinned by a reader
-// (storage.md §1, pebble's version set, Prometheus's pendingReaders): the
+// (docs/storage.md §1, pebble's version set, Prometheus's pendingReaders): the
 // embedded Catalog (immutable) and its segment files, which stay open and
 // on disk until every Version referencing them is released and a newer
 // one is current. Get one with App.Acquire and give it back with Release;
@@ -258,7 +258,7 @@ func (v *Version) Reader(ref SegmentRef) (*segment.Reader, error) {
 }
 
 // checkFooter cross-checks a catalog entry against its segment's footer
-// (storage.md §2): a disagreement is corruption, naming the segment.
+// (docs/storage.md §2): a disagreement is corruption, naming the segment.
 func checkFooter(ref SegmentRef, m *segment.Meta, path string) error {
 	bad := func(what string, cat, foot any) error {
 		return &CorruptionError{Path: path, Msg: fmt.Sprintf("the catalog says %s %v, the footer %v", what, cat, foot)}

@@ -33,7 +33,7 @@ type writeTxn struct {
 }
 
 // beginWrite takes app a's writer role and returns the write. It refuses
-// (storage.md §3, §4) with a *LockedError naming the holder when another
+// (docs/storage.md §3, §4) with a *LockedError naming the holder when another
 // process writes the app or holds the store's role, and with an error
 // matching ErrNoCatalog when the app's directory holds segment files but
 // no readable catalog. It adopts a catalog another process published
@@ -166,7 +166,7 @@ func (a *App) adoptDropping(c *Catalog, st CatalogStamp, drop map[string]bool) e
 	return nil
 }
 
-// checkNoSegments is the refusal of storage.md §3 for an app without a
+// checkNoSegments is the refusal of docs/storage.md §3 for an app without a
 // catalog: an error matching ErrNoCatalog, naming spur recover, when its
 // directory holds segment files.
 func (a *App) checkNoSegments() error {
@@ -193,7 +193,7 @@ func countSegmentFiles(names []string) int {
 }
 
 // removeOrphans deletes the files of the segment directory that catalog
-// c does not reference and no version of this process pins (storage.md
+// c does not reference and no version of this process pins (docs/storage.md
 // §3: a readable catalog proves them unreferenced). Files that are not
 // segment files (by name) are left alone and logged.
 func (a *App) removeOrphans(c *Catalog) error {
@@ -229,7 +229,7 @@ func (a *App) removeOrphans(c *Catalog) error {
 // create creates segment file name for this write. The first file of a
 // new app's first write is preceded by the app's empty catalog
 // (generation 1): a crash during that write then leaves a catalog that
-// proves its files unreferenced (storage.md §2, §3), not segment files
+// proves its files unreferenced (docs/storage.md §2, §3), not segment files
 // without a catalog, which refuse writes until `spur recover`.
 func (t *writeTxn) create(name string) (segment.File, error) {
 	t.mu.Lock()
@@ -263,7 +263,7 @@ func (t *writeTxn) outputGen() uint64 {
 
 // publish makes next (whose new segment files this write created, wrote
 // and synced) the app's current version: it makes the files' names
-// durable, swaps the catalog atomically (storage.md §2) and adopts next;
+// durable, swaps the catalog atomically (docs/storage.md §2) and adopts next;
 // files only the previous version referenced are deleted once no reader
 // pins it. next.Generation is set to base's + 1. When the catalog could not
 // be swapped, the error is returned and the created files are removed by

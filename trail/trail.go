@@ -1,5 +1,5 @@
 // Package trail is the contract between the storage scan and the analysis
-// kernels: one user's trail (spec §1: the user's events ordered by
+// kernels: one user's trail (docs/analytics.md §1: the user's events ordered by
 // timestamp, then arrival), as typed columns, handed over in bounded
 // chunks.
 //
@@ -7,7 +7,7 @@
 //
 // The scan hands a kernel a user's trail as one or more consecutive
 // chunks, each a *Trail, so that one very long trail never has to be held
-// in memory at once (storage.md §5):
+// in memory at once (docs/storage.md §5):
 //
 //   - the chunks of one user arrive one after the other, to the same
 //     visitor, with no other user's chunk between them;
@@ -32,7 +32,7 @@ package trail
 
 // Trail is the part of one user's trail that an analysis sees: the events
 // that matched at least one of the query's matchers, in trail order
-// (timestamp, then arrival; spec §1), with the event property columns and
+// (timestamp, then arrival; docs/analytics.md §1), with the event property columns and
 // user property values the query asked for: one chunk of it (see the
 // package documentation). Slices are borrowed until the next Add; kernels
 // never retain them (they copy ID when they list a user).
@@ -49,7 +49,7 @@ type Trail struct {
 	// per event (len(Set) = len(Bits) = len(Times)).
 	Cols []Column
 	// User[j] is the user's current value of the j-th user property of
-	// the query (spec §1: the latest write wins).
+	// the query (docs/analytics.md §1: the latest write wins).
 	User []Value
 	// ID is the user id, used only to list users.
 	ID []byte

@@ -2,7 +2,7 @@
 """Peer comparison: Spur beside ClickHouse (chDB) and DuckDB on the same data.
 
 Loads one Parquet file (written by `spur gen --out`) into chDB and DuckDB,
-translates every spec §9 query of bench/queries/*.json into SQL with the same
+translates every docs/analytics.md §9 query of bench/queries/*.json into SQL with the same
 semantics (docs/performance.md, "Semantics of the SQL"), times each engine and
 query in a fresh subprocess (one warm-up, --runs timed runs, median), checks
 that every engine returns the same numbers as Spur, and writes the table to
@@ -60,7 +60,7 @@ def parse_duration_us(s):
 
 
 def compare_range(q):
-    """The compared period of spec §12 for q.q["compare"]: "previous" is the
+    """The compared period of docs/analytics.md §12 for q.q["compare"]: "previous" is the
     same number of calendar days before `from` when from and to are dates,
     else the same duration; "-N<unit>" shifts both ends back (calendar units
     in the zone, months clamped to the month's end)."""
@@ -102,7 +102,7 @@ def norm_label(s):
 
 
 class Query:
-    """A spec §9 query file; check() refuses what the SQL translation lacks."""
+    """A docs/analytics.md §9 query file; check() refuses what the SQL translation lacks."""
 
     def __init__(self, path):
         self.path = path
@@ -437,7 +437,7 @@ def duckdb_chains(q, d):
     matching event at or after the previous step's time, within t1 + W):
     j{n} holds every chain (t1 … tn, NULL from the step it misses), best
     the counted one per user (longest, reaching it earliest, ties: the latest
-    t1) — equal to spec §5 when every event matches at most one step (true
+    t1) — equal to docs/analytics.md §5 when every event matches at most one step (true
     for the bench funnels); every chain on its own is an attempt of the
     conversion-over-time view (§11: every attempt advances)."""
     steps = distinct_steps(q, "DuckDB funnel (the ASOF chain may reuse an event)")
@@ -508,10 +508,10 @@ def steps_result(q, rows, n):
 
 
 def funnel_strict_plan(q, d):
-    """Strict order (spec §11) as runs over the user's events in [from, to + W]
+    """Strict order (docs/analytics.md §11) as runs over the user's events in [from, to + W]
     (every event: the bench funnels have no global filter). Each tie group
     becomes one row per distinct step it holds (0 for other events, dropped
-    from a group that also holds a step: spec §11 ends no attempt in such a
+    from a group that also holds a step: docs/analytics.md §11 ends no attempt in such a
     group); consecutive rows of one step form a run. An attempt enters at the
     last event of a run of step 1 (a step-1 event replaces the attempt) and
     reaches step k when the next runs are steps 2..k, run k starting within W
@@ -553,7 +553,7 @@ def funnel_strict_plan(q, d):
 
 
 def funnel_unordered_plan(q, d):
-    """Unordered funnel (spec §11): each step event in [from, to) starts a
+    """Unordered funnel (docs/analytics.md §11): each step event in [from, to) starts a
     window [t, t + W] (a RANGE frame over the user's step events up to
     to + W; peers at t included); its value is the number of steps present —
     the maximum matching when each event matches one step; a user's level is
@@ -582,7 +582,7 @@ def view_steps(q):
 
 
 def funnel_trends_plan(q, d):
-    """Conversion over time (spec §11): attempts bucketed by their step-1
+    """Conversion over time (docs/analytics.md §11): attempts bucketed by their step-1
     time; entered/converted = users with an attempt of the bucket reaching
     from_step/to_step. DuckDB: every ASOF chain is an attempt (every attempt
     advances on its own); ClickHouse: windowFunnel(W, 'strict_once'), which
@@ -616,7 +616,7 @@ def funnel_trends_plan(q, d):
 
 
 def histogram(durs_us, bins):
-    """Spur's time-to-convert bins (spec §11) over durations in µs:
+    """Spur's time-to-convert bins (docs/analytics.md §11) over durations in µs:
     lo = ⌊min⌋, hi = ⌈max⌉ seconds, bins (⌈∛u⌉ clamped to 1..60 by default),
     width ⌈(hi − lo) / bins⌉ (60 when 0), the last bin holding its end."""
     u = len(durs_us)
@@ -641,7 +641,7 @@ def histogram(durs_us, bins):
 
 
 def funnel_ttc_plan(q, d):
-    """Time to convert (spec §11) from the counted chains of duckdb_chains:
+    """Time to convert (docs/analytics.md §11) from the counted chains of duckdb_chains:
     the users reaching to_step and their time from from_step, binned as Spur
     bins them. ClickHouse's windowFunnel has no times."""
     if not isinstance(d, DuckDB):
@@ -654,7 +654,7 @@ def funnel_ttc_plan(q, d):
 
 
 def formula_value(src, vals):
-    """Evaluates a spec §12 formula on the series values (letters A, B, …):
+    """Evaluates a docs/analytics.md §12 formula on the series values (letters A, B, …):
     None on a division by zero or a None operand."""
     import ast
 
@@ -687,7 +687,7 @@ def formulas_of(q):
 
 
 def trend_compare_plan(q, d):
-    """A trend with formulas and/or compare (spec §12): the series of each
+    """A trend with formulas and/or compare (docs/analytics.md §12): the series of each
     period by trend_plan (one SQL, periods tagged), formulas evaluated on the
     decoded series per bucket and on the totals."""
     import copy
@@ -724,7 +724,7 @@ def trend_compare_plan(q, d):
 
 
 def retention_plan(q, d):
-    """First-time, calendar, `on` retention (spec §6): start = the user's
+    """First-time, calendar, `on` retention (docs/analytics.md §6): start = the user's
     earliest A event in all data; cohort = its bucket if in [from, to);
     retained at k ≥ 1 if some B event lies in bucket start+k (such an event
     is necessarily after the start)."""
@@ -771,7 +771,7 @@ def retention_plan(q, d):
 
 def local_floor(us, interval, tz, week_start="monday"):
     """The local start (naive datetime) and UTC µs of the calendar bucket
-    holding instant us (spec §2; day, week and month)."""
+    holding instant us (docs/analytics.md §2; day, week and month)."""
     zone = ZoneInfo(tz)
     t = dt.datetime.fromtimestamp(us / 1e6, zone).replace(tzinfo=None)
     d = dt.datetime(t.year, t.month, t.day)
@@ -804,7 +804,7 @@ def plain_matcher(m, what):
 
 def stickiness_plan(q, d):
     """Per user, the buckets holding at least min_events matching events in
-    [from, to); users per number of such buckets (spec §13)."""
+    [from, to); users per number of such buckets (docs/analytics.md §13)."""
     r = q.q
     if q.breakdown or r.get("cumulative") or len(r["series"]) != 1 or r.get("series")[0].get("math"):
         raise Unsupported("stickiness other than one series without breakdown or cumulative")
@@ -821,7 +821,7 @@ def stickiness_plan(q, d):
 
 
 def lifecycle_plan(q, d):
-    """Spec §14: per user the first event of any kind (before `to`) and the
+    """docs/analytics.md §14: per user the first event of any kind (before `to`) and the
     buckets with a matching event (in [from, to), or anywhere in the bucket
     before the range); new / returning / resurrecting per active bucket of
     the range, dormant in the bucket after an active one when it is not."""
@@ -867,7 +867,7 @@ def lifecycle_plan(q, d):
 
 
 def path_edges(edges, min_sessions, max_edges):
-    """Spec §15's selection of the edges of a result (as Spur's pathEdges):
+    """docs/analytics.md §15's selection of the edges of a result (as Spur's pathEdges):
     at least min_sessions, the max_edges heaviest (ties: source, target,
     byte-wise), those reachable from a position-1 node."""
     es = sorted((e for e in edges if e[2] >= min_sessions),
@@ -880,7 +880,7 @@ def path_edges(edges, min_sessions, max_edges):
 
 
 def paths_plan(q, d):
-    """Spec §15 for paths of event names from a start event: per user the
+    """docs/analytics.md §15 for paths of event names from a start event: per user the
     range's events in time order, cut into sessions at gaps ≥ session_gap,
     runs of one event collapsed into their last, each session's path from
     its first start event, `steps` long; edges counted per position. The
@@ -924,7 +924,7 @@ def paths_plan(q, d):
 
 
 def attribution_plan(q, d):
-    """Spec §10 for all conversions of one event, touchpoints of plain
+    """docs/analytics.md §10 for all conversions of one event, touchpoints of plain
     event names (that match no other matcher) with their lookbacks,
     last_touch (ASOF joins: the latest touchpoint of each matcher at or
     before the conversion, the first matcher's if within its lookback, else
@@ -1022,7 +1022,7 @@ def plan(q, engine):
         return trend_plan(q, d)
     if q.kind == "funnel":
         if q.q.get("exclusions"):
-            raise Unsupported("funnel exclusions (windowFunnel has none; an exact SQL form of spec §11's rule is not written)")
+            raise Unsupported("funnel exclusions (windowFunnel has none; an exact SQL form of docs/analytics.md §11's rule is not written)")
         order, view = q.q.get("order", "ordered"), q.q.get("view", "steps")
         if order != "ordered" and view != "steps":
             raise Unsupported(f"{order} funnel in the {view} view")
@@ -1511,7 +1511,7 @@ def add_periods(start, period, k):
 
 def retention_mean(res, period, tz, data_end_us):
     """User-weighted mean per period over cohorts whose cell is complete:
-    spec §2, cell (cohort c, k) is complete if bucket c+k ends at or before
+    docs/analytics.md §2, cell (cohort c, k) is complete if bucket c+k ends at or before
     the end of the data (latest event + 1 µs; "now" is later here)."""
     n = res["periods"]
     num, den = [0] * n, [0] * n
@@ -1679,14 +1679,14 @@ def write_report(a, ctx):
         "run query by query just before the peers' runs of the same query"
         + (f"; users import {spi['users_seconds']:.1f} s" if spi.get("users_seconds") else "") + ".",
         "",
-        "### Semantics of the SQL (same as spec §4–§6, §10–§15)",
+        "### Semantics of the SQL (same as docs/analytics.md §4–§6, §10–§15)",
         "",
         "- Funnel, ClickHouse: `windowFunnel(W, 'strict_once')` over `toUInt64(toUnixTimestamp64Micro(timestamp))` "
         "(W in µs, inclusive), step 1 also requires `timestamp ∈ [from, to)`, rows read from `from` to `to + W`; users "
         "at step k = users with level ≥ k. windowFunnel has no time-to-convert, so only user counts are compared.",
         "- Funnel, DuckDB: each in-range step-1 event starts a greedy chain of ASOF joins (next step = the user's "
         "earliest matching event at or after the previous step, kept if ≤ t1 + W); a user's level is the longest "
-        "chain and the counted attempt the chain that reaches it earliest (ties: latest t1). This equals spec §5 "
+        "chain and the counted attempt the chain that reaches it earliest (ties: latest t1). This equals docs/analytics.md §5 "
         "(PostHog's latest-entry rule) whenever each event matches at most one step, as in the bench funnels; "
         "avg/median seconds (linear-interpolated median) are compared.",
         "- User-property breakdowns group by the event's `platform`/`channel`/`country` column: the generator fixes "
@@ -1698,25 +1698,25 @@ def write_report(a, ctx):
         "- Trends: `count`, exact users `uniqExact` / `count(DISTINCT)`, percentiles `quantilesExactInclusive` "
         "(R-7 = NumPy linear) / `quantile_cont`, in one scan with `GROUPING SETS ((breakdown, bucket), (breakdown))` "
         "for the range totals; the cohort filter is `user_id IN (users with ≥ N matching events in [from, to))`.",
-        "- Stickiness (spec §13): per user the buckets with ≥ min_events matching events in [from, to), users per "
+        "- Stickiness (docs/analytics.md §13): per user the buckets with ≥ min_events matching events in [from, to), users per "
         "number of buckets (`GROUP BY user_id, bucket`, then by user).",
-        "- Lifecycle (spec §14): per user the first event of any kind and the buckets with a matching event (in "
+        "- Lifecycle (docs/analytics.md §14): per user the first event of any kind and the buckets with a matching event (in "
         "[from, to), or anywhere in the bucket before the range); new / returning / resurrecting per active bucket, "
         "dormant after an active bucket. ClickHouse: one `GROUP BY user_id` pass with `min` and `groupUniqArrayIf`, "
         "then arrays; DuckDB: self-joins of the distinct (user, bucket) pairs.",
-        "- Paths (spec §15) from a start event: the range's events in time order per user, split into sessions at "
+        "- Paths (docs/analytics.md §15) from a start event: the range's events in time order per user, split into sessions at "
         "gaps ≥ session_gap, runs of one event collapsed into the last, each session from its first start event, "
         "`steps` long, edges per position with sessions, users and mean µs. ClickHouse: `groupArray`, `arraySplit`, "
         "`arrayFilter` (PostHog's shape); DuckDB: window functions (`lag`, `lead`, running `sum`, `row_number`). The "
         "edges kept (min_sessions, the max_edges heaviest, reachable from position 1) are chosen from the rows as "
         "Spur does after its scan.",
-        "- Attribution (spec §10), all conversions of one event, touchpoints of distinct event names with lookbacks: "
+        "- Attribution (docs/analytics.md §10), all conversions of one event, touchpoints of distinct event names with lookbacks: "
         "last_touch by ASOF joins (the latest touchpoint of each matcher at or before the conversion; the first "
         "matcher's if within its lookback, else the next's), time_decay by joining every eligible touchpoint, "
         "weight 2^(−age/half-life) normalised per conversion; subsequent events take the shares of the user's "
         "latest conversion (ASOF join) within the window. Shares are compared to 1e-9 relative.",
         "- Strict funnel (both engines, window functions, not `windowFunnel(…, 'strict_order')`, which stops at the "
-        "first interruption after the user's first step-1 event where spec §11 opens a new attempt): the user's events "
+        "first interruption after the user's first step-1 event where docs/analytics.md §11 opens a new attempt): the user's events "
         "in [from, to + W] as tie groups, runs of equal steps (other events step 0); an attempt enters at the last "
         "event of a step-1 run and reaches k when the next runs are steps 2..k, run k starting within W. Exact when "
         "each event matches one step and no tie group mixes two steps; times compared with both.",
@@ -1724,10 +1724,10 @@ def write_report(a, ctx):
         "counts the steps present (ClickHouse frames over milliseconds: exact for the generator's millisecond "
         "timestamps); users per step only.",
         "- Funnel trends: DuckDB counts the users of each bucket (of t1) whose ASOF chain reaches from/to step (every "
-        "chain is an attempt, spec §11); ClickHouse runs `windowFunnel(W, 'strict_once')` (which tracks every "
+        "chain is an attempt, docs/analytics.md §11); ClickHouse runs `windowFunnel(W, 'strict_once')` (which tracks every "
         "sequence) per (user, bucket) with step 1 restricted to the bucket. Time to convert (DuckDB): the counted "
         "chains' times, binned by Spur's rule in the script. Exclusions are not translated.",
-        "- Formulas and compare: the trend SQL per period (the previous range computed by spec §12's rule) in one "
+        "- Formulas and compare: the trend SQL per period (the previous range computed by docs/analytics.md §12's rule) in one "
         "`UNION ALL`, formulas evaluated by the script on the decoded series.",
         "",
         "### Reproduce",
@@ -1883,7 +1883,7 @@ def main():
         if ref is not None and not problems and got:
             notes.append(f"- **{q.name}**: Spur, " + " and ".join(
                 {"chdb": "ClickHouse", "duckdb": "DuckDB"}[e] for e in got) + " return the same numbers"
-                + (" (ClickHouse `windowFunnel` and Spur differ by 0 users at every step; spec §5 allows a "
+                + (" (ClickHouse `windowFunnel` and Spur differ by 0 users at every step; docs/analytics.md §5 allows a "
                    "difference only where tied events each match several steps"
                    + ("; times to convert equal DuckDB's" if "duckdb" in got else "") + ")"
                    if plain_funnel and "chdb" in got else "") + ".")

@@ -321,7 +321,7 @@ func waitReady(client *http.Client, url string, exited <-chan error) error {
 }
 
 // post sends body and returns the answer, or an error for a transport
-// failure or a status other than 200 (with the §9 error body).
+// failure or a status other than 200 (with the docs/analytics.md §9 error body).
 func post(client *http.Client, url, ctype string, body []byte) ([]byte, error) {
 	resp, err := client.Post(url, ctype, bytes.NewReader(body))
 	if err != nil {

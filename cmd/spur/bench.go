@@ -87,7 +87,7 @@ time, the child's peak RSS and events scanned per second.`,
 	f.Int64Var(&c.events, "events", 10_000_000, "events to generate when the app is missing")
 	f.Int64Var(&c.seed, "seed", 1, "generator seed")
 	f.StringVar(&c.parquet, "parquet", "", "build the app by importing this Parquet file instead of generating")
-	f.StringVar(&c.queries, "queries", "bench/queries", "directory of spec §9 query files")
+	f.StringVar(&c.queries, "queries", "bench/queries", "directory of docs/analytics.md §9 query files")
 	f.IntVar(&c.runs, "runs", 5, "timed runs per query (after one warm-up)")
 	f.StringVar(&c.out, "out", "", "also write the full report as JSON to this file")
 	return cmd

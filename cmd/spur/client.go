@@ -18,7 +18,7 @@ import (
 const keyEnv = "SPUR_KEY"
 
 // remote is a running `spur serve` that a CLI command talks to: --url and
-// --key (ingest.md §4: every /api/ request carries a key).
+// --key (docs/ingest.md §4: every /api/ request carries a key).
 type remote struct {
 	url    string
 	key    string
@@ -49,7 +49,7 @@ func (rm *remote) open() error {
 	return nil
 }
 
-// apiError is a spec §9 error answer of the server, with its status.
+// apiError is a docs/analytics.md §9 error answer of the server, with its status.
 type apiError struct {
 	Status  int
 	Code    string `json:"code"`

@@ -15,14 +15,14 @@ import (
 )
 
 // newCohortCmd is `spur cohort save|list|show|delete`: named cohort
-// definitions saved per app (spec §7), evaluated whenever a query uses
+// definitions saved per app (docs/analytics.md §7), evaluated whenever a query uses
 // them.
 func newCohortCmd(g *globals) *cobra.Command {
 	var app string
 	cmd := &cobra.Command{
 		Use:   "cohort save|list|show|delete",
 		Short: "Save, list, show (with its users now) and delete named cohorts of an app",
-		Long: `A saved cohort is a condition tree (spec §7: performed, not_performed,
+		Long: `A saved cohort is a condition tree (docs/analytics.md §7: performed, not_performed,
 first_performed, user_property, and/or/not) stored by name in the app. Queries
 use it as "cohort": "NAME" (or {"saved": "NAME"} inside a tree); it is
 evaluated at query time, so it is never stale.`,

@@ -28,7 +28,7 @@ var demoImports = []demoImport{
 	{app: "otto", file: "otto-sample/train.jsonl", opt: ingest.Options{Format: "otto"}},
 }
 
-// demoQueries are the questions the demo answers, as spec §9 JSON.
+// demoQueries are the questions the demo answers, as docs/analytics.md §9 JSON.
 var demoQueries = []struct{ title, json string }{
 	{"Cardano Stack Exchange: weekly sign-ups",
 		`{"kind": "trend", "app": "cardano", "range": {"from": "2021-04-26", "to": "2021-12-06"}, "tz": "UTC",

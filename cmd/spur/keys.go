@@ -25,7 +25,7 @@ func newKeysCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "keys",
 		Short: "Create, list and revoke API keys (ingest, query or admin)",
-		Long: `Keys authenticate every API request (Authorization: Bearer KEY, ingest.md §4):
+		Long: `Keys authenticate every API request (Authorization: Bearer KEY, docs/ingest.md §4):
 
   ingest  sends events to one app (POST /api/apps/APP/events, imports); a key
           for a browser SDK, which can read nothing

@@ -30,7 +30,7 @@ type globals struct {
 	memProf  string
 	stopProf func()
 	// writeMemory bounds an import's, flush's or compaction's memory
-	// (storage.Config.WriteMemory, storage.md §5), bytes.
+	// (storage.Config.WriteMemory, docs/storage.md §5), bytes.
 	writeMemory byteSize
 	// exit ends the process (os.Exit in main; nil in tests, which run
 	// commands in-process): an interrupted query that does not stop in

@@ -119,7 +119,7 @@ func TestQueryCommand(t *testing.T) {
 	if err != nil || !strings.Contains(out, "50.0%") {
 		t.Fatalf("table %q %v", out, err)
 	}
-	// A bad query prints the §9 error JSON and fails.
+	// A bad query prints the docs/analytics.md §9 error JSON and fails.
 	out, _, err = spur(t, `{"kind":"funnel","steps":[]}`, "--data", data, "query", "--app", "shop", "-")
 	if err == nil || !strings.Contains(out, `"code":"invalid_query"`) {
 		t.Fatalf("bad query: %q %v", out, err)

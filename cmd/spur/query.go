@@ -14,7 +14,7 @@ import (
 	"github.com/spurdb/spur/storage"
 )
 
-// storeMode is how a command opens the store (storage.md §4).
+// storeMode is how a command opens the store (docs/storage.md §4).
 type storeMode int
 
 const (
@@ -51,7 +51,7 @@ func storeConfig(g *globals, mode storeMode, holder string) storage.Config {
 func openStoreConfig(g *globals, mode storeMode, cfg storage.Config) (*storage.Store, error) {
 	if mode == writeStore {
 		// The Go heap's soft limit, so that garbage is collected before the
-		// process grows past the writes' bound (storage.md §5).
+		// process grows past the writes' bound (docs/storage.md §5).
 		// The import's own data stays near half of its write memory
 		// (210–235 MiB live of 512 MiB at 20–60M generated rows); the
 		// rest is room for garbage, which the collector otherwise lets
@@ -76,8 +76,8 @@ func newQueryCmd(g *globals) *cobra.Command {
 	var lim queryLimits
 	cmd := &cobra.Command{
 		Use:   "query [--app NAME] QUERY.json|-",
-		Short: "Run a spec §9 JSON query and print the result as JSON, a table or CSV",
-		Long: `Query runs a spec §9 JSON query on the embedded store and prints the result.
+		Short: "Run a docs/analytics.md §9 JSON query and print the result as JSON, a table or CSV",
+		Long: `Query runs a docs/analytics.md §9 JSON query on the embedded store and prints the result.
 On SIGINT or SIGTERM the query is cancelled and the command exits with status 1
 within a second (a second signal ends it at once).`,
 		Args: cobra.ExactArgs(1),
@@ -118,7 +118,7 @@ within a second (a second signal ends it at once).`,
 }
 
 // runQuery parses, runs and prints one query in the output form. On
-// failure it prints the §9 error JSON to stdout (for the json form) and
+// failure it prints the docs/analytics.md §9 error JSON to stdout (for the json form) and
 // returns an error, so the process exits non-zero with the message on
 // stderr.
 func runQuery(cmd *cobra.Command, eng *query.Engine, data []byte, app, form string) error {

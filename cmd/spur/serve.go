@@ -34,7 +34,7 @@ type serveConfig struct {
 	live            serveLive
 }
 
-// serveLive are the live layer's limits (storage.LiveOptions, ingest.md §2).
+// serveLive are the live layer's limits (storage.LiveOptions, docs/ingest.md §2).
 type serveLive struct {
 	memory     byteSize
 	flushBytes byteSize
@@ -116,7 +116,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the HTTP API, the web UI and /metrics; pprof on a separate debug listener",
-		Long: `Serve answers spec §9 queries over HTTP (POST /api/apps/{app}/query), takes
+		Long: `Serve answers docs/analytics.md §9 queries over HTTP (POST /api/apps/{app}/query), takes
 live events (POST /api/apps/{app}/events) and imports (POST
 /api/apps/{app}/import), lists apps and their schemas, serves the web UI at /
 and Prometheus metrics at /metrics. A second listener (--debug-listen) serves

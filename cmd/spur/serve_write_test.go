@@ -59,7 +59,7 @@ func startServe(t *testing.T, data string) (string, string, func()) {
 }
 
 // TestServeAndCLIWrites: while spur serve runs, a CLI import into its
-// store is refused naming the server (storage.md §4), the same import
+// store is refused naming the server (docs/storage.md §4), the same import
 // through --url is applied, and four clients querying the server during
 // a loop of such imports always get an answer some published version
 // gives (never an error, never a count that decreases); the CLI's own

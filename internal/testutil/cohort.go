@@ -2,7 +2,7 @@ package testutil
 
 import "github.com/spurdb/spur/event"
 
-// Cond is a cohort condition of spec §7 in naive form. Op is "and", "or",
+// Cond is a cohort condition of docs/analytics.md §7 in naive form. Op is "and", "or",
 // "not" (Kids), "performed" (Matcher, CountOp "gte"|"lte"|"eq" and N,
 // window [From, To)), "first_performed" (Matcher, window) or
 // "user_property" (Filter). not_performed is performed with "eq" 0.

@@ -1,6 +1,6 @@
 // Package testutil holds test support shared by Spur's packages: a seeded
 // random event generator with many timestamp ties, deliberately naive
-// reference implementations of the analyses (spec/analytics.md §4-§6) that
+// reference implementations of the analyses (docs/analytics.md §4-§6) that
 // work directly on event lists, conversion of event lists to the analysis
 // kernels' Trails, and a reader/writer for golden case files.
 //
@@ -23,7 +23,7 @@ import (
 
 // Ev is one event of a test data set. A slice of Ev is in arrival order:
 // among events of one user with equal Time, the earlier element arrived
-// first (spec §1 trail order). Props holds the set properties (nil or
+// first (docs/analytics.md §1 trail order). Props holds the set properties (nil or
 // missing: not set).
 type Ev struct {
 	User  string
@@ -48,7 +48,7 @@ type Data struct {
 	Users  []UserWrite
 }
 
-// Any is the matcher name that matches every event (spec §3).
+// Any is the matcher name that matches every event (docs/analytics.md §3).
 const Any = "$any"
 
 // Match reports whether the event name matches matcher: Any matches
@@ -350,7 +350,7 @@ func BuildTrailsWith(d Data, spec TrailSpec) ([]UserTrail, Dicts) {
 }
 
 // byUser returns, per user in ascending user order, the positions in evs
-// of the user's events ordered by time, then arrival (spec §1 trail
+// of the user's events ordered by time, then arrival (docs/analytics.md §1 trail
 // order).
 func byUser(evs []Ev) [][]int {
 	idx := make([]int, len(evs))

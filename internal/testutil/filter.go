@@ -9,7 +9,7 @@ import (
 	"github.com/spurdb/spur/event"
 )
 
-// Filter is a property filter of spec §3 in naive form: Values are typed
+// Filter is a property filter of docs/analytics.md §3 in naive form: Values are typed
 // constants of the property's type (one; several for in and not_in; none
 // for is_set and is_not_set). User filters test the user's current value.
 type Filter struct {
@@ -20,7 +20,7 @@ type Filter struct {
 }
 
 // Holds reports whether the filter holds for value v (TypeNone: not set),
-// following spec §3 word by word: neq, not_in and not_contains are true
+// following docs/analytics.md §3 word by word: neq, not_in and not_contains are true
 // when the property is not set; comparisons use the property's type.
 func (f Filter) Holds(v event.Value) bool {
 	if v.Type == event.TypeNone {
@@ -66,7 +66,7 @@ func compare(a, b event.Value) int {
 	return cmp.Compare(a.Int, b.Int)
 }
 
-// Matcher is an event matcher of spec §3: an event name (see Match) and
+// Matcher is an event matcher of docs/analytics.md §3: an event name (see Match) and
 // filters that must all hold.
 type Matcher struct {
 	Event string
@@ -91,7 +91,7 @@ func (m Matcher) Matches(e Ev, user map[string]event.Value) bool {
 	return true
 }
 
-// CurrentUsers returns every user's current properties (spec §1: per
+// CurrentUsers returns every user's current properties (docs/analytics.md §1: per
 // property, the write with the latest time; equal times: the later
 // arrival).
 func CurrentUsers(ws []UserWrite) map[string]map[string]event.Value {

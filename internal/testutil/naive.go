@@ -12,7 +12,7 @@ import (
 	"github.com/spurdb/spur/query/timebucket"
 )
 
-// Breakdown is a naive breakdown (spec §4): by the event property Prop, or
+// Breakdown is a naive breakdown (docs/analytics.md §4): by the event property Prop, or
 // with User by the user's current property. Limit > 0 keeps the Limit
 // values with the largest total and merges the rest into "(other)"; 0
 // keeps every value.
@@ -107,7 +107,7 @@ type TrendRow struct {
 }
 
 // NaiveTrend computes a trend by filtering the events of every (series,
-// value, bucket) afresh and applying the math's definition (spec §4): an
+// value, bucket) afresh and applying the math's definition (docs/analytics.md §4): an
 // event counts in bucket b when it matches and lies in [From, To) and in
 // [Bounds[b], Bounds[b+1]); wau and mau count the users with a matching
 // event in the 7 or 30 days ending at min(Bounds[b+1], To). Sums are
@@ -283,7 +283,7 @@ func mathOf(m analysis.TrendMath, evs []Ev, prop string) float64 {
 	return quantile(fs, m.Level())
 }
 
-// quantile is spec §4's definition over sorted values: h = (n-1)q,
+// quantile is docs/analytics.md §4's definition over sorted values: h = (n-1)q,
 // x[⌊h⌋] + (h-⌊h⌋)(x[⌊h⌋+1]-x[⌊h⌋]).
 func quantile(sorted []float64, q float64) float64 {
 	h := float64(len(sorted)-1) * q
@@ -328,7 +328,7 @@ type RetentionGroup struct {
 	Cohorts []analysis.RetentionCohort
 }
 
-// NaiveRetentionEntries computes every cohort entry following spec §6
+// NaiveRetentionEntries computes every cohort entry following docs/analytics.md §6
 // literally: for every entry it computes the period index of every return
 // event at t ≥ s (calendar indices by stepping through the calendar from
 // the start's bucket) and then checks each period k.

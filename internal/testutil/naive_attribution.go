@@ -11,7 +11,7 @@ import (
 	"github.com/spurdb/spur/query/timebucket"
 )
 
-// AttributionQuery is a query-time attribution for NaiveAttribution (spec
+// AttributionQuery is a query-time attribution for NaiveAttribution (docs/analytics.md
 // §10). Touchpoints[i] has lookback Lookbacks[i] (µs); Subsequent is nil
 // for none; Interval 0 means no buckets.
 type AttributionQuery struct {
@@ -60,7 +60,7 @@ type naiveShare struct {
 }
 
 // NaiveAttribution attributes every conversion and subsequent event of
-// every user by re-reading the user's events for each (spec §10 word by
+// every user by re-reading the user's events for each (docs/analytics.md §10 word by
 // word): eligible touchpoints are the events before or at the
 // conversion's instant matching a touchpoint matcher (the first one that
 // matches decides the lookback) and not the conversion matcher; shares by

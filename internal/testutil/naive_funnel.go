@@ -8,7 +8,7 @@ import (
 	"github.com/spurdb/spur/query/analysis"
 )
 
-// FunnelQuery is a funnel for the naive references (spec §5, §11): step
+// FunnelQuery is a funnel for the naive references (docs/analytics.md §5, §11): step
 // k is matcher Steps[k-1] (see Match) with filters Where[k-1]
 // (optional).
 type FunnelQuery struct {
@@ -37,7 +37,7 @@ type FunnelQuery struct {
 	Common
 }
 
-// Exclusion is a funnel exclusion (spec §11): events matching Event and
+// Exclusion is a funnel exclusion (docs/analytics.md §11): events matching Event and
 // Where exclude attempts whose furthest step is in [From, To).
 type Exclusion struct {
 	Event    string
@@ -82,7 +82,7 @@ func NaiveFunnel(d Data, q FunnelQuery) (analysis.FunnelResult, map[string]Naive
 	return analysis.FunnelResult{Steps: FunnelTable(paths, len(q.Steps))}, paths
 }
 
-// NaiveFunnelOutcomes runs the funnel of spec §5 and §11 over every
+// NaiveFunnelOutcomes runs the funnel of docs/analytics.md §5 and §11 over every
 // admitted user's events, following the spec's words with an explicit
 // list of attempts (or of windows), and returns each admitted user's
 // outcomes: one per breakdown row the user is in (steps and time to
@@ -251,11 +251,11 @@ type naiveAttempt struct {
 	times  []int64 // times[k-1]: when step k was reached
 	events []int   // positions in the input slice of the step events
 	bucket int
-	excl   bool // excluded (§11)
+	excl   bool // excluded (docs/analytics.md §11)
 	dead   bool // ended (strict order)
 }
 
-// walkOrdered is spec §5 with §11's strict order, exclusions and
+// walkOrdered is docs/analytics.md §5 with §11's strict order, exclusions and
 // conversion over time, word by word.
 func (q *FunnelQuery) walkOrdered(evs []Ev, pos []int, relevant func(int) bool, stepsOf func(int) uint64, exclOf func(int) []int) []NaiveOutcome {
 	n := len(q.Steps)
@@ -410,7 +410,7 @@ func (q *FunnelQuery) walkOrdered(evs []Ev, pos []int, relevant func(int) bool, 
 	return out
 }
 
-// walkUnordered is spec §11's unordered funnel: a window [t, t+W] at each
+// walkUnordered is docs/analytics.md §11's unordered funnel: a window [t, t+W] at each
 // step event in [From, To), valued by a maximum matching of its events to
 // steps (after an exclusion: n if all n steps came before it, else 0).
 func (q *FunnelQuery) walkUnordered(evs []Ev, pos []int, stepsOf func(int) uint64, exclOf func(int) []int) []NaiveOutcome {
@@ -520,7 +520,7 @@ func naiveMatching(masks []uint64, n int) int {
 	return size
 }
 
-// FunnelTable computes the step table of spec §5 from users' outcomes.
+// FunnelTable computes the step table of docs/analytics.md §5 from users' outcomes.
 func FunnelTable(paths map[string]NaivePath, n int) []analysis.FunnelStepResult {
 	var steps []analysis.FunnelStepResult
 	for k := 1; k <= n; k++ {
@@ -562,7 +562,7 @@ func naiveMean(d []int64) float64 {
 	return float64(sum) / float64(len(d))
 }
 
-// naiveMedian sorts d and returns its median (spec §4 interpolation).
+// naiveMedian sorts d and returns its median (docs/analytics.md §4 interpolation).
 func naiveMedian(d []int64) float64 {
 	slices.Sort(d)
 	h := float64(len(d)-1) * 0.5
@@ -682,7 +682,7 @@ func FunnelTrends(outs map[string][]NaiveOutcome, nb, from, to int) map[string]F
 	return rows
 }
 
-// FunnelHistogram is spec §11's time-to-convert histogram in naive form:
+// FunnelHistogram is docs/analytics.md §11's time-to-convert histogram in naive form:
 // Bins[i] holds the users whose time (seconds) lies in [Lo + i·Width,
 // Lo + (i+1)·Width), the last bin also its end.
 type FunnelHistogram struct {

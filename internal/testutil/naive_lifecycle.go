@@ -6,7 +6,7 @@ import (
 	"github.com/spurdb/spur/query/timebucket"
 )
 
-// LifecycleQuery is a lifecycle analysis for NaiveLifecycle (spec §14):
+// LifecycleQuery is a lifecycle analysis for NaiveLifecycle (docs/analytics.md §14):
 // activity matcher Event (see Match) with filters Where. A breakdown must
 // be by a user property.
 type LifecycleQuery struct {
@@ -31,7 +31,7 @@ type LifecycleRow struct {
 	Buckets []LifecycleBucket
 }
 
-// NaiveLifecycle classifies every user in every bucket following spec §14
+// NaiveLifecycle classifies every user in every bucket following docs/analytics.md §14
 // word by word: active(b) is "a matching event in b" (in [From, To) for
 // the range's buckets, anywhere in the bucket before the range), new is
 // "active in b and b holds the user's first event of any kind" (over all

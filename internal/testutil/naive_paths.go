@@ -9,7 +9,7 @@ import (
 	"github.com/spurdb/spur/event"
 )
 
-// PathsQuery is a paths analysis for NaivePaths (spec §15).
+// PathsQuery is a paths analysis for NaivePaths (docs/analytics.md §15).
 type PathsQuery struct {
 	Events     []string // included event names; nil: every event
 	ItemProp   string   // string property whose value is the item; "": event names
@@ -38,7 +38,7 @@ type pathItem struct {
 	start, end bool  // some event of the run matches start / end
 }
 
-// NaivePaths computes every edge of spec §15 literally: per user, the
+// NaivePaths computes every edge of docs/analytics.md §15 literally: per user, the
 // included events of [From, To) in trail order become items (the item
 // property's value, or the event name), excluded items are dropped, the
 // rest are cut into sessions at gaps ≥ SessionGap, runs of one item are
@@ -121,7 +121,7 @@ func NaivePaths(d Data, q PathsQuery) []PathEdge {
 }
 
 // cut returns a session's path: from its first start item, to its first
-// end item at or after it, limited to Steps items (spec §15).
+// end item at or after it, limited to Steps items (docs/analytics.md §15).
 func (q *PathsQuery) cut(s []pathItem) []pathItem {
 	first := 0
 	if q.Start != nil {
@@ -152,7 +152,7 @@ func (q *PathsQuery) cut(s []pathItem) []pathItem {
 	return append(out, s[len(s)-k:]...)
 }
 
-// PathsResultEdges keeps the edges of a paths result (spec §15, PostHog's
+// PathsResultEdges keeps the edges of a paths result (docs/analytics.md §15, PostHog's
 // paths) from all of a query's edges: those with at least minSessions
 // sessions, the maxEdges with the most sessions (ties: source, then
 // target, byte-wise), and of those the ones whose source can be reached

@@ -20,7 +20,7 @@ func (c *Common) userEvents(d Data) map[string][]Ev {
 	return out
 }
 
-// StickinessQuery is a stickiness analysis for NaiveStickiness (spec
+// StickinessQuery is a stickiness analysis for NaiveStickiness (docs/analytics.md
 // §13): series i is matcher Events[i] (see Match) with filters Where[i]
 // (optional).
 type StickinessQuery struct {

@@ -1,5 +1,5 @@
 // Package timebucket computes calendar buckets (hour, day, week, month) in
-// an IANA time zone, as spec §2 defines them: civil-time buckets, never UTC
+// an IANA time zone, as docs/analytics.md §2 defines them: civil-time buckets, never UTC
 // buckets relabelled.
 //
 // All instants are int64 UTC microseconds since the Unix epoch. A calendar
@@ -45,7 +45,7 @@ const (
 	Month
 )
 
-// Rolling period lengths in microseconds (spec §2, "rolling periods are
+// Rolling period lengths in microseconds (docs/analytics.md §2, "rolling periods are
 // fixed durations": hour 3600 s, day 86400 s, week 7 days, month 30 days).
 const (
 	HourMicros  int64 = 3600 * 1e6
@@ -94,7 +94,7 @@ func ParseInterval(s string) (Interval, error) {
 }
 
 // WeekStart is the first day of a calendar week. The zero value is Monday,
-// the default of spec §2.
+// the default of docs/analytics.md §2.
 type WeekStart uint8
 
 // Week starts.
@@ -148,7 +148,7 @@ func Next(t int64, iv Interval, loc *time.Location, ws WeekStart) int64 {
 // microseconds): Floor(from), then each next boundary, up to and including
 // the first boundary ≥ to. Bucket b is [B[b], B[b+1]); len(B)-1 buckets.
 // The first bucket may start before from and is labelled by its calendar
-// start (spec §2: a weekly range starting Saturday 2021-05-01 has a first
+// start (docs/analytics.md §2: a weekly range starting Saturday 2021-05-01 has a first
 // bucket starting Monday 2021-04-26). If to ≤ Floor(from) the result is the
 // single boundary Floor(from) (no bucket). The returned slice is newly
 // allocated and owned by the caller. A nil loc means UTC. It panics on an
@@ -248,7 +248,7 @@ const (
 
 // DateStart returns the first instant (UTC microseconds) of the local date
 // y-m-d in loc: local midnight, or the first instant after it where
-// midnight does not exist (spec §2: a date in a range means local
+// midnight does not exist (docs/analytics.md §2: a date in a range means local
 // midnight). The date is normalised like time.Date's (day 0 is the last
 // day of the previous month). For a date the zone skips entirely
 // (Pacific/Apia 2011-12-30) it is the first instant of the next date. A

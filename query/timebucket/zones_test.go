@@ -123,7 +123,7 @@ func fmtTime(us int64, loc *time.Location) string {
 	return time.UnixMicro(us).In(loc).Format(time.RFC3339)
 }
 
-// checkBoundary verifies that b starts a bucket by the wall clock (spec
+// checkBoundary verifies that b starts a bucket by the wall clock (docs/analytics.md
 // §2): an hour boundary reads hh:00:00; a day, week or month boundary is
 // the first instant of its local date, a week's on the week start day (or
 // the day after a skipped one), a month's on the 1st.

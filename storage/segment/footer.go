@@ -93,7 +93,7 @@ const MaxShards = 1 << 16
 const maxCreated = 253402300800 * 1e6
 
 // Identity is what a segment says about its place in its app, so that a
-// store can rebuild its catalog from the footers alone (storage.md §3).
+// store can rebuild its catalog from the footers alone (docs/storage.md §3).
 // The zero Identity (Kind KindNone) means none: files of format versions
 // 1 to 3 and files written without one. Otherwise Kind is KindEvents or
 // KindUsers; Shards is the app's shard count, a power of two in

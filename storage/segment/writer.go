@@ -446,7 +446,7 @@ type Remap struct {
 // column of the Writer (WriterOptions.Props) with the same name and
 // type, or an int column of a float one of the Writer: its values are
 // converted (exact up to 2^53), for a property widened from int to float
-// after m was written (spec §1). Its tables take 4 bytes per event name and dictionary entry of m,
+// after m was written (docs/analytics.md §1). Its tables take 4 bytes per event name and dictionary entry of m,
 // counted in Bytes.
 func (w *Writer) NewRemap(m *Meta, props []int) (*Remap, error) {
 	if err := w.ok(); err != nil {

@@ -1,7 +1,7 @@
 // Package wal is an app's write-ahead log: a sequence of opaque records,
 // each acknowledged only once it is durable, numbered consecutively, and
 // replayed in order after a restart. The store writes a request's events
-// to it before making them visible (spec ingest.md §2) and releases whole
+// to it before making them visible (spec docs/ingest.md §2) and releases whole
 // files once segments cover their records.
 //
 // # Guarantees
@@ -125,12 +125,12 @@
 // reopen. The only window left: if the process stops after a failure and
 // before the new file could be made, a restart may replay the intact
 // records of the failed commit, which were never acknowledged (a client
-// retries them; the store deduplicates, ingest.md §3).
+// retries them; the store deduplicates, docs/ingest.md §3).
 //
 // # Salvage
 //
 // Damage that Open refuses stops the app's writes until an operator runs
-// `spur recover --app` (ingest.md §2). Salvage reads a damaged log
+// `spur recover --app` (docs/ingest.md §2). Salvage reads a damaged log
 // without opening it: every file, in seq order, every record's checksum
 // checked. After damage it resynchronises on the next intact record, with
 // the search Open uses to tell a tear from damage: a candidate's seq must

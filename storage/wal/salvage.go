@@ -93,7 +93,7 @@ func (r LostRange) String() string {
 // Salvage copies every intact record with a seq after opt.After from the
 // log in directory dir of fsys, damaged or not, into a new log in
 // directory dst, keeping their seqs, and reports every byte range of dir
-// that yielded no record with the seqs lost there (ingest.md §2: `spur
+// that yielded no record with the seqs lost there (docs/ingest.md §2: `spur
 // recover --app` keeps every intact record of a damaged log and reports
 // the lost byte ranges).
 //

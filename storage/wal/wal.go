@@ -17,7 +17,7 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultSegmentSize   = 64 << 20 // bytes (ingest.md §2: log files rotate at 64 MiB)
+	DefaultSegmentSize   = 64 << 20 // bytes (docs/ingest.md §2: log files rotate at 64 MiB)
 	DefaultMaxRecordSize = 64 << 20 // bytes
 )
 
@@ -71,7 +71,7 @@ type Options struct {
 	//     every Append that returns nil has had its group applied.
 	// So a caller that makes records visible in Apply makes a group
 	// visible at once, after it is durable and before it is acknowledged
-	// (ingest.md §2). Apply runs while the next group is written and
+	// (docs/ingest.md §2). Apply runs while the next group is written and
 	// fsynced; it must not call the Log's methods (it would deadlock) and
 	// cannot fail: the records are in the log, so an Apply that cannot
 	// keep them must stop the process (Replay reapplies them).

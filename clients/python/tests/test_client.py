@@ -77,7 +77,7 @@ def test_cohort_and_lists(client: Client) -> None:
     res = client.query({"kind": "cohort", "app": "cardano", "cohort": cohort, "list": {"limit": 500}})
     df = res.to_pandas()
     assert list(df.user_id) == res.json["user_ids"] and len(df) == res.json["users"] > 0
-    # A trend point's users (spec §7) as a DataFrame: as many as counted.
+    # A trend point's users (docs/analytics.md §7) as a DataFrame: as many as counted.
     tq = {"kind": "trend", "app": "cardano", "range": RANGE, "interval": "month", "series": [{"event": "answer", "math": "users"}]}
     point = client.query(tq).json["series"][0]["buckets"][1]
     listed = client.query({**tq, "list": {"series": 0, "bucket": point["start"], "limit": 1000}})

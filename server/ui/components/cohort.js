@@ -1,4 +1,4 @@
-// The cohort builder: a spec §7 condition tree — performed (with a count
+// The cohort builder: a docs/analytics.md §7 condition tree — performed (with a count
 // and a window), not performed, first performed, a user property, a saved
 // cohort, and all of / any of / not — edited node by node.
 

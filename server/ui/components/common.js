@@ -7,12 +7,12 @@ import { set, dataRange, INTERVALS } from '../lib/query.js';
 import { Field, FilterList, PropertySelect, Select, splitProp } from './pickers.js';
 import { CohortEditor } from './cohort.js';
 
-// PRESETS are relative ranges (spec §2 "last"), which saved insights and
+// PRESETS are relative ranges (docs/analytics.md §2 "last"), which saved insights and
 // dashboards keep relative.
 const PRESETS = [['7d', 'Last 7 days'], ['30d', 'Last 30 days'], ['90d', 'Last 90 days'], ['12w', 'Last 12 weeks'], ['6mo', 'Last 6 months'], ['24h', 'Last 24 hours']];
 
 // LAST_UNITS are the units of a relative range: hours end at now, the
-// others are calendar units in the zone ending with today (spec §2).
+// others are calendar units in the zone ending with today (docs/analytics.md §2).
 const LAST_UNITS = [['h', 'hours'], ['d', 'days'], ['w', 'weeks'], ['mo', 'months'], ['y', 'years']];
 
 const parseLast = (last) => {
@@ -104,7 +104,7 @@ export function WhereField({ q, onChange }) {
   <//>`;
 }
 
-// ATTRIBUTIONS are a funnel breakdown's attributions (spec §11); "step"
+// ATTRIBUTIONS are a funnel breakdown's attributions (docs/analytics.md §11); "step"
 // stands for {"step": k}.
 const ATTRIBUTIONS = [['entry', 'value at entry (step 1)'], ['first_touch', 'first touch'], ['last_touch', 'last touch'], ['all_steps', 'all steps']];
 
@@ -138,7 +138,7 @@ export function BreakdownField({ q, onChange, opts }) {
   <//>`;
 }
 
-// CohortField is the query's cohort filter (spec §7): an inline condition
+// CohortField is the query's cohort filter (docs/analytics.md §7): an inline condition
 // tree or a saved cohort's name, edited in place.
 export function CohortField({ q, onChange, title = 'Users in cohort', required }) {
   return html`<${Field} title=${title} hint=${required ? null : 'optional'}>

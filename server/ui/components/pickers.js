@@ -1,5 +1,5 @@
 // Form controls fed by the app's schema: selects of events and
-// properties, filter lists (spec §3) and event matchers.
+// properties, filter lists (docs/analytics.md §3) and event matchers.
 
 import { html } from '../lib/html.js';
 import { useApp, props, propType } from '../lib/appctx.js';
@@ -122,7 +122,7 @@ export function FilterList({ filters, onChange, label, addLabel = '+ Filter', us
 // FilterOne edits a single filter (a cohort's user_property condition).
 export const FilterOne = ({ f, onChange, label, userOnly }) => html`<${FilterRow} f=${f} onChange=${onChange} label=${label} userOnly=${userOnly} />`;
 
-// MatcherEditor edits an event matcher {event, where} (spec §3): the
+// MatcherEditor edits an event matcher {event, where} (docs/analytics.md §3): the
 // event and its own filters.
 export function MatcherEditor({ m, onChange, label, any = true }) {
   return html`<div class="matcher">

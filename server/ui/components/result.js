@@ -1,5 +1,5 @@
 // Pieces of every result view: the Chart.js chart (with PNG export), the
-// result's warnings (spec §9), the stats line and the timing tree.
+// result's warnings (docs/analytics.md §9), the stats line and the timing tree.
 
 import { html, useEffect, useRef } from '../lib/html.js';
 import { num } from '../lib/format.js';

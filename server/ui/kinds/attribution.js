@@ -1,4 +1,4 @@
-// Attribution (spec §10): which touchpoint's channel earned each
+// Attribution (docs/analytics.md §10): which touchpoint's channel earned each
 // conversion, by a model chosen per question (a control over the result
 // too), with the conversions' value and the subsequent events they led
 // to; a bar per channel (and breakdown value), conversions by bucket, and

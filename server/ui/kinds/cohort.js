@@ -1,4 +1,4 @@
-// Cohort (spec §7): the users who meet a condition tree, counted and
+// Cohort (docs/analytics.md §7): the users who meet a condition tree, counted and
 // listed (paged, with their properties), and saved by name.
 
 import { html, useState } from '../lib/html.js';

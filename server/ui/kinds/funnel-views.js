@@ -1,4 +1,4 @@
-// The funnel's other views (spec §11): conversion over time (a line of
+// The funnel's other views (docs/analytics.md §11): conversion over time (a line of
 // conversion per bucket of step-1 time, with entered and converted users)
 // and time to convert (a histogram of the seconds between two steps).
 // Every count opens its users: list {bucket, status} and {bin}.

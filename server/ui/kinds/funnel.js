@@ -1,4 +1,4 @@
-// Funnel (spec §5, §11): steps with per-step filters, a conversion window,
+// Funnel (docs/analytics.md §5, §11): steps with per-step filters, a conversion window,
 // an order (ordered, strict, any) and exclusions; viewed as steps (users,
 // conversion, drop-off and times per step), conversion over time or a
 // time-to-convert histogram, per breakdown value with its attribution.

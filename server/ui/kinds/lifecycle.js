@@ -1,4 +1,4 @@
-// Lifecycle (spec §14): per bucket, the active users who are new,
+// Lifecycle (docs/analytics.md §14): per bucket, the active users who are new,
 // returning or resurrecting, and the dormant ones (drawn below zero), as
 // stacked bars; one group at a time with a breakdown by a user property.
 // Every count opens its users (list {bucket, status}).

@@ -1,4 +1,4 @@
-// Paths (spec §15): the sequences of events (or of a property's values)
+// Paths (docs/analytics.md §15): the sequences of events (or of a property's values)
 // users follow within sessions, from a start, to an end or both, drawn as
 // a Sankey flow (chartjs-chart-sankey, vendored) and listed edge by edge.
 // Every edge opens its users (list {source, target}).

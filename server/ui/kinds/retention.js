@@ -1,4 +1,4 @@
-// Retention (spec §6): cohorts of users who did the start event, and the
+// Retention (docs/analytics.md §6): cohorts of users who did the start event, and the
 // share who returned in each later period, with every option; a line per
 // breakdown value; each cell opens its users.
 

@@ -1,4 +1,4 @@
-// Stickiness (spec §13): for each series, the users by the number of the
+// Stickiness (docs/analytics.md §13): for each series, the users by the number of the
 // range's calendar buckets they were active in (at least min_events
 // matching events), exactly or (cumulative) at least; a bar per count.
 // Every count opens its users (list {series, intervals}).

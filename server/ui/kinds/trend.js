@@ -1,4 +1,4 @@
-// Trend (spec §4): series of event matchers with one of 16 maths, by
+// Trend (docs/analytics.md §4): series of event matchers with one of 16 maths, by
 // calendar interval, with per-series filters, a breakdown and totals.
 
 import { html, useMemo } from '../lib/html.js';
@@ -60,7 +60,7 @@ function Builder({ q, onChange }) {
     <//>`;
 }
 
-// COMPARE are the comparisons of spec §12: the previous period of the
+// COMPARE are the comparisons of docs/analytics.md §12: the previous period of the
 // same length, or the range shifted back by an offset.
 const COMPARE = [['', 'no comparison'], ['previous', 'the previous period'], ['-1d', 'a day earlier'], ['-1w', 'a week earlier'],
   ['-4w', '4 weeks earlier'], ['-1mo', 'a month earlier'], ['-3mo', '3 months earlier'], ['-1y', 'a year earlier']];

@@ -1,8 +1,8 @@
 // The one client of Spur's HTTP API (server/server.go lists the
 // endpoints). Every call returns the decoded JSON body or throws an
-// ApiError carrying the spec §9 error {code, message, field}.
+// ApiError carrying the docs/analytics.md §9 error {code, message, field}.
 //
-// Every request carries the API key (ingest.md §4) as "Authorization:
+// Every request carries the API key (docs/ingest.md §4) as "Authorization:
 // Bearer KEY". The key comes from the login URL `spur serve` prints
 // (http://HOST/#key=spur_…: in the fragment, which the browser never
 // sends to a server), or from the login form; it is kept in
@@ -70,7 +70,7 @@ export const api = {
   whoami: () => request('GET', '/api/key'),
   apps: () => request('GET', '/api/apps').then((r) => r.apps),
   schema: (a) => request('GET', `${app(a)}/schema`),
-  // query runs a spec §9 query; signal cancels it (AbortController).
+  // query runs a docs/analytics.md §9 query; signal cancels it (AbortController).
   query: (a, q, { signal, trace } = {}) => request('POST', `${app(a)}/query${trace ? '?trace=1' : ''}`, { body: q, signal }),
   // queryCSV returns the query's tidy CSV as a Blob.
   queryCSV: (a, q, { signal } = {}) => request('POST', `${app(a)}/query?output=csv`, { body: q, signal, raw: true }).then((r) => r.blob()),

@@ -1,4 +1,4 @@
-// The query in the URL, and helpers over spec §9 query objects. The
+// The query in the URL, and helpers over docs/analytics.md §9 query objects. The
 // builder edits the query object itself (immutably), so what it shows is
 // what runs, and fields it has no control for (added by a link, the JSON
 // editor or a newer server) are kept, not dropped.

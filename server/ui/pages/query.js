@@ -1,5 +1,5 @@
 // The analysis page: the builder of the current kind on the left, the
-// result on the right. The query lives in the URL (?q= the exact spec §9
+// result on the right. The query lives in the URL (?q= the exact docs/analytics.md §9
 // JSON; &insight=ID when it is a saved insight's), so every view is a
 // link; running, drilling into a number and paging users are navigations.
 

@@ -1,6 +1,6 @@
 """Python client of Spur's HTTP API.
 
-``Client(url, key=None).query(dict) -> Result`` runs a spec §9 query;
+``Client(url, key=None).query(dict) -> Result`` runs a docs/analytics.md §9 query;
 ``Result.to_pandas()`` gives one tidy DataFrame per result kind and
 funnel view (the columns of ``spur query --output csv``, in order). ``Client.send_events`` posts
 events to ``POST /api/apps/{app}/events`` as JSON arrays with a Bearer key.
@@ -22,7 +22,7 @@ JSON = Dict[str, Any]
 
 
 class SpurError(Exception):
-    """An error answer of the API: spec §9 ``{"error": {code, message, field}}``.
+    """An error answer of the API: docs/analytics.md §9 ``{"error": {code, message, field}}``.
 
     ``status`` is the HTTP status; ``code`` one of invalid_query,
     invalid_input, limit_exceeded, unauthenticated, forbidden, not_found,
@@ -200,7 +200,7 @@ class Client:
 
     ``url`` is the server's base URL (``http://127.0.0.1:8080``); ``key``
     an API key sent as ``Authorization: Bearer KEY`` (a query key to query,
-    an ingest key to send events, an admin key for both; ingest.md §4),
+    an ingest key to send events, an admin key for both; docs/ingest.md §4),
     by default ``$SPUR_KEY``; ``""`` sends none. ``timeout`` is in seconds.
     """
 
@@ -239,7 +239,7 @@ class Client:
         return dict(self._call("GET", f"api/apps/{app}/schema").json())
 
     def query(self, q: Mapping[str, Any], app: Optional[str] = None) -> Result:
-        """Runs a spec §9 query (``app`` defaults to ``q["app"]``); raises SpurError."""
+        """Runs a docs/analytics.md §9 query (``app`` defaults to ``q["app"]``); raises SpurError."""
         name = app or q.get("app")
         if not name:
             raise ValueError("the query names no app: give q['app'] or app=")
@@ -260,7 +260,7 @@ class Client:
         return pd.DataFrame(rows)
 
     def send_events(self, app: str, events: Iterable[Mapping[str, Any]], batch: int = 1000) -> JSON:
-        """Sends events (ingest.md §1 shape) as JSON arrays of at most
+        """Sends events (docs/ingest.md §1 shape) as JSON arrays of at most
         ``batch`` events; returns ``{"accepted": N, "rejected": [...]}``
         summed over the batches, ``index`` counted over all events.
         """
