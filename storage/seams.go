@@ -10,7 +10,7 @@ import (
 	"github.com/spurdb/spur/storage/wal"
 )
 
-// The seams of scale-out (docs/architecture.md §3, cluster.md §1): the store
+// The seams of scale-out (docs/architecture.md §3; docs/roadmap.md): the store
 // reaches its persistent state only through the interfaces of this file
 // — the segment Bucket of each app, the write-ahead Log of each app's
 // live layer, and the Metastore (catalogs, app list, writer leases,
@@ -143,7 +143,7 @@ func (f fileLogs) HasLog(_ context.Context, app string) (bool, error) {
 // documents (saved cohorts, insights, dashboards; the server's access
 // keys). The files under Config.Dir are its implementation by default
 // (checksummed files swapped atomically, flock leases); PostgreSQL, one
-// transaction per publish, is the remote one cluster.md plans. Methods
+// transaction per publish, is the remote one docs/roadmap.md plans. Methods
 // are safe for concurrent use. App names are valid (ValidAppName),
 // collection names and document ids valid too; callers check.
 type Metastore interface {
