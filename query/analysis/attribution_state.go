@@ -141,7 +141,7 @@ func DecodeAttribution(spec AttributionSpec, b []byte) (*Attribution, error) {
 		d.list(&a.list)
 		// A cell takes at least 4 empty sums (4 bytes each) and users.
 		cell := 4*4 + 1
-		d.groups(&a.groups, 2+1, a.ensure, func(g int) {
+		d.groups(&a.groups, a.spec.Breakdown, 2+1, a.ensure, func(g int) {
 			for range d.length(2 + cell*(a.nb+1)) {
 				ch := d.channel(spec.ChannelDict)
 				if d.err != nil {

@@ -90,7 +90,8 @@ type CohortState struct {
 	// got[i] is the user's state in leaf i: performed: matching events
 	// in [from, to) so far; first_performed: 0 before the first matching
 	// event, 1 when it lay in [from, to), -1 when it did not.
-	got []int64
+	got    []int64
+	gotBuf [4]int64 // got's memory for up to 4 leaves (no allocation)
 }
 
 // cohortNode is a node of the flattened tree.
@@ -116,7 +117,11 @@ type cohortLeaf struct {
 func NewCohortState(c *CohortCond) *CohortState {
 	s := &CohortState{}
 	s.flatten(c)
-	s.got = make([]int64, len(s.leaves))
+	s.got = s.gotBuf[:0]
+	if len(s.leaves) > len(s.gotBuf) {
+		s.got = make([]int64, 0, len(s.leaves))
+	}
+	s.got = s.got[:len(s.leaves)]
 	return s
 }
 

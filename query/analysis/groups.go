@@ -164,13 +164,17 @@ func (e *encoder) groups(kg *keyGroups, write func(g int)) {
 }
 
 // groups reads what encoder.groups wrote: each group key is added to kg
-// (a key read twice is an error), ensure creates the group's state and
-// read reads it. min is the least number of bytes a group takes.
-func (d *decoder) groups(kg *keyGroups, min int, ensure func(g int32), read func(g int)) {
+// (a key read twice, or one that src and kg's group cannot make, is an
+// error), ensure creates the group's state and read reads it. min is the
+// least number of bytes a group takes.
+func (d *decoder) groups(kg *keyGroups, src KeySource, min int, ensure func(g int32), read func(g int)) {
 	n := d.length(min)
 	seen := make([]bool, 0, kg.n()+n)
 	for range n {
 		k := d.key()
+		if d.err == nil && !groupKey(src, kg.group, k) {
+			d.fail("key %+v is no group's", k)
+		}
 		if d.err != nil {
 			return
 		}
@@ -181,4 +185,19 @@ func (d *decoder) groups(kg *keyGroups, min int, ensure func(g int32), read func
 		}
 		read(int(g))
 	}
+}
+
+// groupKey reports whether k can be the key of a group of a kernel whose
+// keys come from src through g (nil: none): without a breakdown or group
+// only the zero Key, with a group its Other key or a kept key it does not
+// drop.
+func groupKey(src KeySource, g *keyGrouper, k Key) bool {
+	if g != nil {
+		if k == g.other {
+			return true
+		}
+		_, kept := g.kept.get(k)
+		return kept && !g.dropKept
+	}
+	return src.From != KeyNone || k == Key{}
 }

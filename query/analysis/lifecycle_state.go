@@ -70,7 +70,7 @@ func DecodeLifecycle(spec LifecycleSpec, b []byte) (*Lifecycle, error) {
 	c, err := NewLifecycle(spec)
 	return decodeState(c, err, b, spec.Breakdown.Dict, kindLifecycle, "lifecycle", func(d *decoder) {
 		d.list(&c.list)
-		d.groups(&c.groups, 2+4*c.nb, c.ensure, func(g int) {
+		d.groups(&c.groups, c.spec.Breakdown, 2+4*c.nb, c.ensure, func(g int) {
 			for b := range c.counts[g] {
 				for s := range c.counts[g][b] {
 					c.counts[g][b][s] = d.count()

@@ -76,6 +76,9 @@ func DecodeRetention(spec RetentionSpec, b []byte) (*Retention, error) {
 		seen := make([]bool, 0, len(r.groups)+n)
 		for range n {
 			k := d.key()
+			if d.err == nil && !groupKey(r.spec.Breakdown, nil, k) {
+				d.fail("key %+v without a breakdown", k)
+			}
 			if d.err != nil {
 				return
 			}

@@ -503,3 +503,51 @@ func TestStateAttribution(t *testing.T) {
 		}
 	}
 }
+
+// TestStatePortableKeys: a state encoded under one query's dictionary
+// decodes into another's, whose ids differ: the keys travel as strings
+// and the receiving result has the same rows under the receiver's ids.
+func TestStatePortableKeys(t *testing.T) {
+	strs := []string{"de", "fr", "it", "us"}
+	recv := []string{"us", "it", "zz", "fr", "de"} // the receiver's dictionary: other ids
+	spec := analysis.TrendSpec{Bounds: []int64{0, day, 2 * day}, From: 0, To: 2 * day,
+		Series: []analysis.TrendSeries{{Math: analysis.MathUsers}}, Breakdown: analysis.KeySource{From: analysis.KeyUser, Dict: newTestDict(strs)}}
+	send, err := analysis.NewTrend(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for u := range 12 {
+		send.Add(&trail.Trail{Times: []int64{int64(u) * day / 8}, Mask: []uint64{1}, User: []trail.Value{{Bits: uint64(u % 4), Set: u%5 != 0}}})
+	}
+	enc, err := send.AppendBinary(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rspec := spec
+	rspec.Breakdown.Dict = newTestDict(recv)
+	got, err := analysis.DecodeTrend(rspec, enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	label := func(k analysis.Key, dict []string) string {
+		if !k.Set {
+			return "(none)"
+		}
+		return dict[k.Bits]
+	}
+	rows := func(r analysis.TrendResult, dict []string) map[string][]float64 {
+		m := map[string][]float64{}
+		for _, row := range r.Series[0].Rows {
+			m[label(row.Key, dict)] = row.Buckets
+		}
+		return m
+	}
+	if w, g := rows(send.Result(nil), strs), rows(got.Result(nil), recv); !reflect.DeepEqual(g, w) || len(w) != 5 {
+		t.Errorf("rows by label: sent %v, received %v", w, g)
+	}
+	// A receiver whose dictionary lacks a value refuses the state.
+	rspec.Breakdown.Dict = newTestDict(recv[:2])
+	if _, err := analysis.DecodeTrend(rspec, enc); !errors.Is(err, analysis.ErrState) {
+		t.Errorf("decode with a dictionary lacking values: %v", err)
+	}
+}

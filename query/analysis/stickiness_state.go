@@ -68,6 +68,6 @@ func DecodeStickiness(spec StickinessSpec, b []byte) (*Stickiness, error) {
 	s, err := NewStickiness(spec)
 	return decodeState(s, err, b, spec.Breakdown.Dict, kindStickiness, "stickiness", func(d *decoder) {
 		d.list(&s.list)
-		d.groups(&s.groups, 2+1+s.ns*s.nb, s.ensure, func(g int) { d.countsInto(s.counts[g]) })
+		d.groups(&s.groups, s.spec.Breakdown, 2+1+s.ns*s.nb, s.ensure, func(g int) { d.countsInto(s.counts[g]) })
 	})
 }

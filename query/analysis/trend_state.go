@@ -119,6 +119,9 @@ func DecodeTrend(spec TrendSpec, b []byte) (*Trend, error) {
 		seen := make([]bool, 0, len(t.slots)+n)
 		for range n {
 			k := d.key()
+			if d.err == nil && !groupKey(t.spec.Breakdown, t.group, k) {
+				d.fail("key %+v is no slot's", k)
+			}
 			if d.err != nil {
 				return
 			}
