@@ -9,7 +9,7 @@ import (
 )
 
 // AttributionModel is how the credit of one conversion is shared among its
-// eligible touchpoints (spec §10).
+// eligible touchpoints (docs/analytics.md §10).
 type AttributionModel uint8
 
 // Attribution models. The zero value is the default, last_touch
@@ -57,7 +57,7 @@ type ValueCol struct {
 }
 
 // AttributionSpec is a validated query-time attribution for the kernel
-// (spec §10).
+// (docs/analytics.md §10).
 type AttributionSpec struct {
 	// From, To (UTC µs): conversions and subsequent events are counted in
 	// [From, To). The trail must reach back far enough for the

@@ -177,7 +177,7 @@ func shares(r attrRows) []string {
 	return out
 }
 
-// TestAttributionSpec pins spec §10's words.
+// TestAttributionSpec pins docs/analytics.md §10's words.
 func TestAttributionSpec(t *testing.T) {
 	const h = int64(3600e6)
 	t0 := at("2021-05-10T12:00:00Z")

@@ -155,7 +155,7 @@ func benchFunnelOpt(b *testing.B, d *benchData, spec analysis.FunnelSpec, opt an
 	reportEvents(b, d.events, cpu0)
 }
 
-// The §11 modes over the shop mix: strict order (every event carries the
+// The docs/analytics.md §11 modes over the shop mix: strict order (every event carries the
 // strict bit 4), an exclusion (checkout, bit 2, between steps 1 and 3 of a
 // view → cart → purchase funnel), conversion over time by week, time to
 // convert, the unordered funnel, and the ordered funnel over chunks of

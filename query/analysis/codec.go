@@ -12,7 +12,7 @@ import (
 // Portable partial states. Every accumulator can write its mergeable
 // state with AppendBinary and read it back with its Decode function, so
 // that per-shard states can travel between processes and be merged there
-// (spec §8). The layout of every kind is
+// (docs/analytics.md §8). The layout of every kind is
 //
 //	version   1 byte (stateVersion; another version is refused)
 //	kind      1 byte (stateKind)

@@ -7,7 +7,7 @@ import (
 	"github.com/spurdb/spur/trail"
 )
 
-// CohortOp is the kind of a cohort condition node (spec §7).
+// CohortOp is the kind of a cohort condition node (docs/analytics.md §7).
 type CohortOp uint8
 
 // Cohort condition nodes.
@@ -31,7 +31,7 @@ const (
 )
 
 // CohortCond is a compiled cohort condition tree, evaluated per user on
-// the user's trail by a CohortState (spec §7: performed, not_performed as performed with
+// the user's trail by a CohortState (docs/analytics.md §7: performed, not_performed as performed with
 // count = 0, first_performed, user_property; and, or, not).
 type CohortCond struct {
 	Op   CohortOp

@@ -1,5 +1,5 @@
 // Package analysis holds Spur's in-memory analysis kernels: trends (every
-// math of spec §4, breakdowns, rolling active users), funnels (§5, and the
+// math of docs/analytics.md §4, breakdowns, rolling active users), funnels (§5, and the
 // orders, exclusions, views and breakdown attributions of §11), retention
 // (§6), query-time attribution (§10), stickiness (§13), lifecycle (§14)
 // and paths (§15), each per breakdown key and able to list the users
@@ -32,7 +32,7 @@
 // user ids of a list and per-user scratch growth, and each accumulator
 // reports its memory (Bytes) for the query's budget. Merge is exact and commutative:
 // the Result does not depend on how users were split between accumulators
-// or the order of merges (spec §8). A user must be added to exactly one
+// or the order of merges (docs/analytics.md §8). A user must be added to exactly one
 // accumulator, which counts distinct users on it. Merge of an accumulator
 // of another spec returns an error wrapping ErrState (never panics).
 //

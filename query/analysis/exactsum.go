@@ -6,7 +6,7 @@ import (
 )
 
 // ExactSum is the exact sum of float64 and int64 values, so that a sum or
-// mean does not depend on the order of the additions (spec §8: the same
+// mean does not depend on the order of the additions (docs/analytics.md §8: the same
 // answer whatever the parallelism). It is a "superaccumulator" (Kulisch;
 // Neal, "Fast exact summation using small and large superaccumulators",
 // 2015): a fixed-point integer with unit 2^-1074 (the smallest float64)

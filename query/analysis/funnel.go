@@ -10,28 +10,28 @@ import (
 	"github.com/spurdb/spur/trail"
 )
 
-// MaxFunnelSteps is the largest number of funnel steps (spec §5).
+// MaxFunnelSteps is the largest number of funnel steps (docs/analytics.md §5).
 const MaxFunnelSteps = 32
 
 // MaxFunnelWindow is the largest conversion window: 100 years of 365.25
-// days, in µs (spec §5: W up to 100 years).
+// days, in µs (docs/analytics.md §5: W up to 100 years).
 const MaxFunnelWindow int64 = 36525 * 86400 * 1e6
 
-// FunnelOrder is how a funnel's steps must follow each other (spec §5,
+// FunnelOrder is how a funnel's steps must follow each other (docs/analytics.md §5,
 // §11).
 type FunnelOrder uint8
 
-// Funnel orders. The zero value is the ordered funnel of §5.
+// Funnel orders. The zero value is the ordered funnel of docs/analytics.md §5.
 const (
-	OrderOrdered   FunnelOrder = iota // steps in order, other events in between allowed (§5)
-	OrderStrict                       // steps in order, no other event in between (§11)
-	OrderUnordered                    // steps in any order within the window (§11)
+	OrderOrdered   FunnelOrder = iota // steps in order, other events in between allowed (docs/analytics.md §5)
+	OrderStrict                       // steps in order, no other event in between (docs/analytics.md §11)
+	OrderUnordered                    // steps in any order within the window (docs/analytics.md §11)
 )
 
-// FunnelView is what a funnel reports (spec §11).
+// FunnelView is what a funnel reports (docs/analytics.md §11).
 type FunnelView uint8
 
-// Funnel views. The zero value is the step table of §5.
+// Funnel views. The zero value is the step table of docs/analytics.md §5.
 const (
 	ViewSteps         FunnelView = iota // users per step, conversions, times
 	ViewTrends                          // conversion over time by the step-1 time's bucket
@@ -39,7 +39,7 @@ const (
 )
 
 // FunnelAttribution selects the breakdown value of a user in a funnel
-// broken down by an event property (spec §11).
+// broken down by an event property (docs/analytics.md §11).
 type FunnelAttribution uint8
 
 // Breakdown attributions. The zero value is entry.
@@ -89,7 +89,7 @@ func ParseFunnelAttribution(s string) (FunnelAttribution, error) {
 	return FunnelAttribution(v), err
 }
 
-// FunnelExclusion excludes attempts between two steps (spec §11): an
+// FunnelExclusion excludes attempts between two steps (docs/analytics.md §11): an
 // event with mask bit Bit excludes an attempt whose furthest step j is in
 // [From, To) when it comes after the attempt reached j, at most W after
 // its entry, at a timestamp where the user has no step event.
@@ -98,7 +98,7 @@ type FunnelExclusion struct {
 	From, To int // 1 ≤ From < To ≤ Steps
 }
 
-// FunnelSpec is a validated funnel query for the kernel (spec §5, §11).
+// FunnelSpec is a validated funnel query for the kernel (docs/analytics.md §5, §11).
 type FunnelSpec struct {
 	// Steps is n, 2 ≤ n ≤ MaxFunnelSteps. Step k (1-based) is matched by
 	// trail mask bit k-1; higher bits are ignored unless named below.
@@ -118,7 +118,7 @@ type FunnelSpec struct {
 	// event passing its global filters, so that a non-step event ends
 	// attempts. Ignored in the other orders.
 	Events uint64
-	// Exclusions (spec §11); an unordered funnel takes only From 1, To n.
+	// Exclusions (docs/analytics.md §11); an unordered funnel takes only From 1, To n.
 	Exclusions []FunnelExclusion
 }
 
@@ -186,10 +186,10 @@ type FunnelOptions struct {
 	Observe func(id []byte, outs []FunnelOutcome)
 }
 
-// MaxFunnelBins is the largest number of time-to-convert bins (spec §11).
+// MaxFunnelBins is the largest number of time-to-convert bins (docs/analytics.md §11).
 const MaxFunnelBins = 90
 
-// FunnelList selects the users to list (spec §7): those behind a step
+// FunnelList selects the users to list (docs/analytics.md §7): those behind a step
 // (steps view), a bucket's entered or converted users (trends view), or a
 // histogram bin (time-to-convert view).
 type FunnelList struct {
@@ -237,7 +237,7 @@ type FunnelStepResult struct {
 	// AvgSeconds and MedianSeconds are 0 and should be rendered as null.
 	HasTime bool
 	// AvgSeconds and MedianSeconds: mean and exact median (linear
-	// interpolation, spec §4) of the counted attempts' time from the
+	// interpolation, docs/analytics.md §4) of the counted attempts' time from the
 	// previous step to this one, over users who reached this step, in
 	// seconds.
 	AvgSeconds, MedianSeconds float64
@@ -250,7 +250,7 @@ type FunnelBucket struct {
 	Entered, Converted int64
 }
 
-// FunnelHist is a time-to-convert histogram (spec §11): Bins[i] counts
+// FunnelHist is a time-to-convert histogram (docs/analytics.md §11): Bins[i] counts
 // the users whose time is in [Lo + i·Width, Lo + (i+1)·Width) seconds,
 // the last bin also holding its end. Users, AvgSeconds and MedianSeconds
 // are over the users counted (HasTime false when there are none).
@@ -540,7 +540,7 @@ func (f *Funnel) account(tr *trail.Trail, outs []funnelOutcome) {
 	f.observe(tr.ID, outs, func(o *funnelOutcome) Key { return f.keyOf(tr, o) })
 }
 
-// trendOutcomes returns the outcomes of the trends view (spec §11) over
+// trendOutcomes returns the outcomes of the trends view (docs/analytics.md §11) over
 // the whole trail tr, valid until the next call: for each bucket with a
 // step-1 event in [From, To), FunnelUser over the events from that
 // event's tie group to the last time an attempt of the bucket may advance
@@ -666,7 +666,7 @@ func (f *Funnel) fastKey(tr *trail.Trail, idx int32) Key {
 
 // touchChunk finds the first (or, with last, the latest) event of the
 // chunk in [From, To+W] that matches some step and has the breakdown
-// property set (spec §11 first_touch / last_touch).
+// property set (docs/analytics.md §11 first_touch / last_touch).
 func (f *Funnel) touchChunk(tr *trail.Trail, last bool) {
 	if f.touched && !last {
 		return
@@ -1018,7 +1018,7 @@ func (f *Funnel) Result(group func(Key) Key) FunnelResult {
 // histBins returns the time-to-convert bins over the users' durations d
 // (µs): lo = ⌊min⌋ and hi = ⌈max⌉ in seconds, bins = the option or ⌈∛u⌉
 // clamped to 1..60 (u = len(d)), width ⌈(hi − lo) / bins⌉ (60 when that
-// is 0) — spec §11, PostHog's bins. The range also covers the rows'
+// is 0) — docs/analytics.md §11, PostHog's bins. The range also covers the rows'
 // durations, which per-row attributions measure on other walks.
 func (f *Funnel) histBins(d []int64, rows []*funnelStats) (lo, width int64, bins int) {
 	bins = f.opt.Bins

@@ -11,7 +11,7 @@ import (
 type FunnelPath struct {
 	// Step is the furthest step any attempt reached, 0 when no step-1
 	// event lies in [From, To) or when every attempt that reached it was
-	// excluded (spec §11: the user is left out).
+	// excluded (docs/analytics.md §11: the user is left out).
 	Step int
 	// Times[k-1] (UTC µs) is when the counted attempt reached step k, for
 	// k = 1..Step. The counted attempt is the first attempt to reach Step
@@ -36,7 +36,7 @@ type FunnelPath struct {
 // its step events.
 type FunnelScratch struct {
 	have uint64 // bit k set: level k holds an attempt
-	excl uint64 // bit k set: the attempt at level k is excluded (§11)
+	excl uint64 // bit k set: the attempt at level k is excluded (docs/analytics.md §11)
 	// valid: the counted attempt (path) is not excluded; with exclusions,
 	// a later attempt reaching path.Step replaces one that is
 	valid bool
@@ -52,7 +52,7 @@ type FunnelScratch struct {
 	path  FunnelPath
 }
 
-// FunnelUser runs the ordered-funnel algorithm of spec §5 (PostHog's
+// FunnelUser runs the ordered-funnel algorithm of docs/analytics.md §5 (PostHog's
 // funnel UDF, funnel-udf/src/steps.rs) with §11's exclusions over one
 // chunk of a user's trail (package trail: a chunk with Offset 0 starts a
 // user, the state carries over in st to the next chunk while More is set)
@@ -152,7 +152,7 @@ func (st *FunnelScratch) rebase(d int32) {
 // at step k).
 //
 // An exclusion event (one matching no step) is handed to exclude; a
-// step event that matches an exclusion too is a step event only (§11:
+// step event that matches an exclusion too is a step event only (docs/analytics.md §11:
 // an exclusion at the time of a step event is ignored).
 func (st *FunnelScratch) lone(times []int64, masks []uint64, i int, stepMask, xmask uint64, spec *FunnelSpec) int {
 	masks = masks[:len(times)]
@@ -346,7 +346,7 @@ func (st *FunnelScratch) step(k int, i int32, t, w int64, checkUsed bool) {
 }
 
 // exclude applies the exclusions with bits in xs to an event at time t
-// matching no step at t (spec §11; see FunnelUser).
+// matching no step at t (docs/analytics.md §11; see FunnelUser).
 func (st *FunnelScratch) exclude(t int64, xs uint64, spec *FunnelSpec) {
 	w := spec.Window
 	for _, x := range spec.Exclusions {

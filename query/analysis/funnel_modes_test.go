@@ -15,7 +15,7 @@ import (
 	"github.com/spurdb/spur/trail"
 )
 
-// modeCase is one random funnel of every §11 mode: the naive query and
+// modeCase is one random funnel of every docs/analytics.md §11 mode: the naive query and
 // the kernel's spec and options over trails built for it.
 type modeCase struct {
 	q      testutil.FunnelQuery

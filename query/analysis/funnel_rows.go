@@ -27,7 +27,7 @@ func (r *funnelRow) group(times []int64, masks []uint64, i, j int, base int32) {
 	}
 }
 
-// funnelRows runs the per-row attributions of spec §11 for one user:
+// funnelRows runs the per-row attributions of docs/analytics.md §11 for one user:
 //
 //   - all_steps: the row of value v walks the user's events whose value
 //     is v only (its walker starts at the first step event with v: no

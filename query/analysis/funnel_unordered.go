@@ -21,7 +21,7 @@ type unoOut struct {
 	out funnelOutcome // step = the window's number of steps
 }
 
-// unoWalker runs the unordered funnel of spec §11: a window [t, t+W]
+// unoWalker runs the unordered funnel of docs/analytics.md §11: a window [t, t+W]
 // starts at every step event with t in [From, To) and its value is the
 // number of distinct steps its events fill, one step per event (a
 // maximum bipartite matching; with one step per event, the number of

@@ -59,7 +59,7 @@ func (env *walkEnv) steps(m uint64, inRange bool) uint64 {
 	return s
 }
 
-// genAttempt is one attempt of the general walker (spec §5 rule 1): its
+// genAttempt is one attempt of the general walker (docs/analytics.md §5 rule 1): its
 // entry time, furthest step, bucket (trends view), exclusion flag, the
 // value on its step-1 event and its step times and events.
 type genAttempt struct {
@@ -83,7 +83,7 @@ type genCand struct {
 
 // genOutcome is the outcome of the user (steps view) or of one bucket
 // (trends view): the furthest step m any attempt reached and, in the
-// order they reached it, the attempts at m that are not excluded (spec
+// order they reached it, the attempts at m that are not excluded (docs/analytics.md
 // §11: the counted attempt is the first of them; none left: the user is
 // left out). Without exclusions only the first is kept.
 type genOutcome struct {
@@ -92,7 +92,7 @@ type genOutcome struct {
 	c []genCand
 }
 
-// genWalker runs the ordered funnel of spec §5 with the §11 variations:
+// genWalker runs the ordered funnel of docs/analytics.md §5 with the §11 variations:
 // strict order (every event considered, attempts end), exclusions, and
 // the conversion-over-time view (every attempt advances, outcomes per
 // bucket of the step-1 time). It keeps an explicit set of live attempts,
@@ -377,7 +377,7 @@ func (w *genWalker) group(times []int64, masks []uint64, keys *trail.Column, i, 
 	}
 	strict := spec.Order == OrderStrict
 	if union == 0 {
-		// No step event at t: exclusions apply (§11: one at the time of a
+		// No step event at t: exclusions apply (docs/analytics.md §11: one at the time of a
 		// step event is ignored), and in strict order every attempt ends.
 		if xs != 0 {
 			w.exclude(t, xs)
@@ -526,7 +526,7 @@ func (w *genWalker) step(k int, id int32, e int, t int64, mixed bool, keys *trai
 }
 
 // chosen returns the attempt with the latest entry among the live
-// attempts that reached step lvl (§5 rule 2).
+// attempts that reached step lvl (docs/analytics.md §5 rule 2).
 func (w *genWalker) chosen(lvl int) (int32, bool) {
 	best := int32(-1)
 	var bt int64
@@ -596,7 +596,7 @@ func (w *genWalker) outcome(b int32) *genOutcome {
 	return &w.outs[len(w.outs)-1]
 }
 
-// exclude applies the exclusions with bits in xs at time t (spec §11):
+// exclude applies the exclusions with bits in xs at time t (docs/analytics.md §11):
 // attempts whose furthest step j is in [From, To) and that entered at
 // most W before t are excluded, and leave the outcomes.
 func (w *genWalker) exclude(t int64, xs uint64) {

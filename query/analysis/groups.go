@@ -6,7 +6,7 @@ import "slices"
 // (an event's column value or the user's property) becomes a dense group
 // number, through an optional KeyGroup looked up once per distinct
 // raw key (a second pass maps the values a breakdown limit drops to one
-// "(other)" key, so that users stay distinct in it; spec §4). It is the
+// "(other)" key, so that users stay distinct in it; docs/analytics.md §4). It is the
 // key → group part shared by the stickiness, lifecycle and attribution
 // kernels; the kernels keep their per-group state in slices indexed by
 // the group number.

@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 }
 
 // shardPlan assigns users to accumulators and fixes a merge order, so that
-// tests can check that results do not depend on sharding (spec §8). A nil
+// tests can check that results do not depend on sharding (docs/analytics.md §8). A nil
 // plan is one accumulator.
 type shardPlan struct {
 	r      *rand.Rand

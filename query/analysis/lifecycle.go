@@ -7,7 +7,7 @@ import (
 	"github.com/spurdb/spur/trail"
 )
 
-// LifecycleStatus is a user's status in a lifecycle bucket (spec §14).
+// LifecycleStatus is a user's status in a lifecycle bucket (docs/analytics.md §14).
 type LifecycleStatus uint8
 
 // Lifecycle statuses, in result order.
@@ -32,7 +32,7 @@ func ParseLifecycleStatus(s string) (LifecycleStatus, error) {
 	return LifecycleStatus(v), err
 }
 
-// LifecycleSpec is a validated lifecycle query for the kernel (spec §14,
+// LifecycleSpec is a validated lifecycle query for the kernel (docs/analytics.md §14,
 // PostHog's lifecycle with "new" meaning first seen).
 type LifecycleSpec struct {
 	// Bounds are calendar boundaries (UTC µs, strictly increasing): the
@@ -43,7 +43,7 @@ type LifecycleSpec struct {
 	// 1..N are reported (as 0..N-1).
 	Bounds []int64
 	// From, To (UTC µs): activity in buckets 1..N counts events in
-	// [From, To) only (spec §2); the history bucket counts all its events.
+	// [From, To) only (docs/analytics.md §2); the history bucket counts all its events.
 	From, To int64
 	// Active is the mask bit of the activity matcher; Seen the bit of a
 	// matcher of every event of the app ($any without filters), whose

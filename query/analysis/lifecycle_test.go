@@ -88,7 +88,7 @@ func lifecycleOf(t *testing.T, evs []testutil.Ev, q testutil.LifecycleQuery) [][
 	return got
 }
 
-// TestLifecycleSpec pins spec §14's words. Counts per bucket are [new,
+// TestLifecycleSpec pins docs/analytics.md §14's words. Counts per bucket are [new,
 // returning, resurrecting, dormant].
 func TestLifecycleSpec(t *testing.T) {
 	ev := func(u, ts, name string) testutil.Ev { return testutil.Ev{User: u, Time: at(ts), Name: name} }

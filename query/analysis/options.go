@@ -2,7 +2,7 @@ package analysis
 
 import "fmt"
 
-// TrendMath is the aggregation of a trend series (spec §4).
+// TrendMath is the aggregation of a trend series (docs/analytics.md §4).
 type TrendMath uint8
 
 // Trend maths. The zero value is count. Property maths (sum … p99) take
@@ -74,7 +74,7 @@ func (m TrendMath) Window() int64 {
 	return 0
 }
 
-// RetentionType selects how a user enters a retention cohort (spec §6).
+// RetentionType selects how a user enters a retention cohort (docs/analytics.md §6).
 type RetentionType uint8
 
 // Retention types. The zero value is the default, first_time.
@@ -83,7 +83,7 @@ const (
 	TypeRecurring                      // one entry per bucket of [From, To) with a start event
 )
 
-// RetentionWindows selects how retention periods are measured (spec §6).
+// RetentionWindows selects how retention periods are measured (docs/analytics.md §6).
 type RetentionWindows uint8
 
 // Retention windows. The zero value is the default, calendar.
@@ -93,7 +93,7 @@ const (
 )
 
 // RetentionCriterion selects when a user counts as retained at period k
-// (spec §6).
+// (docs/analytics.md §6).
 type RetentionCriterion uint8
 
 // Retention criteria. The zero value is the default, on.

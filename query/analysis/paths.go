@@ -16,7 +16,7 @@ const (
 	MaxPathItems = 1 << 29 // item ids must be below this (three fit an edge key)
 )
 
-// PathsSpec is a validated paths query for the kernel (spec §15, PostHog's
+// PathsSpec is a validated paths query for the kernel (docs/analytics.md §15, PostHog's
 // paths). Items are dense ids the query layer assigns to event names and
 // property values (equal rendered strings share an id).
 type PathsSpec struct {
@@ -265,7 +265,7 @@ func (p *Paths) endSession(tr *trail.Trail) {
 
 // commit adds a collapsed item to the session's path. Without an end
 // matcher the path's edges are emitted as it grows; with one, the path is
-// emitted when the end item arrives (spec §15).
+// emitted when the end item arrives (docs/analytics.md §15).
 func (p *Paths) commit(tr *trail.Trail, nd pathNode, fl uint64) {
 	sp := &p.spec
 	if p.done {

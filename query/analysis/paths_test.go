@@ -195,7 +195,7 @@ func edgesOf(r pathsRows) []string {
 	return out
 }
 
-// TestPathsSpec pins spec §15's words.
+// TestPathsSpec pins docs/analytics.md §15's words.
 func TestPathsSpec(t *testing.T) {
 	base := at("2021-05-01T10:00:00Z")
 	seq := func(u string, items ...any) []testutil.Ev {

@@ -6,7 +6,7 @@ import (
 	"slices"
 )
 
-// This file computes exact quantiles (spec §4, quantile_cont) by
+// This file computes exact quantiles (docs/analytics.md §4, quantile_cont) by
 // selection instead of a full sort: an introselect (Musser, "Introspective
 // Sorting and Selection Algorithms", 1997) with Floyd–Rivest sampled
 // pivots for long ranges (samplePivot) and, for the rest, the pieces of
@@ -22,7 +22,7 @@ import (
 
 // Quantile returns the exact q-quantile (0 ≤ q ≤ 1) of the sorted values
 // x by linear interpolation between closest ranks (NumPy's default,
-// DuckDB's quantile_cont; spec §4): h = (n-1)q,
+// DuckDB's quantile_cont; docs/analytics.md §4): h = (n-1)q,
 // x[⌊h⌋] + (h-⌊h⌋)(x[⌊h⌋+1]-x[⌊h⌋]). It returns 0 for an empty x. x must
 // be sorted ascending; it is not modified. The kernels use QuantileSelect,
 // which needs no sort and gives the same result.
@@ -38,7 +38,7 @@ func Quantile(x []int64, q float64) float64 {
 	return v
 }
 
-// QuantileFloat is Quantile for sorted float64 values (spec §4,
+// QuantileFloat is Quantile for sorted float64 values (docs/analytics.md §4,
 // quantile_cont; sorted as by slices.Sort, NaNs first). It returns 0 for
 // an empty x. The kernels use QuantileSelectFloat.
 func QuantileFloat(x []float64, q float64) float64 {
@@ -54,7 +54,7 @@ func QuantileFloat(x []float64, q float64) float64 {
 }
 
 // QuantileSelect returns the exact q-quantile (0 ≤ q ≤ 1) of x, equal bit
-// for bit to Quantile of x sorted ascending (spec §4, DuckDB's
+// for bit to Quantile of x sorted ascending (docs/analytics.md §4, DuckDB's
 // quantile_cont): h = (n-1)q, x₍⌊h⌋₎ + (h-⌊h⌋)(x₍⌊h⌋+1₎ - x₍⌊h⌋₎) over
 // the order statistics x₍i₎. It returns 0 for an empty x.
 //
@@ -110,7 +110,7 @@ func QuantileSelectFloat(x []float64, q float64) float64 {
 }
 
 // quantilePos returns the rank ⌊h⌋ and the fraction h-⌊h⌋ of the
-// q-quantile position h = (n-1)q of n > 0 values (spec §4).
+// q-quantile position h = (n-1)q of n > 0 values (docs/analytics.md §4).
 func quantilePos(n int, q float64) (lo int, frac float64) {
 	h := float64(n-1) * q
 	lo = int(h)
@@ -118,7 +118,7 @@ func quantilePos(n int, q float64) (lo int, frac float64) {
 }
 
 // lerp interpolates linearly from a (at 0) to b (at 1): a + frac(b-a), the
-// spec §4 formula, written once so that every quantile function rounds
+// docs/analytics.md §4 formula, written once so that every quantile function rounds
 // identically.
 func lerp(a, b, frac float64) float64 {
 	return a + frac*(b-a)

@@ -13,7 +13,7 @@ import (
 // years of days).
 const MaxRetentionPeriods = 3660
 
-// RetentionSpec is a validated retention query for the kernel (spec §6).
+// RetentionSpec is a validated retention query for the kernel (docs/analytics.md §6).
 // Trail bit 0 is the start matcher A, bit 1 the return matcher B.
 type RetentionSpec struct {
 	// Bounds are calendar boundaries (UTC µs, strictly increasing) in the
@@ -601,7 +601,7 @@ func (r *Retention) Result(group func(Key) Key) RetentionResult {
 	return res
 }
 
-// Mean returns the summary row of spec §6: for each period k, the
+// Mean returns the summary row of docs/analytics.md §6: for each period k, the
 // user-weighted mean retention rate over the cohorts whose cell k is
 // complete, Σ retained[c][k] / Σ sizes[c] over those cohorts (0 when
 // there is none or their size is 0). sizes[c], retained[c] and

@@ -12,7 +12,7 @@ import (
 // MaxStickinessEvents bounds StickinessSpec.MinEvents.
 const MaxStickinessEvents = 1 << 30
 
-// StickinessSpec is a validated stickiness query for the kernel (spec §13,
+// StickinessSpec is a validated stickiness query for the kernel (docs/analytics.md §13,
 // PostHog's stickiness): per series, the number of users who have at
 // least MinEvents matching events in exactly n of the range's calendar
 // buckets, n = 1..N.
@@ -23,7 +23,7 @@ type StickinessSpec struct {
 	// the range.
 	Bounds []int64
 	// From, To (UTC µs): only events in [From, To) count, also in a first
-	// or last bucket that extends past the range (spec §2).
+	// or last bucket that extends past the range (docs/analytics.md §2).
 	From, To int64
 	// Series[i] is the trail mask bit of series i's matcher; bits are
 	// distinct, 0..63.

@@ -78,7 +78,7 @@ func at(s string) int64 {
 	return t.UnixMicro()
 }
 
-// TestStickinessSpec pins spec §13's words: calendar buckets in tz (a
+// TestStickinessSpec pins docs/analytics.md §13's words: calendar buckets in tz (a
 // 23-hour day at a DST change), weeks starting Sunday, a range starting
 // in the middle of a bucket (its events before From do not count, the
 // bucket is still one of the N), min_events per bucket.

@@ -15,7 +15,7 @@ import (
 // bit each).
 const MaxTrendSeries = 64
 
-// Rolling windows of the active-users maths (spec §2 rolling periods).
+// Rolling windows of the active-users maths (docs/analytics.md §2 rolling periods).
 const (
 	WAUWindow int64 = 7 * 86400 * 1e6  // wau: 7 days in µs
 	MAUWindow int64 = 30 * 86400 * 1e6 // mau: 30 days in µs
@@ -35,14 +35,14 @@ type TrendSeries struct {
 	Float bool
 }
 
-// TrendSpec is a validated trend query for the kernel (spec §4).
+// TrendSpec is a validated trend query for the kernel (docs/analytics.md §4).
 type TrendSpec struct {
 	// Bounds are the calendar bucket boundaries (UTC µs, strictly
 	// increasing, from timebucket.Bounds(From, To, …)); bucket b is
 	// [Bounds[b], Bounds[b+1]). They must cover [From, To).
 	Bounds []int64
 	// From, To: only events with From ≤ time < To count (UTC µs), also in
-	// a first or last bucket that extends past the range (spec §2). The
+	// a first or last bucket that extends past the range (docs/analytics.md §2). The
 	// rolling active-users maths (wau, mau) also look back before From:
 	// bucket b counts the users with an event in [E−W, E) where E is
 	// min(Bounds[b+1], To) and W the math's window; the scan must supply

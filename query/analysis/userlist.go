@@ -13,7 +13,7 @@ const MaxListKeep = 1_000_000
 // ids (byte order), so that the page [offset, offset+limit) of the sorted
 // list is exact with Keep = offset + limit, in memory bounded by Keep ids.
 // Merging lists of disjoint user sets (users of different shards) is exact
-// and order-independent (spec §8). The zero value counts without keeping.
+// and order-independent (docs/analytics.md §8). The zero value counts without keeping.
 type UserList struct {
 	Keep int // ids to keep, 0 ≤ Keep ≤ MaxListKeep
 	n    int64
