@@ -294,6 +294,8 @@ type cohort struct {
 	ul   *analysis.UserList
 }
 
+func init() { register(kind{name: "cohort", order: 4, compile: compileCohort}) }
+
 // compileCohort checks and compiles a cohort query.
 func compileCohort(_ context.Context, e *Engine, p *plan) (compiled, error) {
 	q := p.q

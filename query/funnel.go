@@ -128,6 +128,8 @@ type funnel struct {
 	acc  *analysis.Funnel       // the last pass's accumulator
 }
 
+func init() { register(kind{name: "funnel", order: 2, compile: compileFunnel}) }
+
 // compileFunnel checks and compiles a funnel query.
 func compileFunnel(ctx context.Context, e *Engine, p *plan) (compiled, error) {
 	fp, err := p.planFunnel(ctx)

@@ -67,6 +67,8 @@ type retention struct {
 	acc          *analysis.Retention
 }
 
+func init() { register(kind{name: "retention", order: 3, compile: compileRetention}) }
+
 // compileRetention checks and compiles a retention query.
 func compileRetention(ctx context.Context, e *Engine, p *plan) (compiled, error) {
 	q := p.q

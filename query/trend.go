@@ -96,6 +96,8 @@ type trend struct {
 	cur      *trendPeriod
 }
 
+func init() { register(kind{name: "trend", order: 1, compile: compileTrend}) }
+
 // compileTrend checks and compiles a trend query.
 func compileTrend(ctx context.Context, e *Engine, p *plan) (compiled, error) {
 	q := p.q
