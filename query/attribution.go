@@ -125,6 +125,8 @@ type attribution struct {
 	kr         analysis.AttributionResult                                         // the main pass's answer
 }
 
+func init() { register(kind{name: "attribution", order: 8, compile: compileAttribution}) }
+
 // compileAttribution checks and compiles an attribution query.
 func compileAttribution(ctx context.Context, e *Engine, p *plan) (compiled, error) {
 	q := p.q

@@ -3,9 +3,11 @@ package query
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -14,6 +16,27 @@ import (
 	"github.com/spurdb/spur/storage"
 	"github.com/spurdb/spur/trail"
 )
+
+// CohortResult is the result of a cohort query (docs/analytics.md §7): the number of
+// users in the cohort and a page of their ids (sorted by byte order).
+type CohortResult struct {
+	Kind     string        `json:"kind"` // "cohort"
+	Range    ResolvedRange `json:"range"`
+	TZ       string        `json:"tz"`
+	Users    int64         `json:"users"`
+	UserIDs  []string      `json:"user_ids"`
+	Offset   int           `json:"offset"`
+	Limit    int           `json:"limit"`
+	Warnings []Warning     `json:"warnings,omitempty"` // notes on the query (docs/analytics.md §9): unknown events and values
+	Stats    Stats         `json:"stats"`
+}
+
+// ResultKind returns "cohort".
+func (r *CohortResult) ResultKind() string { return "cohort" }
+
+func (r *CohortResult) parts() resultFields {
+	return resultFields{stats: &r.Stats, warnings: &r.Warnings, ids: &r.UserIDs}
+}
 
 // condJSON is one node of a cohort condition tree (docs/analytics.md §7, §9): exactly
 // one of the condition keys, plus count and window for performed
@@ -271,6 +294,8 @@ type cohort struct {
 	ul   *analysis.UserList
 }
 
+func init() { register(kind{name: "cohort", order: 4, compile: compileCohort}) }
+
 // compileCohort checks and compiles a cohort query.
 func compileCohort(_ context.Context, e *Engine, p *plan) (compiled, error) {
 	q := p.q
@@ -357,3 +382,12 @@ func (e *Engine) CheckCohort(app string, def []byte) error {
 	}
 	return nil
 }
+
+// writeTable prints the cohort's size and page of user ids.
+func (r *CohortResult) writeTable(w io.Writer) {
+	fmt.Fprintf(w, "cohort (range %s .. %s, %s): %d users\n", r.Range.From, r.Range.To, r.TZ, r.Users)
+	writeIDs(w, r.UserIDs, r.Offset, r.Users)
+}
+
+// writeCSV writes one row per listed user id.
+func (r *CohortResult) writeCSV(cw *csv.Writer) { writeIDsCSV(cw, r.UserIDs) }

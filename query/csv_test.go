@@ -17,7 +17,7 @@ func TestWriteCSVEqualsResult(t *testing.T) {
 	st := openStore(t, t.TempDir(), 2)
 	importGen(t, st, "g", gen.Config{Events: 30_000, Seed: 3})
 	eng := New(st, Config{Workers: 2})
-	read := func(res any, header []string) [][]string {
+	read := func(res Result, header []string) [][]string {
 		t.Helper()
 		var b bytes.Buffer
 		if err := WriteCSV(&b, res); err != nil {

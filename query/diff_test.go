@@ -542,7 +542,7 @@ func js(q map[string]any) string {
 
 func fmtInstant(us int64) string { return time.UnixMicro(us).UTC().Format(time.RFC3339Nano) }
 
-func runJSON(t *testing.T, eng *Engine, q map[string]any) any {
+func runJSON(t *testing.T, eng *Engine, q map[string]any) Result {
 	t.Helper()
 	b, err := json.Marshal(q)
 	if err != nil {

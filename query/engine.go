@@ -178,13 +178,12 @@ func (e *Engine) run(ctx context.Context, q *Query, start time.Time, memory int6
 	return res, nil
 }
 
-// StatsOf returns a pointer to the stats of a result returned by Run (a
-// Result), or nil for any other value.
-func StatsOf(res any) *Stats {
-	if r, ok := res.(Result); ok {
-		return r.parts().stats
+// StatsOf returns a pointer into res to its stats, or nil for a nil res.
+func StatsOf(res Result) *Stats {
+	if res == nil {
+		return nil
 	}
-	return nil
+	return res.parts().stats
 }
 
 func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }

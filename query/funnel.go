@@ -3,12 +3,102 @@ package query
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"io"
+	"strconv"
 	"time"
 
 	"github.com/spurdb/spur/query/analysis"
 )
+
+// FunnelResult is the result of a funnel query: the step table (view
+// steps), the buckets of conversion over time (view trends) or the
+// time-to-convert histogram (view time_to_convert), over all users and
+// per breakdown value.
+type FunnelResult struct {
+	Kind      string        `json:"kind"`            // "funnel"
+	View      string        `json:"view,omitempty"`  // trends | time_to_convert; omitted for steps
+	Order     string        `json:"order,omitempty"` // strict | unordered; omitted for ordered
+	Range     ResolvedRange `json:"range"`
+	TZ        string        `json:"tz"`
+	WindowSec int64         `json:"window_seconds"`
+	// FromStep and ToStep are the trends and time-to-convert views' steps.
+	FromStep int                 `json:"from_step,omitempty"`
+	ToStep   int                 `json:"to_step,omitempty"`
+	Steps    []FunnelStep        `json:"steps,omitempty"`
+	Buckets  []FunnelTrendBucket `json:"buckets,omitempty"`
+	*FunnelTimes
+	Breakdown []FunnelBreakdown `json:"breakdown,omitempty"` // by users counted descending, "(other)" last
+	List      *ListResult       `json:"list,omitempty"`      // the users behind one number, when asked
+	Warnings  []Warning         `json:"warnings,omitempty"`  // notes on the query (docs/analytics.md §9): unknown events and values
+	Stats     Stats             `json:"stats"`
+}
+
+// ResultKind returns "funnel".
+func (r *FunnelResult) ResultKind() string { return "funnel" }
+
+func (r *FunnelResult) parts() resultFields {
+	return resultFields{stats: &r.Stats, warnings: &r.Warnings, list: &r.List}
+}
+
+// FunnelStep is one step's row: users who reached at least this step,
+// conversion from step 1 and from the previous step (fractions in [0, 1]),
+// and the average and median time from the previous step in seconds over
+// the users who reached this step (null for step 1). Label is the step's
+// event name, or in an unordered funnel "1 step", "2 steps", … (Event is
+// then null).
+type FunnelStep struct {
+	Step                   int      `json:"step"`
+	Label                  string   `json:"label"`
+	Event                  *string  `json:"event"`
+	Users                  int64    `json:"users"`
+	Conversion             float64  `json:"conversion"`
+	ConversionFromPrevious float64  `json:"conversion_from_previous"`
+	AvgSeconds             *float64 `json:"avg_seconds"`
+	MedianSeconds          *float64 `json:"median_seconds"`
+}
+
+// FunnelTrendBucket is one bucket of conversion over time: users with an
+// attempt entered in the bucket that reached from_step (Entered) and
+// to_step (Converted), Converted/Entered (null when Entered is 0), and
+// whether the bucket's end plus the window passes the end of the data or
+// now (its users may still convert).
+type FunnelTrendBucket struct {
+	Start      string   `json:"start"`
+	Entered    int64    `json:"entered"`
+	Converted  int64    `json:"converted"`
+	Conversion *float64 `json:"conversion"`
+	Incomplete bool     `json:"incomplete"`
+}
+
+// FunnelTimes is the time-to-convert histogram: users per bin of seconds
+// from from_step to to_step, the users counted and their mean and median
+// (null when none).
+type FunnelTimes struct {
+	Histogram      []FunnelBin `json:"histogram"`
+	Users          int64       `json:"users"`
+	AverageSeconds *float64    `json:"average_seconds"`
+	MedianSeconds  *float64    `json:"median_seconds"`
+}
+
+// FunnelBin is one histogram bin, [FromSeconds, ToSeconds) (the last bin
+// also holds ToSeconds).
+type FunnelBin struct {
+	FromSeconds int64 `json:"from_seconds"`
+	ToSeconds   int64 `json:"to_seconds"`
+	Users       int64 `json:"users"`
+}
+
+// FunnelBreakdown is the funnel of one breakdown value, in the query's
+// view.
+type FunnelBreakdown struct {
+	Value   string              `json:"value"`
+	Steps   []FunnelStep        `json:"steps,omitempty"`
+	Buckets []FunnelTrendBucket `json:"buckets,omitempty"`
+	*FunnelTimes
+}
 
 // defaultWindow is the funnel conversion window when none is given (14 days).
 const defaultWindow = "14d"
@@ -37,6 +127,8 @@ type funnel struct {
 	opt  analysis.FunnelOptions // the options of the next pass
 	acc  *analysis.Funnel       // the last pass's accumulator
 }
+
+func init() { register(kind{name: "funnel", order: 2, compile: compileFunnel}) }
 
 // compileFunnel checks and compiles a funnel query.
 func compileFunnel(ctx context.Context, e *Engine, p *plan) (compiled, error) {
@@ -472,4 +564,139 @@ func funnelSteps(kr []analysis.FunnelStepResult, steps []Matcher, unordered bool
 func timer() func() float64 {
 	t0 := time.Now()
 	return func() float64 { return ms(time.Since(t0)) }
+}
+
+// writeTable prints the funnel's view for all users, then per breakdown
+// value, then the listed users.
+func (r *FunnelResult) writeTable(w io.Writer) {
+	head := fmt.Sprintf("funnel %s .. %s (%s), window %s", r.Range.From, r.Range.To, r.TZ, dur(ptr(float64(r.WindowSec))))
+	switch r.Order {
+	case "strict":
+		head += ", strict order"
+	case "unordered":
+		head += ", any order"
+	}
+	switch r.View {
+	case "trends":
+		head += fmt.Sprintf(", conversion from step %d to %d by step-1 time; * = incomplete", r.FromStep, r.ToStep)
+	case "time_to_convert":
+		head += fmt.Sprintf(", time from step %d to %d", r.FromStep, r.ToStep)
+	}
+	fmt.Fprintln(w, head)
+	view := func(steps []FunnelStep, buckets []FunnelTrendBucket, ft *FunnelTimes) {
+		switch {
+		case buckets != nil:
+			writeFunnelBuckets(w, buckets)
+		case ft != nil:
+			writeHistogram(w, ft)
+		default:
+			writeSteps(w, steps)
+		}
+	}
+	view(r.Steps, r.Buckets, r.FunnelTimes)
+	for _, b := range r.Breakdown {
+		fmt.Fprintf(w, "breakdown %s\n", b.Value)
+		view(b.Steps, b.Buckets, b.FunnelTimes)
+	}
+	if l := r.List; l != nil {
+		var what string
+		switch {
+		case l.Bin != nil:
+			what = fmt.Sprintf("users of bin %d", *l.Bin)
+		case l.Status != "":
+			what = fmt.Sprintf("users %s in bucket %s", l.Status, label(l.Bucket))
+		case l.Dropped:
+			what = fmt.Sprintf("users who dropped off after step %d", l.Step)
+		default:
+			what = fmt.Sprintf("users who reached step %d", l.Step)
+		}
+		writeList(w, what, l)
+	}
+}
+
+func writeFunnelBuckets(w io.Writer, buckets []FunnelTrendBucket) {
+	fmt.Fprintln(w, "bucket\tentered\tconverted\tconversion\t")
+	for _, b := range buckets {
+		mark, conv := "", "-"
+		if b.Incomplete {
+			mark = "*"
+		}
+		if b.Conversion != nil {
+			conv = pct(*b.Conversion)
+		}
+		fmt.Fprintf(w, "%s%s\t%d\t%d\t%s\t\n", label(b.Start), mark, b.Entered, b.Converted, conv)
+	}
+}
+
+func writeHistogram(w io.Writer, ft *FunnelTimes) {
+	fmt.Fprintln(w, "bin\tfrom (s)\tto (s)\tfrom\tto\tusers\t")
+	for i, b := range ft.Histogram {
+		end := ")"
+		if i == len(ft.Histogram)-1 {
+			end = "]"
+		}
+		fmt.Fprintf(w, "%d\t[%d\t%d%s\t%s\t%s\t%d\t\n", i, b.FromSeconds, b.ToSeconds, end,
+			dur(ptr(float64(b.FromSeconds))), dur(ptr(float64(b.ToSeconds))), b.Users)
+	}
+	fmt.Fprintf(w, "users %d, average %s, median %s\n", ft.Users, dur(ft.AverageSeconds), dur(ft.MedianSeconds))
+}
+
+func writeSteps(w io.Writer, steps []FunnelStep) {
+	fmt.Fprintln(w, "step\tevent\tusers\tconversion\tfrom previous\tavg time\tmedian time\t")
+	for _, s := range steps {
+		fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t\n", s.Step, s.Label, s.Users, pct(s.Conversion),
+			pct(s.ConversionFromPrevious), dur(s.AvgSeconds), dur(s.MedianSeconds))
+	}
+}
+
+// CSV columns of the funnel result's views: steps, trends and
+// time_to_convert (WriteCSV; docs/queries.md).
+var (
+	funnelCSV       = []string{"breakdown_value", "step", "label", "event", "users", "conversion", "conversion_from_previous", "avg_seconds", "median_seconds"}
+	funnelTrendsCSV = []string{"breakdown_value", "bucket", "entered", "converted", "conversion", "incomplete"}
+	funnelTimesCSV  = []string{"breakdown_value", "from_seconds", "to_seconds", "users"}
+)
+
+// writeCSV writes one row per step, bucket or histogram bin (by view),
+// for all users then per breakdown value.
+func (r *FunnelResult) writeCSV(cw *csv.Writer) {
+	switch {
+	case r.FunnelTimes != nil:
+		cw.Write(funnelTimesCSV)
+		bins := func(bv string, t *FunnelTimes) {
+			if t == nil {
+				return
+			}
+			for _, b := range t.Histogram {
+				cw.Write([]string{bv, inum(b.FromSeconds), inum(b.ToSeconds), inum(b.Users)})
+			}
+		}
+		bins("", r.FunnelTimes)
+		for _, b := range r.Breakdown {
+			bins(b.Value, b.FunnelTimes)
+		}
+	case r.View == "trends":
+		cw.Write(funnelTrendsCSV)
+		buckets := func(bv string, bs []FunnelTrendBucket) {
+			for _, b := range bs {
+				cw.Write([]string{bv, b.Start, inum(b.Entered), inum(b.Converted), fnump(b.Conversion), strconv.FormatBool(b.Incomplete)})
+			}
+		}
+		buckets("", r.Buckets)
+		for _, b := range r.Breakdown {
+			buckets(b.Value, b.Buckets)
+		}
+	default:
+		cw.Write(funnelCSV)
+		steps := func(bv string, steps []FunnelStep) {
+			for _, s := range steps {
+				cw.Write([]string{bv, strconv.Itoa(s.Step), s.Label, strp(s.Event), inum(s.Users), fnum(s.Conversion),
+					fnum(s.ConversionFromPrevious), fnump(s.AvgSeconds), fnump(s.MedianSeconds)})
+			}
+		}
+		steps("", r.Steps)
+		for _, b := range r.Breakdown {
+			steps(b.Value, b.Steps)
+		}
+	}
 }

@@ -125,7 +125,7 @@ func runGoldenCase(t *testing.T, input []string, shards int) (string, error) {
 			if q.Now == "" {
 				q.Now = "2030-01-01T00:00:00Z"
 			}
-			var res any
+			var res Result
 			if res, err = eng.Run(context.Background(), q); err == nil {
 				renderGolden(&b, res)
 				continue
@@ -165,7 +165,7 @@ func goldenValue(v string) event.Value {
 func fmtG(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
 // renderGolden prints a result compactly with exact numbers.
-func renderGolden(b *strings.Builder, res any) {
+func renderGolden(b *strings.Builder, res Result) {
 	switch r := res.(type) {
 	case *TrendResult:
 		if len(r.Series) == 0 {

@@ -301,3 +301,22 @@ func at(s string) int64 {
 	}
 	return t.UnixMicro()
 }
+
+// TestKindsOrder: the kinds register from their files' init functions, yet
+// Kinds and the "unknown kind" message list them in their fixed order.
+func TestKindsOrder(t *testing.T) {
+	want := []string{"trend", "funnel", "retention", "cohort", "stickiness", "lifecycle", "paths", "attribution"}
+	if got := Kinds(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Kinds() = %v, want %v", got, want)
+	}
+	const msg = "trend, funnel, retention, cohort, stickiness, lifecycle, paths or attribution"
+	if got := kindNameList(); got != msg {
+		t.Fatalf("kindNameList() = %q, want %q", got, msg)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("register of a second trend kind did not panic")
+		}
+	}()
+	register(kind{name: "trend", order: 99})
+}

@@ -66,6 +66,8 @@ type lifecycle struct {
 	kr     analysis.LifecycleResult                                       // the main pass's answer
 }
 
+func init() { register(kind{name: "lifecycle", order: 6, compile: compileLifecycle}) }
+
 // compileLifecycle checks and compiles a lifecycle query.
 func compileLifecycle(ctx context.Context, e *Engine, p *plan) (compiled, error) {
 	q := p.q

@@ -78,6 +78,8 @@ type paths struct {
 	acc      *analysis.Paths
 }
 
+func init() { register(kind{name: "paths", order: 7, compile: compilePaths}) }
+
 // compilePaths checks and compiles a paths query: its limits, matchers,
 // items (the plan's dictionaries are built first) and list.
 func compilePaths(_ context.Context, e *Engine, p *plan) (compiled, error) {

@@ -96,7 +96,7 @@ const (
 		"list":{"limit":30,"offset":10}}`
 )
 
-func run(t testing.TB, eng *Engine, js string) any {
+func run(t testing.TB, eng *Engine, js string) Result {
 	t.Helper()
 	q, err := Parse([]byte(js))
 	if err != nil {
@@ -110,7 +110,7 @@ func run(t testing.TB, eng *Engine, js string) any {
 }
 
 // withoutStats zeroes the fields that legitimately differ between runs.
-func withoutStats(res any) any {
+func withoutStats(res Result) Result {
 	switch r := res.(type) {
 	case *TrendResult:
 		c := *r

@@ -2,10 +2,49 @@ package query
 
 import (
 	"context"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
 
 	"github.com/spurdb/spur/query/analysis"
 	"github.com/spurdb/spur/query/timebucket"
 )
+
+// RetentionResult is the result of a retention query.
+type RetentionResult struct {
+	Kind    string            `json:"kind"` // "retention"
+	Range   ResolvedRange     `json:"range"`
+	TZ      string            `json:"tz"`
+	Period  string            `json:"period"`
+	Cohorts []RetentionCohort `json:"cohorts"`
+	// Mean is, per period k, the user-weighted mean retention rate over the
+	// cohorts whose cell k is complete (null when none is).
+	Mean     []*float64  `json:"mean"`
+	List     *ListResult `json:"list,omitempty"`     // the users of one cell, when asked
+	Warnings []Warning   `json:"warnings,omitempty"` // notes on the query (docs/analytics.md §9): unknown events and values
+	Stats    Stats       `json:"stats"`
+}
+
+// ResultKind returns "retention".
+func (r *RetentionResult) ResultKind() string { return "retention" }
+
+func (r *RetentionResult) parts() resultFields {
+	return resultFields{stats: &r.Stats, warnings: &r.Warnings, list: &r.List}
+}
+
+// RetentionCohort is one cohort row: Retained[k] users retained at period
+// k (Retained[0] = Size), Rates[k] = Retained[k]/Size, Incomplete[k] when
+// period k's bucket extends past the end of the data or past now.
+type RetentionCohort struct {
+	Start          string    `json:"start"`
+	BreakdownValue *string   `json:"breakdown_value"`
+	Size           int64     `json:"size"`
+	Retained       []int64   `json:"retained"`
+	Rates          []float64 `json:"rates"`
+	Incomplete     []bool    `json:"incomplete"`
+}
 
 // defaultPeriods is N per period when the query gives none (docs/analytics.md §6; 24 for
 // hours is our choice: one day).
@@ -27,6 +66,8 @@ type retention struct {
 	from, to     int64 // the scan's range
 	acc          *analysis.Retention
 }
+
+func init() { register(kind{name: "retention", order: 3, compile: compileRetention}) }
 
 // compileRetention checks and compiles a retention query.
 func compileRetention(ctx context.Context, e *Engine, p *plan) (compiled, error) {
@@ -309,4 +350,59 @@ func (r *retention) overall(groups []analysis.RetentionGroup) ([]*float64, *List
 		}
 	}
 	return mean, list, nil
+}
+
+// writeTable prints one row per cohort (and breakdown value), then the
+// mean per period.
+func (r *RetentionResult) writeTable(w io.Writer) {
+	fmt.Fprintf(w, "retention by %s, cohorts %s .. %s (%s); * = incomplete\n", r.Period, r.Range.From, r.Range.To, r.TZ)
+	n := len(r.Mean)
+	var hdr strings.Builder
+	hdr.WriteString("cohort\tsize\t")
+	for k := range n {
+		fmt.Fprintf(&hdr, "%s %d\t", r.Period, k)
+	}
+	fmt.Fprintln(w, hdr.String())
+	for _, c := range r.Cohorts {
+		name := label(c.Start)
+		if c.BreakdownValue != nil {
+			name += " / " + *c.BreakdownValue
+		}
+		fmt.Fprintf(w, "%s\t%d\t", name, c.Size)
+		for k := range c.Retained {
+			mark := ""
+			if c.Incomplete[k] {
+				mark = "*"
+			}
+			fmt.Fprintf(w, "%s (%d)%s\t", pct(c.Rates[k]), c.Retained[k], mark)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprint(w, "mean\t\t")
+	for _, m := range r.Mean {
+		if m == nil {
+			fmt.Fprint(w, "-\t")
+		} else {
+			fmt.Fprintf(w, "%s\t", pct(*m))
+		}
+	}
+	fmt.Fprintln(w)
+	if l := r.List; l != nil {
+		writeList(w, fmt.Sprintf("users of cohort %s retained at %s %d", label(l.CohortStart), r.Period, l.Period), l)
+	}
+}
+
+// retentionCSV is the retention result's CSV columns (WriteCSV;
+// docs/queries.md).
+var retentionCSV = []string{"cohort_start", "breakdown_value", "size", "period", "retained", "rate", "incomplete"}
+
+// writeCSV writes one row per cohort × breakdown value × period.
+func (r *RetentionResult) writeCSV(cw *csv.Writer) {
+	cw.Write(retentionCSV)
+	for _, c := range r.Cohorts {
+		for k, n := range c.Retained {
+			cw.Write([]string{c.Start, strp(c.BreakdownValue), inum(c.Size), strconv.Itoa(k),
+				inum(n), fnum(c.Rates[k]), strconv.FormatBool(c.Incomplete[k])})
+		}
+	}
 }

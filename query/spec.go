@@ -11,7 +11,7 @@ import (
 // Query is the docs/analytics.md §9 request. Field names are the JSON contract; fields
 // may be added, never renamed.
 type Query struct {
-	Kind      string     `json:"kind"`                 // trend | funnel | retention | cohort
+	Kind      string     `json:"kind"`                 // one of Kinds: trend | funnel | retention | cohort | stickiness | lifecycle | paths | attribution
 	App       string     `json:"app,omitempty"`        // app name; the CLI's --app fills it when empty
 	Range     *Range     `json:"range,omitempty"`      // [from, to); default: the app's whole data, by day in tz
 	TZ        string     `json:"tz,omitempty"`         // IANA zone; default the app's, else UTC

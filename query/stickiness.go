@@ -61,6 +61,8 @@ type stickiness struct {
 	kr     analysis.StickinessResult                                        // the main pass's answer
 }
 
+func init() { register(kind{name: "stickiness", order: 5, compile: compileStickiness}) }
+
 // compileStickiness checks and compiles a stickiness query.
 func compileStickiness(ctx context.Context, e *Engine, p *plan) (compiled, error) {
 	q := p.q

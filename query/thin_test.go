@@ -75,7 +75,7 @@ func thinSeed(t *testing.T, seed int64) {
 }
 
 // clearStats zeroes the execution statistics of a result.
-func clearStats(res any) {
+func clearStats(res Result) {
 	switch r := res.(type) {
 	case *RetentionResult:
 		r.Stats = Stats{}

@@ -3,8 +3,13 @@ package query
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"errors"
+	"fmt"
+	"io"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spurdb/spur/event"
@@ -12,6 +17,73 @@ import (
 	"github.com/spurdb/spur/query/timebucket"
 	"github.com/spurdb/spur/trail"
 )
+
+// TrendResult is the result of a trend query.
+type TrendResult struct {
+	Kind   string        `json:"kind"` // "trend"
+	Range  ResolvedRange `json:"range"`
+	TZ     string        `json:"tz"`
+	Series []TrendSeries `json:"series"`
+	// Formulas (docs/analytics.md §12), per breakdown value (and period), in query
+	// order.
+	Formulas []TrendFormula `json:"formulas,omitempty"`
+	// CompareRange is the compared period's range, with compare.
+	CompareRange *ResolvedRange `json:"compare_range,omitempty"`
+	List         *ListResult    `json:"list,omitempty"`     // the users of one point, when asked
+	Warnings     []Warning      `json:"warnings,omitempty"` // notes on the query (docs/analytics.md §9): unknown events and values
+	Stats        Stats          `json:"stats"`
+}
+
+// ResultKind returns "trend".
+func (r *TrendResult) ResultKind() string { return "trend" }
+
+func (r *TrendResult) parts() resultFields {
+	return resultFields{stats: &r.Stats, warnings: &r.Warnings, list: &r.List}
+}
+
+// TrendFormula is one formula's row: per bucket its value (null on a
+// division by zero) and its total (the formula over the series' totals).
+type TrendFormula struct {
+	Formula        string               `json:"formula"`
+	Label          string               `json:"label"`
+	Period         string               `json:"period,omitempty"` // with compare: current | previous
+	BreakdownValue *string              `json:"breakdown_value"`  // null without a breakdown
+	Buckets        []TrendFormulaBucket `json:"buckets"`
+	Total          *float64             `json:"total"`
+}
+
+// TrendFormulaBucket is one bucket of a formula; Start is the bucket's
+// calendar start as the series show it.
+type TrendFormulaBucket struct {
+	Start string   `json:"start"`
+	Value *float64 `json:"value"`
+}
+
+// TrendSeries is one series (× breakdown value) of a trend result.
+type TrendSeries struct {
+	Series         int           `json:"series"` // the index of the query series (0-based), as a list's "series" names it
+	Label          string        `json:"label"`
+	Event          string        `json:"event"`
+	Math           string        `json:"math"`
+	Property       string        `json:"property,omitempty"` // the property of sum … p99
+	BreakdownValue *string       `json:"breakdown_value"`    // null without a breakdown; "(none)" for unset, "(other)" for the merged rest
+	Buckets        []TrendBucket `json:"buckets"`
+	// Total is the range total: for count and sum the sum of the buckets;
+	// for users, wau and mau the distinct users counted in any bucket; for
+	// the other maths the math over all the range's values or per-user
+	// counts (not an aggregate of the buckets).
+	Total float64 `json:"total"`
+	// Period is, with compare, "current" or "previous" (the previous
+	// period's buckets carry their own starts and align by position).
+	Period string `json:"period,omitempty"`
+}
+
+// TrendBucket is one interval bucket of a trend series.
+type TrendBucket struct {
+	Start      string  `json:"start"` // calendar start, RFC 3339 in the query's zone
+	Value      float64 `json:"value"`
+	Incomplete bool    `json:"incomplete"` // the bucket extends past the end of the data or past now
+}
 
 // trend is a compiled trend (docs/analytics.md §4, §12): the series of the query's
 // range, its formulas, and with compare the same for the compared period
@@ -23,6 +95,8 @@ type trend struct {
 	prev     *plan // the compared period's plan; nil without compare
 	cur      *trendPeriod
 }
+
+func init() { register(kind{name: "trend", order: 1, compile: compileTrend}) }
 
 // compileTrend checks and compiles a trend query.
 func compileTrend(ctx context.Context, e *Engine, p *plan) (compiled, error) {
@@ -650,4 +724,108 @@ func sameFilters(a, b []Filter) bool {
 	return slices.EqualFunc(a, b, func(x, y Filter) bool {
 		return x.Property == y.Property && x.Op == y.Op && x.Source == y.Source && bytes.Equal(x.Value, y.Value)
 	})
+}
+
+// writeTable prints one row per bucket and one column per series (and
+// breakdown value), then the totals.
+func (r *TrendResult) writeTable(w io.Writer) {
+	head := fmt.Sprintf("trend %s .. %s (%s)", r.Range.From, r.Range.To, r.TZ)
+	if c := r.CompareRange; c != nil {
+		head += fmt.Sprintf(", compared with %s .. %s (by position)", c.From, c.To)
+	}
+	fmt.Fprintln(w, head)
+	type column struct {
+		name    string
+		values  []string
+		total   string
+		current bool
+	}
+	var cols []column
+	for _, s := range r.Series {
+		name := s.Label
+		if s.BreakdownValue != nil {
+			name += " / " + *s.BreakdownValue
+		}
+		m := s.Math
+		if s.Property != "" {
+			m += " " + s.Property
+		}
+		c := column{name: fmt.Sprintf("%s (%s)", name, m), total: num(s.Total), current: s.Period != "previous"}
+		if !c.current {
+			c.name += " previous"
+		}
+		for _, b := range s.Buckets {
+			c.values = append(c.values, num(b.Value))
+		}
+		cols = append(cols, c)
+	}
+	orNull := func(v *float64) string {
+		if v == nil {
+			return "null"
+		}
+		return num(*v)
+	}
+	for _, f := range r.Formulas {
+		name := f.Label
+		if f.BreakdownValue != nil {
+			name += " / " + *f.BreakdownValue
+		}
+		c := column{name: name, total: orNull(f.Total), current: f.Period != "previous"}
+		if !c.current {
+			c.name += " previous"
+		}
+		for _, b := range f.Buckets {
+			c.values = append(c.values, orNull(b.Value))
+		}
+		cols = append(cols, c)
+	}
+	var hdr strings.Builder
+	hdr.WriteString("bucket\t")
+	for _, c := range cols {
+		fmt.Fprintf(&hdr, "%s\t", c.name)
+	}
+	fmt.Fprintln(w, hdr.String())
+	if len(r.Series) == 0 {
+		return
+	}
+	for b := range r.Series[0].Buckets {
+		mark := ""
+		if r.Series[0].Buckets[b].Incomplete {
+			mark = "*"
+		}
+		fmt.Fprintf(w, "%s%s\t", label(r.Series[0].Buckets[b].Start), mark)
+		for _, c := range cols {
+			v := ""
+			if b < len(c.values) {
+				v = c.values[b]
+			}
+			fmt.Fprintf(w, "%s\t", v)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprint(w, "total\t")
+	for _, c := range cols {
+		fmt.Fprintf(w, "%s\t", c.total)
+	}
+	fmt.Fprintln(w)
+}
+
+// trendCSV is the trend result's CSV columns (WriteCSV; docs/queries.md).
+var trendCSV = []string{"series", "label", "event", "math", "property", "breakdown_value", "bucket", "value", "incomplete", "total", "period"}
+
+// writeCSV writes one row per series × breakdown value × bucket, then per
+// formula × breakdown value × bucket.
+func (r *TrendResult) writeCSV(cw *csv.Writer) {
+	cw.Write(trendCSV)
+	for _, s := range r.Series {
+		for _, b := range s.Buckets {
+			cw.Write([]string{strconv.Itoa(s.Series), s.Label, s.Event, s.Math, s.Property, strp(s.BreakdownValue), b.Start,
+				fnum(b.Value), strconv.FormatBool(b.Incomplete), fnum(s.Total), s.Period})
+		}
+	}
+	for _, f := range r.Formulas {
+		for _, b := range f.Buckets {
+			cw.Write([]string{"", f.Label, "", "formula", "", strp(f.BreakdownValue), b.Start, fnump(b.Value), "", fnump(f.Total), f.Period})
+		}
+	}
 }

@@ -12,13 +12,13 @@ import (
 // of unknown values gets a few, not thousands).
 const maxWarnings = 20
 
-// WarningsOf returns a pointer to the warnings of a result returned by
-// Run (a Result), or nil for any other value.
-func WarningsOf(res any) *[]Warning {
-	if r, ok := res.(Result); ok {
-		return r.parts().warnings
+// WarningsOf returns a pointer into res to its warnings, or nil for a nil
+// res.
+func WarningsOf(res Result) *[]Warning {
+	if res == nil {
+		return nil
 	}
-	return nil
+	return res.parts().warnings
 }
 
 // warnings returns the plan's warnings (docs/analytics.md §9), in query order: each

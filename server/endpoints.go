@@ -82,14 +82,14 @@ func (s *Server) appOf(w http.ResponseWriter, r *http.Request) (*storage.App, bo
 // execute runs q in a query slot within the server's query time limit,
 // and returns its result and run time. The error is the runner's, or
 // limit_exceeded when no slot freed up in time.
-func (s *Server) execute(ctx context.Context, q *query.Query) (any, time.Duration, error) {
+func (s *Server) execute(ctx context.Context, q *query.Query) (query.Result, time.Duration, error) {
 	qctx, cancel := ctx, context.CancelFunc(func() {})
 	if s.cfg.QueryTimeout > 0 {
 		qctx, cancel = context.WithTimeout(ctx, s.cfg.QueryTimeout)
 	}
 	defer cancel()
 	start := time.Now()
-	var res any
+	var res query.Result
 	var err error
 	select {
 	case s.slots <- struct{}{}:

@@ -26,16 +26,13 @@ func csvOutput(r *http.Request) (bool, error) {
 
 // writeCSV answers with res as tidy CSV (text/csv, a download named
 // spur-KIND.csv, KIND the result's query.Result.ResultKind).
-func (s *Server) writeCSV(w http.ResponseWriter, r *http.Request, res any) {
+func (s *Server) writeCSV(w http.ResponseWriter, r *http.Request, res query.Result) {
 	var b bytes.Buffer
 	if err := query.WriteCSV(&b, res); err != nil {
 		s.internal(w, r, err)
 		return
 	}
-	kind := "result"
-	if qr, ok := res.(query.Result); ok {
-		kind = qr.ResultKind()
-	}
+	kind := res.ResultKind()
 	h := w.Header()
 	h.Set("Content-Type", "text/csv; charset=utf-8")
 	h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="spur-%s.csv"`, kind))

@@ -120,26 +120,17 @@ import (
 )
 
 // QueryRunner runs one parsed query. Run must return promptly once ctx is
-// done. The result is a docs/analytics.md §9 result value owned by the caller: a
-// query.Result (what *query.Engine.Run returns; the CSV output and the
-// metrics read it), or for other runners any value encoding/json renders;
-// errors should be *query.Error.
+// done. The result is a docs/analytics.md §9 result owned by the caller,
+// as *query.Engine.Run returns it (its JSON encoding is the answer; the
+// CSV output and the metrics read it); it is non-nil when the error is
+// nil. Errors should be *query.Error.
 type QueryRunner interface {
-	Run(ctx context.Context, q *query.Query) (any, error)
+	Run(ctx context.Context, q *query.Query) (query.Result, error)
 }
 
-// engineRunner is the default QueryRunner: a *query.Engine, whose Run
-// returns a query.Result (its other methods, CheckCohort's, promoted).
+// engineRunner is the default QueryRunner: a *query.Engine (its Run and
+// its other methods, CheckCohort's, promoted).
 type engineRunner struct{ *query.Engine }
-
-// Run runs q on the engine.
-func (r engineRunner) Run(ctx context.Context, q *query.Query) (any, error) {
-	res, err := r.Engine.Run(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	return res, nil
-}
 
 // Config configures a Server. Zero values take the documented defaults.
 type Config struct {

@@ -313,7 +313,7 @@ func newGated(st *storage.Store, release bool) *gatedRunner {
 	return g
 }
 
-func (g *gatedRunner) Run(ctx context.Context, q *query.Query) (any, error) {
+func (g *gatedRunner) Run(ctx context.Context, q *query.Query) (query.Result, error) {
 	g.started <- struct{}{}
 	done := ctx.Done()
 	if g.holdPastDeadline {

@@ -284,7 +284,7 @@ func newBenchQueryCmd(g *globals) *cobra.Command {
 			defer st.Close()
 			eng := query.New(st, query.Config{})
 			var br BenchResult
-			var res any
+			var res query.Result
 			for i := 0; i <= runs; i++ {
 				t0, c0 := time.Now(), cputime.Process()
 				if res, err = eng.Run(context.WithoutCancel(cmd.Context()), q); err != nil {

@@ -119,7 +119,7 @@ func runDemo(cmd *cobra.Command, dir string, shards int) error {
 	return nil
 }
 
-func statsLine(res any) string {
+func statsLine(res query.Result) string {
 	s := query.StatsOf(res)
 	return fmt.Sprintf("%.1f ms, %d events scanned, %d segments read, %d skipped, %d bytes read",
 		s.WallMS, s.EventsScanned, s.SegmentsRead, s.SegmentsSkipped, s.BytesRead)

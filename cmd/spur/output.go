@@ -34,7 +34,7 @@ func resolveOutput(output string, table bool) (string, error) {
 }
 
 // writeResult prints a result in the given output form.
-func writeResult(out io.Writer, res any, form string) error {
+func writeResult(out io.Writer, res query.Result, form string) error {
 	switch form {
 	case outputTable:
 		return query.WriteTable(out, res)

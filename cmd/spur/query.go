@@ -128,7 +128,7 @@ func runQuery(cmd *cobra.Command, eng *query.Engine, data []byte, app, form stri
 		if app != "" {
 			q.App = app
 		}
-		var res any
+		var res query.Result
 		res, err = eng.Run(cmd.Context(), q)
 		if err == nil {
 			return writeResult(out, res, form)
