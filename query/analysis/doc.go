@@ -45,9 +45,10 @@
 // as their strings when a KeyDict names them (KeySource.Dict,
 // AttributionSpec.ChannelDict, PathsSpec.Items; mapped into the
 // receiving query's ids on decode). An in-process Merge compares the
-// two specs field by field; a decode compares the fingerprints. Decoders are strict: truncated,
-// trailing, out-of-range or inconsistent input is an error, and no
-// length field allocates more than the input can fill.
+// two specs field by field; a decode compares the fingerprints.
+// Decoders are strict: truncated, trailing, out-of-range or inconsistent
+// input is an error, and no length field allocates more than the input
+// can fill.
 //
 // A user's trail comes as one or more chunks by the rules of package
 // trail: Add is called with each in turn, without another user's chunk in
