@@ -41,8 +41,9 @@
 // per property is the user's current value.
 //
 // An import writes all its segments first and then publishes them in one
-// atomic catalog swap (write CATALOG.tmp, fsync, rename, fsync the
-// directory): a crash at any point before the rename leaves the store as it
+// atomic catalog swap (Metastore.Publish, a compare-and-swap on the catalog
+// generation; the files: write CATALOG.tmp, fsync, rename, fsync the
+// directory): a crash at any point before the swap leaves the store as it
 // was (unreferenced segment files are removed by the next write); after it,
 // the import is complete.
 //

@@ -42,10 +42,13 @@
 // encodes exactly the mergeable part: a version byte, the kind, the
 // spec's fingerprint (a hash of its canonical parameters, so that a
 // state of another query is refused), then the state, with string keys
-// as their strings when the key source's Dict names them (mapped into
-// the receiving query's ids on decode). Decoders are strict: truncated,
-// trailing, out-of-range or inconsistent input is an error, and no
-// length field allocates more than the input can fill.
+// as their strings when a KeyDict names them (KeySource.Dict,
+// AttributionSpec.ChannelDict, PathsSpec.Items; mapped into the
+// receiving query's ids on decode). An in-process Merge compares the
+// two specs field by field; a decode compares the fingerprints.
+// Decoders are strict: truncated, trailing, out-of-range or inconsistent
+// input is an error, and no length field allocates more than the input
+// can fill.
 //
 // A user's trail comes as one or more chunks by the rules of package
 // trail: Add is called with each in turn, without another user's chunk in
