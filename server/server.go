@@ -682,14 +682,22 @@ func (s *Server) Serve(ctx context.Context, ln, debugLn net.Listener) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
-	// Cancel the queries still running early enough that their handlers
-	// answer and http.Server.Shutdown, which polls every 500 ms at most,
-	// sees the connections idle before the deadline.
+	// Requests get until lead before the deadline; then the queries still
+	// running are cancelled, and a second Shutdown waits for their
+	// answers. It polls the connections from 1 ms on, doubling, where the
+	// first one polls every 500 ms by then, so the answers of cancelled
+	// queries are seen within about their own time, not up to 500 ms
+	// later (under load that made serve overrun its deadline).
 	lead := min(max(s.cfg.ShutdownTimeout/10, time.Second), s.cfg.ShutdownTimeout/2)
-	late := time.AfterFunc(s.cfg.ShutdownTimeout-lead, func() { cancelRequests(errShuttingDown) })
-	defer late.Stop()
+	gctx, cancelGrace := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout-lead)
+	defer cancelGrace()
 	for _, srv := range servers {
-		if err := srv.Shutdown(sctx); err != nil {
+		err := srv.Shutdown(gctx)
+		if err != nil {
+			cancelRequests(errShuttingDown)
+			err = srv.Shutdown(sctx)
+		}
+		if err != nil {
 			s.log.Warn("graceful shutdown timed out; closing connections", "err", err)
 			srv.Close()
 		}
