@@ -90,6 +90,6 @@ func newGenCmd(g *globals) *cobra.Command {
 	f.IntVar(&cfg.Days, "days", gen.DefaultDays, "time span in days")
 	f.StringVar(&out, "out", "", "write a Parquet file")
 	f.StringVar(&app, "app", "", "import straight into this app (no intermediate file)")
-	f.BoolVar(&noCompact, "no-compact", false, "with --app: do not compact the app afterwards (by default shards with more than 8 runs of events, or more than 1 run of user properties, are compacted)")
+	f.BoolVar(&noCompact, "no-compact", false, "with --app: do not compact the app afterwards (by default every shard with more than one run of events or of user properties is compacted, so queries read one run per shard)")
 	return cmd
 }
