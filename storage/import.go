@@ -60,6 +60,14 @@ type ImportOptions struct {
 	// Progress, if set, is called about every 64 Ki rows with the number of
 	// rows read so far (good and bad), from the importing goroutine.
 	Progress func(rows int64)
+	// CompactAfter tells the import that the caller compacts the app's
+	// shards of more than one run once it is published (as `spur import`
+	// does, ImportCompactMinRuns): an import that flushes more than once
+	// then writes its segments with segment.WriterOptions.FastZstd, since
+	// the compaction rewrites them at once. An import of one flush writes
+	// as without it. The segments are valid either way (only larger), so
+	// a compaction that fails or is skipped loses nothing but bytes.
+	CompactAfter bool
 }
 
 // MaxReportedErrors caps ImportReport.Errors; the count in Rejected is exact.
@@ -232,6 +240,8 @@ type importer struct {
 
 	expect  int64 // rows the sources hold, 0 if unknown (event.BatchReader.Rows)
 	flushed int64 // rows handed to flushes
+	flushes int   // flushes started
+	last    bool  // the input has ended: the next flush is the import's last
 	dups    int64 // duplicate events dropped by finished flushes
 
 	widenings int // schema.Widenings() the buffers are typed for
@@ -477,6 +487,7 @@ func (im *importer) run(ctx context.Context, srcs []Source, rep *ImportReport) (
 	if im.opt.Progress != nil {
 		im.opt.Progress(rep.Read)
 	}
+	im.last = true
 	if err := flush(); err != nil {
 		return written, err
 	}
@@ -977,7 +988,10 @@ type flushRun struct {
 // writes them as one segment per shard (in parallel; not yet published),
 // and continues with the spare generation of shard buffers. It first waits
 // for the previous flush, whose segments and error it returns, so at most
-// two generations of buffered rows exist at a time.
+// two generations of buffered rows exist at a time. With
+// ImportOptions.CompactAfter, every flush but the lone flush of an import
+// (the one at the end of the input, im.last, with none before) writes with
+// segment.WriterOptions.FastZstd.
 func (im *importer) flush() ([]SegmentRef, error) {
 	refs, err := im.wait()
 	if err != nil {
@@ -997,6 +1011,8 @@ func (im *importer) flush() ([]SegmentRef, error) {
 	if len(jobs) == 0 {
 		return refs, nil
 	}
+	im.flushes++
+	fast := im.prefix == livePrefix || (im.opt.CompactAfter && !(im.last && im.flushes == 1))
 	shards, dicts := im.shards, im.dictSnapshot()
 	im.resetDicts()
 	im.memCheck = 0
@@ -1028,7 +1044,7 @@ func (im *importer) flush() ([]SegmentRef, error) {
 			go func(bt *builder) {
 				defer wg.Done()
 				for j := range next {
-					out[j], errs[j] = im.writeShard(shards[jobs[j].shard].build(dicts, bt), jobs[j].shard, jobs[j].seq)
+					out[j], errs[j] = im.writeShard(shards[jobs[j].shard].build(dicts, bt), jobs[j].shard, jobs[j].seq, fast)
 					shards[jobs[j].shard].reset(keep)
 				}
 			}(im.builders[w])
@@ -1099,9 +1115,11 @@ func (im *importer) segmentName(shard int, seq int64) string {
 	return im.prefix + segmentName(im.opt.Kind, shard, seq, seq, im.gen, 0)
 }
 
-func (im *importer) writeShard(in *segment.Input, shard int, seq int64) (SegmentRef, error) {
+// writeShard writes one shard's flushed rows as a segment, with zstd's
+// fastest level if fast (see flush).
+func (im *importer) writeShard(in *segment.Input, shard int, seq int64, fast bool) (SegmentRef, error) {
 	ref := SegmentRef{File: im.segmentName(shard, seq), Kind: im.opt.Kind, Shard: shard,
 		SeqMin: seq, SeqMax: seq, Generation: im.gen}
-	opt := segment.WriterOptions{BlockRows: im.opt.BlockRows, Props: in.PropSpecs(), FastZstd: im.prefix == livePrefix}
+	opt := segment.WriterOptions{BlockRows: im.opt.BlockRows, Props: in.PropSpecs(), FastZstd: fast}
 	return writeSegment(im.sink, len(im.shards), ref, opt, func(w *segment.Writer) error { return w.AppendInput(in) })
 }

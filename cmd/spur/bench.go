@@ -196,7 +196,7 @@ func benchImport(cmd *cobra.Command, st *storage.Store, c *benchConfig) (*BenchI
 		}
 		src = gen.Source{G: gn}
 	}
-	rep, err := st.Import(cmd.Context(), c.app, []storage.Source{src}, storage.ImportOptions{})
+	rep, err := st.Import(cmd.Context(), c.app, []storage.Source{src}, storage.ImportOptions{CompactAfter: true}) // autoCompact below
 	if err != nil {
 		return nil, err
 	}

@@ -69,7 +69,7 @@ func newGenCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer st.Close()
-			rep, err := st.Import(cmd.Context(), app, []storage.Source{gen.Source{G: gn}}, storage.ImportOptions{})
+			rep, err := st.Import(cmd.Context(), app, []storage.Source{gen.Source{G: gn}}, storage.ImportOptions{CompactAfter: !noCompact})
 			if err != nil {
 				return err
 			}

@@ -154,7 +154,9 @@ func runImport(cmd *cobra.Command, st *storage.Store, c *importConfig, files []s
 	if c.users {
 		kind = storage.KindUsers
 	}
-	iopt := storage.ImportOptions{Kind: kind, MaxErrors: c.maxErrors}
+	// Unless --no-compact, the runs of an import that spills are compacted
+	// right after it (autoCompact), so they are written with fast zstd.
+	iopt := storage.ImportOptions{Kind: kind, MaxErrors: c.maxErrors, CompactAfter: !c.noCompact}
 	show := c.progress == "always" || (c.progress == "auto" && isTerminal(cmd.ErrOrStderr()))
 	var bar *progressbar.ProgressBar
 	if show {
