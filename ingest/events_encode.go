@@ -41,16 +41,38 @@ func AppendEventJSON(dst []byte, ev *event.Event, user, once []event.Prop) []byt
 		if len(o.props) == 0 {
 			continue
 		}
-		dst = append(dst, o.key...)
-		for i, p := range o.props {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendJSONString(dst, p.Name)
-			dst = append(dst, ':')
-			dst = appendJSONValue(dst, p.Value)
+		dst = appendJSONProps(append(dst, o.key...), o.props)
+	}
+	return append(dst, '}')
+}
+
+// AppendUserJSON appends one users-file row of `spur import --users`'s
+// NDJSON shape to dst and returns the extended slice, without a newline:
+//
+//	{"user_id":…,"properties":{…}}
+//
+// (no timestamp: the import writes the properties at its own time),
+// values written as AppendEventJSON writes them, properties left out when
+// empty. It allocates only when dst must grow.
+func AppendUserJSON(dst []byte, userID string, props []event.Prop) []byte {
+	dst = append(dst, `{"user_id":`...)
+	dst = appendJSONString(dst, userID)
+	if len(props) > 0 {
+		dst = appendJSONProps(append(dst, `,"properties":{`...), props)
+	}
+	return append(dst, '}')
+}
+
+// appendJSONProps appends the members of a properties object and its
+// closing brace.
+func appendJSONProps(dst []byte, props []event.Prop) []byte {
+	for i, p := range props {
+		if i > 0 {
+			dst = append(dst, ',')
 		}
-		dst = append(dst, '}')
+		dst = appendJSONString(dst, p.Name)
+		dst = append(dst, ':')
+		dst = appendJSONValue(dst, p.Value)
 	}
 	return append(dst, '}')
 }

@@ -72,6 +72,13 @@ func (e *apiError) Error() string {
 // body and the key, and returns the answer's body, at most limit bytes.
 // A status other than 2xx is an *apiError.
 func (rm *remote) request(ctx context.Context, method, path string, hdr http.Header, body io.Reader, limit int64) ([]byte, error) {
+	return rm.send(ctx, method, path, hdr, body, limit, nil)
+}
+
+// send is request that, with out not nil, copies a 2xx answer's body to
+// out as it arrives (any length) and returns no bytes; an error answer is
+// read and returned as by request.
+func (rm *remote) send(ctx context.Context, method, path string, hdr http.Header, body io.Reader, limit int64, out io.Writer) ([]byte, error) {
 	u := rm.base.JoinPath(path)
 	if i := strings.IndexByte(path, '?'); i >= 0 {
 		u = rm.base.JoinPath(path[:i])
@@ -92,6 +99,12 @@ func (rm *remote) request(ctx context.Context, method, path string, hdr http.Hea
 		return nil, err
 	}
 	defer resp.Body.Close()
+	if out != nil && resp.StatusCode/100 == 2 {
+		if _, err := io.Copy(out, resp.Body); err != nil {
+			return nil, fmt.Errorf("read the answer: %w", err)
+		}
+		return nil, nil
+	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if err != nil {
 		return nil, fmt.Errorf("read the answer: %w", err)
