@@ -166,22 +166,9 @@ func exportViaServer(cmd *cobra.Command, c *exportConfig, w io.Writer) (export.S
 		params.Set("from", c.from)
 		params.Set("to", c.to)
 	}
-	cw := &countingWriter{w: w}
-	_, err := rm.send(cmd.Context(), http.MethodGet, "api/apps/"+url.PathEscape(c.app)+"/export?"+params.Encode(), nil, nil, 1<<20, cw)
+	_, n, err := rm.send(cmd.Context(), http.MethodGet, "api/apps/"+url.PathEscape(c.app)+"/export?"+params.Encode(), nil, nil, 1<<20, w)
 	if err != nil {
 		return export.Stats{}, fmt.Errorf("export through %s: %w", rm.url, err)
 	}
-	return export.Stats{Rows: -1, Bytes: cw.n}, nil
-}
-
-// countingWriter counts the bytes written through it.
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
+	return export.Stats{Rows: -1, Bytes: n}, nil
 }
