@@ -210,7 +210,7 @@ type parquetRows struct {
 	w     *parquet.Writer
 	rows  []parquet.Row
 	arena []byte
-	n     int // columns
+	null  parquet.Row // every column null, at its index
 }
 
 // str returns a byte-array value of s, copied into the arena.
@@ -228,10 +228,7 @@ func (r *parquetRows) row() parquet.Row {
 	} else {
 		r.rows = append(r.rows, nil)
 	}
-	row := r.rows[i][:0]
-	for c := range r.n {
-		row = append(row, parquet.NullValue().Level(0, 0, c))
-	}
+	row := append(r.rows[i][:0], r.null...)
 	r.rows[i] = row
 	return row
 }
@@ -279,7 +276,10 @@ func writeParquet(ctx context.Context, v *storage.Version, w io.Writer, opt Opti
 		parquet.MaxRowsPerRowGroup(parquetRowsRG),
 		parquet.CreatedBy("spur export", "", ""),
 		parquet.DataPageStatistics(false))
-	r := &parquetRows{w: pw, n: len(cols)}
+	r := &parquetRows{w: pw, null: make(parquet.Row, len(cols))}
+	for c := range r.null {
+		r.null[c] = parquet.NullValue().Level(0, 0, c)
+	}
 	propCol := make([]int, len(props))
 	for i, p := range props {
 		propCol[i] = cols[p.Name]

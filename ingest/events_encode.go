@@ -80,7 +80,35 @@ func appendJSONProps(dst []byte, props []event.Prop) []byte {
 // appendRFC3339 appends UTC microseconds us as RFC 3339 with six
 // fractional digits and "Z".
 func appendRFC3339(dst []byte, us int64) []byte {
-	return time.UnixMicro(us).UTC().AppendFormat(dst, "2006-01-02T15:04:05.000000Z07:00")
+	t := time.UnixMicro(us).UTC()
+	y, mo, d := t.Date()
+	if y < 0 || y > 9999 {
+		return t.AppendFormat(dst, "2006-01-02T15:04:05.000000Z07:00")
+	}
+	// What AppendFormat writes with that layout, without parsing the
+	// layout per call (a third of an NDJSON export's time).
+	h, mi, sec := t.Clock()
+	dst = appendDigits(dst, y, 4)
+	dst = appendDigits(append(dst, '-'), int(mo), 2)
+	dst = appendDigits(append(dst, '-'), d, 2)
+	dst = appendDigits(append(dst, 'T'), h, 2)
+	dst = appendDigits(append(dst, ':'), mi, 2)
+	dst = appendDigits(append(dst, ':'), sec, 2)
+	dst = appendDigits(append(dst, '.'), t.Nanosecond()/1000, 6)
+	return append(dst, 'Z')
+}
+
+// appendDigits appends v (≥ 0, below 10^width) as width decimal digits.
+func appendDigits(dst []byte, v, width int) []byte {
+	n := len(dst)
+	for range width {
+		dst = append(dst, '0')
+	}
+	for i := len(dst) - 1; i >= n; i-- {
+		dst[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return dst
 }
 
 // appendJSONValue appends v as a JSON value (see AppendEventJSON).
