@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/storage/segment"
@@ -259,9 +258,10 @@ func exportValue(t event.Type, bits uint64, tab *exportStrings) event.Value {
 // registered dictionary (one per segment and string column) gets the ids
 // [base, base+len). It holds the dictionaries of one shard only (the
 // scan reads shards one after the other with one worker, and compiles a
-// segment before it hands out any of its values): shard resets it.
+// segment before it hands out any of its values): shard resets it. Only
+// the scan's one goroutine uses it (compiling and visiting), so it takes
+// no lock.
 type exportStrings struct {
-	mu    sync.Mutex // Compile may be called from the scan's goroutine while nothing reads
 	cur   int
 	bases []uint64
 	dicts [][]string
@@ -273,8 +273,6 @@ var errExportStrings = errors.New("storage: export: more than 2^32 dictionary st
 
 // shard starts shard sh's table if it is not the current one.
 func (t *exportStrings) shard(sh int) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	if sh != t.cur || t.bases == nil {
 		t.cur, t.bases, t.dicts, t.last = sh, []uint64{}, nil, 0
 	}
@@ -282,8 +280,6 @@ func (t *exportStrings) shard(sh int) {
 
 // add registers dict and returns its remap (code → value id).
 func (t *exportStrings) add(dict []string) ([]uint32, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	var base uint64
 	if n := len(t.dicts); n > 0 {
 		base = t.bases[n-1] + uint64(len(t.dicts[n-1]))
