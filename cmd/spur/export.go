@@ -35,7 +35,8 @@ user_id, timestamp, event, insert_id and one column per property. Importing the
 files into a new app gives the same answers (docs/storage.md §8).
 
 Rows come by shard, then user (by the hash of the id), then time, then arrival;
-two exports of one snapshot are byte-identical.
+two exports of one snapshot are byte-identical. On a failure the --out file is
+removed.
 
 NDJSON has no time type: time properties are written as RFC 3339 strings, which
 import as strings unless typed time (--schema NAME:time; the command lists them).
@@ -72,7 +73,6 @@ While spur serve holds the store, --url exports through its API (GET
 				if err != nil {
 					return fmt.Errorf("--out: %w", err)
 				}
-				defer file.Close()
 				w = file
 			}
 			start := time.Now()
@@ -82,8 +82,13 @@ While spur serve holds the store, --url exports through its API (GET
 			} else {
 				st, err = exportLocal(cmd, g, c, opt, w)
 			}
-			if err == nil && c.out != "" {
-				err = w.(*os.File).Close()
+			if c.out != "" {
+				if cerr := w.(*os.File).Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					os.Remove(c.out) // an incomplete export must not look like one
+				}
 			}
 			if err != nil {
 				return err

@@ -66,3 +66,13 @@ func TestExportCommand(t *testing.T) {
 		t.Fatalf("unknown app through --url: %v", err)
 	}
 }
+
+// TestExportFailureLeavesNoFile: an export that fails removes its --out.
+func TestExportFailureLeavesNoFile(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "x.ndjson")
+	_, _, err := spur(t, "", "export", "--url", "http://127.0.0.1:1", "--app", "a", "--format", "ndjson", "--out", out)
+	if _, serr := os.Stat(out); err == nil || serr == nil {
+		t.Fatalf("export to a closed port: %v; the file: %v", err, serr)
+	}
+}
