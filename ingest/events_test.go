@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spurdb/spur/event"
 )
@@ -385,5 +386,21 @@ func TestEventsAllocs(t *testing.T) {
 	parse()
 	if a := testing.AllocsPerRun(10, parse); a > 1000+20 {
 		t.Fatalf("%v allocations for 1000 events", a)
+	}
+}
+
+// TestAppendRFC3339: the fast path writes what time.AppendFormat writes,
+// across the years, before the epoch and at the ends of the range.
+func TestAppendRFC3339(t *testing.T) {
+	layout := "2006-01-02T15:04:05.000000Z07:00"
+	us := []int64{0, 1, -1, 999_999, -999_999, 1_704_067_200_123_456, event.MinTime, event.MaxTime, -62135596800000000, 253402300799999999}
+	for x := int64(1); x < 1<<62; x = x*3 + 7 {
+		us = append(us, x, -x)
+	}
+	for _, u := range us {
+		want := time.UnixMicro(u).UTC().Format(layout)
+		if got := string(appendRFC3339(nil, u)); got != want {
+			t.Errorf("%d: %s, want %s", u, got, want)
+		}
 	}
 }

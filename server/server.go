@@ -533,6 +533,7 @@ func (s *Server) routes() http.Handler {
 	rt.handle("POST", "/api/apps/{app}/query", sameOriginOnly, needs(ScopeQuery), s.handleQuery)
 	rt.handle("POST", "/api/apps/{app}/import", sameOriginOnly, needs(ScopeIngest), s.handleImport)
 	rt.handle("POST", "/api/apps/{app}/events", anyOrigin, needs(ScopeIngest), s.handleEvents)
+	rt.handle("GET", "/api/apps/{app}/export", sameOriginOnly, needs(ScopeQuery), s.handleExport)
 	s.registerEndpoints(rt)
 	rt.handle("GET", "/api/key", sameOriginOnly, access{anyKey: true}, s.handleOwnKey)
 	rt.handle("GET", "/api/keys", sameOriginOnly, access{scope: ScopeAdmin}, s.handleListKeys)

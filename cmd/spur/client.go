@@ -72,6 +72,14 @@ func (e *apiError) Error() string {
 // body and the key, and returns the answer's body, at most limit bytes.
 // A status other than 2xx is an *apiError.
 func (rm *remote) request(ctx context.Context, method, path string, hdr http.Header, body io.Reader, limit int64) ([]byte, error) {
+	b, _, err := rm.send(ctx, method, path, hdr, body, limit, nil)
+	return b, err
+}
+
+// send is request that, with out not nil, copies a 2xx answer's body to
+// out as it arrives (any length) and returns the bytes copied instead of
+// the body; an error answer is read and returned as by request.
+func (rm *remote) send(ctx context.Context, method, path string, hdr http.Header, body io.Reader, limit int64, out io.Writer) ([]byte, int64, error) {
 	u := rm.base.JoinPath(path)
 	if i := strings.IndexByte(path, '?'); i >= 0 {
 		u = rm.base.JoinPath(path[:i])
@@ -79,7 +87,7 @@ func (rm *remote) request(ctx context.Context, method, path string, hdr http.Hea
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	for k, v := range hdr {
 		req.Header[k] = v
@@ -89,12 +97,19 @@ func (rm *remote) request(ctx context.Context, method, path string, hdr http.Hea
 	}
 	resp, err := rm.client.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer resp.Body.Close()
+	if out != nil && resp.StatusCode/100 == 2 {
+		n, err := io.Copy(out, resp.Body)
+		if err != nil {
+			return nil, n, fmt.Errorf("read the answer: %w", err)
+		}
+		return nil, n, nil
+	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if err != nil {
-		return nil, fmt.Errorf("read the answer: %w", err)
+		return nil, 0, fmt.Errorf("read the answer: %w", err)
 	}
 	if resp.StatusCode/100 != 2 {
 		e := &apiError{Status: resp.StatusCode}
@@ -103,9 +118,9 @@ func (rm *remote) request(ctx context.Context, method, path string, hdr http.Hea
 		}
 		wrap.Error = e
 		json.Unmarshal(b, &wrap)
-		return nil, e
+		return nil, 0, e
 	}
-	return b, nil
+	return b, int64(len(b)), nil
 }
 
 // requestJSON is request with a JSON body (in, when not nil) and a JSON

@@ -224,3 +224,34 @@ def test_keys(server_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     with Client(server_url) as env, pytest.raises(SpurError) as e:  # the key from $SPUR_KEY
         env.apps()
     assert e.value.status == 401 and "unknown API key" in str(e.value)
+
+
+def test_export_to_pandas(client: Client, server_url: str) -> None:
+    df = client.export("cardano")
+    count = client.query({"kind": "trend", "app": "cardano", "range": RANGE, "interval": "month",
+                          "series": [{"event": "$any"}]}).to_pandas().value.sum()
+    assert len(df) == count == 13206
+    assert list(df.columns[:4]) == ["user_id", "event", "timestamp", "insert_id"]
+    assert {"detail", "object_id", "value"} <= set(df.columns)
+    assert str(df.timestamp.dt.tz) == "UTC"
+    for _, g in df.groupby("user_id", sort=False):  # a user's events in time order
+        assert g.timestamp.is_monotonic_increasing
+    users = client.export("cardano", users=True)
+    assert len(users) == 3988 and users.user_id.is_unique and {"reputation", "up_votes"} <= set(users.columns)
+    part = client.export("cardano", since="2021-06-01", until="2021-07-01")
+    assert 0 < len(part) < len(df) and part.timestamp.min() >= pd.Timestamp("2021-06-01", tz="UTC")
+
+    created = client._call("POST", "api/keys", json={"scope": "ingest", "app": "pyexport"}).json()
+    with Client(server_url, key=created["key"]) as ingest:
+        ingest.send_events("pyexport", [{"user_id": "e1", "event": "buy", "timestamp": "2026-01-01T00:00:00.123456Z",
+                                         "insert_id": "i1", "properties": {"n": 3, "f": 2.0, "ok": True, "s": "x"}}])
+        with pytest.raises(SpurError) as e:  # an ingest key cannot read
+            ingest.export("pyexport")
+        assert e.value.status == 403
+    got = client.export("pyexport").iloc[0]
+    assert got.timestamp == pd.Timestamp("2026-01-01T00:00:00.123456Z")
+    assert (got.insert_id, got.n, got.f, got.ok, got.s) == ("i1", 3, 2.0, True, "x")
+    assert isinstance(got.f, float) and not isinstance(got.n, float)
+    with pytest.raises(SpurError) as e:
+        client.export("nosuchapp")
+    assert e.value.status == 404 and e.value.code == "not_found"

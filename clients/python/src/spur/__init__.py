@@ -3,11 +3,14 @@
 ``Client(url, key=None).query(dict) -> Result`` runs a docs/analytics.md §9 query;
 ``Result.to_pandas()`` gives one tidy DataFrame per result kind and
 funnel view (the columns of ``spur query --output csv``, in order). ``Client.send_events`` posts
-events to ``POST /api/apps/{app}/events`` as JSON arrays with a Bearer key.
+events to ``POST /api/apps/{app}/events`` as JSON arrays with a Bearer key;
+``Client.export`` reads an app's events or users (``GET /api/apps/{app}/export``)
+into a DataFrame.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 from urllib.parse import quote
@@ -223,12 +226,16 @@ class Client:
     def _call(self, method: str, path: str, **kw: Any) -> httpx.Response:
         resp = self._http.request(method, path, **kw)
         if resp.status_code >= 400:
-            try:
-                e = resp.json().get("error", {})
-            except ValueError:
-                e = {}
-            raise SpurError(resp.status_code, e.get("code", "internal"), e.get("message", resp.text[:200]), e.get("field", ""))
+            self._raise(resp)
         return resp
+
+    @staticmethod
+    def _raise(resp: httpx.Response) -> None:
+        try:
+            e = resp.json().get("error", {})
+        except ValueError:
+            e = {}
+        raise SpurError(resp.status_code, e.get("code", "internal"), e.get("message", resp.text[:200]), e.get("field", ""))
 
     def apps(self) -> List[JSON]:
         """The store's apps: ``[{name, tz, events, …}]``."""
@@ -258,6 +265,49 @@ class Client:
         body = self._call("GET", f"api/apps/{app}/users/{quote(user_id, safe='')}/events", params=params).json()
         rows = [{"time": pd.Timestamp(e["time"]), "event": e["event"], "insert_id": e.get("insert_id"), **e["properties"]} for e in body["events"]]
         return pd.DataFrame(rows)
+
+    def export(self, app: str, users: bool = False, since: Optional[str] = None, until: Optional[str] = None) -> pd.DataFrame:
+        """An app's events, or with ``users=True`` its users' current properties, as one DataFrame.
+
+        Reads the NDJSON export (``GET /api/apps/{app}/export``, one snapshot,
+        streamed line by line; docs/storage.md §8). Events: ``user_id``,
+        ``event``, ``timestamp`` (tz-aware UTC, exact to the microsecond),
+        ``insert_id`` (None when the event has none) and one column per
+        property, in the server's order (user, then time); users:
+        ``user_id`` and one column per property. A property an event lacks is
+        NaN/None. JSON has no time type: time properties are RFC 3339
+        strings. ``since`` and ``until`` (timestamps) bound the events to
+        ``since <= timestamp < until``; give both or neither. Needs a
+        query or admin key.
+        """
+        params: Dict[str, Any] = {"format": "ndjson"}
+        if users:
+            params["users"] = "true"
+        if (since is None) != (until is None):
+            raise ValueError("give both since and until, or neither")
+        if since is not None:
+            params["from"], params["to"] = since, until
+        path = f"api/apps/{quote(app, safe='')}/export"
+        rows: List[JSON] = []
+        with self._http.stream("GET", path, params=params) as resp:
+            if resp.status_code >= 400:
+                resp.read()
+                self._raise(resp)
+            for line in resp.iter_lines():
+                if not line:
+                    continue
+                r = json.loads(line)
+                props = r.pop("properties", {})
+                if not users:
+                    r.setdefault("insert_id", None)
+                rows.append({**r, **props})
+        fixed = ["user_id"] if users else ["user_id", "event", "timestamp", "insert_id"]
+        df = pd.DataFrame(rows)
+        if df.empty:
+            return pd.DataFrame(columns=fixed)
+        if not users:
+            df["timestamp"] = pd.to_datetime(df["timestamp"], utc=True)
+        return df[fixed + [c for c in df.columns if c not in fixed]]
 
     def send_events(self, app: str, events: Iterable[Mapping[str, Any]], batch: int = 1000) -> JSON:
         """Sends events (docs/ingest.md §1 shape) as JSON arrays of at most

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestExportCommand: spur export writes files spur import reads back with
+// no column flags into an app that exports the same bytes; --url streams
+// the same bytes from a running spur serve; --persons is refused.
+func TestExportCommand(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "store")
+	csv := filepath.Join(dir, "in.csv")
+	os.WriteFile(csv, []byte("user_id,ts,event,price,ok\nu1,2021-05-01T10:00:00.000001Z,view,1.5,true\nu2,2021-05-02T10:00:00Z,buy,2,false\nu1,2021-05-03T10:00:00Z,buy,,\n"), 0o644)
+	if _, stderr, err := spur(t, "", "--data", data, "import", "--app", "a", "--time", "ts", csv); err != nil {
+		t.Fatalf("import: %v\n%s", err, stderr)
+	}
+	exp := func(app, format string, extra ...string) []byte {
+		t.Helper()
+		out := filepath.Join(dir, app+"-"+format+strings.Join(extra, ""))
+		args := append([]string{"--data", data, "export", "--app", app, "--format", format, "--out", out}, extra...)
+		if _, stderr, err := spur(t, "", args...); err != nil || !strings.Contains(stderr, "exported ") {
+			t.Fatalf("export %v: %v\n%s", args, err, stderr)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, f := range []string{"ndjson", "parquet"} {
+		want := exp("a", f)
+		file := filepath.Join(dir, "a."+f)
+		os.WriteFile(file, want, 0o644)
+		if _, stderr, err := spur(t, "", "--data", data, "import", "--app", "b"+f, file); err != nil {
+			t.Fatalf("import %s: %v\n%s", f, err, stderr)
+		}
+		if got := exp("b"+f, f); string(got) != string(want) {
+			t.Fatalf("%s: the re-imported app exports\n%s\nwant\n%s", f, got, want)
+		}
+	}
+	stdout, _, err := spur(t, "", "--data", data, "export", "--app", "a", "--format", "ndjson")
+	if err != nil || stdout != string(exp("a", "ndjson")) || !strings.Contains(stdout, `"timestamp":"2021-05-01T10:00:00.000001Z"`) {
+		t.Fatalf("export to stdout: %v\n%s", err, stdout)
+	}
+	if _, _, err := spur(t, "", "--data", data, "export", "--app", "a", "--persons"); err == nil || !strings.Contains(err.Error(), "persons are not built") {
+		t.Fatalf("--persons: %v", err)
+	}
+
+	url, key, stop := startServe(t, data)
+	defer stop()
+	for _, f := range []string{"ndjson", "parquet"} {
+		out := filepath.Join(dir, "remote."+f)
+		if _, stderr, err := spur(t, "", "export", "--url", url, "--key", key, "--app", "a", "--format", f, "--out", out); err != nil {
+			t.Fatalf("export --url: %v\n%s", err, stderr)
+		}
+		got, _ := os.ReadFile(out)
+		if string(got) != string(exp("a", f)) {
+			t.Fatalf("%s through --url differs from the local export", f)
+		}
+	}
+	if _, _, err := spur(t, "", "export", "--url", url, "--key", key, "--app", "nosuch", "--format", "ndjson"); err == nil || !strings.Contains(err.Error(), "not_found") {
+		t.Fatalf("unknown app through --url: %v", err)
+	}
+}
+
+// TestExportFailureLeavesNoFile: an export that fails removes its --out.
+func TestExportFailureLeavesNoFile(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "x.ndjson")
+	_, _, err := spur(t, "", "export", "--url", "http://127.0.0.1:1", "--app", "a", "--format", "ndjson", "--out", out)
+	if _, serr := os.Stat(out); err == nil || serr == nil {
+		t.Fatalf("export to a closed port: %v; the file: %v", err, serr)
+	}
+}
