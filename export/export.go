@@ -207,7 +207,7 @@ func parquetSchema(props []event.PropType, users bool) (*parquet.Schema, map[str
 // arena (values point into it; a grown arena leaves the earlier values on
 // the old array, which they keep alive).
 type parquetRows struct {
-	w     *parquet.Writer
+	w     *parquet.GenericWriter[any]
 	rows  []parquet.Row
 	arena []byte
 	null  parquet.Row // every column null, at its index
@@ -271,7 +271,7 @@ func writeParquet(ctx context.Context, v *storage.Version, w io.Writer, opt Opti
 	if err != nil {
 		return err
 	}
-	pw := parquet.NewWriter(w, schema,
+	pw := parquet.NewGenericWriter[any](w, schema,
 		parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}),
 		parquet.MaxRowsPerRowGroup(parquetRowsRG),
 		parquet.CreatedBy("spur export", "", ""),
