@@ -257,6 +257,9 @@ func (r *csvReader) fill(ev *event.Event, rec []string, line int64) error {
 		if err := o.checkValue(pos, o.InsertIDCol, event.String(ev.InsertID)); err != nil {
 			return err
 		}
+		if !utf8.ValidString(ev.InsertID) { // as the JSON and Parquet readers refuse it
+			return rowErr(pos, o.InsertIDCol, "value is not valid UTF-8")
+		}
 	}
 	ev.Time = o.ImportTime
 	if r.time >= 0 {

@@ -191,6 +191,12 @@ func TestCSVInsertID(t *testing.T) {
 	if evs[0].InsertID != "abc" || evs[1].InsertID != "" || len(evs[0].Props) != 0 {
 		t.Errorf("events = %+v", evs)
 	}
+	// An insert id that is not UTF-8 is a row error, as in JSON and
+	// Parquet: stored, it could not be exported and read back.
+	evs, errs := readAll(t, openString(t, "user_id,timestamp,event,insert_id\nu,1,e,a\xe9\nu,1,e,b\n", "i.csv", Options{}))
+	if len(evs) != 1 || evs[0].InsertID != "b" || len(errs) != 1 || errs[0].Pos.Line != 2 || errs[0].Field != "insert_id" || errs[0].Msg != "value is not valid UTF-8" {
+		t.Errorf("events %+v, errors %v", evs, errs)
+	}
 }
 
 func TestCSVRowErrorIsRecoverable(t *testing.T) {

@@ -1,11 +1,14 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/export"
+	"github.com/spurdb/spur/query"
 )
 
 // handleExport streams an app's events, or with users=true its users'
@@ -82,7 +85,19 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
 	ow := &startedWriter{w: w}
 	if _, err := export.Write(r.Context(), snap, ow, opt); err != nil {
 		if !ow.started {
-			s.readFailed(w, r, err)
+			h.Del("Content-Disposition")
+			switch {
+			case errors.Is(context.Cause(r.Context()), errShuttingDown):
+				h.Set("Retry-After", "5")
+				writeError(w, &apiError{Status: http.StatusServiceUnavailable, Code: query.CodeUnavailable,
+					Message: "export cancelled: the server is shutting down; export again"})
+			case r.Context().Err() != nil:
+				// The client went away before the first byte: no answer,
+				// and none that looks like a complete (empty) export.
+				panic(http.ErrAbortHandler)
+			default:
+				s.readFailed(w, r, err)
+			}
 			return
 		}
 		if r.Context().Err() == nil {

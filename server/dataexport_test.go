@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -107,4 +108,38 @@ func TestExportSeesLiveEvents(t *testing.T) {
 	if code != 200 || string(b) != `{"user_id":"u1","event":"signup","timestamp":"2026-01-02T03:04:05.123456Z","insert_id":"x","properties":{"f":2.5,"n":1,"ok":true,"s":"a"}}`+"\n" {
 		t.Fatalf("export: %d %q", code, b)
 	}
+}
+
+// TestExportCancelledBeforeItsFirstByte: an export whose request ends
+// before anything was written gives no answer that looks like a complete
+// (empty) export: a shutdown answers 503 unavailable with Retry-After, a
+// client gone away has its connection aborted.
+func TestExportCancelledBeforeItsFirstByte(t *testing.T) {
+	st := openCardano(t)
+	srv, err := New(Config{Store: st, Auth: AuthNone, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errShuttingDown)
+	req := httptest.NewRequestWithContext(ctx, "GET", "http://127.0.0.1:8080/api/apps/cardano/export", nil)
+	w := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(w, req)
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" ||
+		w.Header().Get("Content-Disposition") != "" || !strings.Contains(w.Body.String(), `"unavailable"`) {
+		t.Errorf("shutting down: %d %v %s", w.Code, w.Header(), w.Body)
+	}
+
+	ctx, stop := context.WithCancel(context.Background())
+	stop()
+	req = httptest.NewRequestWithContext(ctx, "GET", "http://127.0.0.1:8080/api/apps/cardano/export", nil)
+	w = httptest.NewRecorder()
+	func() {
+		defer func() {
+			if r := recover(); r != http.ErrAbortHandler {
+				t.Errorf("client gone: recovered %v, want http.ErrAbortHandler (answered %d %q)", r, w.Code, w.Body)
+			}
+		}()
+		srv.Handler().ServeHTTP(w, req)
+	}()
 }

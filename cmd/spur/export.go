@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -68,8 +69,12 @@ While spur serve holds the store, --url exports through its API (GET
 				}
 			}
 			var w io.Writer = cmd.OutOrStdout()
+			var file *os.File
 			if c.out != "" {
-				file, err := os.Create(c.out)
+				// Written beside --out and renamed over it once complete: a
+				// failed export leaves no partial file and an existing
+				// --out untouched.
+				file, err = os.CreateTemp(filepath.Dir(c.out), "."+filepath.Base(c.out)+".*.tmp")
 				if err != nil {
 					return fmt.Errorf("--out: %w", err)
 				}
@@ -82,12 +87,15 @@ While spur serve holds the store, --url exports through its API (GET
 			} else {
 				st, err = exportLocal(cmd, g, c, opt, w)
 			}
-			if c.out != "" {
-				if cerr := w.(*os.File).Close(); err == nil {
+			if file != nil {
+				if cerr := file.Close(); err == nil {
 					err = cerr
 				}
+				if err == nil {
+					err = os.Rename(file.Name(), c.out)
+				}
 				if err != nil {
-					os.Remove(c.out) // an incomplete export must not look like one
+					os.Remove(file.Name()) // an incomplete export must not look like one
 				}
 			}
 			if err != nil {

@@ -67,12 +67,23 @@ func TestExportCommand(t *testing.T) {
 	}
 }
 
-// TestExportFailureLeavesNoFile: an export that fails removes its --out.
+// TestExportFailureLeavesNoFile: an export that fails leaves no file, and
+// an existing --out as it was.
 func TestExportFailureLeavesNoFile(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "x.ndjson")
 	_, _, err := spur(t, "", "export", "--url", "http://127.0.0.1:1", "--app", "a", "--format", "ndjson", "--out", out)
 	if _, serr := os.Stat(out); err == nil || serr == nil {
 		t.Fatalf("export to a closed port: %v; the file: %v", err, serr)
+	}
+	if err := os.WriteFile(out, []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = spur(t, "", "export", "--url", "http://127.0.0.1:1", "--app", "a", "--format", "ndjson", "--out", out)
+	if b, rerr := os.ReadFile(out); err == nil || string(b) != "kept" {
+		t.Fatalf("failed export over an existing file: %v; the file: %q %v", err, b, rerr)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("left in the directory: %v", ents)
 	}
 }
