@@ -60,6 +60,23 @@ func startServe(t *testing.T, data string) (string, string, func()) {
 	}
 }
 
+// writeViewBatch writes dir/bK.csv, 50 "view" events (columns user_id,
+// ts, event) of the users u((first+i) mod 37) on 2021-05-0(1+k mod 9),
+// and returns its path.
+func writeViewBatch(t *testing.T, dir string, k, first int) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("user_id,ts,event\n")
+	for i := range 50 {
+		fmt.Fprintf(&b, "u%d,2021-05-0%dT10:%02d:00Z,view\n", (first+i)%37, 1+k%9, i)
+	}
+	p := filepath.Join(dir, fmt.Sprintf("b%d.csv", k))
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // TestServeAndCLIWrites: while spur serve runs, a CLI import into its
 // store is refused naming the server (docs/storage.md §4), the same import
 // through --url is applied, and four clients querying the server during
@@ -69,16 +86,7 @@ func startServe(t *testing.T, data string) (string, string, func()) {
 func TestServeAndCLIWrites(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "store")
-	batch := func(k int) string {
-		var b strings.Builder
-		b.WriteString("user_id,ts,event\n")
-		for i := range 50 {
-			fmt.Fprintf(&b, "u%d,2021-05-0%dT10:%02d:00Z,view\n", (k*50+i)%37, 1+k%9, i)
-		}
-		p := filepath.Join(dir, fmt.Sprintf("b%d.csv", k))
-		os.WriteFile(p, []byte(b.String()), 0o644)
-		return p
-	}
+	batch := func(k int) string { return writeViewBatch(t, dir, k, k*50) }
 	if _, stderr, err := spur(t, "", "--data", data, "import", "--app", "shop", "--time", "ts", batch(0)); err != nil {
 		t.Fatalf("first import: %v\n%s", err, stderr)
 	}
@@ -171,16 +179,7 @@ func TestServeAndCLIWrites(t *testing.T) {
 func TestServeImportCompacts(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "store")
-	batch := func(k int) string {
-		var b strings.Builder
-		b.WriteString("user_id,ts,event\n")
-		for i := range 50 {
-			fmt.Fprintf(&b, "u%d,2021-05-0%dT10:%02d:00Z,view\n", i%37, 1+k%9, i)
-		}
-		p := filepath.Join(dir, fmt.Sprintf("b%d.csv", k))
-		os.WriteFile(p, []byte(b.String()), 0o644)
-		return p
-	}
+	batch := func(k int) string { return writeViewBatch(t, dir, k, 0) }
 	url, key, stop := startServe(t, data)
 	defer stop()
 	maxRuns := func() int {
