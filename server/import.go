@@ -32,6 +32,7 @@ var importParams = map[string]string{
 	"tz":         "time zone of timestamps without an offset (default UTC)",
 	"users":      "true: the body holds user properties, not events",
 	"max_errors": "bad rows tolerated (default 0: any bad row aborts the import)",
+	"no_compact": "true: do not compact the app after the import (default false: every shard with more than one run of a kind is compacted)",
 }
 
 // contentTypeFormats maps request media types to input formats.
@@ -48,12 +49,13 @@ var contentTypeFormats = map[string]ingest.Format{
 
 // parseImportParams turns an import request's query parameters and
 // Content-Type into reader and import options; name is the input name for
-// error positions. Unknown parameters are rejected (a typo should not
-// silently change an import). The error is a 400 invalid_query naming the
-// parameter.
+// error positions. iopt.CompactAfter is true unless no_compact=true: the
+// handler then compacts the app after publishing (autoCompact). Unknown
+// parameters are rejected (a typo should not silently change an import).
+// The error is a 400 invalid_query naming the parameter.
 func parseImportParams(v url.Values, contentType string) (ingest.Options, storage.ImportOptions, string, *apiError) {
 	var opt ingest.Options
-	iopt := storage.ImportOptions{Kind: storage.KindEvents}
+	iopt := storage.ImportOptions{Kind: storage.KindEvents, CompactAfter: true}
 	bad := func(field, format string, args ...any) (ingest.Options, storage.ImportOptions, string, *apiError) {
 		return opt, iopt, "", &apiError{Status: http.StatusBadRequest, Code: query.CodeInvalidQuery, Field: field,
 			Message: fmt.Sprintf(format, args...)}
@@ -63,7 +65,7 @@ func parseImportParams(v url.Values, contentType string) (ingest.Options, storag
 			return bad("query", "a query parameter has an empty name")
 		}
 		if _, ok := importParams[k]; !ok {
-			return bad(k, "unknown import parameter %q (known: name, format, user, time, event, insert_id, schema, tz, users, max_errors)", k)
+			return bad(k, "unknown import parameter %q (known: name, format, user, time, event, insert_id, schema, tz, users, max_errors, no_compact)", k)
 		}
 		if len(vs) > 1 {
 			return bad(k, "parameter %q given %d times", k, len(vs))
@@ -128,6 +130,13 @@ func parseImportParams(v url.Values, contentType string) (ingest.Options, storag
 			return bad("max_errors", "max_errors: want a non-negative integer, found %q", s)
 		}
 		iopt.MaxErrors = n
+	}
+	if s := v.Get("no_compact"); s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return bad("no_compact", "no_compact: want true or false, found %q", s)
+		}
+		iopt.CompactAfter = !b
 	}
 	opt.ImportTime = time.Now().UnixMicro()
 	return opt, iopt, name, nil
@@ -244,7 +253,9 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 		s.met.imports.WithLabelValues("ok").Inc()
 		s.met.importRows.WithLabelValues("applied").Add(float64(rep.Applied))
 		s.met.importRows.WithLabelValues("duplicate").Add(float64(rep.Duplicates))
-		s.autoCompact(r.Context(), appName)
+		if iopt.CompactAfter {
+			s.autoCompact(r.Context(), appName)
+		}
 		writeJSON(w, http.StatusOK, newImportResponse(rep))
 	case limitErr != nil:
 		fail(limitErr, err)
@@ -277,15 +288,21 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// autoCompact applies `spur import`'s policy after a published import:
-// compact the app's shards that have more than 8 runs of events or more
-// than one of user properties
-// (storage.AutoCompactMinRuns). It runs before the answer is sent, so the
-// client waits for it. The import is published whatever happens: a
-// failure is logged, never reported as an import error, and a client that
-// goes away cancels the compaction, which then changes nothing.
+// autoCompact applies `spur import`'s policy after a published import
+// (unless the request set no_compact=true): compact the app's shards that
+// have more than one run of events or of user properties
+// (storage.ImportCompactMinRuns, storage.AutoCompactUserMinRuns), so that
+// queries right after the import read one run per shard. The runs it
+// merges include the live layer's flushed runs of those shards, if any;
+// the store's per-app write lock serializes it with the live layer's
+// flushes and tiered compactions (the server is the store's only writer),
+// and the live layer's own policy is unchanged. It runs before the answer
+// is sent, so the client waits for it. The import is published whatever
+// happens: a failure is logged, never reported as an import error, and a
+// client that goes away cancels the compaction, which then changes
+// nothing.
 func (s *Server) autoCompact(ctx context.Context, app string) {
-	rep, err := s.store.Compact(ctx, app, storage.CompactOptions{MinRuns: storage.AutoCompactMinRuns, UserMinRuns: storage.AutoCompactUserMinRuns})
+	rep, err := s.store.Compact(ctx, app, storage.CompactOptions{MinRuns: storage.ImportCompactMinRuns, UserMinRuns: storage.AutoCompactUserMinRuns})
 	if err != nil {
 		s.log.Warn("automatic compaction after an import failed; the import is published", "app", app, "err", err)
 		return

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -202,4 +203,72 @@ func FuzzParseImportParams(f *testing.F) {
 			t.Fatalf("users %v but kind %q", opt.Users, iopt.Kind)
 		}
 	})
+}
+
+// runsPerShard returns, per shard of app, its runs of events: the distinct
+// arrival ranks (SeqMax) of its events segments.
+func runsPerShard(t *testing.T, st *storage.Store, app string) []int {
+	t.Helper()
+	a, err := st.App(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := a.Current()
+	ranks := make([]map[int64]bool, c.Shards)
+	for i := range ranks {
+		ranks[i] = map[int64]bool{}
+	}
+	for _, ref := range c.Segments {
+		if ref.Kind == storage.KindEvents {
+			ranks[ref.Shard][ref.SeqMax] = true
+		}
+	}
+	out := make([]int, c.Shards)
+	for i, r := range ranks {
+		out[i] = len(r)
+	}
+	return out
+}
+
+// TestImportCompactsAfterSpill: an API import that flushes more than once
+// leaves one run per shard, as `spur import` does (ImportCompactMinRuns);
+// with no_compact=true it leaves the runs it wrote.
+func TestImportCompactsAfterSpill(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("user_id,timestamp,event,price\n")
+	const rows = 200_000
+	for i := range rows {
+		fmt.Fprintf(&b, "u%d,2024-01-%02dT10:%02d:00Z,view,%d\n", i%50_000, 1+i%28, i%60, i)
+	}
+	body := b.String()
+	for _, noCompact := range []bool{false, true} {
+		st, err := storage.Open(storage.Config{Dir: t.TempDir(), Shards: 2, WriteMemory: 16 << 20, Logger: quietLog()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := start(t, Config{Store: st})
+		path := "api/apps/shop/import?name=events.csv"
+		if noCompact {
+			path += "&no_compact=true"
+		}
+		code, _, resp := ts.do(t, "POST", path, body)
+		if code != 200 {
+			t.Fatalf("import (no_compact %v): %d %s", noCompact, code, resp)
+		}
+		runs := runsPerShard(t, st, "shop")
+		t.Logf("no_compact %v: runs per shard %v", noCompact, runs)
+		for sh, n := range runs {
+			if !noCompact && n != 1 {
+				t.Errorf("shard %d: %d runs after a compacted import, want 1", sh, n)
+			}
+			if noCompact && n < 2 {
+				t.Errorf("shard %d: %d runs with no_compact=true, want the import's several flushes", sh, n)
+			}
+		}
+		if n := eventCount(t, ts, "shop"); n != rows {
+			t.Errorf("no_compact %v: %d events, want %d", noCompact, n, rows)
+		}
+		ts.stop(t)
+		st.Close()
+	}
 }

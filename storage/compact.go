@@ -29,15 +29,9 @@ import (
 // 1B-event compaction peaked at 7.3 GB RSS.
 const DefaultMaxSegmentRows = 4 << 20
 
-// AutoCompactMinRuns is the CompactOptions.MinRuns of the automatic
-// compaction that the server's import endpoint runs after publishing: a
-// shard is compacted once it has more than 8 runs of a kind. Under spur
-// serve the live layer's flushes are runs too, merged by the tiered policy;
-// rewriting whole shards after every API import is left to that policy.
-const AutoCompactMinRuns = 9
-
 // ImportCompactMinRuns is the CompactOptions.MinRuns of the automatic
-// compaction that `spur import` and `spur gen --app` run after publishing:
+// compaction that `spur import`, `spur gen --app` and the server's import
+// endpoint (POST /api/apps/{app}/import) run after publishing:
 // a shard is compacted as soon as it has two runs of events. A scan merges
 // a shard of several runs user by user instead of draining one run block by
 // block, and that costs about the same whether the second run is large or

@@ -62,10 +62,10 @@ type ImportOptions struct {
 	Progress func(rows int64)
 	// CompactAfter tells the import that the caller compacts the app's
 	// shards of more than one run once it is published (as `spur import`
-	// does, ImportCompactMinRuns): an import that flushes more than once
-	// then writes its segments with segment.WriterOptions.FastZstd, since
-	// the compaction rewrites them at once. An import of one flush writes
-	// as without it. The segments are valid either way (only larger), so
+	// and the server's import endpoint do, ImportCompactMinRuns): an
+	// import that flushes more than once then writes its segments with
+	// segment.WriterOptions.FastZstd, since the compaction rewrites them
+	// at once. An import of one flush writes as without it. The segments are valid either way (only larger), so
 	// a compaction that fails or is skipped loses nothing but bytes.
 	CompactAfter bool
 }

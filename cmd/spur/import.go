@@ -88,7 +88,7 @@ import of the server's.`,
 	f.IntVar(&c.maxErrors, "max-errors", 0, "bad rows tolerated; more aborts the import with nothing applied")
 	f.StringVar(&c.progress, "progress", "auto", "progress bar: auto (on a terminal), always, never")
 	f.IntVar(&c.maxProp, "max-property-bytes", event.DefaultMaxPropertyBytes, "largest string property value (or insert id), bytes; a longer one is a bad row; negative: no limit")
-	f.BoolVar(&c.noCompact, "no-compact", false, "do not compact the app afterwards (by default every shard with more than one run of events or of user properties is compacted, so queries read one run per shard)")
+	f.BoolVar(&c.noCompact, "no-compact", false, "do not compact the app afterwards (by default every shard with more than one run of events or of user properties is compacted, so queries read one run per shard; with --url the request sends no_compact=true)")
 	c.remote.flags(f, "import through a running spur serve at this base URL (POST /api/apps/APP/import, one request per file, with an ingest or admin --key) instead of the --data store")
 	cmd.MarkFlagRequired("app")
 	return cmd
@@ -232,6 +232,9 @@ func importViaServer(cmd *cobra.Command, c *importConfig, files []string) error 
 	}
 	if c.users {
 		params.Set("users", "true")
+	}
+	if c.noCompact {
+		params.Set("no_compact", "true") // the server compacts after each request otherwise
 	}
 	for _, path := range files {
 		f, err := os.Open(path)

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/spurdb/spur/storage"
 )
 
 // startServe runs `spur serve` on data in this process (its own flock on
@@ -58,6 +60,23 @@ func startServe(t *testing.T, data string) (string, string, func()) {
 	}
 }
 
+// writeViewBatch writes dir/bK.csv, 50 "view" events (columns user_id,
+// ts, event) of the users u((first+i) mod 37) on 2021-05-0(1+k mod 9),
+// and returns its path.
+func writeViewBatch(t *testing.T, dir string, k, first int) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("user_id,ts,event\n")
+	for i := range 50 {
+		fmt.Fprintf(&b, "u%d,2021-05-0%dT10:%02d:00Z,view\n", (first+i)%37, 1+k%9, i)
+	}
+	p := filepath.Join(dir, fmt.Sprintf("b%d.csv", k))
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // TestServeAndCLIWrites: while spur serve runs, a CLI import into its
 // store is refused naming the server (docs/storage.md §4), the same import
 // through --url is applied, and four clients querying the server during
@@ -67,16 +86,7 @@ func startServe(t *testing.T, data string) (string, string, func()) {
 func TestServeAndCLIWrites(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "store")
-	batch := func(k int) string {
-		var b strings.Builder
-		b.WriteString("user_id,ts,event\n")
-		for i := range 50 {
-			fmt.Fprintf(&b, "u%d,2021-05-0%dT10:%02d:00Z,view\n", (k*50+i)%37, 1+k%9, i)
-		}
-		p := filepath.Join(dir, fmt.Sprintf("b%d.csv", k))
-		os.WriteFile(p, []byte(b.String()), 0o644)
-		return p
-	}
+	batch := func(k int) string { return writeViewBatch(t, dir, k, k*50) }
 	if _, stderr, err := spur(t, "", "--data", data, "import", "--app", "shop", "--time", "ts", batch(0)); err != nil {
 		t.Fatalf("first import: %v\n%s", err, stderr)
 	}
@@ -159,5 +169,56 @@ func TestServeAndCLIWrites(t *testing.T) {
 	out, stderr, err := spur(t, q, "--data", data, "query", "--app", "shop", "-")
 	if err != nil || !strings.Contains(out, fmt.Sprintf(`"total": %d`, want)) {
 		t.Fatalf("spur query after the server's imports: %v\n%s%s", err, out, stderr)
+	}
+}
+
+// TestServeImportCompacts: an import through --url leaves one run of
+// events per shard, as a local spur import does (the server compacts
+// shards of more than one run after publishing); with --no-compact the
+// request carries no_compact=true and the server leaves the runs.
+func TestServeImportCompacts(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "store")
+	batch := func(k int) string { return writeViewBatch(t, dir, k, 0) }
+	url, key, stop := startServe(t, data)
+	defer stop()
+	maxRuns := func() int {
+		st, err := storage.Open(storage.Config{Dir: data, ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		a, err := st.App("shop")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ranks := map[int]map[int64]bool{}
+		for _, ref := range a.Current().Segments {
+			if ref.Kind == storage.KindEvents {
+				if ranks[ref.Shard] == nil {
+					ranks[ref.Shard] = map[int64]bool{}
+				}
+				ranks[ref.Shard][ref.SeqMax] = true
+			}
+		}
+		n := 0
+		for _, r := range ranks {
+			n = max(n, len(r))
+		}
+		return n
+	}
+	for k := range 3 {
+		if _, stderr, err := spur(t, "", "import", "--app", "shop", "--time", "ts", "--url", url, "--key", key, "--no-compact", batch(k)); err != nil {
+			t.Fatalf("import %d --no-compact through the server: %v\n%s", k, err, stderr)
+		}
+	}
+	if n := maxRuns(); n != 3 {
+		t.Fatalf("after 3 imports with --no-compact through the server: at most %d runs per shard, want 3", n)
+	}
+	if _, stderr, err := spur(t, "", "import", "--app", "shop", "--time", "ts", "--url", url, "--key", key, batch(3)); err != nil {
+		t.Fatalf("import through the server: %v\n%s", err, stderr)
+	}
+	if n := maxRuns(); n != 1 {
+		t.Fatalf("after an import through the server: at most %d runs per shard, want 1", n)
 	}
 }
