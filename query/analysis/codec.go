@@ -22,7 +22,8 @@ import (
 // Integers are (zig-zag) varints, floats 8 bytes little endian, byte
 // strings a uvarint length then the bytes, keys as encodeKey writes them.
 // Decoders are strict: a length is bounded by the input left before
-// anything is allocated, and truncated, trailing, out-of-range or
+// anything is allocated, the memory a state's groups take once decoded
+// by a multiple of its size (decoder.grow), counts by 2^53, and truncated, trailing, out-of-range or
 // inconsistent input is an error, never a panic.
 
 // stateVersion is the version of the encoding of every kind's state.
@@ -260,10 +261,17 @@ func (d *decoder) varint() int64 {
 const maxCount = 1<<53 - 1
 
 // count reads a count in [0, maxCount].
-func (d *decoder) count() int64 {
+func (d *decoder) count() int64 { return d.bounded(maxCount, "count") }
+
+// maxTotal bounds a decoded total of durations in µs (146,000 years):
+// merging two cannot overflow an int64.
+const maxTotal = 1<<62 - 1
+
+// bounded reads a uvarint in [0, max], what it is for messages.
+func (d *decoder) bounded(max uint64, what string) int64 {
 	v := d.uvarint()
-	if v > maxCount {
-		d.fail("count %d out of range", v)
+	if v > max {
+		d.fail("%s %d out of range", what, v)
 		return 0
 	}
 	return int64(v)

@@ -168,7 +168,10 @@ func (d *decoder) funnelStats(st *funnelStats, steps int, v FunnelView, window i
 // spec and options. String keys are mapped into opt.Key.Dict's ids.
 // Errors (wrapping ErrState): an invalid spec, another version or kind, a
 // state of another spec (fingerprint), truncated, trailing, out-of-range
-// or inconsistent input (a duplicate key). b is not retained.
+// or inconsistent input (a duplicate key, a key no group of the spec has,
+// durations or counts Add cannot make, a count of 2^53 or more), or more
+// groups than 64 times the input's size plus 1 MiB of memory can hold.
+// b is not retained.
 func DecodeFunnel(spec FunnelSpec, opt FunnelOptions, b []byte) (*Funnel, error) {
 	f, err := NewFunnel(spec, opt)
 	return decodeState(f, err, b, opt.Key.Dict, kindFunnel, "funnel", func(d *decoder) {

@@ -131,7 +131,10 @@ func (t *Trend) keepsVals(bit int, tots bool) bool {
 // String keys are mapped into spec.Breakdown.Dict's ids. Errors (wrapping
 // ErrState): an invalid spec, another version or kind, a state of another
 // spec (fingerprint), truncated, trailing, out-of-range or inconsistent
-// input (a duplicate key, a negative count). b is not retained.
+// input (a duplicate key, a key no slot of the spec has, a negative count
+// or one of 2^53 or more, a cell whose values do not match its count or
+// whose min is above its max), or more slots than 64 times the input's
+// size plus 1 MiB of memory can hold. b is not retained.
 func DecodeTrend(spec TrendSpec, b []byte) (*Trend, error) {
 	t, err := NewTrend(spec)
 	return decodeState(t, err, b, spec.Breakdown.Dict, kindTrend, "trend", func(d *decoder) {
