@@ -22,7 +22,8 @@ import (
 // Integers are (zig-zag) varints, floats 8 bytes little endian, byte
 // strings a uvarint length then the bytes, keys as encodeKey writes them.
 // Decoders are strict: a length is bounded by the input left before
-// anything is allocated, and truncated, trailing, out-of-range or
+// anything is allocated, the memory a state's groups take once decoded
+// by a multiple of its size (decoder.grow), counts by 2^53, and truncated, trailing, out-of-range or
 // inconsistent input is an error, never a panic.
 
 // stateVersion is the version of the encoding of every kind's state.
@@ -162,6 +163,38 @@ type decoder struct {
 	err  error
 	dict KeyDict
 	what string // kind, for messages
+	in   int    // length of the whole input, for grow
+}
+
+// Decoding may allocate at most decodeGrowth bytes per byte of input,
+// plus decodeSlack: a state whose elements (groups, slots) would take
+// more memory than that once decoded is refused before they are
+// allocated. An element's minimal encoding can be far smaller than the
+// state it decodes into (a 2-step funnel group: 11 bytes for 1.2 KiB),
+// so a length bounded by the input alone does not bound memory.
+const (
+	decodeGrowth = 64
+	decodeSlack  = 1 << 20
+)
+
+// slotEntryBytes is the memory a key takes in a slotTable: 20 bytes an
+// entry at a load of a quarter to a half.
+const slotEntryBytes = 80
+
+// grow reads the length of a list whose elements take at least min
+// bytes of input and cost bytes of memory each once decoded, and refuses
+// one whose elements would take more than the input allows
+// (decodeGrowth, decodeSlack) besides the used bytes already held.
+func (d *decoder) grow(min int, cost, used int64) int {
+	n := d.length(min)
+	if d.err != nil {
+		return 0
+	}
+	if limit := int64(d.in)*decodeGrowth + decodeSlack; int64(n) > (limit-used)/cost {
+		d.fail("%d elements of %d bytes each exceed the %d bytes a state of %d bytes may take", n, cost, limit, d.in)
+		return 0
+	}
+	return n
 }
 
 func (d *decoder) fail(format string, args ...any) {
@@ -222,11 +255,23 @@ func (d *decoder) varint() int64 {
 	return v
 }
 
-// count reads a non-negative int64 count.
-func (d *decoder) count() int64 {
+// maxCount bounds every decoded count (users, events, values): below
+// 2^53 a count is exact as a float64, and adding up to 1024 counts that
+// were each decoded cannot overflow an int64 in Merge.
+const maxCount = 1<<53 - 1
+
+// count reads a count in [0, maxCount].
+func (d *decoder) count() int64 { return d.bounded(maxCount, "count") }
+
+// maxTotal bounds a decoded total of durations in µs (146,000 years):
+// merging two cannot overflow an int64.
+const maxTotal = 1<<62 - 1
+
+// bounded reads a uvarint in [0, max], what it is for messages.
+func (d *decoder) bounded(max uint64, what string) int64 {
 	v := d.uvarint()
-	if v > math.MaxInt64 {
-		d.fail("count %d out of range", v)
+	if v > max {
+		d.fail("%s %d out of range", what, v)
 		return 0
 	}
 	return int64(v)
@@ -443,7 +488,7 @@ func decodeState[A interface{ SpecFingerprint() uint64 }](acc A, err error, b []
 	if err != nil {
 		return zero, err
 	}
-	d := decoder{b: b, dict: dict, what: what}
+	d := decoder{b: b, dict: dict, what: what, in: len(b)}
 	d.header(k, acc.SpecFingerprint())
 	body(&d)
 	if err := d.end(); err != nil {

@@ -129,7 +129,7 @@ func (s *ExactSum) Merge(o *ExactSum) {
 	}
 	s.normalize()
 	o.normalize()
-	s.cover(o.base, o.base+int32(len(o.d)))
+	s.cover(o.base, o.base+int32(len(o.d))-1)
 	off := o.base - s.base
 	for i, v := range o.d {
 		s.d[int32(i)+off] += v

@@ -3,6 +3,7 @@ package analysis
 import (
 	"fmt"
 	"slices"
+	"unsafe"
 )
 
 // sameSpec returns an error wrapping ErrState when o was made from
@@ -104,23 +105,59 @@ func (e *encoder) funnelStats(st *funnelStats, steps int) {
 }
 
 // funnelStats reads the stats of one group into st (initialised by
-// initStats) and returns the bytes of memory it allocated.
-func (d *decoder) funnelStats(st *funnelStats, steps int) int64 {
+// initStats) and returns the bytes of memory it allocated. The stats must
+// be those Add can make in view v: in the steps view, reached counts and,
+// for each step k ≥ 2, one duration per user who reached k or further;
+// in the trends view, per-bucket counts with no more converted than
+// entered users; in the time-to-convert view, durations of converted
+// users (durs[0]) only. Durations are in [0, window]: two steps of an
+// attempt are at most the conversion window apart.
+func (d *decoder) funnelStats(st *funnelStats, steps int, v FunnelView, window int64) int64 {
 	for k := range steps + 1 {
 		st.reached[k] = d.count()
+		if v != ViewSteps && st.reached[k] != 0 {
+			d.fail("%d users at step %d outside the steps view", st.reached[k], k)
+			return 0
+		}
 	}
-	var n int64
+	var n, users int64 // users: who reached step k or further
 	for k := range steps + 1 {
-		if l := d.length(1); l > 0 {
+		users += st.reached[k]
+	}
+	for k := range steps + 1 {
+		if k > 0 {
+			users -= st.reached[k-1]
+		}
+		l := d.length(1)
+		switch {
+		case d.err != nil:
+			return n
+		case v == ViewSteps && k >= 2 && int64(l) != users:
+			d.fail("%d durations to step %d of %d users", l, k, users)
+			return n
+		case (v != ViewSteps || k < 2) && l != 0 && !(v == ViewTimeToConvert && k == 0):
+			d.fail("%d durations at step %d, which keeps none", l, k)
+			return n
+		}
+		if l > 0 {
 			st.durs[k] = make([]int64, l)
 			for i := range st.durs[k] {
-				st.durs[k][i] = d.varint()
+				x := d.varint()
+				if x < 0 || x > window {
+					d.fail("duration %dµs outside [0, %d]", x, window)
+					return n
+				}
+				st.durs[k][i] = x
 			}
 			n += int64(l) * 8
 		}
 	}
 	for b := range st.entered {
 		st.entered[b], st.converted[b] = d.count(), d.count()
+		if st.converted[b] > st.entered[b] {
+			d.fail("bucket %d: %d converted of %d entered", b, st.converted[b], st.entered[b])
+			return n
+		}
 	}
 	d.list(&st.list)
 	return n + st.list.Bytes()
@@ -131,21 +168,35 @@ func (d *decoder) funnelStats(st *funnelStats, steps int) int64 {
 // spec and options. String keys are mapped into opt.Key.Dict's ids.
 // Errors (wrapping ErrState): an invalid spec, another version or kind, a
 // state of another spec (fingerprint), truncated, trailing, out-of-range
-// or inconsistent input (a duplicate key). b is not retained.
+// or inconsistent input (a duplicate key, a key no group of the spec has,
+// durations or counts Add cannot make, a count of 2^53 or more), or more
+// groups than 64 times the input's size plus 1 MiB of memory can hold.
+// b is not retained.
 func DecodeFunnel(spec FunnelSpec, opt FunnelOptions, b []byte) (*Funnel, error) {
 	f, err := NewFunnel(spec, opt)
 	return decodeState(f, err, b, opt.Key.Dict, kindFunnel, "funnel", func(d *decoder) {
-		steps := f.spec.Steps
+		steps, view := f.spec.Steps, f.opt.View
 		if f.total != nil {
-			f.bytes += d.funnelStats(f.total, steps)
+			f.bytes += d.funnelStats(f.total, steps, view, f.spec.Window)
 		}
-		// A group takes at least a key, its counts, durations and list.
+		// Keys are grouped only in the rows of an attribution.
+		var group *keyGrouper
+		if f.rows != nil {
+			group = f.group
+		}
+		// A group takes at least a key, its counts, durations and list,
+		// and its stats and table entry once decoded.
 		nb := 0
-		if f.opt.View == ViewTrends {
+		if view == ViewTrends {
 			nb = len(f.opt.Bounds) - 1
 		}
-		for range d.length(2 + 2*(steps+1) + 2*nb + 3) {
+		n := d.grow(2+2*(steps+1)+2*nb+3, int64(unsafe.Sizeof(funnelStats{}))+int64(nb)*16+slotEntryBytes, f.Bytes())
+		f.groups = slices.Grow(f.groups, n)
+		for range n {
 			k := d.key()
+			if d.err == nil && !groupKey(f.opt.Key, group, k) {
+				d.fail("key %+v is no group's", k)
+			}
 			if d.err != nil {
 				return
 			}
@@ -154,7 +205,7 @@ func DecodeFunnel(spec FunnelSpec, opt FunnelOptions, b []byte) (*Funnel, error)
 				return
 			}
 			g := f.newGroup(k)
-			f.bytes += d.funnelStats(&f.groups[g], steps)
+			f.bytes += d.funnelStats(&f.groups[g], steps, view, f.spec.Window)
 		}
 	})
 }

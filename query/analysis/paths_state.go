@@ -122,7 +122,7 @@ func DecodePaths(spec PathsSpec, b []byte) (*Paths, error) {
 				return
 			}
 			x := &p.edges[p.edgeAt(key)]
-			x.sessions, x.users, x.micros = d.count(), d.count(), d.count()
+			x.sessions, x.users, x.micros = d.count(), d.count(), d.bounded(maxTotal, "µs")
 			if x.users > x.sessions {
 				d.fail("edge of %d sessions by %d users", x.sessions, x.users)
 			}

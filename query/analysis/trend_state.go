@@ -3,6 +3,7 @@ package analysis
 import (
 	"fmt"
 	"slices"
+	"unsafe"
 )
 
 // sameSpec returns an error wrapping ErrState when o was made from
@@ -90,19 +91,39 @@ func (e *encoder) cell(c *trendCell) {
 }
 
 // cell reads a trend cell into c (empty) and returns the bytes of memory
-// it allocated.
-func (d *decoder) cell(c *trendCell) int64 {
+// it allocated. vals tells whether the cell keeps one value per item
+// counted (a percentile's values, a count per user's counts): it must
+// then hold n values, else none.
+func (d *decoder) cell(c *trendCell, vals bool) int64 {
 	c.n = d.count()
 	if c.n == 0 || d.err != nil {
 		return 0
 	}
 	c.min, c.max = d.f64(), d.f64()
+	if d.err == nil && !(c.min <= c.max) {
+		d.fail("cell min %g above its max %g", c.min, c.max)
+		return 0
+	}
 	d.sum(&c.sum)
 	c.vals = d.f64s(nil)
-	if int64(len(c.vals)) > c.n {
+	if want := c.n; !vals && len(c.vals) != 0 || vals && int64(len(c.vals)) != want {
 		d.fail("cell of %d with %d values", c.n, len(c.vals))
 	}
 	return c.sum.bytes() + int64(cap(c.vals))*8
+}
+
+// keepsVals reports whether the cells (tots: the range totals) of the
+// series of mask bit bit keep one value per item counted.
+func (t *Trend) keepsVals(bit int, tots bool) bool {
+	if t.seriesMask&(1<<bit) == 0 {
+		return false
+	}
+	switch m := t.spec.Series[t.bitSeries[bit]].Math; m {
+	case MathCountPerUserAvg, MathCountPerUserMedian, MathCountPerUserMax:
+		return true
+	default:
+		return !tots && m.Quantile()
+	}
 }
 
 // DecodeTrend returns a new accumulator of spec holding the state b
@@ -110,16 +131,38 @@ func (d *decoder) cell(c *trendCell) int64 {
 // String keys are mapped into spec.Breakdown.Dict's ids. Errors (wrapping
 // ErrState): an invalid spec, another version or kind, a state of another
 // spec (fingerprint), truncated, trailing, out-of-range or inconsistent
-// input (a duplicate key, a negative count). b is not retained.
+// input (a duplicate key, a key no slot of the spec has, a negative count
+// or one of 2^53 or more, a cell whose values do not match its count or
+// whose min is above its max), or more slots than 64 times the input's
+// size plus 1 MiB of memory can hold. b is not retained.
 func DecodeTrend(spec TrendSpec, b []byte) (*Trend, error) {
 	t, err := NewTrend(spec)
 	return decodeState(t, err, b, spec.Breakdown.Dict, kindTrend, "trend", func(d *decoder) {
 		// A slot takes at least a key, its counters and its events and tots.
-		n := d.length(2 + 1 + t.nb*t.nw + 1 + 2*t.nw)
+		// and its counters, cells and table entry once decoded.
+		cost := int64(unsafe.Sizeof(trendSlot{})) + int64(t.nb*t.nw)*8 + int64(t.nw)*(cellSize+16+int64(unsafe.Sizeof(userMark{}))) + slotEntryBytes
+		if t.withCells {
+			cost += int64(t.nb*t.nw) * cellSize
+		}
+		if t.withCPU {
+			cost += int64(t.nw) * int64(unsafe.Sizeof(cpuMark{}))
+		}
+		n := d.grow(2+1+t.nb*t.nw+1+2*t.nw, cost, t.Bytes())
+		t.slots = slices.Grow(t.slots, n)
+		t.sc.marks = slices.Grow(t.sc.marks, n*t.nw)
+		if t.withCPU {
+			t.sc.cpu = slices.Grow(t.sc.cpu, n*t.nw)
+		}
 		seen := make([]bool, 0, len(t.slots)+n)
 		for range n {
 			k := d.key()
-			if d.err == nil && !groupKey(t.spec.Breakdown, t.group, k) {
+			// Without a breakdown the one slot is Key{}, group or not
+			// (NewTrend).
+			ok := k == Key{}
+			if t.spec.Breakdown.From != KeyNone {
+				ok = groupKey(t.spec.Breakdown, t.group, k)
+			}
+			if d.err == nil && !ok {
 				d.fail("key %+v is no slot's", k)
 			}
 			if d.err != nil {
@@ -133,10 +176,10 @@ func DecodeTrend(spec TrendSpec, b []byte) (*Trend, error) {
 			d.countsInto(sl.counts)
 			d.countsInto(sl.events)
 			for c := range sl.tots {
-				t.bytes += d.cell(&sl.tots[c])
+				t.bytes += d.cell(&sl.tots[c], t.keepsVals(c, true))
 			}
 			for c := range sl.cells {
-				t.bytes += d.cell(&sl.cells[c])
+				t.bytes += d.cell(&sl.cells[c], t.keepsVals(c%t.nw, false))
 			}
 		}
 	})

@@ -1,6 +1,9 @@
 package analysis
 
-import "container/heap"
+import (
+	"container/heap"
+	"slices"
+)
 
 // list writes a user list: Keep, the users counted, the kept ids.
 func (e *encoder) list(l *UserList) {
@@ -35,7 +38,19 @@ func (d *decoder) list(l *UserList) {
 		l.size += int64(len(s)) + 16
 		l.ids = append(l.ids, s)
 	}
+	if d.err != nil {
+		return
+	}
 	heap.Init(&l.ids)
+	// A user is counted once: kept ids are distinct.
+	sorted := slices.Clone([]string(l.ids))
+	slices.Sort(sorted)
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i] == sorted[i-1] {
+			d.fail("id %q twice", sorted[i])
+			return
+		}
+	}
 }
 
 // AppendBinary appends the list's state to dst (the shape of
