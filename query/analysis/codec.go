@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/spurdb/spur/internal/bin"
 	"hash/fnv"
 	"math"
 	"slices"
@@ -156,14 +157,30 @@ func (e *encoder) header(k stateKind, fp uint64) {
 	e.u64(fp)
 }
 
-// decoder reads the primitives of an encoding from b. The first error
-// sticks: later reads return zero values.
+// decoder reads the primitives of an encoding with internal/bin's sticky
+// Decoder (shortest-form varints, bounds checked). The first error
+// sticks in err, wrapping ErrState (a foreign state is refused, not store
+// corruption): later reads return zero values.
 type decoder struct {
-	b    []byte
+	bd   bin.Decoder
 	err  error
 	dict KeyDict
 	what string // kind, for messages
 	in   int    // length of the whole input, for grow
+}
+
+// newDecoder returns a decoder of b, a state of kind what.
+func newDecoder(b []byte, dict KeyDict, what string) decoder {
+	return decoder{bd: bin.NewDecoder(b, 0), dict: dict, what: what, in: len(b)}
+}
+
+// sync takes over bd's failure, if any, as the decoder's error.
+func (d *decoder) sync() {
+	if d.err == nil {
+		if e := d.bd.Err(); e != nil {
+			d.err = fmt.Errorf("%w: %s: %s at byte %d", ErrState, d.what, e.Msg, e.Offset)
+		}
+	}
 }
 
 // Decoding may allocate at most decodeGrowth bytes per byte of input,
@@ -204,54 +221,26 @@ func (d *decoder) fail(format string, args ...any) {
 }
 
 func (d *decoder) u8() uint8 {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) < 1 {
-		d.fail("truncated")
-		return 0
-	}
-	v := d.b[0]
-	d.b = d.b[1:]
+	v := d.bd.U8()
+	d.sync()
 	return v
 }
 
 func (d *decoder) u64() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) < 8 {
-		d.fail("truncated")
-		return 0
-	}
-	v := binary.LittleEndian.Uint64(d.b)
-	d.b = d.b[8:]
+	v := d.bd.U64()
+	d.sync()
 	return v
 }
 
 func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("bad or truncated uvarint")
-		return 0
-	}
-	d.b = d.b[n:]
+	v := d.bd.Uvarint()
+	d.sync()
 	return v
 }
 
 func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("bad or truncated varint")
-		return 0
-	}
-	d.b = d.b[n:]
+	v := d.bd.Varint()
+	d.sync()
 	return v
 }
 
@@ -302,15 +291,12 @@ func (d *decoder) bool() bool {
 // bytes each and refuses one longer than the input left can hold, so that
 // no length field makes the decoder allocate more than its input.
 func (d *decoder) length(min int) int {
-	v := d.uvarint()
 	if d.err != nil {
 		return 0
 	}
-	if v > uint64(len(d.b)/min) {
-		d.fail("length %d exceeds the %d bytes left", v, len(d.b))
-		return 0
-	}
-	return int(v)
+	n := d.bd.Count("length", min, math.MaxInt)
+	d.sync()
+	return n
 }
 
 // exact reads a length that must be n.
@@ -321,13 +307,12 @@ func (d *decoder) exact(n int, of string) {
 }
 
 func (d *decoder) bytes() []byte {
-	n := d.length(1)
 	if d.err != nil {
 		return nil
 	}
-	p := d.b[:n:n]
-	d.b = d.b[n:]
-	return p
+	p := d.bd.Bytes("bytes")
+	d.sync()
+	return p[:len(p):len(p)]
 }
 
 // key reads a key, mapping a string into d.dict.
@@ -395,8 +380,8 @@ func (d *decoder) header(k stateKind, fp uint64) {
 
 // end reports the sticky error, or an error when input is left over.
 func (d *decoder) end() error {
-	if d.err == nil && len(d.b) > 0 {
-		d.fail("%d trailing bytes", len(d.b))
+	if d.err == nil && d.bd.Left() > 0 {
+		d.fail("%d trailing bytes", d.bd.Left())
 	}
 	return d.err
 }
@@ -488,7 +473,7 @@ func decodeState[A interface{ SpecFingerprint() uint64 }](acc A, err error, b []
 	if err != nil {
 		return zero, err
 	}
-	d := decoder{b: b, dict: dict, what: what, in: len(b)}
+	d := newDecoder(b, dict, what)
 	d.header(k, acc.SpecFingerprint())
 	body(&d)
 	if err := d.end(); err != nil {

@@ -352,7 +352,7 @@ func TestExactSumMergeWindow(t *testing.T) {
 		s.Merge(&c)
 		e := encoder{}
 		e.sum(&s)
-		d := decoder{b: e.b, what: "sum"}
+		d := newDecoder(e.b, nil, "sum")
 		var r ExactSum
 		d.sum(&r)
 		if err := d.end(); err != nil {

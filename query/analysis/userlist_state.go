@@ -69,7 +69,7 @@ func (l *UserList) AppendBinary(dst []byte) ([]byte, error) {
 // not retained.
 func DecodeUserList(keep int, b []byte) (*UserList, error) {
 	l := &UserList{Keep: keep}
-	d := decoder{b: b, what: "user list"}
+	d := newDecoder(b, nil, "user list")
 	d.header(kindUserList, uint64(keep))
 	d.list(l)
 	if err := d.end(); err != nil {
