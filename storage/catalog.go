@@ -16,8 +16,9 @@ import (
 
 // CatalogFormatVersion is the newest catalog and settings file format this
 // build writes and reads; it reads every older one. Version 2 added the
-// log position to the settings file.
-const CatalogFormatVersion = 2
+// log position to the settings file; version 3 the id graph's position
+// (Catalog.Identity) to the catalog.
+const CatalogFormatVersion = 3
 
 // catalogMagic starts every catalog and settings file.
 const (
@@ -128,6 +129,20 @@ type Catalog struct {
 	UserProps  []event.PropType `json:"user_props"`  // user property types, in order of first sighting
 	// Segments are the published segments, ordered by (SeqMax, FirstHash).
 	Segments []SegmentRef `json:"segments"`
+	// Identity is how much of the app's id graph file this catalog
+	// publishes (docs/storage.md, "the id graph"); zero when the app never
+	// applied an identity operation.
+	Identity IdentityPos `json:"identity"`
+}
+
+// IdentityPos is the published prefix of an app's id graph file
+// (IDGRAPH, and its copy IDGRAPH.COPY): the first Bytes bytes, holding
+// the first Ops recorded identity operations (identity.Graph), which
+// include every operation of the write-ahead-log records up to LogSeq.
+type IdentityPos struct {
+	Ops    uint64 `json:"ops"`
+	Bytes  int64  `json:"bytes"`
+	LogSeq uint64 `json:"log_seq"`
 }
 
 // DataVersion returns the data version of a catalog or a version's view
@@ -239,6 +254,8 @@ func equalProps(a, b []event.PropType) bool {
 //	    varint seq min, varint seq max, uvarint generation,
 //	    uvarint rows, uvarint users, varint min time, varint max time,
 //	    uvarint bytes, u64 first hash, u64 last hash
+//	  (version ≥ 3) uvarint id graph ops, uvarint id graph bytes,
+//	    uvarint id graph log seq (IdentityPos)
 //	u32 CRC-32C (Castagnoli) of every byte before it
 //
 // A settings file has the same frame with magic "SPURSET\n" and a body of
@@ -301,6 +318,9 @@ func encodeCatalog(c *Catalog) []byte {
 		b = binary.LittleEndian.AppendUint64(b, s.FirstHash)
 		b = binary.LittleEndian.AppendUint64(b, s.LastHash)
 	}
+	b = binary.AppendUvarint(b, c.Identity.Ops)
+	b = binary.AppendUvarint(b, uint64(c.Identity.Bytes))
+	b = binary.AppendUvarint(b, c.Identity.LogSeq)
 	return frame(catalogMagic, b)
 }
 
@@ -524,6 +544,16 @@ func decodeCatalog(path string, b []byte) (*Catalog, error) {
 			d.FailAt(d.Pos()-16, "segment %s: hash range [%x, %x] is reversed", s.File, s.FirstHash, s.LastHash)
 		}
 		c.Segments = append(c.Segments, s)
+	}
+	if d.version >= 3 {
+		c.Identity.Ops = d.Uvarint()
+		at = d.Pos()
+		n := d.Uvarint()
+		if d.Err() == nil && (n > math.MaxInt64 || n < c.Identity.Ops) {
+			d.FailAt(at, "id graph of %d bytes holding %d operations", n, c.Identity.Ops)
+		}
+		c.Identity.Bytes = int64(n)
+		c.Identity.LogSeq = d.Uvarint()
 	}
 	if err := d.done(); err != nil {
 		return nil, err

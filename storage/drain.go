@@ -50,7 +50,7 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 	if len(ucs) == 1 {
 		// From its next block on: no times, and no hashes where the
 		// ids imply them (joinInStep matches by id).
-		ucs[0].noTimes, ucs[0].keys = ucs[0].onceCode < 0, segment.KeysIDs
+		ucs[0].noTimes, ucs[0].keys = ucs[0].onceCode < 0 && !sc.keepTimes, segment.KeysIDs
 	}
 	// From the next block on: without a join or lists the users are
 	// visited by position and their keys are not decoded; a join under

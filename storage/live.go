@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/identity"
 	"github.com/spurdb/spur/storage/wal"
 )
 
@@ -161,7 +162,32 @@ func (s *Store) Ingest(ctx context.Context, appName string, evs []event.Event, u
 	if err != nil {
 		return nil, err
 	}
-	return l.ingest(ctx, evs, users)
+	return l.ingestOps(ctx, evs, users, nil)
+}
+
+// IngestIdentity is Ingest with identity operations (identity.md §2, §4):
+// each of ids applies with the request, in the log record of its events,
+// and is visible on the answer like them; an operation of a rejected event
+// is dropped with it, and an invalid one rejects its event (field
+// "anonymous_id"). Operations carried by the events themselves
+// (`$identify`, `$create_alias`, `$merge_dangerously`: OpOfEvent) apply
+// with Ingest too. A request of operations only (no events) is written
+// as well. Errors as Ingest's.
+func (s *Store) IngestIdentity(ctx context.Context, appName string, evs []event.Event, users []UserWrite, ids []IdentityWrite) (*IngestReport, error) {
+	ctx, task := trace.NewTask(ctx, "ingest")
+	defer task.End()
+	if s.cfg.Live == nil {
+		return nil, ErrLiveOff
+	}
+	a, err := s.app(appName, true)
+	if err != nil {
+		return nil, err
+	}
+	l, err := a.openLive()
+	if err != nil {
+		return nil, err
+	}
+	return l.ingestOps(ctx, evs, users, ids)
 }
 
 // FlushLive writes app appName's live layer into segment files now,
@@ -326,8 +352,8 @@ func (a *App) allocSeq(min int64) int64 {
 	return n
 }
 
-// ingest is Store.Ingest on this app.
-func (l *liveApp) ingest(ctx context.Context, evs []event.Event, users []UserWrite) (*IngestReport, error) {
+// ingestOps is Store.IngestIdentity on this app.
+func (l *liveApp) ingestOps(ctx context.Context, evs []event.Event, users []UserWrite, ids []IdentityWrite) (*IngestReport, error) {
 	if err := l.err(); err != nil {
 		return nil, err
 	}
@@ -340,7 +366,8 @@ func (l *liveApp) ingest(ctx context.Context, evs []event.Event, users []UserWri
 	}
 	rep := &IngestReport{}
 	ok := l.check(evs, users, rep)
-	if rep.Accepted == 0 {
+	ops := identityOps(evs, ids, ok, rep)
+	if rep.Accepted == 0 && len(ops) == 0 {
 		return rep, nil
 	}
 	bp, _ := l.enc.Get().(*[]byte)
@@ -348,7 +375,7 @@ func (l *liveApp) ingest(ctx context.Context, evs []event.Event, users []UserWri
 		bp = new([]byte)
 	}
 	defer l.enc.Put(bp)
-	*bp = appendLiveRecordOf(*bp, evs, users, ok)
+	*bp = appendLiveRecordOf(*bp, evs, users, ops, ok)
 	if _, err := l.log.Append(ctx, *bp); err != nil {
 		rep.Accepted = 0
 		if errors.Is(err, syscall.ENOSPC) {
@@ -438,11 +465,11 @@ func rowField(err error, prefix string) (string, string) {
 	return prefix + re.Field, re.Msg
 }
 
-// appendLiveRecordOf appends the record of the accepted events (ok) and
-// their user writes, renumbered.
-func appendLiveRecordOf(dst []byte, evs []event.Event, users []UserWrite, ok []bool) []byte {
+// appendLiveRecordOf appends the record of the accepted events (ok),
+// their user writes, renumbered, and the identity operations ops.
+func appendLiveRecordOf(dst []byte, evs []event.Event, users []UserWrite, ops []identity.Op, ok []bool) []byte {
 	if !slices.Contains(ok, false) {
-		return appendLiveRecord(dst[:0], evs, users)
+		return appendLiveRecord(dst[:0], evs, users, ops)
 	}
 	idx := make([]int, len(evs))
 	var kept []event.Event
@@ -459,7 +486,68 @@ func appendLiveRecordOf(dst []byte, evs []event.Event, users []UserWrite, ok []b
 			ku = append(ku, u)
 		}
 	}
-	return appendLiveRecord(dst[:0], kept, ku)
+	return appendLiveRecord(dst[:0], kept, ku, ops)
+}
+
+// identityOps returns the identity operations of a request, in the
+// order they apply (identity.md §4: array order): per accepted event (ok),
+// its explicit operations (ids, by Index) then the one its name carries
+// (OpOfEvent); then the operations of no event (Index < 0). An event
+// whose operation is invalid (an id too long, not UTF-8) is rejected
+// (ok and rep updated; field "anonymous_id" or the property's); an event
+// with `$process_person_profile: false` carries none.
+func identityOps(evs []event.Event, ids []IdentityWrite, ok []bool, rep *IngestReport) []identity.Op {
+	var ops []identity.Op
+	byEvent := map[int][]identity.Op{}
+	for _, w := range ids {
+		if w.Index >= 0 && w.Index < len(evs) {
+			byEvent[w.Index] = append(byEvent[w.Index], w.Op)
+		}
+	}
+	rejected := false
+	for i := range evs {
+		if !ok[i] {
+			continue
+		}
+		ev := &evs[i]
+		if !ProcessesPersons(ev) {
+			continue
+		}
+		n := len(ops)
+		for _, op := range byEvent[i] {
+			if err := op.Validate(); err != nil {
+				rep.Rejected = append(rep.Rejected, IngestRejection{Index: i, Field: "anonymous_id", Message: err.Error()})
+				ok[i], rejected = false, true
+				break
+			}
+			ops = append(ops, op)
+		}
+		if op, has := OpOfEvent(ev); ok[i] && has {
+			if err := op.Validate(); err != nil {
+				field := "properties." + aliasProp
+				if op.Kind == identity.Identify {
+					field = "properties." + anonIDProp
+				}
+				rep.Rejected = append(rep.Rejected, IngestRejection{Index: i, Field: field, Message: err.Error()})
+				ok[i], rejected = false, true
+			} else {
+				ops = append(ops, op)
+			}
+		}
+		if !ok[i] {
+			ops = ops[:n]
+			rep.Accepted--
+		}
+	}
+	for _, w := range ids {
+		if w.Index < 0 {
+			ops = append(ops, w.Op)
+		}
+	}
+	if rejected {
+		slices.SortStableFunc(rep.Rejected, func(a, b IngestRejection) int { return cmp.Compare(a.Index, b.Index) })
+	}
+	return ops
 }
 
 // err returns the live layer's sticky failure.
@@ -515,6 +603,12 @@ func (l *liveApp) applyLocked(seq uint64, rec []byte) error {
 			return fmt.Errorf("record %d user write %d: %w", seq, i, err)
 		}
 		bytes += eventBytes(&l.uev)
+	}
+	if err := l.a.ident.apply(lb.ops, seq); err != nil {
+		return fmt.Errorf("record %d identity operations: %w", seq, err)
+	}
+	if len(lb.ops) > 0 {
+		l.dirty = true
 	}
 	l.tailRows += len(lb.evs) + len(lb.users)
 	l.tailBytes += bytes
@@ -753,7 +847,7 @@ func (l *liveApp) flush(ctx context.Context) (int64, error) {
 	// import's), whatever the live segments' own ranks.
 	seq := a.allocSeq(0)
 	l.mu.Unlock()
-	if len(segs) == 0 {
+	if len(segs) == 0 && !a.ident.unpersisted() {
 		return 0, nil
 	}
 	t, err := a.beginWrite()
@@ -775,9 +869,12 @@ func (l *liveApp) flush(ctx context.Context) (int64, error) {
 		groups[i].seqMin, groups[i].seqMax = seq, seq
 	}
 	out := compactOutput{sink: t, shards: base.Shards, gen: t.outputGen()}
-	written, _, err := a.compactGroups(ctx, out, v, groups, CompactOptions{MaxSegmentRows: DefaultMaxSegmentRows, Workers: runtime.GOMAXPROCS(0)})
-	if err != nil {
-		return 0, fmt.Errorf("app %q: flush live events: %w", a.name, err)
+	var written []SegmentRef
+	if len(groups) > 0 {
+		written, _, err = a.compactGroups(ctx, out, v, groups, CompactOptions{MaxSegmentRows: DefaultMaxSegmentRows, Workers: runtime.GOMAXPROCS(0)})
+		if err != nil {
+			return 0, fmt.Errorf("app %q: flush live events: %w", a.name, err)
+		}
 	}
 	next := base.clone()
 	next.Generation++

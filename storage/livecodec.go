@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/identity"
 	"github.com/spurdb/spur/internal/bin"
 )
 
@@ -23,17 +24,21 @@ import (
 //	uvarint user writes; per write:
 //	       uvarint event index, [1] once (0 or 1),
 //	       uvarint properties; per property: str name, value
+//	(version ≥ 2) uvarint identity operations; per operation:
+//	       [1] kind (identity.Kind), str T, str O, varint time (UTC µs)
 //
 // where str is a uvarint length and the bytes, and value a type byte
 // (event.TypeString … event.TypeTime) and a str (string), a varint (int,
 // time), 8 little-endian bytes of the IEEE 754 bits (float) or a byte 0/1
 // (bool). The log's own framing checksums each record.
-const liveRecordVersion = 1
+// Version 1 records (no identity operations) are still read.
+const liveRecordVersion = 2
 
 // liveBatch is a decoded record, its slices reused from record to record.
 type liveBatch struct {
 	evs   []event.Event
 	users []liveUserWrite
+	ops   []identity.Op
 }
 
 // liveUserWrite is one user property write of a record: of the user and
@@ -44,9 +49,9 @@ type liveUserWrite struct {
 	props []event.Prop
 }
 
-// appendLiveRecord appends the record of evs and users (UserWrite.Index
-// into evs) to dst.
-func appendLiveRecord(dst []byte, evs []event.Event, users []UserWrite) []byte {
+// appendLiveRecord appends the record of evs, users (UserWrite.Index
+// into evs) and the identity operations ops to dst.
+func appendLiveRecord(dst []byte, evs []event.Event, users []UserWrite, ops []identity.Op) []byte {
 	dst = append(dst, liveRecordVersion)
 	dst = binary.AppendUvarint(dst, uint64(len(evs)))
 	for i := range evs {
@@ -66,6 +71,13 @@ func appendLiveRecord(dst []byte, evs []event.Event, users []UserWrite) []byte {
 		}
 		dst = append(dst, once)
 		dst = appendRecordProps(dst, u.Props)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(ops)))
+	for _, op := range ops {
+		dst = append(dst, byte(op.Kind))
+		dst = appendStr(dst, op.T)
+		dst = appendStr(dst, op.O)
+		dst = binary.AppendVarint(dst, op.Time)
 	}
 	return dst
 }
@@ -115,8 +127,9 @@ var errLiveRecord = errors.New("bad live record")
 // the byte offset in the record.
 func decodeLiveRecord(rec []byte, lb *liveBatch) error {
 	d := bin.NewDecoder(rec, 0)
-	if v := d.U8(); d.Err() == nil && v != liveRecordVersion {
-		return fmt.Errorf("%w: version %d (this build reads %d)", errLiveRecord, v, liveRecordVersion)
+	v := d.U8()
+	if d.Err() == nil && (v == 0 || v > liveRecordVersion) {
+		return fmt.Errorf("%w: version %d (this build reads 1 to %d)", errLiveRecord, v, liveRecordVersion)
 	}
 	n := d.Count("events", 5, math.MaxInt)
 	lb.evs = resizeEvents(lb.evs, n)
@@ -151,6 +164,24 @@ func decodeLiveRecord(rec []byte, lb *liveBatch) error {
 			d.FailAt(d.Pos()-1, "user write once flag")
 		}
 		u.props = decodeRecordProps(&d, u.props)
+	}
+	lb.ops = lb.ops[:0]
+	if v >= 2 {
+		k := d.Count("identity operations", 4, math.MaxInt)
+		for range k {
+			at := d.Pos()
+			op := identity.Op{Kind: identity.Kind(d.U8())}
+			op.T, op.O = d.String("identity T"), d.String("identity O")
+			op.Time = d.Varint()
+			if d.Err() != nil {
+				break
+			}
+			if err := op.Validate(); err != nil {
+				d.FailAt(at, "identity operation: %v", err)
+				break
+			}
+			lb.ops = append(lb.ops, op)
+		}
 	}
 	if d.Err() == nil && d.Left() > 0 {
 		d.Fail("%d trailing bytes", d.Left())

@@ -42,7 +42,7 @@ func TestLiveRecordRoundTrip(t *testing.T) {
 	for seed := range uint64(20) {
 		n := int(seed*7) % 40
 		evs, users := liveRecordSample(n, seed)
-		rec := appendLiveRecord(nil, evs, users)
+		rec := appendLiveRecord(nil, evs, users, nil)
 		if err := decodeLiveRecord(rec, &lb); err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
@@ -76,8 +76,8 @@ func TestLiveRecordRoundTrip(t *testing.T) {
 // and an error wraps errLiveRecord.
 func FuzzDecodeLiveRecord(f *testing.F) {
 	evs, users := liveRecordSample(5, 1)
-	f.Add(appendLiveRecord(nil, evs, users))
-	f.Add(appendLiveRecord(nil, nil, nil))
+	f.Add(appendLiveRecord(nil, evs, users, nil))
+	f.Add(appendLiveRecord(nil, nil, nil, nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var lb liveBatch
 		if err := decodeLiveRecord(b, &lb); err != nil {
@@ -90,7 +90,7 @@ func FuzzDecodeLiveRecord(f *testing.F) {
 		for i, u := range lb.users {
 			users[i] = UserWrite{Index: u.ev, Once: u.once, Props: u.props}
 		}
-		if re := appendLiveRecord(nil, lb.evs, users); string(re) != string(b) {
+		if re := appendLiveRecord(nil, lb.evs, users, lb.ops); string(re) != string(b) {
 			t.Fatalf("re-encoded %x, decoded from %x", re, b)
 		}
 	})
@@ -101,7 +101,7 @@ func FuzzDecodeLiveRecord(f *testing.F) {
 // batch, as the live layer applies and replays records.
 func BenchmarkLiveRecordDecode(b *testing.B) {
 	evs, users := liveRecordSample(1000, 1)
-	rec := appendLiveRecord(nil, evs, users)
+	rec := appendLiveRecord(nil, evs, users, nil)
 	var lb liveBatch
 	b.SetBytes(int64(len(rec)))
 	b.ReportAllocs()

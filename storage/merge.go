@@ -38,9 +38,12 @@ type shardScanner struct {
 	uonce    []trail.Value
 	uonceAt  []int64
 	onceSeen bool
-	fs       segment.FilterScratch
-	bd       segment.BlockDeltas // drainUsers' deltas for segment.FilterDeltasBlock
-	excRank  segment.RankCache   // bd's exception rank, reset by drain at each block
+	// keepTimes reads users blocks with their times also when a shard has
+	// one users chain: the person join needs each value's write time.
+	keepTimes bool
+	fs        segment.FilterScratch
+	bd        segment.BlockDeltas // drainUsers' deltas for segment.FilterDeltasBlock
+	excRank   segment.RankCache   // bd's exception rank, reset by drain at each block
 	// mergeParts scratch
 	perm, perm2 []int32
 	sTimes      []int64
@@ -167,7 +170,7 @@ func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error 
 			sc.free = append(sc.free, c)
 		}
 		used++
-		c.chain, c.keys, c.noTimes = run, segment.KeysAll, usersChains == 1
+		c.chain, c.keys, c.noTimes = run, segment.KeysAll, usersChains == 1 && !sc.keepTimes
 		ok, err := sc.nextSegment(ctx, c)
 		if err != nil {
 			return err

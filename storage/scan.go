@@ -57,6 +57,12 @@ type ScanSpec struct {
 	// lists): the scan then leaves them zero where it can and skips
 	// decoding the users' hashes and ids (ReadBlockRows).
 	NoIDs bool
+	// DistinctIDs scans trails by distinct id even when the version's id
+	// graph joins ids into persons (Version.Persons): an export, a user's
+	// own events. Without it, the trails visited are persons' (see
+	// personscan.go): the events of all of a person's distinct ids in one
+	// trail whose ID is the person id.
+	DistinctIDs bool
 	// Shards, when not nil, restricts the scan to these shards: indexes
 	// in [0, Catalog.Shards), sorted ascending without repeats (else Scan
 	// fails); an empty non-nil slice scans none. nil scans every shard.
@@ -265,6 +271,15 @@ func (s *Version) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) (
 		}
 		byShard[ref.Shard] = append(byShard[ref.Shard], ref)
 	}
+	var join *personJoin
+	if !spec.DistinctIDs {
+		join = newPersonJoin(s.persons)
+	}
+	scanners := visitors
+	if join != nil {
+		spec.NoIDs = false // the join looks up every trail's id
+		scanners = join.wrap(visitors, spec.Grow)
+	}
 	var next atomic.Int64
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
@@ -279,10 +294,13 @@ func (s *Version) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) (
 			// Decode buffers are reused across scans: a query must not
 			// re-allocate tens of MiB of block buffers (GC pressure).
 			sc := s.app.store.getScanner()
-			sc.snap, sc.spec, sc.v, sc.st = s, &spec, visitors[w], &ws[w]
+			sc.snap, sc.spec, sc.v, sc.st = s, &spec, scanners[w], &ws[w]
+			if join != nil {
+				join.workers[w].sc, sc.keepTimes = sc, true
+			}
 			sc.chunkEvents, sc.held = cmp.Or(spec.ChunkEvents, DefaultChunkEvents), 0
 			defer func() {
-				sc.snap, sc.spec, sc.v, sc.st = nil, nil, nil, nil
+				sc.snap, sc.spec, sc.v, sc.st, sc.keepTimes = nil, nil, nil, nil, false
 				for _, c := range sc.free {
 					c.chain, c.r, c.meta, c.masks, c.plan, c.uplan, c.own = nil, nil, nil, nil, nil, nil, SegmentPlan{}
 				}
@@ -329,6 +347,11 @@ func (s *Version) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) (
 	}
 	if first != nil {
 		return stats, first
+	}
+	if join != nil {
+		if err := join.visit(ctx, cmp.Or(spec.ChunkEvents, DefaultChunkEvents)); err != nil {
+			return stats, err
+		}
 	}
 	// A cancelled or expired caller context fails the scan (a partial scan
 	// is not an answer); our own cancel() above only stops the workers.

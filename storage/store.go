@@ -383,6 +383,9 @@ func (s *Store) app(name string, create bool) (*App, error) {
 		return nil, fmt.Errorf("app %q: unreadable catalog (`spur verify --app %s` lists the damage, `spur recover --app %s` rebuilds the catalog): %w",
 			name, name, name, err)
 	}
+	if err := a.loadIdentity(c); err != nil {
+		return nil, err
+	}
 	v, err := a.newVersion(c, nil)
 	if err != nil {
 		return nil, err
@@ -423,6 +426,7 @@ type App struct {
 	roleOK bool                   // this process holds the app's writer role now
 	collMu map[string]*sync.Mutex // per document collection: this process's writers (Collection)
 
+	ident    appIdentity             // the id graph (identity.go)
 	live     atomic.Pointer[liveApp] // the live layer, once the app has taken live events (Store.Ingest)
 	liveOpen sync.Mutex              // serializes openLive
 	seqNext  int64                   // the next arrival rank this process hands out (allocSeq; a.mu)
@@ -509,6 +513,11 @@ func (a *App) refresh() error {
 			return nil
 		}
 		return err
+	}
+	if c.Identity != a.ident.pos() {
+		if err := a.loadIdentity(c); err != nil {
+			return err
+		}
 	}
 	v, err := a.newVersion(c, nil)
 	if err != nil {

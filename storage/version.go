@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/identity"
 	"github.com/spurdb/spur/storage/segment"
 )
 
@@ -31,6 +32,8 @@ type Version struct {
 	app   *App
 	files map[string]*segFile // by file name; immutable
 	refs  int                 // readers plus 1 while current (App.mu)
+	// persons is the id graph as of the version (Persons).
+	persons *identity.Snapshot
 }
 
 // Published returns the catalog the version was made of, without the live
@@ -181,7 +184,8 @@ func (a *App) newVersion(c *Catalog, lv *liveView) (*Version, error) {
 		view.EventProps, view.UserProps = lv.eventProps, lv.userProps
 		view.LogSeq = max(view.LogSeq, lv.logSeq)
 	}
-	v := &Version{Catalog: view, disk: c, app: a, files: make(map[string]*segFile, len(view.Segments)), refs: 1}
+	v := &Version{Catalog: view, disk: c, app: a, files: make(map[string]*segFile, len(view.Segments)), refs: 1,
+		persons: a.ident.snapshot()}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var opened []*segFile

@@ -62,6 +62,12 @@ func (a *App) beginWrite() (_ *writeTxn, err error) {
 		return nil, fmt.Errorf("app %q: refusing to write over an unreadable catalog (`spur verify --app %s` lists the damage, `spur recover --app %s` rebuilds it): %w",
 			a.name, a.name, a.name, err)
 	default:
+		if c.Identity != a.ident.pos() && a.live.Load() == nil {
+			// Another process published a graph since this one loaded it.
+			if err := a.loadIdentity(c); err != nil {
+				return nil, err
+			}
+		}
 		if err := a.adopt(c, st); err != nil {
 			return nil, err
 		}
@@ -276,6 +282,9 @@ func (t *writeTxn) publish(next *Catalog) error {
 		if err := a.bucket.SyncNames(context.Background()); err != nil {
 			return fmt.Errorf("app %q: sync segment directory: %w", a.name, err)
 		}
+	}
+	if err := a.persistIdentity(next); err != nil {
+		return err
 	}
 	prev := t.base
 	if t.force {
