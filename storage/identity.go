@@ -119,6 +119,20 @@ func (id *appIdentity) apply(ops []identity.Op, logSeq uint64) error {
 	return nil
 }
 
+// applyChunked applies an import's operations, in order, in batches
+// (each a new snapshot).
+func (id *appIdentity) applyChunked(ops []identity.Op) error {
+	const batch = 1 << 16
+	for len(ops) > 0 {
+		n := min(len(ops), batch)
+		if err := id.apply(ops[:n], 0); err != nil {
+			return err
+		}
+		ops = ops[n:]
+	}
+	return nil
+}
+
 // Persons returns the id graph snapshot the version shows (package
 // identity), consistent with its events: nil when the app has applied no
 // identity operation (every distinct id is a person of its own). The

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/identity"
 	"github.com/spurdb/spur/storage/segment"
 )
 
@@ -68,6 +69,13 @@ type ImportOptions struct {
 	// at once. An import of one flush writes as without it. The segments are valid either way (only larger), so
 	// a compaction that fails or is skipped loses nothing but bytes.
 	CompactAfter bool
+	// AnonymousID names the string property holding each events row's
+	// anonymous id (`spur import --anonymous-id COLUMN`): a row with a
+	// non-empty one applies identify(user id, anonymous id) (identity.md
+	// §4). "" means none. Rows named `$identify`, `$create_alias` and
+	// `$merge_dangerously` apply their operations either way (OpOfEvent),
+	// in file order, when the import publishes.
+	AnonymousID string
 }
 
 // MaxReportedErrors caps ImportReport.Errors; the count in Rejected is exact.
@@ -75,16 +83,17 @@ const MaxReportedErrors = 1000
 
 // ImportReport describes a finished or aborted import.
 type ImportReport struct {
-	App        string            `json:"app"`
-	Kind       SegmentKind       `json:"kind"`
-	Read       int64             `json:"rows_read"`        // rows read (good + bad)
-	Applied    int64             `json:"rows_applied"`     // rows published (0 when aborted)
-	Rejected   int64             `json:"rows_rejected"`    // bad rows
-	Duplicates int64             `json:"rows_duplicate"`   // duplicate events of this import dropped (docs/ingest.md §3; copies of earlier imports' events are dropped by queries and compaction)
-	Segments   int               `json:"segments"`         // segment files published
-	Bytes      int64             `json:"bytes"`            // bytes of those files
-	Elapsed    time.Duration     `json:"elapsed_ns"`       // wall time
-	Errors     []*event.RowError `json:"errors,omitempty"` // the first MaxReportedErrors bad rows
+	App         string            `json:"app"`
+	Kind        SegmentKind       `json:"kind"`
+	Read        int64             `json:"rows_read"`        // rows read (good + bad)
+	Applied     int64             `json:"rows_applied"`     // rows published (0 when aborted)
+	Rejected    int64             `json:"rows_rejected"`    // bad rows
+	Duplicates  int64             `json:"rows_duplicate"`   // duplicate events of this import dropped (docs/ingest.md §3; copies of earlier imports' events are dropped by queries and compaction)
+	Segments    int               `json:"segments"`         // segment files published
+	Bytes       int64             `json:"bytes"`            // bytes of those files
+	Elapsed     time.Duration     `json:"elapsed_ns"`       // wall time
+	IdentityOps int64             `json:"identity_ops"`     // identity operations applied (identity.md §4)
+	Errors      []*event.RowError `json:"errors,omitempty"` // the first MaxReportedErrors bad rows
 }
 
 // ImportError is returned when an import is aborted because it found more
@@ -186,6 +195,10 @@ func (s *Store) Import(ctx context.Context, appName string, srcs []Source, opt I
 	} else {
 		next.EventProps = props
 	}
+	if err := a.ident.applyChunked(im.ops); err != nil {
+		return rep, fmt.Errorf("import into app %q: identity operations: %w", appName, err)
+	}
+	rep.IdentityOps = int64(len(im.ops))
 	if err := t.publish(next); err != nil {
 		return rep, fmt.Errorf("import into app %q: %w", appName, err)
 	}
@@ -220,6 +233,10 @@ type importer struct {
 	schema *event.Schema
 	seqs   func() int64 // allocates the arrival rank of one flush's segments
 	prefix string       // before its segments' names (segmentName)
+	// ops are the identity operations of the rows buffered so far, in
+	// file order (applied when the import publishes); rowOps those of the
+	// row being added.
+	ops, rowOps []identity.Op
 	// trusted: rows were validated before (the live layer's, checked by
 	// Ingest before they were logged): add skips the limits' checks.
 	trusted bool
@@ -530,6 +547,9 @@ func (im *importer) add(ev *event.Event, rep *ImportReport) error {
 		if err := event.ValidateEvent(ev); err != nil {
 			return err
 		}
+		if err := im.identityOps(ev); err != nil {
+			return err
+		}
 	}
 	// Coerce every property before buffering anything: a bad row leaves no
 	// trace, in the buffers or in the schema.
@@ -555,7 +575,45 @@ func (im *importer) add(ev *event.Event, rep *ImportReport) error {
 		sb.addInsertID(im.propIndex(InsertIDProp, event.TypeString), row, ev.InsertID)
 	}
 	im.buffered++
+	im.ops = append(im.ops, im.rowOps...)
 	return nil
+}
+
+// identityOps sets im.rowOps to the identity operations of events row ev
+// (identity.md §4, in file order: the anonymous-id column's identify, then
+// the operation its name carries), or returns an *event.RowError naming
+// the field of an invalid one.
+func (im *importer) identityOps(ev *event.Event) error {
+	im.rowOps = im.rowOps[:0]
+	if !ProcessesPersons(ev) {
+		return nil
+	}
+	if col := im.opt.AnonymousID; col != "" {
+		if a, ok := stringProp(ev, col); ok {
+			op := identity.Op{Kind: identity.Identify, T: ev.UserID, O: a, Time: ev.Time}
+			if err := op.Validate(); err != nil {
+				return &event.RowError{Pos: ev.Pos, Field: col, Msg: err.Error()}
+			}
+			im.rowOps = append(im.rowOps, op)
+		}
+	}
+	if op, ok := OpOfEvent(ev); ok {
+		if err := op.Validate(); err != nil {
+			field := aliasProp
+			if op.Kind == identity.Identify {
+				field = anonIDProp
+			}
+			return &event.RowError{Pos: ev.Pos, Field: field, Msg: err.Error()}
+		}
+		im.rowOps = append(im.rowOps, op)
+	}
+	return nil
+}
+
+// identityEvent reports whether events named name may carry an identity
+// operation (OpOfEvent).
+func identityEvent(name string) bool {
+	return name == IdentifyEvent || name == CreateAliasEvent || name == MergeEvent
 }
 
 // colScratch is addBatch's state, reused from batch to batch.
@@ -606,7 +664,9 @@ func (im *importer) addBatch(b *event.Batch, rep *ImportReport) error {
 	users := im.opt.Kind == KindUsers
 	// Rows that would fail validation as a whole: a users import of an
 	// events file (or the reverse), or invalid or repeated property names.
-	allSlow := users != (b.Event == nil) || !validColumnNames(b.Props)
+	// With an anonymous-id column, every row's identity operation is read
+	// on the row path.
+	allSlow := users != (b.Event == nil) || !validColumnNames(b.Props) || im.opt.AnonymousID != ""
 	if len(cs.conv) < len(b.Props) {
 		cs.conv = make([]event.Column, len(b.Props))
 	}
@@ -776,7 +836,7 @@ func (cs *colScratch) eventCode(col *event.Column, i int, im *importer) (uint32,
 		x := cs.evCodes[c]
 		if x == 0 {
 			x = -1
-			if name := d.Strs[c]; event.ValidateEventName(name) == nil {
+			if name := d.Strs[c]; event.ValidateEventName(name) == nil && !identityEvent(name) {
 				x = int32(im.eventCode(name)) + 1
 			}
 			cs.evCodes[c] = x
@@ -787,8 +847,8 @@ func (cs *colScratch) eventCode(col *event.Column, i int, im *importer) (uint32,
 	if cs.haveName && name == cs.lastName {
 		return cs.lastCode, true
 	}
-	if event.ValidateEventName(name) != nil {
-		return 0, false
+	if event.ValidateEventName(name) != nil || identityEvent(name) {
+		return 0, false // identity events take the row path (add)
 	}
 	cs.lastName, cs.lastCode, cs.haveName = name, im.eventCode(name), true
 	return cs.lastCode, true

@@ -121,3 +121,47 @@ func TestPersonsJoinAcrossShardsAndRestart(t *testing.T) {
 }
 
 func opIdentify(t, a string) identity.Op { return identity.Op{Kind: identity.Identify, T: t, O: a} }
+
+func TestImportAppliesIdentityInFileOrder(t *testing.T) {
+	fs := crashfs.New()
+	st, err := Open(Config{Dir: "store", FS: fs, Shards: 4, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	anon := func(v string) []event.Prop { return []event.Prop{{Name: "anon", Value: event.String(v)}} }
+	evs := []event.Event{
+		{UserID: "d1", Name: "view", Time: 1},
+		{UserID: "u1", Name: "signup", Time: 2, Props: anon("d1")}, // identify(u1, d1)
+		{UserID: "d2", Name: "view", Time: 3},
+		{UserID: "u2", Name: "signup", Time: 4, Props: anon("d2")}, // identify(u2, d2)
+		// refused: d2's person (u2) is identified
+		{UserID: "u1", Name: CreateAliasEvent, Time: 5, Props: []event.Prop{{Name: "alias", Value: event.String("d2")}}},
+		{UserID: "u3", Name: MergeEvent, Time: 6, Props: []event.Prop{{Name: "alias", Value: event.String("d1")}}},
+		{UserID: "x", Name: "bad", Time: 7, Props: anon(string(make([]byte, 300)))}, // rejected: id too long
+	}
+	rep, err := st.Import(ctx, "app", []Source{&sliceSource{evs: evs}}, ImportOptions{AnonymousID: "anon", MaxErrors: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Rejected != 1 || rep.IdentityOps != 4 {
+		t.Errorf("rejected %d, identity ops %d; want 1, 4", rep.Rejected, rep.IdentityOps)
+	}
+	a, _ := st.App("app")
+	v, err := a.Acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Release()
+	want := map[string][]int64{"u1": {1, 2, 5, 6}, "u2": {3, 4}}
+	if got := personTrails(t, v, false); !maps.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("persons: got %v, want %v", got, want)
+	}
+	if p := v.Persons().LookupString("d1"); p == nil || p.ID != "u1" || len(p.DistinctIDs) != 3 {
+		t.Errorf("person of d1: %+v", p)
+	}
+	if got := personTrails(t, v, true); len(got) != 6 {
+		t.Errorf("distinct ids: %v", got)
+	}
+}
