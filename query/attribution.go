@@ -406,7 +406,7 @@ func (a *attribution) listUsers(r *ranked) (*ListResult, error) {
 		}
 	}
 	if chKey == nil {
-		return listResult(q.List, &analysis.UserList{}), nil
+		return listResult(q.List, &analysis.UserList{}, a.p.snap.Persons()), nil
 	}
 	list := a.list
 	list.Channel = *chKey
@@ -419,7 +419,7 @@ func (a *attribution) listUsers(r *ranked) (*ListResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		return listResult(q.List, lr.List), nil
+		return listResult(q.List, lr.List, a.p.snap.Persons()), nil
 	}
 	return kindList(a.p, a.bd, r, nil, a.spec, set, a.run,
 		func(r analysis.AttributionResult) *analysis.UserList { return r.List })

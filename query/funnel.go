@@ -197,7 +197,7 @@ func (f *funnel) finalize(ctx context.Context) (Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		res.List = listResult(q.List, l)
+		res.List = listResult(q.List, l, p.snap.Persons())
 	}
 	p.stats.MergeMS += merge()
 	res.Stats = p.stats

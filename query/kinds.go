@@ -281,7 +281,7 @@ func kindList[S, R any](p *plan, bd *breakdown, r *ranked, main *analysis.UserLi
 			l = list(res)
 		}
 	}
-	return listResult(p.q.List, l), nil
+	return listResult(p.q.List, l, p.snap.Persons()), nil
 }
 
 // MarshalJSON renders q as Parse reads it: a paths query's step limit as

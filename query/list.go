@@ -1,6 +1,9 @@
 package query
 
-import "github.com/spurdb/spur/query/analysis"
+import (
+	"github.com/spurdb/spur/identity"
+	"github.com/spurdb/spur/query/analysis"
+)
 
 // List page limits.
 const (
@@ -44,12 +47,27 @@ func (p *plan) pickList(bd *breakdown, all *analysis.UserList, n int, groups fun
 	return &analysis.UserList{}, nil
 }
 
-// listResult renders a page of l.
-func listResult(q *List, l *analysis.UserList) *ListResult {
+// listResult renders a page of l, whose ids are person ids (the scan
+// joins persons): with q.DistinctIDs each with its distinct ids, from
+// persons (the query's id graph; nil: every id is a person of its own).
+func listResult(q *List, l *analysis.UserList, persons *identity.Snapshot) *ListResult {
 	limit := q.Limit
 	if limit == 0 {
 		limit = DefaultListLimit
 	}
-	return &ListResult{Users: l.Count(), UserIDs: l.Page(q.Offset, limit), Offset: q.Offset, Limit: limit,
+	r := &ListResult{Users: l.Count(), UserIDs: l.Page(q.Offset, limit), Offset: q.Offset, Limit: limit,
 		ListCoords: q.ListCoords}
+	if q.DistinctIDs {
+		r.Persons = make([]ListPerson, len(r.UserIDs))
+		for i, id := range r.UserIDs {
+			r.Persons[i] = ListPerson{ID: id, DistinctIDs: []string{id}}
+			if persons == nil {
+				continue
+			}
+			if p := persons.LookupString(id); p != nil {
+				r.Persons[i].DistinctIDs = p.DistinctIDs
+			}
+		}
+	}
+	return r
 }

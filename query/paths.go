@@ -273,7 +273,7 @@ func (pa *paths) finalize(context.Context) (Result, error) {
 		if l == nil {
 			l = &analysis.UserList{}
 		}
-		res.List = listResult(q.List, l)
+		res.List = listResult(q.List, l, p.snap.Persons())
 	}
 	p.stats.MergeMS += merge()
 	res.Stats = p.stats

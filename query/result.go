@@ -2,6 +2,7 @@ package query
 
 import (
 	"encoding/csv"
+	"encoding/json"
 	"io"
 )
 
@@ -67,12 +68,36 @@ type ResolvedRange struct {
 
 // ListResult is a page of the users behind one number of a result
 // (List): Users is their number (equal to the count shown there), UserIDs
-// the ids at [Offset, Offset+Limit) in byte order. ListCoords echo the
-// request.
+// the ids at [Offset, Offset+Limit) in byte order — person ids
+// (identity.md §1). ListCoords echo the request. With List.DistinctIDs,
+// Persons holds each listed person with its distinct ids, and the JSON's
+// "user_ids" entries are those objects ({"id", "distinct_ids"}) instead
+// of strings.
 type ListResult struct {
-	Users   int64    `json:"users"`
-	UserIDs []string `json:"user_ids"`
-	Offset  int      `json:"offset"`
-	Limit   int      `json:"limit"`
+	Users   int64        `json:"users"`
+	UserIDs []string     `json:"user_ids"`
+	Offset  int          `json:"offset"`
+	Limit   int          `json:"limit"`
+	Persons []ListPerson `json:"-"`
 	ListCoords
+}
+
+// ListPerson is one listed person: its person id and all of its distinct
+// ids, sorted by bytes (the slice is shared with the id graph: read only).
+type ListPerson struct {
+	ID          string   `json:"id"`
+	DistinctIDs []string `json:"distinct_ids"`
+}
+
+// MarshalJSON renders r, with "user_ids" as ListPerson objects when
+// Persons is set.
+func (r ListResult) MarshalJSON() ([]byte, error) {
+	type plain ListResult
+	if r.Persons == nil {
+		return json.Marshal(plain(r))
+	}
+	return json.Marshal(struct {
+		plain
+		UserIDs []ListPerson `json:"user_ids"`
+	}{plain(r), r.Persons})
 }

@@ -339,7 +339,7 @@ func (r *retention) overall(groups []analysis.RetentionGroup) ([]*float64, *List
 		if err != nil {
 			return nil, nil, err
 		}
-		list = listResult(p.q.List, l)
+		list = listResult(p.q.List, l, p.snap.Persons())
 	}
 	var mean []*float64
 	for k, m := range analysis.Mean(sizes, retained, complete) {

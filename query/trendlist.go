@@ -95,7 +95,7 @@ func (e *Engine) listTrend(ctx context.Context, p *plan, tl *trendList, bd *brea
 	if err != nil {
 		return nil, err
 	}
-	return listResult(l, acc.ul), nil
+	return listResult(l, acc.ul, p.snap.Persons()), nil
 }
 
 // trendLister is one worker's accumulator of a trend's list: the users
