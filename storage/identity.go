@@ -12,7 +12,6 @@ package storage
 // that prefix.
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -317,6 +316,48 @@ func (a *App) persistIdentity(next *Catalog) error {
 	return nil
 }
 
+// recoverIdentity restores the app's id graph for App recovery (spur
+// recover): the prefix the readable old catalog names (old), else the
+// longest run of intact frames of the graph file or its copy; both files
+// are rewritten with it, so that the publication of the recovered
+// catalog names it. What it dropped is a warning in rep.
+func (a *App) recoverIdentity(old *IdentityPos, rep *RecoverReport) error {
+	p1, p2 := a.identityPaths()
+	var best []byte
+	var bestPos IdentityPos
+	for _, path := range []string{p1, p2} {
+		b, err := vfs.ReadFile(a.store.fs, path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("app %q: read id graph: %w", a.name, err)
+		}
+		if old != nil && *old != (IdentityPos{}) {
+			if _, _, err := readIdentity(a.store.fs, path, *old); err == nil {
+				best, bestPos = b[:old.Bytes], *old
+				break
+			}
+		}
+		st, err := walkIdentity(path, b, func([]byte, uint32, uint64, int64) error { return nil })
+		if err != nil {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("id graph %s: kept the %d operations before the damage: %v", path, st.ops, err))
+		}
+		if st.end > int64(identityHeaderBytes) && st.ops > bestPos.Ops {
+			best, bestPos = b[:st.end], IdentityPos{Ops: st.ops, Bytes: st.end, LogSeq: st.logSeq}
+		}
+	}
+	if bestPos.Ops == 0 {
+		return a.loadIdentity(&Catalog{})
+	}
+	for _, name := range []string{identityName, identityCopyName} {
+		if err := vfs.WriteFileAtomic(a.store.fs, a.dir, name, best); err != nil {
+			return fmt.Errorf("app %q: rewrite id graph %s: %w", a.name, name, err)
+		}
+	}
+	return a.loadIdentity(&Catalog{Identity: bestPos})
+}
+
 // IdentityWrite is one identity operation of an Ingest request: Op, of
 // the request's event Index (dropped with it when that event is
 // rejected), or of no event (Index < 0: the admin endpoint's merges).
@@ -426,10 +467,4 @@ func (s *Store) MergePersons(ctx context.Context, appName, t, o string) error {
 		return err
 	}
 	return tx.publish(tx.base.clone())
-}
-
-// equalIdentityFile reports whether two files' bytes agree on the prefix
-// pos (verify: the copy must equal the graph file).
-func equalIdentityFile(a, b []byte, pos IdentityPos) bool {
-	return int64(len(a)) >= pos.Bytes && int64(len(b)) >= pos.Bytes && bytes.Equal(a[:pos.Bytes], b[:pos.Bytes])
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spurdb/spur/identity"
 	"github.com/spurdb/spur/internal/crashfs"
 	"github.com/spurdb/spur/storage/segment"
+	"github.com/spurdb/spur/storage/vfs"
 	"github.com/spurdb/spur/trail"
 )
 
@@ -163,5 +164,88 @@ func TestImportAppliesIdentityInFileOrder(t *testing.T) {
 	}
 	if got := personTrails(t, v, true); len(got) != 6 {
 		t.Errorf("distinct ids: %v", got)
+	}
+}
+
+// overwrite replaces file name of fs with b.
+func overwrite(t *testing.T, fs vfs.FS, name string, b []byte) {
+	t.Helper()
+	f, err := fs.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestIdentityDamageVerifyRecover damages the id graph file, then loses
+// the catalog: verify names the damage, the copy serves, and recovery
+// restores the graph from the files.
+func TestIdentityDamageVerifyRecover(t *testing.T) {
+	fs := crashfs.New()
+	st := openLiveOn(t, fs, 4, quietLive)
+	ctx := context.Background()
+	evs := []event.Event{
+		{UserID: "a", Name: "view", Time: 1},
+		{UserID: "b", Name: "view", Time: 2},
+		{UserID: "b", Name: IdentifyEvent, Time: 3, Props: []event.Prop{{Name: "$anon_distinct_id", Value: event.String("a")}}},
+	}
+	if _, err := st.Ingest(ctx, "app", evs, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.FlushLive(ctx, "app"); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	graph := "store/apps/app/" + identityName
+	b, err := vfs.ReadFile(fs, graph)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-6] ^= 0xff
+	overwrite(t, fs, graph, b)
+
+	want := map[string][]int64{"b": {1, 2, 3}}
+	trails := func(st *Store) map[string][]int64 {
+		a, err := st.App("app")
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := a.Acquire()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer v.Release()
+		return personTrails(t, v, false)
+	}
+	st = openLiveOn(t, fs, 4, quietLive)
+	rep, err := st.Verify(ctx, "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Findings) != 1 || rep.Findings[0].Kind != "idgraph" || rep.Findings[0].File != graph {
+		t.Errorf("verify: %+v", rep.Findings)
+	}
+	if got := trails(st); !maps.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("served from the copy: %v, want %v", got, want)
+	}
+	st.Close()
+
+	if err := fs.Remove("store/apps/app/CATALOG"); err != nil {
+		t.Fatal(err)
+	}
+	st = openLiveOn(t, fs, 4, quietLive)
+	if _, err := st.Recover(ctx, "app"); err != nil {
+		t.Fatal(err)
+	}
+	if got := trails(st); !maps.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("recovered: %v, want %v", got, want)
+	}
+	if rep, err := st.Verify(ctx, "app"); err != nil || len(rep.Findings) != 0 {
+		t.Errorf("verify after recover: %v %+v", err, rep)
 	}
 }

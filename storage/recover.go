@@ -326,6 +326,13 @@ func (s *Store) Recover(ctx context.Context, appName string) (*RecoverReport, er
 		rep.Rows += r.Rows
 	}
 	sortSegments(c.Segments)
+	var oldIdentity *IdentityPos
+	if oerr == nil {
+		oldIdentity = &old.Identity
+	}
+	if err := a.recoverIdentity(oldIdentity, rep); err != nil {
+		return rep, err
+	}
 	c.Generation = max(c.Generation, oldGen) + 1
 	// Publish over whatever is there: the base is the empty catalog.
 	t.base, t.force = &Catalog{App: appName, Generation: c.Generation - 1}, true

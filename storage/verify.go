@@ -119,6 +119,15 @@ func (s *Store) Verify(ctx context.Context, appName string) (*VerifyReport, erro
 		}
 	}
 
+	if c != nil && c.Identity != (IdentityPos{}) {
+		p1, p2 := filepath.Join(dir, identityName), filepath.Join(dir, identityCopyName)
+		for _, p := range []string{p1, p2} {
+			if _, _, err := readIdentity(s.fs, p, c.Identity); err != nil {
+				addErr("idgraph", p, err)
+			}
+		}
+	}
+
 	names, err := bucket.List(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("app %q: list segments: %w", appName, err)
