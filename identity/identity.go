@@ -328,14 +328,17 @@ func (g *Graph) Apply(ops []Op, outcomes []Outcome) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	old := g.snap.Load()
-	t := &txn{g: g, old: old, ids: old.ids.Txn(), stats: old.stats}
+	t := txn{g: g, old: old, stats: old.stats}
 	for i, op := range ops {
 		out := t.apply(op)
 		if outcomes != nil {
 			outcomes[i] = out
 		}
 	}
-	g.snap.Store(t.commit())
+	if t.stats.Recorded != old.stats.Recorded {
+		// Only Noops change nothing: the published snapshot stays.
+		g.snap.Store(t.commit())
+	}
 	return nil
 }
 
@@ -356,8 +359,25 @@ func (t *txn) person(k uint32) *work {
 
 // lookup returns the key of id's person in the transaction, 0 if none.
 func (t *txn) lookup(id string) uint32 {
-	k, _ := t.ids.Get(unsafe.Slice(unsafe.StringData(id), len(id)))
+	k, _ := t.root().Get(unsafe.Slice(unsafe.StringData(id), len(id)))
 	return k
+}
+
+// root is the radix tree as the transaction left it so far.
+func (t *txn) root() *iradix.Node[ref] {
+	if t.ids == nil {
+		return t.old.ids.Root()
+	}
+	return t.ids.Root()
+}
+
+// insert points id (which the graph holds a copy of) to key k; the tree's
+// key aliases the copy's bytes (iradix never writes to keys).
+func (t *txn) insert(id string, k uint32) {
+	if t.ids == nil {
+		t.ids = t.old.ids.Txn()
+	}
+	t.ids.Insert(unsafe.Slice(unsafe.StringData(id), len(id)), k)
 }
 
 // identified reports whether the person of key k (0: an unknown id) is
@@ -402,7 +422,7 @@ func (t *txn) add(id string) uint32 {
 	t.g.nextKey++
 	k := t.g.nextKey
 	id = strings.Clone(id)
-	t.ids.Insert(unsafe.Slice(unsafe.StringData(id), len(id)), k)
+	t.insert(id, k)
 	if t.dirty == nil {
 		t.dirty = make(map[uint32]*work)
 	}
@@ -436,7 +456,7 @@ func (t *txn) mark(k uint32, seq uint64, tid string) {
 // that recorded ops share the ids' memory: the radix tree's leaf keys
 // alias those copies.
 func (t *txn) canonical(id string) string {
-	k, _, ok := t.ids.Root().LongestPrefix(unsafe.Slice(unsafe.StringData(id), len(id)))
+	k, _, ok := t.root().LongestPrefix(unsafe.Slice(unsafe.StringData(id), len(id)))
 	if !ok || len(k) != len(id) {
 		return id
 	}
@@ -538,7 +558,7 @@ func (t *txn) join(a, b uint32, seq uint64, tid string) {
 	}
 	for _, ids := range [2][]string{wb.base, wb.added} {
 		for _, id := range ids {
-			t.ids.Insert(unsafe.Slice(unsafe.StringData(id), len(id)), a)
+			t.insert(id, a)
 			wa.added = append(wa.added, id)
 		}
 	}
@@ -550,9 +570,13 @@ func (t *txn) join(a, b uint32, seq uint64, tid string) {
 func (t *txn) commit() *Snapshot {
 	g := t.g
 	g.gen++
-	s := &Snapshot{ids: t.ids.CommitOnly(), persons: t.old.persons, refusals: t.old.refusals}
+	tree := t.old.ids
+	if t.ids != nil {
+		tree = t.ids.CommitOnly()
+	}
+	s := &Snapshot{ids: tree, persons: t.old.persons, refusals: t.old.refusals}
 	for _, k := range t.dead {
-		if t.dirty[k] == nil {
+		if t.dirty[k] == nil && t.old.persons.get(k) != nil {
 			s.persons.set(g.gen, k, nil)
 		}
 	}
