@@ -181,10 +181,11 @@ type Person struct {
 	// was recorded.
 	Identified bool
 
-	identSeq uint64 // seq of the earliest op that marked it identified; 0 none
-	identID  string // that op's T
-	joinSeq  uint64 // seq of the earliest op that joined two of its ids; 0 none
-	joinID   string // that op's T
+	// identSeq is the seq of the earliest op that marked it identified,
+	// joinSeq of the earliest that joined two of its ids (0: none). ID is
+	// the T of the op identSeq names, else of the op joinSeq names: an
+	// identified person stays identified, so one string serves both.
+	identSeq, joinSeq uint64
 }
 
 // Refusal is a refused op: Seq is its 1-based number among recorded ops,
@@ -406,10 +407,8 @@ func (t *txn) personID(k uint32, id string) string {
 // currentID is the person id of p with ids base ∪ added.
 func currentID(p *Person, base, added []string) string {
 	switch {
-	case p.identSeq > 0:
-		return p.identID
-	case p.joinSeq > 0:
-		return p.joinID
+	case p.identSeq > 0 || p.joinSeq > 0:
+		return p.ID
 	case len(base) > 0:
 		return base[0]
 	}
@@ -449,7 +448,7 @@ func (t *txn) mark(k uint32, seq uint64, tid string) {
 	}
 	w := t.person(k)
 	w.p.Identified = true
-	w.p.identSeq, w.p.identID = seq, tid
+	w.p.identSeq, w.p.ID = seq, tid
 }
 
 // canonical returns the graph's copy of id (which is in the graph), so
@@ -546,16 +545,26 @@ func (t *txn) join(a, b uint32, seq uint64, tid string) {
 	t.stats.Joined++
 	t.stats.Persons--
 	pa, pb := wa.p, wb.p
-	if pb.identSeq > 0 && (pa.identSeq == 0 || pb.identSeq < pa.identSeq) {
-		pa.identSeq, pa.identID = pb.identSeq, pb.identID
+	if pa.identSeq > 0 || pb.identSeq > 0 {
+		// The earliest identified id wins.
+		if pb.identSeq > 0 && (pa.identSeq == 0 || pb.identSeq < pa.identSeq) {
+			pa.identSeq, pa.ID = pb.identSeq, pb.ID
+		}
+		pa.Identified = true
+	} else {
+		// The T of the earliest join wins: theirs, else this op's.
+		if pb.joinSeq > 0 && (pa.joinSeq == 0 || pb.joinSeq < pa.joinSeq) {
+			pa.ID = pb.ID
+		} else if pa.joinSeq == 0 {
+			pa.ID = tid
+		}
 	}
-	pa.Identified = pa.identSeq > 0
-	if pb.joinSeq > 0 && (pa.joinSeq == 0 || pb.joinSeq < pa.joinSeq) {
-		pa.joinSeq, pa.joinID = pb.joinSeq, pb.joinID
+	for _, j := range [2]uint64{pa.joinSeq, pb.joinSeq} {
+		if j > 0 {
+			seq = min(seq, j)
+		}
 	}
-	if pa.joinSeq == 0 {
-		pa.joinSeq, pa.joinID = seq, tid
-	}
+	pa.joinSeq = seq
 	for _, ids := range [2][]string{wb.base, wb.added} {
 		for _, id := range ids {
 			t.insert(id, a)
