@@ -626,6 +626,6 @@ func (t *txn) commit() *Snapshot {
 // leaf and node, DistinctIDs entry) and a person (Person, table slot)
 // hold besides the id's bytes; measured with BenchmarkMemory.
 const (
-	bytesPerID     = 250
-	bytesPerPerson = 120
+	bytesPerID     = 470
+	bytesPerPerson = 100
 )
