@@ -175,7 +175,9 @@ type Person struct {
 	Key uint32
 	// ID is the person id (see the package doc).
 	ID string
-	// DistinctIDs are all of its ids, sorted by bytes (≥ 1).
+	// DistinctIDs are all of its ids, sorted by bytes (≥ 1). Rebuilt
+	// (O(len)) by every Apply call that adds ids to the person; shared by
+	// the Persons of calls that do not.
 	DistinctIDs []string
 	// Identified: one of its ids was T of an identify or alias op that
 	// was recorded.
@@ -244,7 +246,7 @@ func (s *Snapshot) Refused() uint64 { return s.stats.Refused }
 
 // Refusals returns the most recent MaxRefusals refusals, oldest first.
 // The slice is shared: the caller must not modify it.
-func (s *Snapshot) Refusals() []Refusal { return s.refusals }
+func (s *Snapshot) Refusals() []Refusal { return s.refusals[:len(s.refusals):len(s.refusals)] }
 
 // Persons calls yield with every person of the graph (each has ≥ 2 ids or
 // is identified), once each, in key order, until yield returns false.
