@@ -82,16 +82,16 @@ const (
 )
 
 // String returns "identify", "alias", "merge" or "kind(N)".
-func (k Kind) String() string {
-	switch k {
-	case Identify:
-		return "identify"
-	case Alias:
-		return "alias"
-	case Merge:
-		return "merge"
+func (k Kind) String() string { return name(kindNames[:], uint8(k), "kind") }
+
+var kindNames = [...]string{Identify: "identify", Alias: "alias", Merge: "merge"}
+
+// name returns names[v], or what(v) when that is missing.
+func name(names []string, v uint8, what string) string {
+	if int(v) < len(names) && names[v] != "" {
+		return names[v]
 	}
-	return fmt.Sprintf("kind(%d)", uint8(k))
+	return fmt.Sprintf("%s(%d)", what, v)
 }
 
 // Op is one identity operation (identity.md §2). T and O are distinct ids
@@ -152,19 +152,9 @@ const (
 )
 
 // String returns "noop", "merged", "marked", "refused" or "outcome(N)".
-func (o Outcome) String() string {
-	switch o {
-	case Noop:
-		return "noop"
-	case Merged:
-		return "merged"
-	case Marked:
-		return "marked"
-	case Refused:
-		return "refused"
-	}
-	return fmt.Sprintf("outcome(%d)", uint8(o))
-}
+func (o Outcome) String() string { return name(outcomeNames[:], uint8(o), "outcome") }
+
+var outcomeNames = [...]string{Noop: "noop", Merged: "merged", Marked: "marked", Refused: "refused"}
 
 // Person is one person of the graph. It is an immutable value shared by
 // snapshots: callers must not modify it or its DistinctIDs.

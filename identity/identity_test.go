@@ -2,6 +2,7 @@ package identity
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -251,14 +252,26 @@ func TestSnapshotIsolation(t *testing.T) {
 			}
 		}()
 	}
-	for i := range 300 {
-		a := string(rune('a'+i%26)) + string(rune('a'+i/26))
-		if err := g.Apply([]Op{id("u", "n"+a), merge("m"+a, "u")}, nil); err != nil {
-			t.Fatal(err)
-		}
+	var writers sync.WaitGroup
+	for w := range 2 {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for i := range 150 {
+				a := fmt.Sprintf("%d-%d", w, i)
+				if err := g.Apply([]Op{id("u", "n"+a), merge("m"+a, "u")}, nil); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
 	}
+	writers.Wait()
 	close(stop)
 	wg.Wait()
+	if n := len(g.Snapshot().LookupString("u").DistinctIDs); n != 5+600 {
+		t.Errorf("u has %d ids, want %d", n, 5+600)
+	}
 }
 
 func TestDecodeOpsErrors(t *testing.T) {
