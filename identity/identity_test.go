@@ -332,3 +332,32 @@ func FuzzDecodeOps(f *testing.F) {
 		}
 	})
 }
+
+func TestKeys(t *testing.T) {
+	g := New()
+	key := func(x string) uint32 { return g.Snapshot().LookupString(x).Key }
+	apply := func(ops ...Op) {
+		t.Helper()
+		if err := g.Apply(ops, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(merge("a", "b")) // a=1 b=2: a tie, the smaller key survives
+	if key("b") != 1 {
+		t.Errorf("tie: key %d, want 1", key("b"))
+	}
+	apply(merge("c", "a")) // c=3 joins the larger person
+	if key("c") != 1 {
+		t.Errorf("larger: key %d, want 1", key("c"))
+	}
+	apply(merge("x", "y"), merge("z", "x"), merge("w", "z")) // x=4 y=5 z=6 w=7: 4 ids under 4
+	apply(id("a", "w"))                                      // 3 ids under 1 join 4 under 4
+	if key("a") != 4 || key("b") != 4 {
+		t.Errorf("larger survives: key %d", key("a"))
+	}
+	n := 0
+	g.Snapshot().Persons(func(p *Person) bool { n++; return p.Key == 4 })
+	if n != 1 {
+		t.Errorf("%d persons", n)
+	}
+}
