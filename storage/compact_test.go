@@ -189,6 +189,7 @@ func scanTrailsChunked(snap *Version, chunk int, prepass bool) (map[string]strin
 // scanTrailsSpec is scanTrailsChunked that visits only the users with
 // events unless allUsers.
 func scanTrailsSpec(snap *Version, chunk int, prepass, allUsers bool) (map[string]string, error) {
+	allNames := append(slices.Clip(names), IdentifyEvent) // the crash test's identify events
 	var mu sync.Mutex
 	var strs []string
 	ids := map[string]uint32{}
@@ -248,7 +249,7 @@ func scanTrailsSpec(snap *Version, chunk int, prepass, allUsers bool) (map[strin
 		Compile: func(ref SegmentRef, meta *segment.Meta) (*SegmentPlan, error) {
 			sp := &SegmentPlan{Masks: make([]uint64, len(meta.EventNames))}
 			for c, n := range meta.EventNames {
-				i := slices.Index(names, n)
+				i := slices.Index(allNames, n)
 				if i < 0 {
 					return nil, fmt.Errorf("unexpected event %q in %s", n, ref.File)
 				}
@@ -271,7 +272,7 @@ func scanTrailsSpec(snap *Version, chunk int, prepass, allUsers bool) (map[strin
 		for i, ts := range tr.Times {
 			b = strconv.AppendInt(b, ts, 10)
 			b = append(b, ' ')
-			b = append(b, names[bitIndex(tr.Mask[i])]...)
+			b = append(b, allNames[bitIndex(tr.Mask[i])]...)
 			for j, c := range compactEventCols {
 				b = append(b, ' ')
 				b = render(b, c, tr.Cols[j].Set[i], tr.Cols[j].Bits[i])

@@ -65,6 +65,17 @@ func newLiveRequest(r *rand.Rand, n, users int, t0 int64, ids *idPool) liveReque
 	return req
 }
 
+// identify appends to the request a few `$identify` events joining two
+// of its users (identity.md §2; some are refused, some repeat a join).
+func (q *liveRequest) identify(r *rand.Rand) {
+	n := len(q.evs)
+	for range 1 + r.IntN(3) {
+		t, a := q.evs[r.IntN(n)], q.evs[r.IntN(n)]
+		q.evs = append(q.evs, event.Event{UserID: t.UserID, Name: IdentifyEvent, Time: t.Time,
+			Props: []event.Prop{{Name: "$anon_distinct_id", Value: event.String(a.UserID)}}})
+	}
+}
+
 // clone returns a deep copy of the request's events and user writes
 // (Ingest coerces them in place).
 func (q liveRequest) clone() ([]event.Event, []UserWrite) {
@@ -394,11 +405,16 @@ func TestLiveStats(t *testing.T) {
 // log, and answers exactly as the acknowledged requests imported from
 // files would — plus, perhaps, the one in flight — then takes the next
 // request.
+//
+// With persons, requests also carry identity operations ($identify
+// events joining the request's users, some refused): after the power
+// loss every acknowledged operation holds (the trails are persons').
 func TestLiveCrashAtEverySyncPoint(t *testing.T) {
 	ctx := context.Background()
 	for seed := range 3 {
 		for _, unsynced := range []int{0, 30} {
-			t.Run(fmt.Sprintf("seed%d-unsynced%d", seed, unsynced), func(t *testing.T) {
+			persons := seed > 0
+			t.Run(fmt.Sprintf("seed%d-unsynced%d-persons%v", seed, unsynced, persons), func(t *testing.T) {
 				r := rand.New(rand.NewPCG(uint64(seed), 77))
 				fs := crashfs.New()
 				opt := quietLive
@@ -422,6 +438,9 @@ func TestLiveCrashAtEverySyncPoint(t *testing.T) {
 				})
 				for k := range 10 {
 					req := newLiveRequest(r, 1+r.IntN(40), 20, 1_600_000_000_000_000+int64(k%3)*3_000_000, &ids)
+					if persons {
+						req.identify(r)
+					}
 					reqs = append(reqs, req)
 					importRequest(t, ref, req)
 					want = append(want, appTrails(t, ref))

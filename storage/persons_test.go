@@ -162,7 +162,7 @@ func TestImportAppliesIdentityInFileOrder(t *testing.T) {
 	if p := v.Persons().LookupString("d1"); p == nil || p.ID != "u1" || len(p.DistinctIDs) != 3 {
 		t.Errorf("person of d1: %+v", p)
 	}
-	if got := personTrails(t, v, true); len(got) != 6 {
+	if got := personTrails(t, v, true); len(got) != 5 {
 		t.Errorf("distinct ids: %v", got)
 	}
 }

@@ -286,10 +286,14 @@ func (m *personMerge) chunks(key UserKey, limit int, visit func(UserKey, *trail.
 }
 
 // foldUserValues returns the person's user values from its parts'
-// (identity.md §3: a fold over the writes of all of its ids): per
-// property the latest SetEvent write across the parts, else the earliest
-// SetOnceEvent write; equal times go to the larger value bits, so that
-// the answer does not depend on where the parts are stored.
+// (sorted by distinct id; identity.md §3: a fold over the writes of all of
+// its ids): per property the latest SetEvent write across the parts, else
+// the earliest SetOnceEvent write. Writes of two distinct ids at one
+// instant: the SetEvent write of the greater distinct id wins, the
+// SetOnceEvent write of the smaller (docs/decisions.md): an order that
+// depends neither on where the parts are stored nor on the arrival of
+// the operations. (A value's bits cannot decide: a string's are a
+// query-wide id given in the order the scan meets the strings.)
 func foldUserValues(dst []trail.Value, parts []personPart) []trail.Value {
 	nu := 0
 	for i := range parts {
@@ -308,10 +312,10 @@ func foldUserValues(dst []trail.Value, parts []personPart) []trail.Value {
 			switch {
 			case pt.setAt[k] != math.MinInt64 || pt.onceAt[k] == math.MaxInt64:
 				at := pt.setAt[k]
-				if !best.Set || at > bestAt || at == bestAt && v.Bits > best.Bits {
+				if !best.Set || at >= bestAt {
 					best, bestAt = v, at
 				}
-			case pt.onceAt[k] < onceAt || pt.onceAt[k] == onceAt && v.Bits > once.Bits:
+			case pt.onceAt[k] < onceAt:
 				once, onceAt = v, pt.onceAt[k]
 			}
 		}
