@@ -2,6 +2,7 @@ package identity_test
 
 import (
 	"fmt"
+	"github.com/cespare/xxhash/v2"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -54,6 +55,9 @@ func compare(t *testing.T, what string, ref *testutil.NaivePersons, s *identity.
 			t.Fatalf("%s: %s: no person, want %q %q", what, x, pid, ids)
 		}
 		joined = joined || len(ids) > 1
+		if len(ids) > 1 && !s.MayBeJoined(xxhash.Sum64String(x)) {
+			t.Fatalf("%s: %s: in a joined person %q, but MayBeJoined says no", what, x, ids)
+		}
 		if p.ID != pid || !slices.Equal(p.DistinctIDs, ids) || p.Identified != ref.Identified(x) {
 			t.Fatalf("%s: %s: person %q %q identified %v, want %q %q %v", what, x, p.ID, p.DistinctIDs, p.Identified, pid, ids, ref.Identified(x))
 		}
@@ -172,6 +176,12 @@ func TestLongChain(t *testing.T) {
 	}
 	if q := g.Snapshot().LookupString(fmt.Sprintf("c%d", n-1)); q != p {
 		t.Fatal("chain ends are different persons")
+	}
+	// The join filter grew past its first size (8,192 ids) and kept them all.
+	for i := range n {
+		if !g.Snapshot().MayBeJoined(xxhash.Sum64String(fmt.Sprintf("c%d", i))) {
+			t.Fatalf("c%d is joined, but MayBeJoined says no", i)
+		}
 	}
 	if err := g.Apply([]identity.Op{{Kind: identity.Identify, T: "acct", O: "c77"}}, nil); err != nil {
 		t.Fatal(err)

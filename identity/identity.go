@@ -35,8 +35,10 @@
 // # Costs
 //
 // An id never named by a recorded op is not in the graph (it costs
-// nothing; Lookup answers nil). Ids map to a person key in an immutable
-// radix tree (go-immutable-radix), keys to *Person in a persistent array;
+// nothing; Lookup answers nil). Ids map to a person key in a persistent
+// hash trie keyed by the id's xxhash64 (idIndex), keys to *Person in a
+// persistent array (table); a Bloom filter of the ids of joined persons
+// (MayBeJoined) answers most scans' question in one memory read;
 // merges go by size (the smaller person's ids are re-pointed to the larger
 // person's key), so n ops re-point O(n log n) ids. A person changed by an
 // Apply call gets one new *Person at the end of the call, whose sorted
@@ -44,15 +46,15 @@
 // costs O(size) per call (batch the ops of a request or a replay).
 //
 // Measured (2-core shared machine): an Apply of only Noops takes ~110 ns
-// and allocates nothing (no snapshot is published); one fresh anonymous id
-// identified into a person ~15 µs; Lookup ~0.5 µs for an id in a graph of
-// 1M ids, ~12 ns for an id not in it, never allocating. The heap holds
-// ~570 bytes per id (10M ids: 5.7 GB), mostly the radix tree's nodes.
+// and allocates nothing (no snapshot is published); Lookup ~0.3 µs in a
+// graph of 1M ids (a few cache misses), never allocating; replaying 208k
+// identify operations (416k ids) ~0.6 s of CPU. The heap holds ~263 bytes
+// per id (BenchmarkMemory, 1M ids).
 //
 // # Snapshots
 //
 // Apply serialises writers with a mutex and publishes one new Snapshot
-// per call (one radix-tree transaction). A Snapshot is immutable: what it
+// per call (one copy-on-write generation). A Snapshot is immutable: what it
 // answers never changes, whatever is applied later, and readers use it
 // without locks.
 package identity
@@ -66,8 +68,6 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 	"unsafe"
-
-	iradix "github.com/hashicorp/go-immutable-radix/v2"
 )
 
 // MaxIDBytes is the longest distinct id, in bytes: analytics.md §1's
@@ -205,13 +205,11 @@ type Stats struct {
 	MemoryBytes uint64 // approximate heap held by the graph's ids, persons and recorded ops, in bytes
 }
 
-// ref is an id's entry in the radix tree: its person's key.
-type ref = uint32
-
 // Snapshot is an immutable view of the graph after some number of
 // recorded ops; safe for concurrent use.
 type Snapshot struct {
-	ids      *iradix.Tree[ref]
+	ids      idIndex
+	filter   *joinFilter // nil: no joined person
 	persons  table
 	stats    Stats
 	refusals []Refusal
@@ -220,7 +218,16 @@ type Snapshot struct {
 // Lookup returns the person of id, or nil when no recorded op named id
 // (a person of its own whose person id is id itself). No allocation.
 func (s *Snapshot) Lookup(id []byte) *Person {
-	k, ok := s.ids.Root().Get(id)
+	if s.ids.root == nil {
+		return nil
+	}
+	return s.LookupHash(hashID(id), id)
+}
+
+// LookupHash is Lookup for an id whose xxhash64 (storage.UserHash) the
+// caller has already: h must be that hash. No allocation.
+func (s *Snapshot) LookupHash(h uint64, id []byte) *Person {
+	k, _, ok := s.ids.get(h, id)
 	if !ok {
 		return nil
 	}
@@ -231,6 +238,12 @@ func (s *Snapshot) Lookup(id []byte) *Person {
 func (s *Snapshot) LookupString(id string) *Person {
 	return s.Lookup(unsafe.Slice(unsafe.StringData(id), len(id)))
 }
+
+// MayBeJoined reports whether the id whose xxhash64 (storage.UserHash)
+// is h may be in a person of two or more ids: false means Lookup answers
+// nil or a person of one id. One or two memory reads; a few percent of
+// false positives. No allocation.
+func (s *Snapshot) MayBeJoined(h uint64) bool { return s.filter != nil && s.filter.may(h) }
 
 // Joined reports whether some person has ≥ 2 distinct ids.
 func (s *Snapshot) Joined() bool { return s.stats.Joined > 0 }
@@ -261,12 +274,13 @@ type Graph struct {
 	nextKey uint32 // last key given, under mu
 	gen     uint64 // table generation of the last Apply, under mu
 	idBytes uint64 // bytes of the ids' strings, under mu
+	filter  *joinFilter
 }
 
 // New returns an empty graph.
 func New() *Graph {
 	g := &Graph{}
-	g.snap.Store(&Snapshot{ids: iradix.New[ref]()})
+	g.snap.Store(&Snapshot{})
 	return g
 }
 
@@ -301,7 +315,7 @@ func (w *work) size() int { return len(w.base) + len(w.added) }
 type txn struct {
 	g     *Graph
 	old   *Snapshot
-	ids   *iradix.Txn[ref]
+	ids   idIndex // the index as the transaction left it (generation g.gen+1)
 	dirty map[uint32]*work
 	dead  []uint32
 	stats Stats
@@ -328,7 +342,7 @@ func (g *Graph) Apply(ops []Op, outcomes []Outcome) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	old := g.snap.Load()
-	t := txn{g: g, old: old, stats: old.stats}
+	t := txn{g: g, old: old, stats: old.stats, ids: old.ids}
 	for i, op := range ops {
 		out := t.apply(op)
 		if outcomes != nil {
@@ -359,25 +373,15 @@ func (t *txn) person(k uint32) *work {
 
 // lookup returns the key of id's person in the transaction, 0 if none.
 func (t *txn) lookup(id string) uint32 {
-	k, _ := t.root().Get(unsafe.Slice(unsafe.StringData(id), len(id)))
+	b := unsafe.Slice(unsafe.StringData(id), len(id))
+	k, _, _ := t.ids.get(hashID(b), b)
 	return k
 }
 
-// root is the radix tree as the transaction left it so far.
-func (t *txn) root() *iradix.Node[ref] {
-	if t.ids == nil {
-		return t.old.ids.Root()
-	}
-	return t.ids.Root()
-}
-
-// insert points id (which the graph holds a copy of) to key k; the tree's
-// key aliases the copy's bytes (iradix never writes to keys).
+// insert points id (the graph's copy) to key k.
 func (t *txn) insert(id string, k uint32) {
-	if t.ids == nil {
-		t.ids = t.old.ids.Txn()
-	}
-	t.ids.Insert(unsafe.Slice(unsafe.StringData(id), len(id)), k)
+	b := unsafe.Slice(unsafe.StringData(id), len(id))
+	t.ids.set(t.g.gen+1, hashID(b), id, k)
 }
 
 // identified reports whether the person of key k (0: an unknown id) is
@@ -451,14 +455,13 @@ func (t *txn) mark(k uint32, seq uint64, tid string) {
 }
 
 // canonical returns the graph's copy of id (which is in the graph), so
-// that recorded ops share the ids' memory: the radix tree's leaf keys
-// alias those copies.
+// that recorded ops share the ids' memory with the index's entries.
 func (t *txn) canonical(id string) string {
-	k, _, ok := t.root().LongestPrefix(unsafe.Slice(unsafe.StringData(id), len(id)))
-	if !ok || len(k) != len(id) {
-		return id
+	b := unsafe.Slice(unsafe.StringData(id), len(id))
+	if _, c, ok := t.ids.get(hashID(b), b); ok {
+		return c
 	}
-	return unsafe.String(unsafe.SliceData(k), len(k))
+	return id
 }
 
 // apply applies one op.
@@ -568,21 +571,54 @@ func (t *txn) join(a, b uint32, seq uint64, tid string) {
 		for _, id := range ids {
 			t.insert(id, a)
 			wa.added = append(wa.added, id)
+			t.filter(id)
+		}
+	}
+	if wa.size()-len(wb.base)-len(wb.added) == 1 {
+		// a was a person of one id: it is joined now.
+		for _, ids := range [2][]string{wa.base, wa.added[:len(wa.added)-len(wb.base)-len(wb.added)]} {
+			for _, id := range ids {
+				t.filter(id)
+			}
 		}
 	}
 	delete(t.dirty, b)
 	t.dead = append(t.dead, b)
 }
 
+// filter adds id, now in a joined person, to the join filter, first
+// growing the filter when it is full.
+func (t *txn) filter(id string) {
+	g := t.g
+	if g.filter == nil || g.filter.full() {
+		f := newJoinFilter(2 * int(t.stats.Ids))
+		// Every id of a joined person so far (those of this call's
+		// persons are re-added as they join).
+		t.old.persons.each(func(p *Person) bool {
+			if len(p.DistinctIDs) >= 2 {
+				for _, d := range p.DistinctIDs {
+					f.add(hashID(unsafe.Slice(unsafe.StringData(d), len(d))))
+				}
+			}
+			return true
+		})
+		for _, w := range t.dirty {
+			for _, ids := range [2][]string{w.base, w.added} {
+				for _, d := range ids {
+					f.add(hashID(unsafe.Slice(unsafe.StringData(d), len(d))))
+				}
+			}
+		}
+		g.filter = f
+	}
+	g.filter.add(hashID(unsafe.Slice(unsafe.StringData(id), len(id))))
+}
+
 // commit builds the changed persons and returns the new snapshot.
 func (t *txn) commit() *Snapshot {
 	g := t.g
 	g.gen++
-	tree := t.old.ids
-	if t.ids != nil {
-		tree = t.ids.CommitOnly()
-	}
-	s := &Snapshot{ids: tree, persons: t.old.persons, refusals: t.old.refusals}
+	s := &Snapshot{ids: t.ids, persons: t.old.persons, refusals: t.old.refusals, filter: g.filter}
 	for _, k := range t.dead {
 		if t.dirty[k] == nil && t.old.persons.get(k) != nil {
 			s.persons.set(g.gen, k, nil)
@@ -621,10 +657,11 @@ func (t *txn) commit() *Snapshot {
 	return s
 }
 
-// bytesPerID and bytesPerPerson approximate the heap an id (radix tree
-// leaf and node, DistinctIDs entry) and a person (Person, table slot)
-// hold besides the id's bytes; measured with BenchmarkMemory.
+// bytesPerID and bytesPerPerson approximate the heap an id (index entry
+// and its share of the trie's nodes, DistinctIDs entry, filter bits) and
+// a person (Person, table slot) hold besides the id's bytes; measured with
+// BenchmarkMemory (263 bytes per id in all at 1M ids).
 const (
-	bytesPerID     = 470
+	bytesPerID     = 175
 	bytesPerPerson = 100
 )

@@ -6,7 +6,8 @@ package storage
 // joins some ids (identity.Snapshot.Joined), each scan worker's visitor
 // is wrapped: the trail of a distinct id that belongs to a joined person
 // is copied aside instead of visited; every other trail passes through
-// untouched (one radix-tree lookup per trail, none per event). Once
+// untouched (a Bloom filter read per trail, identity.Snapshot.MayBeJoined,
+// and an index lookup for the ids it lets through; none per event). Once
 // every shard is scanned, the parts are grouped by person, merged into
 // one trail per person and visited, in parallel, by the same visitors, with
 // the person id as the trail's id. An app that never applied an identity
@@ -23,18 +24,46 @@ import (
 	"github.com/spurdb/spur/trail"
 )
 
-// personPart is the trail of one distinct id of a joined person, copied.
+// personPart is the trail of one distinct id of a joined person: its
+// events are rows [start, end) of its worker's arena, its user values
+// rows [user, user+UserProps) of the arena's user columns.
 type personPart struct {
-	person *identity.Person
-	id     string
-	times  []int64
-	mask   []uint64
-	cols   []trail.Column
-	// user values of the distinct id, and when each was written: setAt
-	// for a SetEvent write (math.MinInt64: none, or unknown), onceAt for
-	// the value of a SetOnceEvent write (math.MaxInt64: none).
+	person     *identity.Person
+	idx        int32 // the distinct id's index in person.DistinctIDs (sorted by bytes)
+	worker     int32
+	start, end int32
+	user       int32
+}
+
+// partArena holds the copied rows of one worker's parts, column by
+// column, so that copying a part allocates nothing once the arena has
+// grown: times, masks, the query's columns, and per part its user values
+// with when each was written (setAt for a SetEvent write, math.MinInt64
+// when none or unknown; onceAt for the value of a SetOnceEvent write,
+// math.MaxInt64 when none).
+type partArena struct {
+	times         []int64
+	mask          []uint64
+	cols          []trail.Column
 	user          []trail.Value
 	setAt, onceAt []int64
+}
+
+// reset empties the arena, keeping its memory.
+func (a *partArena) reset() {
+	a.times, a.mask, a.user, a.setAt, a.onceAt = a.times[:0], a.mask[:0], a.user[:0], a.setAt[:0], a.onceAt[:0]
+	for k := range a.cols {
+		a.cols[k].Set, a.cols[k].Bits = a.cols[k].Set[:0], a.cols[k].Bits[:0]
+	}
+}
+
+// bytes is the memory the arena holds.
+func (a *partArena) bytes() int64 {
+	n := int64(cap(a.times))*8 + int64(cap(a.mask))*8 + int64(cap(a.user))*16 + int64(cap(a.setAt)+cap(a.onceAt))*8
+	for _, c := range a.cols {
+		n += int64(cap(c.Set)) + int64(cap(c.Bits))*8
+	}
+	return n
 }
 
 // joinVisitor wraps one scan worker's visitor (see the file comment).
@@ -43,9 +72,12 @@ type joinVisitor struct {
 	snap  *identity.Snapshot
 	sc    *shardScanner // the worker's scanner: the user values' write times
 	grow  func(int64) error
+	w     int32 // the worker's index
+	arena *partArena
 	parts []personPart
-	cur   *personPart // the part receiving the current user's chunks; nil: pass through
-	err   error       // the first refusal of grow
+	cur   bool  // the current user's chunks go to the last part
+	held  int64 // arena bytes reported to grow
+	err   error // the first refusal of grow
 }
 
 // joinPrepassVisitor is a joinVisitor whose inner visitor is a
@@ -53,16 +85,20 @@ type joinVisitor struct {
 type joinPrepassVisitor struct{ *joinVisitor }
 
 func (j joinPrepassVisitor) Prepass(u UserKey, t *trail.Trail) {
-	if t.Offset == 0 && j.person(u.ID) != nil {
+	if t.Offset == 0 && j.person(u) != nil {
 		return // visited whole once joined
 	}
 	j.inner.(PrepassVisitor).Prepass(u, t)
 }
 
-// person returns the joined person distinct id belongs to, nil when it is
-// a person of its own.
-func (j *joinVisitor) person(id []byte) *identity.Person {
-	p := j.snap.Lookup(id)
+// person returns the joined person of user u's distinct id, nil when it
+// is a person of its own: one filter read for nearly every id, an index
+// lookup for the ids in joined persons.
+func (j *joinVisitor) person(u UserKey) *identity.Person {
+	if !j.snap.MayBeJoined(u.Hash) {
+		return nil
+	}
+	p := j.snap.LookupHash(u.Hash, u.ID)
 	if p == nil || len(p.DistinctIDs) < 2 {
 		return nil
 	}
@@ -71,75 +107,83 @@ func (j *joinVisitor) person(id []byte) *identity.Person {
 
 // Visit passes the trail through, or copies it into a part.
 func (j *joinVisitor) Visit(u UserKey, t *trail.Trail) {
+	a := j.arena
 	if t.Offset == 0 {
-		j.cur = nil
-		if p := j.person(u.ID); p != nil {
-			j.parts = append(j.parts, personPart{person: p, id: string(u.ID)})
-			j.cur = &j.parts[len(j.parts)-1]
-			j.userValues(j.cur, t)
+		j.cur = false
+		if p := j.person(u); p != nil {
+			idx, _ := slices.BinarySearch(p.DistinctIDs, string(u.ID))
+			n := int32(len(a.times))
+			j.parts = append(j.parts, personPart{person: p, idx: int32(idx), worker: j.w, start: n, end: n, user: int32(len(a.user))})
+			j.cur = true
+			j.userValues(t)
 		}
 	}
-	pt := j.cur
-	if pt == nil {
+	if !j.cur {
 		j.inner.Visit(u, t)
 		return
 	}
-	before := partBytes(pt)
-	pt.times = append(pt.times, t.Times...)
-	pt.mask = append(pt.mask, t.Mask[:len(t.Times)]...)
-	if len(pt.cols) != len(t.Cols) {
-		pt.cols = make([]trail.Column, len(t.Cols))
+	a.times = append(a.times, t.Times...)
+	a.mask = append(a.mask, t.Mask[:len(t.Times)]...)
+	if len(a.cols) != len(t.Cols) {
+		a.cols = make([]trail.Column, len(t.Cols))
 	}
 	for k, c := range t.Cols {
-		pt.cols[k].Set = append(pt.cols[k].Set, c.Set...)
-		pt.cols[k].Bits = append(pt.cols[k].Bits, c.Bits...)
+		a.cols[k].Set = append(a.cols[k].Set, c.Set...)
+		a.cols[k].Bits = append(a.cols[k].Bits, c.Bits...)
 	}
+	j.parts[len(j.parts)-1].end = int32(len(a.times))
 	if j.grow != nil && j.err == nil {
-		j.err = j.grow(partBytes(pt) - before)
-	}
-}
-
-// userValues copies the user values of t and their write times.
-func (j *joinVisitor) userValues(pt *personPart, t *trail.Trail) {
-	if len(t.User) == 0 {
-		return
-	}
-	sc := j.sc
-	pt.user = slices.Clone(t.User)
-	pt.setAt = make([]int64, len(t.User))
-	pt.onceAt = make([]int64, len(t.User))
-	for k := range t.User {
-		pt.setAt[k], pt.onceAt[k] = math.MinInt64, math.MaxInt64
-		if k < len(sc.ubest) && sc.ubest[k] != math.MinInt64 {
-			pt.setAt[k] = sc.ubest[k]
-		} else if t.User[k].Set && k < len(sc.uonceAt) {
-			pt.onceAt[k] = sc.uonceAt[k]
+		if b := a.bytes(); b > j.held {
+			j.err = j.grow(b - j.held)
+			j.held = b
 		}
 	}
 }
 
-// partBytes is the memory a part holds, bytes.
-func partBytes(pt *personPart) int64 {
-	n := int64(cap(pt.times))*8 + int64(cap(pt.mask))*8
-	for _, c := range pt.cols {
-		n += int64(cap(c.Set)) + int64(cap(c.Bits))*8
+// userValues appends the user values of t and their write times.
+func (j *joinVisitor) userValues(t *trail.Trail) {
+	a, sc := j.arena, j.sc
+	for k, v := range t.User {
+		setAt, onceAt := int64(math.MinInt64), int64(math.MaxInt64)
+		if k < len(sc.ubest) && sc.ubest[k] != math.MinInt64 {
+			setAt = sc.ubest[k]
+		} else if v.Set && k < len(sc.uonceAt) {
+			onceAt = sc.uonceAt[k]
+		}
+		a.user = append(a.user, v)
+		a.setAt = append(a.setAt, setAt)
+		a.onceAt = append(a.onceAt, onceAt)
 	}
-	return n
 }
 
 // personJoin is the join of one scan.
 type personJoin struct {
+	st      *Store
 	snap    *identity.Snapshot
 	workers []*joinVisitor
 }
 
+// release gives the workers' arenas back to the store (once the scan no
+// longer reads them) and their bytes back to the budget.
+func (pj *personJoin) release() {
+	for _, j := range pj.workers {
+		if j.grow != nil && j.held > 0 {
+			j.grow(-j.held)
+		}
+		if j.arena != nil {
+			pj.st.putArena(j.arena)
+		}
+		j.parts, j.cur, j.arena, j.held = nil, false, nil, 0
+	}
+}
+
 // newPersonJoin returns the join of a scan of a version whose graph is
 // snap, or nil when it joins nothing.
-func newPersonJoin(snap *identity.Snapshot) *personJoin {
+func newPersonJoin(st *Store, snap *identity.Snapshot) *personJoin {
 	if snap == nil || !snap.Joined() {
 		return nil
 	}
-	return &personJoin{snap: snap}
+	return &personJoin{st: st, snap: snap}
 }
 
 // wrap returns the scan's visitors wrapped, and the wrappers (whose sc
@@ -147,7 +191,7 @@ func newPersonJoin(snap *identity.Snapshot) *personJoin {
 func (pj *personJoin) wrap(vs []Visitor, grow func(int64) error) []Visitor {
 	out := make([]Visitor, len(vs))
 	for w, v := range vs {
-		j := &joinVisitor{inner: v, snap: pj.snap, grow: grow}
+		j := &joinVisitor{inner: v, snap: pj.snap, grow: grow, w: int32(w), arena: pj.st.getArena()}
 		pj.workers = append(pj.workers, j)
 		out[w] = j
 		if _, ok := v.(PrepassVisitor); ok {
@@ -160,24 +204,19 @@ func (pj *personJoin) wrap(vs []Visitor, grow func(int64) error) []Visitor {
 // visit merges the parts of each joined person into one trail and visits
 // it, the persons split among the workers' visitors, in parallel. It
 // returns the first refusal of the memory budget, or ctx's error.
-func (pj *personJoin) visit(ctx context.Context, chunkEvents int) error {
+func (pj *personJoin) visit(ctx context.Context, chunkEvents int, nuser int) error {
 	var parts []personPart
-	var held int64
-	for _, j := range pj.workers {
+	arenas := make([]*partArena, len(pj.workers))
+	for w, j := range pj.workers {
 		if j.err != nil {
 			return j.err
 		}
 		parts = append(parts, j.parts...)
-		j.parts, j.cur = nil, nil
+		arenas[w] = j.arena
 	}
-	for i := range parts {
-		held += partBytes(&parts[i])
-	}
-	if g := pj.workers[0].grow; g != nil && held > 0 {
-		defer g(-held) // the parts are garbage once visited
-	}
+	defer pj.release()
 	slices.SortFunc(parts, func(a, b personPart) int {
-		return cmp.Or(cmp.Compare(a.person.Key, b.person.Key), cmp.Compare(a.id, b.id))
+		return cmp.Or(cmp.Compare(a.person.Key, b.person.Key), cmp.Compare(a.idx, b.idx))
 	})
 	var groups [][]personPart
 	for i := 0; i < len(parts); {
@@ -193,7 +232,7 @@ func (pj *personJoin) visit(ctx context.Context, chunkEvents int) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var m personMerge
+			m := personMerge{arenas: arenas, nuser: nuser}
 			for g := w; g < len(groups); g += len(pj.workers) {
 				if ctx.Err() != nil {
 					return
@@ -208,11 +247,11 @@ func (pj *personJoin) visit(ctx context.Context, chunkEvents int) error {
 
 // personMerge holds the buffers of one worker's merged trails.
 type personMerge struct {
-	t     trail.Trail
-	chunk trail.Trail
-	order []int32 // event positions in the parts' concatenation, merged
-	src   []int32 // the part of each concatenated event
-	at    []int32 // its index in that part
+	arenas []*partArena
+	nuser  int // user values per trail
+	t      trail.Trail
+	chunk  trail.Trail
+	heads  []int32 // per part: its next row
 }
 
 // visit merges one person's parts (sorted by distinct id) into one trail
@@ -221,37 +260,25 @@ type personMerge struct {
 // visits it in chunks that never split a group of equal times.
 func (m *personMerge) visit(v Visitor, parts []personPart, chunkEvents int) {
 	p := parts[0].person
-	m.src, m.at, m.order = m.src[:0], m.at[:0], m.order[:0]
-	for i := range parts {
-		for k := range parts[i].times {
-			m.order = append(m.order, int32(len(m.src)))
-			m.src = append(m.src, int32(i))
-			m.at = append(m.at, int32(k))
-		}
-	}
-	slices.SortStableFunc(m.order, func(a, b int32) int {
-		return cmp.Compare(parts[m.src[a]].times[m.at[a]], parts[m.src[b]].times[m.at[b]])
-	})
 	t := &m.t
-	n := len(m.order)
+	ncols := len(m.arenas[parts[0].worker].cols)
+	n := 0
+	for _, pt := range parts {
+		n += int(pt.end - pt.start)
+	}
 	t.Times, t.Mask = slices.Grow(t.Times[:0], n), slices.Grow(t.Mask[:0], n)
-	ncols := len(parts[0].cols)
 	if len(t.Cols) != ncols {
 		t.Cols = make([]trail.Column, ncols)
 	}
 	for k := range t.Cols {
 		t.Cols[k].Set, t.Cols[k].Bits = t.Cols[k].Set[:0], t.Cols[k].Bits[:0]
 	}
-	for _, e := range m.order {
-		pt, i := &parts[m.src[e]], m.at[e]
-		t.Times = append(t.Times, pt.times[i])
-		t.Mask = append(t.Mask, pt.mask[i])
-		for k := range pt.cols {
-			t.Cols[k].Set = append(t.Cols[k].Set, pt.cols[k].Set[i])
-			t.Cols[k].Bits = append(t.Cols[k].Bits, pt.cols[k].Bits[i])
-		}
+	if len(parts) > maxLinearParts {
+		m.sortMerge(parts, n)
+	} else {
+		m.linearMerge(parts, n)
 	}
-	t.User = foldUserValues(t.User[:0], parts)
+	t.User = m.foldUserValues(t.User[:0], parts)
 	t.ID = []byte(p.ID)
 	key := UserKey{Hash: UserHash(p.ID), ID: t.ID}
 	if n <= chunkEvents {
@@ -263,6 +290,67 @@ func (m *personMerge) visit(v Visitor, parts []personPart, chunkEvents int) {
 		m.chunks(key, chunkEvents, pv.Prepass)
 	}
 	m.chunks(key, chunkEvents, v.Visit)
+}
+
+// maxLinearParts is the most parts linearMerge merges; beyond, the cost
+// of its scan of every part per row passes sortMerge's.
+const maxLinearParts = 16
+
+// linearMerge appends the n rows of parts to m.t in merge order, taking
+// each row from the part whose next row is earliest (ties to the smaller
+// distinct id: parts are sorted by it).
+func (m *personMerge) linearMerge(parts []personPart, n int) {
+	m.heads = m.heads[:0]
+	for _, pt := range parts {
+		m.heads = append(m.heads, pt.start)
+	}
+	for range n {
+		// The part whose next row is earliest; ties to the smaller distinct
+		// id (parts are sorted by it). Persons have few parts.
+		best := -1
+		var bt int64
+		for i, pt := range parts {
+			if h := m.heads[i]; h < pt.end {
+				if tm := m.arenas[pt.worker].times[h]; best < 0 || tm < bt {
+					best, bt = i, tm
+				}
+			}
+		}
+		m.heads[best]++
+		m.appendRow(m.arenas[parts[best].worker], m.heads[best]-1)
+	}
+}
+
+// sortMerge is linearMerge for many parts: a stable sort by time of the
+// rows in part order.
+func (m *personMerge) sortMerge(parts []personPart, n int) {
+	type row struct {
+		time int64
+		part int32
+		r    int32
+	}
+	rows := make([]row, 0, n)
+	for i, pt := range parts {
+		a := m.arenas[pt.worker]
+		for r := pt.start; r < pt.end; r++ {
+			rows = append(rows, row{a.times[r], int32(i), r})
+		}
+	}
+	slices.SortStableFunc(rows, func(a, b row) int { return cmp.Compare(a.time, b.time) })
+	for _, x := range rows {
+		m.appendRow(m.arenas[parts[x.part].worker], x.r)
+	}
+}
+
+// appendRow appends row r of arena a to m.t.
+func (m *personMerge) appendRow(a *partArena, r int32) {
+	t := &m.t
+	t.Times = append(t.Times, a.times[r])
+	t.Mask = append(t.Mask, a.mask[r])
+	for k := range t.Cols {
+		t.Cols[k].Set = append(t.Cols[k].Set, a.cols[k].Set[r])
+		t.Cols[k].Bits = append(t.Cols[k].Bits, a.cols[k].Bits[r])
+	}
 }
 
 // chunks calls visit with the chunks of m.t.
@@ -294,29 +382,23 @@ func (m *personMerge) chunks(key UserKey, limit int, visit func(UserKey, *trail.
 // depends neither on where the parts are stored nor on the arrival of
 // the operations. (A value's bits cannot decide: a string's are a
 // query-wide id given in the order the scan meets the strings.)
-func foldUserValues(dst []trail.Value, parts []personPart) []trail.Value {
-	nu := 0
-	for i := range parts {
-		nu = max(nu, len(parts[i].user))
-	}
-	for k := range nu {
-		var best trail.Value
+func (m *personMerge) foldUserValues(dst []trail.Value, parts []personPart) []trail.Value {
+	for k := range m.nuser {
+		var best, once trail.Value
 		bestAt, onceAt := int64(math.MinInt64), int64(math.MaxInt64)
-		var once trail.Value
-		for i := range parts {
-			pt := &parts[i]
-			if k >= len(pt.user) || !pt.user[k].Set {
+		for _, pt := range parts {
+			a, r := m.arenas[pt.worker], int(pt.user)+k
+			v := a.user[r]
+			if !v.Set {
 				continue
 			}
-			v := pt.user[k]
 			switch {
-			case pt.setAt[k] != math.MinInt64 || pt.onceAt[k] == math.MaxInt64:
-				at := pt.setAt[k]
-				if !best.Set || at >= bestAt {
-					best, bestAt = v, at
+			case a.setAt[r] != math.MinInt64 || a.onceAt[r] == math.MaxInt64:
+				if !best.Set || a.setAt[r] >= bestAt {
+					best, bestAt = v, a.setAt[r]
 				}
-			case pt.onceAt[k] < onceAt:
-				once, onceAt = v, pt.onceAt[k]
+			case a.onceAt[r] < onceAt:
+				once, onceAt = v, a.onceAt[r]
 			}
 		}
 		if !best.Set {

@@ -273,12 +273,13 @@ func (s *Version) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) (
 	}
 	var join *personJoin
 	if !spec.DistinctIDs {
-		join = newPersonJoin(s.persons)
+		join = newPersonJoin(s.app.store, s.persons)
 	}
 	scanners := visitors
 	if join != nil {
 		spec.NoIDs = false // the join looks up every trail's id
 		scanners = join.wrap(visitors, spec.Grow)
+		defer join.release()
 	}
 	var next atomic.Int64
 	parent := ctx
@@ -349,7 +350,7 @@ func (s *Version) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) (
 		return stats, first
 	}
 	if join != nil {
-		if err := join.visit(ctx, cmp.Or(spec.ChunkEvents, DefaultChunkEvents)); err != nil {
+		if err := join.visit(ctx, cmp.Or(spec.ChunkEvents, DefaultChunkEvents), spec.UserProps); err != nil {
 			return stats, err
 		}
 	}
