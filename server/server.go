@@ -483,10 +483,14 @@ type router struct {
 	paths  []string            // in registration order
 	allow  map[string][]string // per path: its methods
 	guard  map[string]crossSite
+	// noFallback are paths that get no 405 answer of their own (finish):
+	// one of a pattern with a method would conflict with a pattern of
+	// another method that matches the same requests.
+	noFallback map[string]bool
 }
 
 func (s *Server) newRouter() *router {
-	return &router{s: s, mux: http.NewServeMux(), allow: map[string][]string{}, guard: map[string]crossSite{}}
+	return &router{s: s, mux: http.NewServeMux(), allow: map[string][]string{}, guard: map[string]crossSite{}, noFallback: map[string]bool{}}
 }
 
 // handle serves method on path with h under policy and acc: sameOriginOnly
@@ -512,6 +516,9 @@ func (rt *router) handle(method, path string, policy crossSite, acc access, h ht
 // serve, and returns the mux.
 func (rt *router) finish() *http.ServeMux {
 	for _, path := range rt.paths {
+		if rt.noFallback[path] {
+			continue
+		}
 		allow := strings.Join(slices.Sorted(slices.Values(rt.allow[path])), ", ")
 		acc := open
 		if strings.HasPrefix(path, "/api/") {
