@@ -138,6 +138,13 @@ func parseImportParams(v url.Values, contentType string) (ingest.Options, storag
 			return bad("anonymous_id", "anonymous_id: a users import (users=true) carries no identity operations")
 		}
 		iopt.AnonymousID = s
+		// Read as a string, whatever it looks like (as `spur import`).
+		if opt.Schema == nil {
+			opt.Schema = map[string]event.Type{}
+		}
+		if _, ok := opt.Schema[s]; !ok {
+			opt.Schema[s] = event.TypeString
+		}
 	}
 	if s := v.Get("no_compact"); s != "" {
 		b, err := strconv.ParseBool(s)

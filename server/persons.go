@@ -84,11 +84,11 @@ func (s *Server) handleMergePersons(w http.ResponseWriter, r *http.Request) {
 	for i, raw := range *body.IDs {
 		field := fmt.Sprintf("ids[%d]", i)
 		if err := json.Unmarshal(raw, &ids[i]); err != nil {
-			bad(field, "want a string, found %s", raw)
+			bad(field, "%s: want a string, found %s", field, raw)
 			return
 		}
 		if err := event.ValidateUserID(ids[i]); err != nil {
-			bad(field, "not a valid distinct id: %v", err)
+			bad(field, "%s: not a valid distinct id: %v", field, err)
 			return
 		}
 	}
