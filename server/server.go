@@ -15,6 +15,9 @@
 //	     /api/apps/{app}/insights, dashboards, cohorts   query: saved documents: list, create, read, update (409 when stale), delete (insights.go)
 //	GET  /api/apps/{app}/insights/{id}/result             query: a saved insight's answer, cached by query and catalog version
 //	GET  /api/apps/{app}/users[/{id}[/events]]            query: users' current properties and one user's trail (users.go)
+//	GET  /api/apps/{app}/persons/{id}[/events]            query: the same by any distinct id of a person (users.go)
+//	POST /api/apps/{app}/persons/merge                    admin: body {"ids": [T, O]}: merge(T, O) (persons.go)
+//	GET  /api/apps/{app}/warnings?kind=identity           query: the refused merges, newest first (persons.go)
 //	GET  /api/key                   any key: the key's own record
 //	     /api/keys[/{id}]           admin: list, create, revoke keys (auth.go)
 //	GET  /metrics                   admin: Prometheus metrics (also on the debug listener, without a key)
