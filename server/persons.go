@@ -100,9 +100,8 @@ func (s *Server) handleMergePersons(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	snap, err := a.Acquire()
-	if err != nil {
-		s.readFailed(w, r, err)
+	snap, ok := s.acquire(w, r, a)
+	if !ok {
 		return
 	}
 	defer snap.Release()
@@ -143,31 +142,16 @@ func opName(k identity.Kind) string {
 }
 
 func (s *Server) handleWarnings(w http.ResponseWriter, r *http.Request) {
-	a, ok := s.appOf(w, r)
+	qv := r.URL.Query()
+	snap, offset, limit, ok := s.pageRead(w, r, qv)
 	if !ok {
 		return
 	}
-	qv := r.URL.Query()
+	defer snap.Release()
 	if k := qv.Get("kind"); k != "" && k != "identity" {
 		writeError(w, badParam("kind", "unknown warnings kind %q: want identity", k))
 		return
 	}
-	offset, perr := intParam(qv.Get("offset"), "offset", 0, 0, 1<<30)
-	if perr != nil {
-		writeError(w, perr)
-		return
-	}
-	limit, perr := intParam(qv.Get("limit"), "limit", 100, 1, 1000)
-	if perr != nil {
-		writeError(w, perr)
-		return
-	}
-	snap, err := a.Acquire()
-	if err != nil {
-		s.readFailed(w, r, err)
-		return
-	}
-	defer snap.Release()
 	out := map[string]any{"kind": "identity", "total": uint64(0), "offset": offset, "limit": limit}
 	warns := []warningJSON{}
 	if ps := snap.Persons(); ps != nil {

@@ -7,21 +7,11 @@ import (
 	"testing"
 )
 
-// personPage is the answer of GET /persons/{id} and /users/{id}.
-type personPage struct {
-	UserID      string         `json:"user_id"`
-	PersonID    string         `json:"person_id"`
-	DistinctIDs []string       `json:"distinct_ids"`
-	Properties  map[string]any `json:"properties"`
-}
-
 // personTrail is the answer of GET /persons/{id}/events.
 type personTrail struct {
-	UserID      string          `json:"user_id"`
-	PersonID    string          `json:"person_id"`
-	DistinctIDs []string        `json:"distinct_ids"`
-	Total       int64           `json:"total"`
-	Events      []userEventJSON `json:"events"`
+	userJSON
+	Total  int64           `json:"total"`
+	Events []userEventJSON `json:"events"`
 }
 
 // warningsPage is the answer of GET /warnings.
@@ -80,7 +70,7 @@ func TestEventsAnonymousIDJoinsPersons(t *testing.T) {
 	}
 	for _, path := range []string{"persons/d1", "persons/u1", "users/d1"} {
 		code, _, b := ts.do(t, "GET", "api/apps/shop/"+path, "")
-		p := decode[personPage](t, b)
+		p := decode[userJSON](t, b)
 		if code != 200 || p.PersonID != "u1" || p.UserID != "u1" || !slices.Equal(p.DistinctIDs, []string{"d1", "u1"}) || p.Properties["plan"] != "pro" {
 			t.Fatalf("%s: %d %s", path, code, b)
 		}
@@ -143,7 +133,7 @@ func TestIdentityEventsVisibleOnAck(t *testing.T) {
 			t.Fatalf("step %d: %s", i, ans)
 		}
 		code, _, b := ts.do(t, "GET", "api/apps/app/persons/"+s.id, "")
-		p := decode[personPage](t, b)
+		p := decode[userJSON](t, b)
 		if code != 200 || p.PersonID != s.person || strings.Join(p.DistinctIDs, " ") != s.ids {
 			t.Fatalf("step %d: %d %s", i, code, b)
 		}

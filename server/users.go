@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"time"
@@ -111,14 +112,14 @@ func (s *Server) handleUsers(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badParam("id", "want 1 to %d user ids (?id=A&id=B…), found %d", MaxUsersPerRequest, len(ids)))
 		return
 	}
-	snap, err := a.Acquire()
-	if err != nil {
-		s.readFailed(w, r, err)
+	snap, ok := s.acquire(w, r, a)
+	if !ok {
 		return
 	}
 	defer snap.Release()
 	out := make([]userJSON, len(ids))
 	for i, id := range ids {
+		var err error
 		if out[i], err = personJSON(r.Context(), snap, id, true); err != nil {
 			s.readFailed(w, r, err)
 			return
@@ -133,9 +134,8 @@ func (s *Server) handleUser(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	snap, err := a.Acquire()
-	if err != nil {
-		s.readFailed(w, r, err)
+	snap, ok := s.acquire(w, r, a)
+	if !ok {
 		return
 	}
 	defer snap.Release()
@@ -150,24 +150,9 @@ func (s *Server) handleUser(w http.ResponseWriter, r *http.Request) {
 // handleUserEvents answers GET /users/{id}/events and
 // /persons/{id}/events.
 func (s *Server) handleUserEvents(w http.ResponseWriter, r *http.Request) {
-	a, ok := s.appOf(w, r)
-	if !ok {
-		return
-	}
 	qv := r.URL.Query()
-	offset, err := intParam(qv.Get("offset"), "offset", 0, 0, 1<<30)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	limit, err := intParam(qv.Get("limit"), "limit", 100, 1, 1000)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	snap, aerr := a.Acquire()
-	if aerr != nil {
-		s.readFailed(w, r, aerr)
+	snap, offset, limit, ok := s.pageRead(w, r, qv)
+	if !ok {
 		return
 	}
 	defer snap.Release()
@@ -207,6 +192,40 @@ func (s *Server) handleUserEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"user_id": pid, "person_id": pid, "distinct_ids": ids, "total": tr.Total,
 		"offset": offset, "limit": limit, "tz": loc.String(), "events": evs})
+}
+
+// pageRead starts a paged read of the path's app: it returns the app's
+// current version (the caller releases it) and the page's ?offset
+// (default 0) and ?limit (1 to 1,000, default 100) of qv, or answers the
+// failure (404 unknown app, 400 naming the bad parameter).
+func (s *Server) pageRead(w http.ResponseWriter, r *http.Request, qv url.Values) (v *storage.Version, offset, limit int, ok bool) {
+	a, ok := s.appOf(w, r)
+	if !ok {
+		return nil, 0, 0, false
+	}
+	offset, err := intParam(qv.Get("offset"), "offset", 0, 0, 1<<30)
+	if err == nil {
+		limit, err = intParam(qv.Get("limit"), "limit", 100, 1, 1000)
+	}
+	if err != nil {
+		writeError(w, err)
+		return nil, 0, 0, false
+	}
+	if v, ok = s.acquire(w, r, a); !ok {
+		return nil, 0, 0, false
+	}
+	return v, offset, limit, true
+}
+
+// acquire returns app a's current version (the caller releases it), or
+// answers the failure.
+func (s *Server) acquire(w http.ResponseWriter, r *http.Request, a *storage.App) (*storage.Version, bool) {
+	v, err := a.Acquire()
+	if err != nil {
+		s.readFailed(w, r, err)
+		return nil, false
+	}
+	return v, true
 }
 
 // propsJSON renders properties as a JSON object's values.

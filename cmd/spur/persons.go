@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/url"
@@ -39,6 +38,16 @@ with --url through a running server (merge needs an admin --key).`,
 	cmd.PersistentFlags().StringVar(&app, "app", "", "app of the persons (required)")
 	cmd.MarkPersistentFlagRequired("app")
 	rm.flags(cmd.PersistentFlags(), "work through a running spur serve at this base URL instead of the --data store")
+	// either runs viaServer once --url is checked, else local.
+	either := func(viaServer, local func() error) error {
+		if rm.url == "" {
+			return local()
+		}
+		if err := rm.open(); err != nil {
+			return err
+		}
+		return viaServer()
+	}
 
 	merge := &cobra.Command{
 		Use:   "merge --app APP T O",
@@ -46,15 +55,13 @@ with --url through a running server (merge needs an admin --key).`,
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var p personAnswer
-			if rm.url != "" {
-				if err := rm.open(); err != nil {
-					return err
-				}
+			err := either(func() error {
 				body := map[string][]string{"ids": {args[0], args[1]}}
 				if err := rm.requestJSON(cmd.Context(), "POST", "api/apps/"+url.PathEscape(app)+"/persons/merge", body, &p); err != nil {
 					return fmt.Errorf("merge %q and %q through %s: %w", args[0], args[1], rm.url, err)
 				}
-			} else {
+				return nil
+			}, func() error {
 				st, err := openStore(g, writeStore, "spur persons merge")
 				if err != nil {
 					return err
@@ -63,9 +70,11 @@ with --url through a running server (merge needs an admin --key).`,
 				if err := st.MergePersons(cmd.Context(), app, args[0], args[1]); err != nil {
 					return fmt.Errorf("merge %q and %q in app %q: %w", args[0], args[1], app, err)
 				}
-				if p, err = localPerson(st, app, args[0]); err != nil {
-					return err
-				}
+				p, err = localPerson(st, app, args[0])
+				return err
+			})
+			if err != nil {
+				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "merged %s and %s in app %s: ", args[0], args[1], app)
 			return printPerson(cmd.OutOrStdout(), p)
@@ -77,26 +86,22 @@ with --url through a running server (merge needs an admin --key).`,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var p personAnswer
-			if rm.url != "" {
-				if err := rm.open(); err != nil {
-					return err
-				}
-				b, err := rm.request(cmd.Context(), "GET", "api/apps/"+url.PathEscape(app)+"/persons/"+url.PathEscape(args[0]), nil, nil, 64<<20)
-				if err == nil {
-					err = json.Unmarshal(b, &p)
-				}
-				if err != nil {
+			err := either(func() error {
+				if err := rm.requestJSON(cmd.Context(), "GET", "api/apps/"+url.PathEscape(app)+"/persons/"+url.PathEscape(args[0]), nil, &p); err != nil {
 					return fmt.Errorf("person of %q through %s: %w", args[0], rm.url, err)
 				}
-			} else {
+				return nil
+			}, func() error {
 				st, err := openStore(g, readStore, "spur persons show")
 				if err != nil {
 					return err
 				}
 				defer st.Close()
-				if p, err = localPerson(st, app, args[0]); err != nil {
-					return err
-				}
+				p, err = localPerson(st, app, args[0])
+				return err
+			})
+			if err != nil {
+				return err
 			}
 			return printPerson(cmd.OutOrStdout(), p)
 		},
