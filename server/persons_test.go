@@ -91,6 +91,15 @@ func TestEventsAnonymousIDJoinsPersons(t *testing.T) {
 		}
 		first = b
 	}
+	// Integer ids are strings; an anonymous_id given twice rejects its event.
+	ans = sendEvents(t, ts, "shop", `[{"user_id": 5, "anonymous_id": 6, "event": "signup"},
+		{"user_id": "u7", "anonymous_id": "a", "anonymous_id": "b", "event": "signup"}]`)
+	if !strings.Contains(ans, `"accepted":1`) || !strings.Contains(ans, `{"index":1,"field":"anonymous_id","message":"given twice"}`) {
+		t.Fatalf("answer %s", ans)
+	}
+	if code, _, b := ts.do(t, "GET", "api/apps/shop/persons/6", ""); code != 200 || decode[userJSON](t, b).PersonID != "5" {
+		t.Fatalf("persons/6: %d %s", code, b)
+	}
 	// A distinct id the graph does not hold is a person of its own.
 	code, _, b := ts.do(t, "GET", "api/apps/shop/persons/d2/events", "")
 	if tr := decode[personTrail](t, b); code != 200 || tr.PersonID != "d2" || !slices.Equal(tr.DistinctIDs, []string{"d2"}) || tr.Total != 1 || tr.Events[0].DistinctID != "d2" {
