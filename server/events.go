@@ -79,6 +79,9 @@ type IdentityIngester interface {
 	IngestIdentity(ctx context.Context, app string, evs []event.Event, users []storage.UserWrite, ids []storage.IdentityWrite) (*storage.IngestReport, error)
 }
 
+// The store takes identity operations.
+var _ IdentityIngester = (*storage.Store)(nil)
+
 // Defaults of the events endpoint's limits (Config fields of the same
 // names, `spur serve` flags).
 const (
