@@ -37,6 +37,10 @@ import (
 //     Now is rejected.
 //   - insert_id: optional; a string or an integer literal of at most
 //     MaxPropertyBytes bytes; "" and null mean none.
+//   - anonymous_id: optional; the anonymous (device) id the event's
+//     user_id was known by before (identity.md §2: identify(user_id,
+//     anonymous_id)); a string or an integer literal with user_id's
+//     limits; null means none. Listed in EventsBatch.Anon.
 //   - properties, user_properties, user_properties_once: optional objects
 //     (null means none) of property name → value: strings, numbers
 //     (an integer literal is an int, any other number a float; an integer
@@ -103,6 +107,9 @@ type EventsBatch struct {
 	// user_properties_once), in the order of their events; an event has
 	// at most one of each.
 	Users []UserProps
+	// Anon are the anonymous ids of Events (field anonymous_id), in the
+	// order of their events; an event has at most one.
+	Anon []AnonID
 	// Rejected are the events refused, in request order.
 	Rejected []Rejection
 	// Total is the number of events in the request (accepted and
@@ -119,6 +126,13 @@ type UserProps struct {
 	Event int
 	Props []event.Prop
 	Once  bool
+}
+
+// AnonID is the anonymous id of Events[Event] (field anonymous_id),
+// valid as a user id (event.ValidateUserID).
+type AnonID struct {
+	Event int
+	ID    string
 }
 
 // Rejection is one event refused: its 0-based position in the request,
@@ -153,6 +167,7 @@ const (
 	sizeofEvent     = int64(unsafe.Sizeof(event.Event{}))
 	sizeofProp      = int64(unsafe.Sizeof(event.Prop{}))
 	sizeofUserProps = int64(unsafe.Sizeof(UserProps{}))
+	sizeofAnonID    = int64(unsafe.Sizeof(AnonID{}))
 	// eventsFixed is the parse's fixed footprint: the body read buffer,
 	// the line or element buffer and a gzip decoder's state.
 	eventsFixed = 64<<10 + 256<<10 + 64<<10
@@ -178,6 +193,10 @@ type EventsParser struct {
 	row   apiRow
 	batch EventsBatch
 
+	// anonID is the current event's anonymous id (when row.anon.set),
+	// set by finish.
+	anonID string
+
 	keyPos   int   // position of the next key in the event, for keyCache
 	used     int64 // accounted bytes
 	reserved int64 // reserved bytes
@@ -197,6 +216,8 @@ type apiRow struct {
 	timeUS                      int64
 	timeNum                     bool
 	seen                        uint8 // seen* bits: fields given, to refuse repeats
+
+	anon span // anonymous_id
 }
 
 const (
@@ -207,6 +228,7 @@ const (
 	seenProps
 	seenUserProps
 	seenUserPropsOnce
+	seenAnon
 )
 
 // NewEventsParser returns a parser with empty buffers.
@@ -255,6 +277,7 @@ func (p *EventsParser) Parse(ctx context.Context, body io.Reader, opt EventsOpti
 	}
 	b := &p.batch
 	b.Events, b.Index, b.Users, b.Rejected, b.Total, b.Bytes = b.Events[:0], b.Index[:0], b.Users[:0], b.Rejected[:0], 0, 0
+	b.Anon = b.Anon[:0]
 	p.used, p.reserved = eventsFixed, 0
 	if err := p.account(0); err != nil {
 		return nil, err
@@ -423,6 +446,10 @@ func (p *EventsParser) event(b []byte) bool {
 	for _, u := range bt.Users[nu:] {
 		sz += sizeofUserProps + int64(len(u.Props))*sizeofProp
 	}
+	if p.row.anon.set {
+		bt.Anon = append(bt.Anon, AnonID{Event: n, ID: p.anonID})
+		sz += sizeofAnonID
+	}
 	p.used += sz
 	return true
 }
@@ -484,6 +511,8 @@ func (p *EventsParser) member(ev *event.Event, n int) bool {
 		bit, sp, field = seenTime, &r.timeStr, "timestamp"
 	case "insert_id":
 		bit, sp, field = seenInsert, &r.insert, "insert_id"
+	case "anonymous_id":
+		bit, sp, field = seenAnon, &r.anon, "anonymous_id"
 	case "properties":
 		bit, field = seenProps, "properties"
 	case "user_properties":
@@ -491,7 +520,7 @@ func (p *EventsParser) member(ev *event.Event, n int) bool {
 	case "user_properties_once":
 		bit, field = seenUserPropsOnce, "user_properties_once"
 	default:
-		return p.reject(string(p.buf), "unknown field (an event has user_id, event, timestamp, insert_id, properties, user_properties and user_properties_once; event properties go in \"properties\")")
+		return p.reject(string(p.buf), "unknown field (an event has user_id, event, timestamp, insert_id, anonymous_id, properties, user_properties and user_properties_once; event properties go in \"properties\")")
 	}
 	if r.seen&bit != 0 {
 		return p.reject(field, "given twice")
@@ -708,6 +737,12 @@ func (p *EventsParser) finish(ev *event.Event, users []UserProps) bool {
 	ev.Name = sub(r.name)
 	if err := event.ValidateEventName(ev.Name); err != nil {
 		return p.reject("event", err.Error())
+	}
+	if r.anon.set {
+		p.anonID = sub(r.anon)
+		if err := event.ValidateUserID(p.anonID); err != nil {
+			return p.reject("anonymous_id", err.Error())
+		}
 	}
 	ev.InsertID = ""
 	if r.insert.set {

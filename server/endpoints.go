@@ -31,8 +31,8 @@ type endpoint struct {
 	h            http.HandlerFunc
 }
 
-// endpoints are the saved-document and user endpoints (insights.go,
-// users.go): per app, all of scope query.
+// endpoints are the saved-document, user and person endpoints
+// (insights.go, users.go, persons.go): per app, all of scope query.
 func (s *Server) endpoints() []endpoint {
 	var eps []endpoint
 	for _, c := range s.collections() {
@@ -49,15 +49,26 @@ func (s *Server) endpoints() []endpoint {
 		endpoint{"GET", "/api/apps/{app}/users", ScopeQuery, s.handleUsers},
 		endpoint{"GET", "/api/apps/{app}/users/{id}", ScopeQuery, s.handleUser},
 		endpoint{"GET", "/api/apps/{app}/users/{id}/events", ScopeQuery, s.handleUserEvents},
+		endpoint{"GET", "/api/apps/{app}/persons/{id}", ScopeQuery, s.handleUser},
+		endpoint{"GET", "/api/apps/{app}/persons/{id}/events", ScopeQuery, s.handleUserEvents},
+		endpoint{"GET", "/api/apps/{app}/warnings", ScopeQuery, s.handleWarnings},
 	)
 }
 
+// mergePath is the path of POST /persons/merge (persons.go). It shares
+// its requests with GET /persons/{id}: a GET of it is the page of the
+// distinct id "merge", other methods answer 405 with Allow: GET.
+const mergePath = "/api/apps/{app}/persons/merge"
+
 // registerEndpoints adds the endpoints to mux: each "METHOD path", and
-// for each path an answer 405 with Allow naming its methods.
+// for each path an answer 405 with Allow naming its methods; and the
+// admin endpoint POST /persons/merge.
 func (s *Server) registerEndpoints(rt *router) {
 	for _, ep := range s.endpoints() {
 		rt.handle(ep.method, ep.path, sameOriginOnly, needs(ep.scope), ep.h)
 	}
+	rt.handle("POST", mergePath, sameOriginOnly, needs(ScopeAdmin), s.handleMergePersons)
+	rt.noFallback[mergePath] = true
 }
 
 // appOf returns the app named in the request path, or answers 404.

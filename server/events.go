@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/identity"
 	"github.com/spurdb/spur/ingest"
 	"github.com/spurdb/spur/query"
 	"github.com/spurdb/spur/storage"
@@ -25,6 +26,10 @@ import (
 //	     body: a JSON array of events (or one event object), or NDJSON
 //	     with Content-Type: application/x-ndjson; Content-Encoding: gzip
 //	     accepted. The event shape and field rules: ingest.EventsParser.
+//	     An event's anonymous_id applies identify(user_id, anonymous_id)
+//	     (identity.md §2; IdentityIngester) with the request; events
+//	     named $identify, $create_alias and $merge_dangerously apply
+//	     their operations in the store (storage.OpOfEvent).
 //	200  {"accepted": N, "rejected": [{"index", "field", "message"}]}: the
 //	     good events are durable and visible to queries when this is sent;
 //	     every bad one is listed by its 0-based position in the request
@@ -61,6 +66,22 @@ type Ingester interface {
 	Ingest(ctx context.Context, app string, evs []event.Event, users []storage.UserWrite) (*storage.IngestReport, error)
 }
 
+// IdentityIngester is an Ingester that also takes the identity operations
+// of a request (identity.md §2: an event's anonymous_id is
+// identify(user_id, anonymous_id)): IngestIdentity is Ingest with ids,
+// each naming its event by index into evs, applied with the request and
+// visible on its answer; it must not keep ids. (*storage.Store)
+// implements it (storage.Store.IngestIdentity). A request with
+// anonymous ids sent to an Ingester without it is refused whole (400,
+// field "anonymous_id").
+type IdentityIngester interface {
+	Ingester
+	IngestIdentity(ctx context.Context, app string, evs []event.Event, users []storage.UserWrite, ids []storage.IdentityWrite) (*storage.IngestReport, error)
+}
+
+// The store takes identity operations.
+var _ IdentityIngester = (*storage.Store)(nil)
+
 // Defaults of the events endpoint's limits (Config fields of the same
 // names, `spur serve` flags).
 const (
@@ -83,6 +104,7 @@ const maxPooledParser = 8 << 20
 type eventsWork struct {
 	p     *ingest.EventsParser
 	users []storage.UserWrite
+	ids   []storage.IdentityWrite
 }
 
 // Errors of the events memory gate.
@@ -169,6 +191,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if work.p.Cap() <= maxPooledParser {
 			clear(work.users) // drop the Props references
+			clear(work.ids)
 			s.eventsPool.Put(work)
 		}
 	}()
@@ -192,9 +215,29 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 			users = append(users, storage.UserWrite{Index: u.Event, Props: u.Props, Once: u.Once})
 		}
 		work.users = users
-		region = trace.StartRegion(ctx, "store")
-		rep, err := s.ingester.Ingest(ctx, app, b.Events, users)
-		region.End()
+		var rep *storage.IngestReport
+		if len(b.Anon) == 0 {
+			region = trace.StartRegion(ctx, "store")
+			rep, err = s.ingester.Ingest(ctx, app, b.Events, users)
+			region.End()
+		} else {
+			ii, ok := s.ingester.(IdentityIngester)
+			if !ok {
+				fail(&apiError{Status: http.StatusBadRequest, Code: CodeInvalidInput, Field: "anonymous_id",
+					Message: "this server's store takes no identity operations (anonymous_id); nothing was stored"})
+				return
+			}
+			ids := work.ids[:0]
+			for _, a := range b.Anon {
+				ev := &b.Events[a.Event]
+				ids = append(ids, storage.IdentityWrite{Index: a.Event,
+					Op: identity.Op{Kind: identity.Identify, T: ev.UserID, O: a.ID, Time: ev.Time}})
+			}
+			work.ids = ids
+			region = trace.StartRegion(ctx, "store")
+			rep, err = ii.IngestIdentity(ctx, app, b.Events, users, ids)
+			region.End()
+		}
 		if err != nil {
 			if e := s.ingestError(r, app, err); e != nil {
 				fail(e)

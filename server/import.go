@@ -33,6 +33,8 @@ var importParams = map[string]string{
 	"users":      "true: the body holds user properties, not events",
 	"max_errors": "bad rows tolerated (default 0: any bad row aborts the import)",
 	"no_compact": "true: do not compact the app after the import (default false: every shard with more than one run of a kind is compacted)",
+
+	"anonymous_id": "column holding each row's anonymous id: a non-empty one applies identify(user, anonymous id) (identity.md §4; default none)",
 }
 
 // contentTypeFormats maps request media types to input formats.
@@ -65,7 +67,7 @@ func parseImportParams(v url.Values, contentType string) (ingest.Options, storag
 			return bad("query", "a query parameter has an empty name")
 		}
 		if _, ok := importParams[k]; !ok {
-			return bad(k, "unknown import parameter %q (known: name, format, user, time, event, insert_id, schema, tz, users, max_errors, no_compact)", k)
+			return bad(k, "unknown import parameter %q (known: name, format, user, time, event, insert_id, anonymous_id, schema, tz, users, max_errors, no_compact)", k)
 		}
 		if len(vs) > 1 {
 			return bad(k, "parameter %q given %d times", k, len(vs))
@@ -131,6 +133,19 @@ func parseImportParams(v url.Values, contentType string) (ingest.Options, storag
 		}
 		iopt.MaxErrors = n
 	}
+	if s := v.Get("anonymous_id"); s != "" {
+		if iopt.Kind == storage.KindUsers {
+			return bad("anonymous_id", "anonymous_id: a users import (users=true) carries no identity operations")
+		}
+		iopt.AnonymousID = s
+		// Read as a string, whatever it looks like (as `spur import`).
+		if opt.Schema == nil {
+			opt.Schema = map[string]event.Type{}
+		}
+		if _, ok := opt.Schema[s]; !ok {
+			opt.Schema[s] = event.TypeString
+		}
+	}
 	if s := v.Get("no_compact"); s != "" {
 		b, err := strconv.ParseBool(s)
 		if err != nil {
@@ -171,13 +186,16 @@ type importResponse struct {
 	Segments   int                 `json:"segments"`
 	Bytes      int64               `json:"bytes"`
 	ElapsedMS  float64             `json:"elapsed_ms"`
-	Errors     []rowError          `json:"errors,omitempty"` // bad rows skipped within max_errors
+	// IdentityOps are the identity operations the import applied
+	// (anonymous_id, $identify/$create_alias/$merge_dangerously rows).
+	IdentityOps int64      `json:"identity_ops,omitempty"`
+	Errors      []rowError `json:"errors,omitempty"` // bad rows skipped within max_errors
 }
 
 func newImportResponse(rep *storage.ImportReport) *importResponse {
 	return &importResponse{App: rep.App, Kind: rep.Kind, Read: rep.Read, Applied: rep.Applied,
 		Rejected: rep.Rejected, Duplicates: rep.Duplicates, Segments: rep.Segments, Bytes: rep.Bytes,
-		ElapsedMS: math.Round(float64(rep.Elapsed.Microseconds())) / 1000, Errors: rowErrors(rep.Errors)}
+		ElapsedMS: math.Round(float64(rep.Elapsed.Microseconds())) / 1000, IdentityOps: rep.IdentityOps, Errors: rowErrors(rep.Errors)}
 }
 
 // inputError marks a fatal error of the input (unreadable gzip, corrupt

@@ -133,6 +133,10 @@ var (
 	segmentsDesc = prometheus.NewDesc("spur_app_segments", "Published segments per app and kind (events, users).", []string{"app", "kind"}, nil)
 	rowsDesc     = prometheus.NewDesc("spur_app_rows", "Rows in published segments per app and kind.", []string{"app", "kind"}, nil)
 	bytesDesc    = prometheus.NewDesc("spur_app_bytes", "Bytes of published segment files per app and kind.", []string{"app", "kind"}, nil)
+	// identityRefusedDesc counts the refused merges of each app's id
+	// graph (identity.md §2), as of the app's current version.
+	identityRefusedDesc = prometheus.NewDesc("spur_identity_refused_total",
+		"Identity operations (identify, alias) whose merge identity.md §2 refused, per app: listed at GET /api/apps/APP/warnings?kind=identity.", []string{"app"}, nil)
 )
 
 // The live layer's gauges (storage.LiveStats), per app with live events.
@@ -148,7 +152,7 @@ var (
 
 // Describe implements prometheus.Collector.
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{segmentsDesc, rowsDesc, bytesDesc, liveBytesDesc, liveRowsDesc, liveSegsDesc,
+	for _, d := range []*prometheus.Desc{segmentsDesc, rowsDesc, bytesDesc, identityRefusedDesc, liveBytesDesc, liveRowsDesc, liveSegsDesc,
 		walBytesDesc, walFilesDesc, walAppliedDesc, walPublishedDesc} {
 		ch <- d
 	}
@@ -247,5 +251,21 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(rowsDesc, prometheus.GaugeValue, rows, name, kind.String())
 			ch <- prometheus.MustNewConstMetric(bytesDesc, prometheus.GaugeValue, bytes, name, kind.String())
 		}
+		c.collectIdentity(ch, name, app)
+	}
+}
+
+// collectIdentity reports app's refused identity operations, once it has
+// an id graph (an app that never applied an identity operation has no
+// sample).
+func (c *storeCollector) collectIdentity(ch chan<- prometheus.Metric, name string, app *storage.App) {
+	v, err := app.Acquire()
+	if err != nil {
+		c.log.Warn("metrics: read app", "app", name, "err", err)
+		return
+	}
+	defer v.Release()
+	if ps := v.Persons(); ps != nil {
+		ch <- prometheus.MustNewConstMetric(identityRefusedDesc, prometheus.CounterValue, float64(ps.Refused()), name)
 	}
 }

@@ -15,6 +15,9 @@
 //	     /api/apps/{app}/insights, dashboards, cohorts   query: saved documents: list, create, read, update (409 when stale), delete (insights.go)
 //	GET  /api/apps/{app}/insights/{id}/result             query: a saved insight's answer, cached by query and catalog version
 //	GET  /api/apps/{app}/users[/{id}[/events]]            query: users' current properties and one user's trail (users.go)
+//	GET  /api/apps/{app}/persons/{id}[/events]            query: the same by any distinct id of a person (users.go)
+//	POST /api/apps/{app}/persons/merge                    admin: body {"ids": [T, O]}: merge(T, O) (persons.go)
+//	GET  /api/apps/{app}/warnings?kind=identity           query: the refused merges, newest first (persons.go)
 //	GET  /api/key                   any key: the key's own record
 //	     /api/keys[/{id}]           admin: list, create, revoke keys (auth.go)
 //	GET  /metrics                   admin: Prometheus metrics (also on the debug listener, without a key)
@@ -483,10 +486,14 @@ type router struct {
 	paths  []string            // in registration order
 	allow  map[string][]string // per path: its methods
 	guard  map[string]crossSite
+	// noFallback are paths that get no 405 answer of their own (finish):
+	// one of a pattern with a method would conflict with a pattern of
+	// another method that matches the same requests.
+	noFallback map[string]bool
 }
 
 func (s *Server) newRouter() *router {
-	return &router{s: s, mux: http.NewServeMux(), allow: map[string][]string{}, guard: map[string]crossSite{}}
+	return &router{s: s, mux: http.NewServeMux(), allow: map[string][]string{}, guard: map[string]crossSite{}, noFallback: map[string]bool{}}
 }
 
 // handle serves method on path with h under policy and acc: sameOriginOnly
@@ -512,6 +519,9 @@ func (rt *router) handle(method, path string, policy crossSite, acc access, h ht
 // serve, and returns the mux.
 func (rt *router) finish() *http.ServeMux {
 	for _, path := range rt.paths {
+		if rt.noFallback[path] {
+			continue
+		}
 		allow := strings.Join(slices.Sorted(slices.Values(rt.allow[path])), ", ")
 		acc := open
 		if strings.HasPrefix(path, "/api/") {

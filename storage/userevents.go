@@ -13,40 +13,45 @@ import (
 )
 
 // Reading one user: the events of a user's trail and their current user
-// properties, for the UI's drill-down and the user endpoints. A user lives
+// properties, for the UI's drill-down and the user endpoints; and of one
+// person (identity.md §1), the same over several distinct ids. A user lives
 // in one shard (hash of the id); of that shard's segments only the blocks
 // whose user-hash range holds the user's hash are decoded, so the cost is
 // a few blocks, not a scan.
 
-// UserEvent is one event of a user's trail.
+// UserEvent is one event of a user's (or a person's) trail.
 type UserEvent struct {
-	Time     int64        // UTC microseconds
-	Event    string       // event name
-	InsertID string       // the event's insert_id ("" when it had none)
-	Props    []event.Prop // the properties set on the event, by name (newly allocated)
+	Time       int64        // UTC microseconds
+	Event      string       // event name
+	InsertID   string       // the event's insert_id ("" when it had none)
+	DistinctID string       // the distinct id the event was stored under (identity.md §1): set by PersonEvents, "" from UserEvents
+	Props      []event.Prop // the properties set on the event, by name (newly allocated)
 }
 
 // UserTrail is a page of one user's events in trail order (docs/analytics.md §1:
-// timestamp, then arrival).
+// timestamp, then arrival), or of a person's merged trail (PersonEvents).
 type UserTrail struct {
-	Total         int64       // the user's events in the snapshot
+	Total         int64       // the user's (person's) events in the snapshot
 	Events        []UserEvent // events [offset, offset+limit) of the trail
 	BlocksRead    int         // blocks decoded (both passes)
-	SegmentsCount int         // segments of the user's shard whose hash range holds the user
+	SegmentsCount int         // segments of the user's shard whose hash range holds the user (summed over a person's ids)
 }
 
-// MaxUserTrailRows bounds the events of one user that UserEvents orders:
-// it holds 24 bytes per event to find a page, so at most 24 MiB.
+// MaxUserTrailRows bounds the events of one user (or person) that
+// UserEvents (PersonEvents) orders: it holds about 56 bytes per event to
+// find a page, so at most 56 MiB.
 const MaxUserTrailRows = 1 << 20
 
 // userRow locates one of the user's events: its time, the index of its
 // segment among those read (so arrival order between segments) and its
-// row in that segment's block.
+// row in that segment's block, and, in a person's trail, the index of its
+// distinct id.
 type userRow struct {
 	time  int64
 	seg   int32
 	block int32
 	row   int32
+	part  int32  // index of the distinct id (PersonEvents)
 	name  string // event name (the segment's dictionary string)
 	iid   string // insert id, "" for none
 }
@@ -60,24 +65,122 @@ type userRow struct {
 // negative, a user with more than MaxUserTrailRows events, corruption
 // (errors.Is(err, segment.ErrCorruption)), I/O errors, ctx.Err().
 func (s *Version) UserEvents(ctx context.Context, id string, offset, limit int) (*UserTrail, error) {
+	return s.personEvents(ctx, []string{id}, offset, limit, false)
+}
+
+// PersonEvents returns the events [offset, offset+limit) of the merged
+// trail of the distinct ids ids (a person's, identity.md §1; repeats are
+// ignored), each with its DistinctID, and the number of their events. The
+// merged trail is each id's trail (as UserEvents, copies dropped per id)
+// ordered by (time, distinct id, position in its trail): the scan's order
+// of a person's events (personscan.go), which depends neither on the
+// arrival of identity operations nor on shards. It reads, per id, what
+// UserEvents reads. Errors: as UserEvents, with MaxUserTrailRows bounding
+// the events of all of ids together.
+func (s *Version) PersonEvents(ctx context.Context, ids []string, offset, limit int) (*UserTrail, error) {
+	return s.personEvents(ctx, ids, offset, limit, true)
+}
+
+// personEvents is PersonEvents, setting the events' DistinctID when tag.
+func (s *Version) personEvents(ctx context.Context, ids []string, offset, limit int, tag bool) (*UserTrail, error) {
 	if offset < 0 || limit < 0 {
-		return nil, fmt.Errorf("storage: UserEvents offset %d, limit %d: want ≥ 0", offset, limit)
+		return nil, fmt.Errorf("storage: events of %d distinct ids: offset %d, limit %d: want ≥ 0", len(ids), offset, limit)
+	}
+	if len(ids) > 1 {
+		ids = slices.Clone(ids)
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
 	}
 	out := &UserTrail{Events: []UserEvent{}}
-	refs := s.userSegments(KindEvents, id)
-	out.SegmentsCount = len(refs)
+	refs := make([][]SegmentRef, len(ids))
 	var rows []userRow
 	var blk segment.Block
+	for k, id := range ids {
+		refs[k] = s.userSegments(KindEvents, id)
+		out.SegmentsCount += len(refs[k])
+		var err error
+		if rows, err = s.appendUserRows(ctx, rows, int32(k), len(ids) > 1, id, refs[k], &blk, out); err != nil {
+			return nil, err
+		}
+	}
+	if len(ids) > 1 {
+		// Each id's rows are in trail order and the ids in order: a
+		// stable sort by time gives (time, distinct id, position).
+		slices.SortStableFunc(rows, func(a, b userRow) int { return cmp.Compare(a.time, b.time) })
+	}
+	out.Total = int64(len(rows))
+	if offset >= len(rows) || limit == 0 {
+		return out, nil
+	}
+	page := rows[offset:min(len(rows), offset+limit)]
+	out.Events = make([]UserEvent, len(page))
+	// where[seg][block] lists the page positions of each (segment, block)
+	// of one id and their rows within the user.
+	type at struct{ pos, row int }
+	for k, id := range ids {
+		where := map[[2]int32][]at{}
+		for p, r := range page {
+			if r.part == int32(k) {
+				key := [2]int32{r.seg, r.block}
+				where[key] = append(where[key], at{pos: p, row: int(r.row)})
+			}
+		}
+		if len(where) == 0 {
+			continue
+		}
+		err := s.eachUserBlock(ctx, refs[k], id, func(seg, block int) bool { return where[[2]int32{int32(seg), int32(block)}] != nil }, &blk,
+			func(seg, block int, r *segment.Reader, b *segment.Block, from, _ int) error {
+				out.BlocksRead++
+				m := r.Meta()
+				iid := insertIDColumn(m)
+				for _, a := range where[[2]int32{int32(seg), int32(block)}] {
+					i := from + a.row
+					ev := UserEvent{Time: b.Times[i], Event: m.EventNames[b.Events[i]]}
+					if tag {
+						ev.DistinctID = id
+					}
+					for j := range m.Props {
+						v, ok := propValue(&m.Props[j], &b.Props[j], i)
+						switch {
+						case !ok:
+						case j == iid:
+							ev.InsertID = v.Str
+						default:
+							ev.Props = append(ev.Props, event.Prop{Name: m.Props[j].Name, Value: v})
+						}
+					}
+					slices.SortFunc(ev.Props, func(x, y event.Prop) int { return strings.Compare(x.Name, y.Name) })
+					out.Events[a.pos] = ev
+				}
+				return nil
+			})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// appendUserRows appends to rows the rows of user id's trail (its events
+// segments refs) in trail order, copies dropped, each with part, and
+// counts the blocks it reads in out; many says the rows are a person's
+// (the error's words). Errors: rows passing MaxUserTrailRows,
+// eachUserBlock's.
+func (s *Version) appendUserRows(ctx context.Context, rows []userRow, part int32, many bool, id string, refs []SegmentRef, blk *segment.Block, out *UserTrail) ([]userRow, error) {
+	start := len(rows)
 	all := func(int, int) bool { return true } // the insert ids too, for deduplication
-	err := s.eachUserBlock(ctx, refs, id, all, &blk, func(seg, block int, r *segment.Reader, b *segment.Block, from, to int) error {
+	err := s.eachUserBlock(ctx, refs, id, all, blk, func(seg, block int, r *segment.Reader, b *segment.Block, from, to int) error {
 		out.BlocksRead++
 		if len(rows)+to-from > MaxUserTrailRows {
+			if many {
+				return fmt.Errorf("storage: the person of distinct id %q has more than %d events: too many to order for a page", id, MaxUserTrailRows)
+			}
 			return fmt.Errorf("storage: user %q has more than %d events: too many to order for a page", id, MaxUserTrailRows)
 		}
 		m := r.Meta()
 		iid := insertIDColumn(m)
 		for i := from; i < to; i++ {
-			row := userRow{time: b.Times[i], seg: int32(seg), block: int32(block), row: int32(i - from), name: m.EventNames[b.Events[i]]}
+			row := userRow{time: b.Times[i], seg: int32(seg), block: int32(block), row: int32(i - from), part: part, name: m.EventNames[b.Events[i]]}
 			if iid >= 0 {
 				if v, ok := propValue(&m.Props[iid], &b.Props[iid], i); ok {
 					row.iid = v.Str
@@ -92,49 +195,10 @@ func (s *Version) UserEvents(ctx context.Context, id string, offset, limit int) 
 	}
 	// Segments were read in arrival order and a user's rows within one
 	// block are in trail order: a stable sort by time gives trail order.
-	slices.SortStableFunc(rows, func(a, b userRow) int { return cmp.Compare(a.time, b.time) })
-	rows = dedupUserRows(rows)
-	out.Total = int64(len(rows))
-	if offset >= len(rows) || limit == 0 {
-		return out, nil
-	}
-	page := rows[offset:min(len(rows), offset+limit)]
-	out.Events = make([]UserEvent, len(page))
-	// where[seg][block] lists the page positions of each (segment, block)
-	// and their rows within the user.
-	type at struct{ pos, row int }
-	where := map[[2]int32][]at{}
-	for p, r := range page {
-		k := [2]int32{r.seg, r.block}
-		where[k] = append(where[k], at{pos: p, row: int(r.row)})
-	}
-	err = s.eachUserBlock(ctx, refs, id, func(seg, block int) bool { return where[[2]int32{int32(seg), int32(block)}] != nil }, &blk,
-		func(seg, block int, r *segment.Reader, b *segment.Block, from, _ int) error {
-			out.BlocksRead++
-			m := r.Meta()
-			iid := insertIDColumn(m)
-			for _, a := range where[[2]int32{int32(seg), int32(block)}] {
-				i := from + a.row
-				ev := UserEvent{Time: b.Times[i], Event: m.EventNames[b.Events[i]]}
-				for j := range m.Props {
-					v, ok := propValue(&m.Props[j], &b.Props[j], i)
-					switch {
-					case !ok:
-					case j == iid:
-						ev.InsertID = v.Str
-					default:
-						ev.Props = append(ev.Props, event.Prop{Name: m.Props[j].Name, Value: v})
-					}
-				}
-				slices.SortFunc(ev.Props, func(x, y event.Prop) int { return strings.Compare(x.Name, y.Name) })
-				out.Events[a.pos] = ev
-			}
-			return nil
-		})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	own := rows[start:]
+	slices.SortStableFunc(own, func(a, b userRow) int { return cmp.Compare(a.time, b.time) })
+	own = dedupUserRows(own)
+	return rows[:start+len(own)], nil
 }
 
 // dedupUserRows drops the later copies of an event from rows (one user's,
@@ -170,43 +234,113 @@ func dedupUserRows(rows []userRow) []userRow {
 }
 
 // UserProperties returns user id's current user properties (docs/analytics.md §1: the
-// latest write by its timestamp wins, a tie goes to the later arrival),
-// sorted by name, newly allocated; empty for a user without any. It reads
-// the users segments of the user's shard, the blocks whose hash range
-// holds the user. Errors: corruption, I/O errors, ctx.Err().
+// latest SetEvent write by its timestamp wins, a tie goes to the later
+// arrival; a property no SetEvent write sets has the earliest
+// SetOnceEvent write, a tie to the earlier arrival), sorted by name,
+// newly allocated; empty for a user without any. It reads the users
+// segments of the user's shard, the blocks whose hash range holds the
+// user. Errors: corruption, I/O errors, ctx.Err().
 func (s *Version) UserProperties(ctx context.Context, id string) ([]event.Prop, error) {
-	type best struct {
-		time int64
-		v    event.Value
-	}
-	cur := map[string]best{}
+	return s.PersonProperties(ctx, []string{id})
+}
+
+// PersonProperties returns the current properties of the person of
+// distinct ids ids (identity.md §3: a fold over the writes made under
+// all of them): per property, the latest SetEvent write by timestamp,
+// else the earliest SetOnceEvent write. Within one id a tie goes as in
+// UserProperties (arrival); between ids to the value that sorts later
+// for a set and earlier for a set-once (event.Value's type, then bytes),
+// so that the answer depends neither on arrival nor on where the ids
+// are stored. Sorted by name, newly allocated. Errors: as UserProperties.
+func (s *Version) PersonProperties(ctx context.Context, ids []string) ([]event.Prop, error) {
+	cur := map[string]*propWrites{}
+	own := map[string]*propWrites{}
 	var blk segment.Block
-	err := s.eachUserBlock(ctx, s.userSegments(KindUsers, id), id, nil, &blk, func(_, _ int, r *segment.Reader, b *segment.Block, from, to int) error {
+	for _, id := range ids {
+		clear(own)
+		if err := s.userWrites(ctx, id, own, &blk); err != nil {
+			return nil, err
+		}
+		for name, w := range own {
+			c := cur[name]
+			if c == nil {
+				cur[name] = w
+				continue
+			}
+			if w.hasSet && (!c.hasSet || w.setAt > c.setAt || w.setAt == c.setAt && compareValues(w.set, c.set) > 0) {
+				c.set, c.setAt, c.hasSet = w.set, w.setAt, true
+			}
+			if w.hasOnce && (!c.hasOnce || w.onceAt < c.onceAt || w.onceAt == c.onceAt && compareValues(w.once, c.once) < 0) {
+				c.once, c.onceAt, c.hasOnce = w.once, w.onceAt, true
+			}
+		}
+	}
+	out := make([]event.Prop, 0, len(cur))
+	for name, w := range cur {
+		v := w.once
+		if w.hasSet {
+			v = w.set
+		}
+		out = append(out, event.Prop{Name: name, Value: v})
+	}
+	slices.SortFunc(out, func(x, y event.Prop) int { return strings.Compare(x.Name, y.Name) })
+	return out, nil
+}
+
+// propWrites is what the writes of one property made: the winning
+// SetEvent write and SetOnceEvent write, with their timestamps.
+type propWrites struct {
+	set, once       event.Value
+	setAt, onceAt   int64
+	hasSet, hasOnce bool
+}
+
+// userWrites adds to cur, by property name, the winning writes of user
+// id's users rows (see UserProperties), reading blocks into blk.
+func (s *Version) userWrites(ctx context.Context, id string, cur map[string]*propWrites, blk *segment.Block) error {
+	return s.eachUserBlock(ctx, s.userSegments(KindUsers, id), id, nil, blk, func(_, _ int, r *segment.Reader, b *segment.Block, from, to int) error {
 		m := r.Meta()
+		once := int32(slices.Index(m.EventNames, SetOnceEvent))
 		for j := range m.Props {
 			for i := from; i < to; i++ {
 				v, ok := propValue(&m.Props[j], &b.Props[j], i)
 				if !ok {
 					continue
 				}
-				// Later segments and later rows arrive later: >= lets a
-				// tie go to them.
-				if o, seen := cur[m.Props[j].Name]; !seen || b.Times[i] >= o.time {
-					cur[m.Props[j].Name] = best{time: b.Times[i], v: v}
+				w := cur[m.Props[j].Name]
+				if w == nil {
+					w = &propWrites{}
+					cur[m.Props[j].Name] = w
+				}
+				t := b.Times[i]
+				// Later segments and later rows arrive later: a set's
+				// tie goes to them (>=), a set-once's to the earlier (<).
+				if once >= 0 && int32(b.Events[i]) == once {
+					if !w.hasOnce || t < w.onceAt {
+						w.once, w.onceAt, w.hasOnce = v, t, true
+					}
+				} else if !w.hasSet || t >= w.setAt {
+					w.set, w.setAt, w.hasSet = v, t, true
 				}
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
+}
+
+// compareValues orders values by type, then value: strings by bytes,
+// floats by number, the others by their integer.
+func compareValues(a, b event.Value) int {
+	if c := cmp.Compare(a.Type, b.Type); c != 0 {
+		return c
 	}
-	out := make([]event.Prop, 0, len(cur))
-	for name, b := range cur {
-		out = append(out, event.Prop{Name: name, Value: b.v})
+	switch a.Type {
+	case event.TypeString:
+		return strings.Compare(a.Str, b.Str)
+	case event.TypeFloat:
+		return cmp.Compare(a.Float, b.Float)
 	}
-	slices.SortFunc(out, func(x, y event.Prop) int { return strings.Compare(x.Name, y.Name) })
-	return out, nil
+	return cmp.Compare(a.Int, b.Int)
 }
 
 // userSegments returns the segments of kind in user id's shard whose

@@ -37,6 +37,9 @@ type importConfig struct {
 	noCompact bool
 	remote    remote
 	maxProp   int
+	// anonCol is --anonymous-id: the column of each row's anonymous id
+	// (storage.ImportOptions.AnonymousID).
+	anonCol string
 }
 
 func newImportCmd(g *globals) *cobra.Command {
@@ -83,6 +86,7 @@ import of the server's.`,
 	f.StringVar(&c.timeCol, "time", "timestamp", "column holding the event time")
 	f.StringVar(&c.eventCol, "event", "event", "column holding the event name")
 	f.StringVar(&c.insertCol, "insert-id", "insert_id", "column holding the deduplication key (optional)")
+	f.StringVar(&c.anonCol, "anonymous-id", "", "column holding each row's anonymous (device) id: a non-empty one applies identify(user, anonymous id), joining the two into one person (identity.md §4)")
 	f.StringVar(&c.schema, "schema", "", "declared property types: name:type,... (types: string, int, float, bool, time)")
 	f.StringVar(&c.tz, "tz", "UTC", "time zone for timestamps without an offset (IANA name)")
 	f.IntVar(&c.maxErrors, "max-errors", 0, "bad rows tolerated; more aborts the import with nothing applied")
@@ -122,6 +126,19 @@ func runImport(cmd *cobra.Command, st *storage.Store, c *importConfig, files []s
 	if err != nil {
 		return nil, err
 	}
+	if c.anonCol != "" {
+		if c.users {
+			return nil, errors.New("--anonymous-id: a --users import carries no identity operations")
+		}
+		// Read as a string, whatever it looks like, or a numeric id
+		// would be no anonymous id.
+		if schema == nil {
+			schema = map[string]event.Type{}
+		}
+		if _, ok := schema[c.anonCol]; !ok {
+			schema[c.anonCol] = event.TypeString
+		}
+	}
 	loc, err := event.LoadZone(c.tz)
 	if err != nil {
 		return nil, fmt.Errorf("--tz: %w", err)
@@ -156,7 +173,7 @@ func runImport(cmd *cobra.Command, st *storage.Store, c *importConfig, files []s
 	}
 	// Unless --no-compact, the runs of an import that spills are compacted
 	// right after it (autoCompact), so they are written with fast zstd.
-	iopt := storage.ImportOptions{Kind: kind, MaxErrors: c.maxErrors, CompactAfter: !c.noCompact}
+	iopt := storage.ImportOptions{Kind: kind, MaxErrors: c.maxErrors, CompactAfter: !c.noCompact, AnonymousID: c.anonCol}
 	show := c.progress == "always" || (c.progress == "auto" && isTerminal(cmd.ErrOrStderr()))
 	var bar *progressbar.ProgressBar
 	if show {
@@ -204,6 +221,9 @@ func printReport(w io.Writer, rep *storage.ImportReport, ok bool) {
 	if rep.Duplicates > 0 {
 		fmt.Fprintf(w, "; %d duplicate insert_id rows dropped", rep.Duplicates)
 	}
+	if rep.IdentityOps > 0 {
+		fmt.Fprintf(w, "; %d identity operations applied", rep.IdentityOps)
+	}
 	fmt.Fprintln(w)
 	if rep.Rejected > 0 {
 		fmt.Fprintf(w, "%d bad rows skipped (within --max-errors):\n", rep.Rejected)
@@ -235,6 +255,9 @@ func importViaServer(cmd *cobra.Command, c *importConfig, files []string) error 
 	}
 	if c.noCompact {
 		params.Set("no_compact", "true") // the server compacts after each request otherwise
+	}
+	if c.anonCol != "" {
+		params.Set("anonymous_id", c.anonCol)
 	}
 	for _, path := range files {
 		f, err := os.Open(path)

@@ -255,3 +255,29 @@ def test_export_to_pandas(client: Client, server_url: str) -> None:
     with pytest.raises(SpurError) as e:
         client.export("nosuchapp")
     assert e.value.status == 404 and e.value.code == "not_found"
+
+
+def test_persons_merge_and_trail(client: Client) -> None:
+    out = client.send_events("pypersons", [
+        {"user_id": "d1", "event": "view", "timestamp": "2026-01-01T10:00:00Z", "user_properties": {"plan": "free"}},
+        {"user_id": "u1", "anonymous_id": "d1", "event": "signup", "timestamp": "2026-01-01T11:00:00Z", "user_properties": {"plan": "pro"}},
+        {"user_id": "d2", "event": "view", "timestamp": "2026-01-02T10:00:00Z"},
+        {"user_id": "u2", "event": "signup", "timestamp": "2026-01-02T11:00:00Z"},
+        {"user_id": "u3", "anonymous_id": "d1", "event": "login", "timestamp": "2026-01-03T00:00:00Z"}])
+    assert out == {"accepted": 5, "rejected": []}
+    p = client.persons("pypersons", "d1")  # visible once acknowledged
+    assert (p["person_id"], p["distinct_ids"], p["properties"]) == ("u1", ["d1", "u1"], {"plan": "pro"})
+    assert client.persons("pypersons", "d2")["distinct_ids"] == ["d2"]
+    merged = client.merge("pypersons", "u2", "d2")
+    assert merged["merged"] == ["u2", "d2"] and (merged["person_id"], merged["distinct_ids"]) == ("u2", ["d2", "u2"])
+    trail = client.person_events("pypersons", "d2", tz="UTC")
+    assert list(trail.event) == ["view", "signup"] and list(trail.distinct_id) == ["d2", "u2"]
+    assert str(trail.time.iloc[0]) == "2026-01-02 10:00:00+00:00"
+    funnel = client.query({"kind": "funnel", "app": "pypersons", "range": {"from": "2026-01-01", "to": "2026-01-04"},
+                           "steps": [{"event": "view"}, {"event": "signup"}], "window": "1d"})
+    assert [s["users"] for s in funnel.json["steps"]] == [2, 2]  # per person: both anonymous views convert
+    warnings = client.identity_warnings("pypersons")  # identify(u3, d1): d1's person is identified already
+    assert warnings["total"] == 1 and warnings["warnings"][0]["ids"] == ["u3", "d1"] and warnings["warnings"][0]["op"] == "identify"
+    with pytest.raises(SpurError) as e:
+        client.merge("pypersons", "u2", "")
+    assert e.value.status == 400 and e.value.field == "ids[1]"

@@ -259,12 +259,39 @@ class Client:
 
     def user_events(self, app: str, user_id: str, offset: int = 0, limit: int = 1000, tz: Optional[str] = None) -> pd.DataFrame:
         """A page of one user's trail: ``time`` (tz-aware), ``event``, ``insert_id`` and one column per property."""
+        return self._trail("users", app, user_id, offset, limit, tz, [])
+
+    def _trail(self, kind: str, app: str, id: str, offset: int, limit: int, tz: Optional[str], fixed: List[str]) -> pd.DataFrame:
         params: Dict[str, Any] = {"offset": offset, "limit": limit}
         if tz:
             params["tz"] = tz
-        body = self._call("GET", f"api/apps/{app}/users/{quote(user_id, safe='')}/events", params=params).json()
-        rows = [{"time": pd.Timestamp(e["time"]), "event": e["event"], "insert_id": e.get("insert_id"), **e["properties"]} for e in body["events"]]
+        body = self._call("GET", f"api/apps/{app}/{kind}/{quote(id, safe='')}/events", params=params).json()
+        rows = [{"time": pd.Timestamp(e["time"]), "event": e["event"], "insert_id": e.get("insert_id"),
+                 **{k: e[k] for k in fixed}, **e["properties"]} for e in body["events"]]
         return pd.DataFrame(rows)
+
+    def persons(self, app: str, distinct_id: str) -> JSON:
+        """The person of any of its distinct ids (identity.md §1): ``{"person_id",
+        "distinct_ids" (sorted), "properties" (folded over its ids), "user_id"}``.
+        A distinct id no identity operation named is a person of its own."""
+        return dict(self._call("GET", f"api/apps/{app}/persons/{quote(distinct_id, safe='')}").json())
+
+    def person_events(self, app: str, distinct_id: str, offset: int = 0, limit: int = 1000, tz: Optional[str] = None) -> pd.DataFrame:
+        """A page of a person's merged trail (all of its distinct ids', in time
+        order): as ``user_events``, with the ``distinct_id`` each event was sent with."""
+        return self._trail("persons", app, distinct_id, offset, limit, tz, ["distinct_id"])
+
+    def merge(self, app: str, t: str, o: str) -> JSON:
+        """Applies merge(t, o) (identity.md §2: always allowed, permanent): o's
+        person joins t's. Needs an admin key; returns ``{"merged": [t, o],
+        "person_id", "distinct_ids"}``, the person as it is now."""
+        return dict(self._call("POST", f"api/apps/{app}/persons/merge", json={"ids": [t, o]}).json())
+
+    def identity_warnings(self, app: str, offset: int = 0, limit: int = 100) -> JSON:
+        """The app's refused merges (identity.md §2), newest first: ``{"total",
+        "warnings": [{"seq", "time", "op", "ids", "reason"}], …}``."""
+        params = {"kind": "identity", "offset": offset, "limit": limit}
+        return dict(self._call("GET", f"api/apps/{app}/warnings", params=params).json())
 
     def export(self, app: str, users: bool = False, since: Optional[str] = None, until: Optional[str] = None) -> pd.DataFrame:
         """An app's events, or with ``users=True`` its users' current properties, as one DataFrame.
