@@ -644,6 +644,19 @@ test('persons: the refused merges page lists the refusals with their ids, and th
   await page.click('[data-testid="refused"] [data-col="ids"] a[data-id="anon-1"]');
   await page.waitForSelector('[data-testid="distinct-ids"] [data-id="anon-1"][aria-current="true"]');
   assert.equal(await page.textContent('[data-testid="person-id"]'), 'alice');
+  // Both pages fit a phone.
+  await page.setViewportSize({ width: 420, height: 900 });
+  try {
+    for (const path of ['apps/people/persons', 'apps/people/persons/anon-1']) {
+      await page.goto(base + path);
+      await page.waitForSelector('[data-testid="refused"], [data-testid="trail"]');
+      const width = await page.evaluate(() => document.documentElement.scrollWidth);
+      assert.ok(width <= 420, `${path}: page is ${width} px wide`);
+      await shot(`phone-${path.replaceAll('/', '-')}`);
+    }
+  } finally {
+    await page.setViewportSize({ width: 1400, height: 1000 });
+  }
 });
 
 test('line charts draw straight lines between their points (no smoothing that overshoots), on the query page and on tiles', async () => {
