@@ -3,7 +3,9 @@
 # when /usr/bin/chromium is missing and the e2e npm packages (npm ci), builds
 # spur, imports the bundled data into a temporary store (`spur demo --keep`)
 # with the generator's marketing app "shop" (`spur gen`: ad touchpoints,
-# installs, purchases, page views), and runs the tests with node's test
+# installs, purchases, page views) and the app "people" (persons.ndjson:
+# three persons of several distinct ids, joined by $identify events, and
+# one refused merge), and runs the tests with node's test
 # runner, one file after the other. Exits non-zero on failure.
 # SPUR_SCREENSHOTS=DIR keeps a PNG of each view.
 set -euo pipefail
@@ -24,6 +26,8 @@ trap 'rm -rf "$tmp"' EXIT
 go build -o "$tmp/spur" ./cmd/spur
 "$tmp/spur" demo --keep "$tmp/data" >"$tmp/demo.log"
 "$tmp/spur" --data "$tmp/data" gen --events 300000 --seed 1 --app shop >>"$tmp/demo.log"
+# Persons (identity.md): a few events and $identify operations, one of them refused.
+"$tmp/spur" --data "$tmp/data" import --app people e2e/persons.ndjson >>"$tmp/demo.log"
 
 cd e2e
 # One file after the other, ui.test.mjs first: its first test signs in

@@ -551,3 +551,141 @@ test('phone width (420 px): nothing overflows and Run is fully visible', async (
     await page.setViewportSize({ width: 1400, height: 1000 });
   }
 });
+
+// Persons (identity.md, issue 27): run.sh imports persons.ndjson as the
+// app "people": alice is one person of three distinct ids (alice, and
+// anon-1 and anon-2 identified into it), bob of two (bob, anon-3), carol
+// of one; bob's later identify of anon-1 (already alice's, who is
+// identified) is the one refused merge.
+const PEOPLE = { from: '2021-05-31', to: '2021-06-07' };
+const PEOPLE_FUNNEL = { kind: 'funnel', app: 'people', range: PEOPLE, tz: 'UTC', steps: [{ event: 'page_view' }, { event: 'signup' }, { event: 'purchase' }], window: '7d' };
+const idsHint = (ids, id) => {
+  const n = ids.filter((d) => d !== id).length;
+  return ids.length > 1 ? { hint: `+${n} id${n === 1 ? '' : 's'}`, title: ids.join(', ') } : { hint: null, title: null };
+};
+
+test('persons: a list shows person ids, each linking to its page, with a "+N ids" hint naming its distinct ids', async () => {
+  await page.goto(queryURL(PEOPLE_FUNNEL));
+  await waitResult('funnel');
+  const want = await api(PEOPLE_FUNNEL);
+  assert.deepEqual(want.steps.map((s) => s.users), [3, 3, 1], 'counted by persons: alice viewed as anon-1 and bought as alice, on another device');
+  await drillAndCount(page.locator('table[data-kind="funnel"] tr[data-step="1"] [data-col="users"] button'));
+  assert.deepEqual(urlQuery().list, { step: 1, limit: 50, offset: 0 }, 'the link keeps the query as written');
+  const listed = await api({ ...PEOPLE_FUNNEL, list: { step: 1, limit: 50, distinct_ids: true } });
+  assert.deepEqual(listed.list.user_ids, [{ id: 'alice', distinct_ids: ['alice', 'anon-1', 'anon-2'] }, { id: 'bob', distinct_ids: ['anon-3', 'bob'] },
+    { id: 'carol', distinct_ids: ['carol'] }]);
+  const rows = await page.$$eval('.userlist tr[data-user]', (trs) => trs.map((tr) => {
+    const h = tr.querySelector('[data-testid="ids-hint"]');
+    return { id: tr.dataset.user, href: tr.querySelector('a').getAttribute('href'), hint: h?.textContent ?? null, title: h?.getAttribute('title') ?? null };
+  }));
+  assert.deepEqual(rows, listed.list.user_ids.map((p) => ({ id: p.id, href: `/apps/people/persons/${p.id}`, ...idsHint(p.distinct_ids, p.id) })));
+  await shot('persons-list');
+  await page.click('.userlist tr[data-user="bob"] a');
+  await page.waitForSelector('[data-testid="trail"]');
+  assert.equal(new URL(page.url()).pathname, '/apps/people/persons/bob');
+});
+
+// The assertions of the next two tests read the person endpoints' final
+// shapes (person_id, distinct_ids, each event's distinct_id; GET
+// /warnings?kind=identity): they pass once the server's persons endpoints
+// (branch waysin) are merged, not before.
+test('persons: the page of any distinct id shows the person id, all of its ids (that one marked) and one merged trail', async () => {
+  const person = await apiGet('api/apps/people/persons/anon-1');
+  assert.equal(person.person_id, 'alice');
+  assert.deepEqual(person.distinct_ids, ['alice', 'anon-1', 'anon-2']);
+  const trail = await apiGet('api/apps/people/persons/anon-1/events?limit=1000');
+  assert.equal(trail.total, 7, 'anon-1\'s 2 events, alice\'s 4 and anon-2\'s 1');
+  assert.deepEqual([...new Set(trail.events.map((e) => e.distinct_id))].sort(), person.distinct_ids);
+  const check = async (id) => {
+    await page.waitForSelector(`[data-testid="distinct-ids"] [data-id="${id}"][aria-current="true"]`);
+    await page.waitForSelector('[data-testid="trail"]');
+    assert.equal(await page.textContent('[data-testid="person-id"]'), 'alice');
+    assert.deepEqual(await page.$$eval('[data-testid="distinct-ids"] [data-id]', (els) => els.map((e) => [e.dataset.id, e.getAttribute('aria-current')])),
+      person.distinct_ids.map((d) => [d, d === id ? 'true' : null]));
+    assert.deepEqual(await page.$$eval('[data-testid="trail"] thead th', (ths) => ths.map((th) => th.textContent.replace(/ \(.*\)$/, ''))),
+      ['#', 'Time', 'Distinct id', 'Event', 'Properties']);
+    const shown = await page.$$eval('[data-testid="trail"] tbody tr', (trs) => trs.map((tr) => [...tr.children].slice(1, 4).map((td) => td.textContent)));
+    assert.deepEqual(shown, trail.events.map((e) => [e.time.replace('T', ' '), e.distinct_id, e.event]), 'one trail of all three ids in time order');
+  };
+  await page.goto(`${base}apps/people/persons/anon-1`);
+  await check('anon-1');
+  await shot('person');
+  // Another of its ids opens the same person, that id marked.
+  await page.click('[data-testid="distinct-ids"] a[data-id="anon-2"]');
+  await check('anon-2');
+  // The older address is the same page.
+  await page.goto(`${base}apps/people/users/anon-1`);
+  await check('anon-1');
+  // A person of one id: no list of ids, no distinct id column.
+  await page.goto(`${base}apps/people/persons/carol`);
+  await page.waitForSelector('[data-testid="trail"] tbody tr');
+  assert.equal(await page.textContent('[data-testid="person-id"]'), 'carol');
+  assert.equal(await page.locator('[data-testid="distinct-ids"]').count(), 0);
+  assert.deepEqual(await page.$$eval('[data-testid="trail"] tbody tr', (trs) => trs.map((tr) => tr.children.length)), [4, 4]);
+});
+
+test('persons: the refused merges page lists the refusals with their ids, and the total', async () => {
+  const want = await apiGet('api/apps/people/warnings?kind=identity');
+  assert.equal(want.total, 1);
+  assert.deepEqual(want.warnings.map((w) => [w.op, w.ids]), [['identify', ['bob', 'anon-1']]]);
+  await page.goto(`${base}apps/people/query`);
+  await waitResult('trend');
+  await page.click('nav.sections >> text=Persons');
+  await page.waitForSelector('[data-testid="refused"] tbody tr');
+  assert.equal(new URL(page.url()).pathname, '/apps/people/persons');
+  assert.equal(await page.textContent('[data-testid="refused-total"]'), String(want.total));
+  const rows = await page.$$eval('[data-testid="refused"] tbody tr', (trs) => trs.map((tr) => ({
+    seq: Number(tr.dataset.seq), time: tr.querySelector('.time').textContent, op: tr.querySelector('[data-col="op"]').textContent,
+    ids: [...tr.querySelectorAll('[data-col="ids"] a')].map((a) => [a.textContent, a.getAttribute('href')]), reason: tr.querySelector('[data-col="reason"]').textContent })));
+  assert.deepEqual(rows, want.warnings.map((w) => ({ seq: w.seq, time: w.time.replace('T', ' ').replace('Z', ''), op: w.op,
+    ids: w.ids.map((id) => [id, `/apps/people/persons/${id}`]), reason: w.reason })));
+  await shot('persons-refused');
+  // An id of a refusal opens its person: anon-1 stayed alice's.
+  await page.click('[data-testid="refused"] [data-col="ids"] a[data-id="anon-1"]');
+  await page.waitForSelector('[data-testid="distinct-ids"] [data-id="anon-1"][aria-current="true"]');
+  assert.equal(await page.textContent('[data-testid="person-id"]'), 'alice');
+  // Both pages fit a phone.
+  await page.setViewportSize({ width: 420, height: 900 });
+  try {
+    for (const path of ['apps/people/persons', 'apps/people/persons/anon-1']) {
+      await page.goto(base + path);
+      await page.waitForSelector('[data-testid="refused"], [data-testid="trail"]');
+      const width = await page.evaluate(() => document.documentElement.scrollWidth);
+      assert.ok(width <= 420, `${path}: page is ${width} px wide`);
+      await shot(`phone-${path.replaceAll('/', '-')}`);
+    }
+  } finally {
+    await page.setViewportSize({ width: 1400, height: 1000 });
+  }
+});
+
+test('line charts draw straight lines between their points (no smoothing that overshoots), on the query page and on tiles', async () => {
+  const lines = () => page.evaluate(() => Object.values(window.Chart.instances).filter((c) => c.config.type === 'line')
+    .flatMap((c) => c.data.datasets.map((d, i) => {
+      const o = c.getDatasetMeta(i).dataset.options;
+      return `${d.label}: tension ${o.tension}, ${o.cubicInterpolationMode}`;
+    })));
+  const straight = (got, what) => {
+    assert.ok(got.length > 0, `${what} draws lines`);
+    for (const l of got) assert.match(l, /: tension 0, default$/, what);
+  };
+  for (const [q, kind] of [
+    [{ kind: 'trend', app: 'cardano', range: RANGE, tz: 'UTC', interval: 'month', series: [{ event: 'answer', math: 'users' }, { event: 'question' }], formula: 'A / B', compare: 'previous' }, 'trend'],
+    [{ kind: 'funnel', app: 'cardano', range: RANGE, tz: 'UTC', steps: [{ event: 'signup' }, { event: 'comment' }], window: '14d', view: 'trends', interval: 'month' }, 'funnel-trends'],
+    [{ kind: 'retention', app: 'cardano', range: { from: '2021-10-04', to: '2021-12-06' }, tz: 'UTC', start: { event: 'signup' }, period: 'week', periods: 8 }, 'retention'],
+  ]) {
+    await page.goto(queryURL(q));
+    await waitResult(kind);
+    straight(await lines(), `${q.kind} ${q.view || ''}`);
+  }
+  const post = async (path, body) => {
+    const r = await fetchAPI(path, { method: 'POST', body: JSON.stringify(body) });
+    assert.equal(r.status, 201, path);
+    return r.json();
+  };
+  const ins = await post('api/apps/cardano/insights', { name: 'Weekly answerers', query: { kind: 'trend', range: RANGE, tz: 'UTC', interval: 'week', series: [{ event: 'answer', math: 'users' }] } });
+  const dash = await post('api/apps/cardano/dashboards', { name: 'Lines', tiles: [{ insight: ins.id }] });
+  await page.goto(`${base}apps/cardano/dashboards/${dash.id}`);
+  await page.waitForSelector(`.tile[data-insight="${ins.id}"] [data-testid="tile-age"]`);
+  straight(await lines(), 'a dashboard tile');
+});

@@ -7,7 +7,9 @@
 //   /apps/:app/insights                saved insights
 //   /apps/:app/dashboards[/:id]        dashboards and their tiles
 //   /apps/:app/cohorts                 saved cohorts
-//   /apps/:app/users/:id               one user's properties and trail
+//   /apps/:app/persons                 find a person; the refused merges
+//   /apps/:app/persons/:id             one person (by any distinct id): its ids, properties and merged trail
+//   /apps/:app/users/:id               the same page (the older address)
 //
 // Without an API key, or with one the server refuses, it shows the login
 // form (Login); a login URL (…/#key=spur_…) signs in at once.
@@ -21,7 +23,8 @@ import { num } from './lib/format.js';
 import { ErrorBox } from './components/result.js';
 import { QueryPage } from './pages/query.js';
 import { InsightsPage, DashboardsPage, DashboardPage, CohortsPage } from './pages/saved.js';
-import { UserPage } from './pages/user.js';
+import { PersonPage } from './pages/person.js';
+import { PersonsPage } from './pages/persons.js';
 
 const schemas = new Map(); // app → schema promise (refetched on reload)
 
@@ -39,6 +42,7 @@ function Shell({ apps, app, children }) {
         <a class=${here('insights')} href=${`/apps/${a}/insights`}>Insights</a>
         <a class=${here('dashboards')} href=${`/apps/${a}/dashboards`}>Dashboards</a>
         <a class=${here('cohorts')} href=${`/apps/${a}/cohorts`}>Cohorts</a>
+        <a class=${here('persons') || here('users')} href=${`/apps/${a}/persons`}>Persons</a>
       </nav>` : null}
       <button class="link signout" onClick=${signOut}>Sign out</button>
     </header>${children}`;
@@ -102,7 +106,8 @@ const NotFound = ({ apps }) => html`<${Shell} apps=${apps}><main class="page"><$
 
 const routed = (Page) => (props) => html`<${AppRoute} page=${Page} ...${props} />`;
 const QueryRoute = routed(QueryPage), InsightsRoute = routed(InsightsPage), DashboardsRoute = routed(DashboardsPage),
-  DashboardRoute = routed(DashboardPage), CohortsRoute = routed(CohortsPage), UserRoute = routed(UserPage);
+  DashboardRoute = routed(DashboardPage), CohortsRoute = routed(CohortsPage), PersonRoute = routed(PersonPage),
+  PersonsRoute = routed(PersonsPage);
 
 function App() {
   const [apps, setApps] = useState(null);
@@ -122,7 +127,9 @@ function App() {
     <${Route} path="/apps/:app/dashboards" component=${DashboardsRoute} apps=${apps} />
     <${Route} path="/apps/:app/dashboards/:id" component=${DashboardRoute} apps=${apps} />
     <${Route} path="/apps/:app/cohorts" component=${CohortsRoute} apps=${apps} />
-    <${Route} path="/apps/:app/users/:id" component=${UserRoute} apps=${apps} />
+    <${Route} path="/apps/:app/persons" component=${PersonsRoute} apps=${apps} />
+    <${Route} path="/apps/:app/persons/:id" component=${PersonRoute} apps=${apps} />
+    <${Route} path="/apps/:app/users/:id" component=${PersonRoute} apps=${apps} />
     <${Route} default component=${NotFound} apps=${apps} />
   <//><//>`;
 }

@@ -21,9 +21,15 @@ const whiteBackground = {
   },
 };
 
+// STRAIGHT draws every line chart's lines as straight segments between
+// their points (Chart.js tension 0, no monotone or Bézier curve), as the
+// peers draw trends: a line never leaves the range of the two points it
+// joins. Datasets set no tension of their own.
+const STRAIGHT = { line: { tension: 0, cubicInterpolationMode: 'default' } };
+
 // ChartView draws config with Chart.js; chartRef.current is the Chart
 // (for PNG export); onPick(datasetIndex, index) is called when a point
-// or bar is clicked.
+// or bar is clicked. Lines are straight (STRAIGHT).
 export function ChartView({ config, chartRef, onPick, height = 340, label = 'Result chart' }) {
   const canvas = useRef(null);
   const pick = useRef(onPick);
@@ -35,6 +41,7 @@ export function ChartView({ config, chartRef, onPick, height = 340, label = 'Res
       options: {
         responsive: true, maintainAspectRatio: false, animation: false,
         interaction: { mode: 'nearest', intersect: true },
+        elements: STRAIGHT,
         ...config.options,
         onClick: (e, els) => { if (els.length && pick.current) pick.current(els[0].datasetIndex, els[0].index); },
         onHover: (e, els) => { e.native.target.style.cursor = els.length && pick.current ? 'pointer' : 'default'; },

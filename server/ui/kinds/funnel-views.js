@@ -32,7 +32,7 @@ export function TrendsResult({ q, res, drill, chartRef, compact }) {
         return {
           label: g.name, data: bs.map((b) => (b.conversion === null ? null : 100 * b.conversion)),
           borderColor: COLORS[i % COLORS.length], backgroundColor: COLORS[i % COLORS.length],
-          borderWidth: g.value === undefined ? 2.5 : 2, pointRadius: many ? 0 : 3, pointHitRadius: 6, tension: 0.2,
+          borderWidth: g.value === undefined ? 2.5 : 2, pointRadius: many ? 0 : 3, pointHitRadius: 6,
           // The segment into an incomplete bucket is dashed: its users may still convert.
           segment: { borderDash: (ctx) => (bs[ctx.p1DataIndex]?.incomplete ? [6, 4] : undefined) },
           group: g,

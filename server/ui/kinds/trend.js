@@ -135,7 +135,7 @@ function Result({ q, res, drill, chartRef, compact }) {
         data: l.values,
         yAxisID: twoAxes && l.kind === 'formula' ? 'y2' : 'y',
         borderColor: l.prev ? l.color + '99' : l.color, backgroundColor: l.prev ? l.color + '99' : l.color,
-        borderWidth: l.kind === 'formula' ? 2.5 : 2, pointRadius: many ? 0 : 3, pointHitRadius: 6, tension: 0.2,
+        borderWidth: l.kind === 'formula' ? 2.5 : 2, pointRadius: many ? 0 : 3, pointHitRadius: 6,
         pointStyle: l.kind === 'formula' ? 'rectRot' : 'circle',
         borderDash: l.prev ? [4, 3] : undefined,
         starts: l.s.buckets.map((b) => b.start),

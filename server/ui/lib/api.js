@@ -83,11 +83,45 @@ export const api = {
   remove: (a, coll, id, version) => request('DELETE', `${app(a)}/${coll}/${enc(id)}${version ? `?version=${version}` : ''}`),
   insightResult: (a, id, { refresh, signal } = {}) => request('GET', `${app(a)}/insights/${enc(id)}/result${refresh ? '?refresh=1' : ''}`, { signal }),
 
+  // users returns [{user_id (as asked), person_id, distinct_ids, properties}]
+  // for at most 1,000 ids; person_id and distinct_ids only where the
+  // app's id graph holds the id (and not from a server before persons).
   users: (a, ids) => request('GET', `${app(a)}/users?${ids.map((i) => 'id=' + enc(i)).join('&')}`).then((r) => r.users),
-  user: (a, id) => request('GET', `${app(a)}/users/${enc(id)}`),
-  userEvents: (a, id, { offset = 0, limit = 100, tz } = {}) =>
-    request('GET', `${app(a)}/users/${enc(id)}/events?offset=${offset}&limit=${limit}${tz ? '&tz=' + enc(tz) : ''}`),
+  // person returns the person of any of its distinct ids (identity.md §1):
+  // {person_id, user_id, distinct_ids (sorted), properties}; from a server
+  // before persons, {user_id, properties}.
+  person: (a, id) => personGet(a, id, ''),
+  // personEvents returns a page of the person's merged trail: {person_id,
+  // distinct_ids, total, offset, limit, tz, events: [{time, event,
+  // insert_id, distinct_id, properties}]} (person_id, distinct_ids and
+  // distinct_id missing from a server before persons).
+  personEvents: (a, id, { offset = 0, limit = 100, tz } = {}) =>
+    personGet(a, id, `/events?offset=${offset}&limit=${limit}${tz ? '&tz=' + enc(tz) : ''}`),
+  // warnings returns a page of the app's warnings of kind (identity: the
+  // refused merges, newest first): {kind, total, offset, limit, warnings:
+  // [{seq, time, op, ids: [T, O], reason}]}.
+  warnings: (a, kind, { offset = 0, limit = 100 } = {}) =>
+    request('GET', `${app(a)}/warnings?kind=${enc(kind)}&offset=${offset}&limit=${limit}`),
 };
+
+// noPersons is set once a server answered 404 for /persons/…: one before
+// persons, which has only /users/… (the same answers, fewer fields).
+let noPersons = false;
+
+// personGet GETs /persons/{id}{rest}, or /users/{id}{rest} from a server
+// without person endpoints (an unknown person is no 404, so a 404 of a
+// known app is the missing endpoint).
+async function personGet(a, id, rest) {
+  if (!noPersons) {
+    try {
+      return await request('GET', `${app(a)}/persons/${enc(id)}${rest}`);
+    } catch (err) {
+      if (err.status !== 404) throw err;
+      noPersons = true;
+    }
+  }
+  return request('GET', `${app(a)}/users/${enc(id)}${rest}`);
+}
 
 // download saves a Blob or a data: URL as a file.
 export function download(data, name) {

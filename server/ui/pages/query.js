@@ -22,6 +22,11 @@ export function newQuery(app, schema, kind) {
 
 const COMMON = ['kind', 'app', 'range', 'tz', 'now', 'limits'];
 
+// withDistinctIDs is q as the page sends it: a list asks for each
+// person's distinct ids (identity.md §1), which changes the shape of its
+// entries, not which users it lists, so the link keeps q as written.
+const withDistinctIDs = (q) => (q.list && q.list.distinct_ids === undefined ? { ...q, list: { ...q.list, distinct_ids: true } } : q);
+
 // switchKind moves the draft to another kind: the common fields it takes
 // stay, its own fields come from the last draft of that kind or defaults.
 function switchKind(q, kind, drafts, schema) {
@@ -60,7 +65,7 @@ export function QueryPage() {
     ctrl.current = c;
     setRun((r) => ({ ...r, busy: true, cancelled: false }));
     try {
-      const res = await api.query(app, q, { signal: c.signal, trace: loc.query.trace === '1' });
+      const res = await api.query(app, withDistinctIDs(q), { signal: c.signal, trace: loc.query.trace === '1' });
       if (ctrl.current === c) setRun({ q, res });
     } catch (err) {
       if (ctrl.current !== c) return;
