@@ -248,11 +248,14 @@ func (s *Version) UserProperties(ctx context.Context, id string) ([]event.Prop, 
 // distinct ids ids (identity.md §3: a fold over the writes made under
 // all of them): per property, the latest SetEvent write by timestamp,
 // else the earliest SetOnceEvent write. Within one id a tie goes as in
-// UserProperties (arrival); between ids to the value that sorts later
-// for a set and earlier for a set-once (event.Value's type, then bytes),
-// so that the answer depends neither on arrival nor on where the ids
-// are stored. Sorted by name, newly allocated. Errors: as UserProperties.
+// UserProperties (arrival); between ids, as the scan's person join
+// decides (personscan.go, docs/decisions.md), a set of the greater
+// distinct id wins and a set-once of the smaller, so that the answer
+// depends neither on arrival nor on where the ids are stored. Sorted by
+// name, newly allocated. Errors: as UserProperties.
 func (s *Version) PersonProperties(ctx context.Context, ids []string) ([]event.Prop, error) {
+	ids = slices.Clone(ids)
+	slices.Sort(ids)
 	cur := map[string]*propWrites{}
 	own := map[string]*propWrites{}
 	var blk segment.Block
@@ -267,10 +270,12 @@ func (s *Version) PersonProperties(ctx context.Context, ids []string) ([]event.P
 				cur[name] = w
 				continue
 			}
-			if w.hasSet && (!c.hasSet || w.setAt > c.setAt || w.setAt == c.setAt && compareValues(w.set, c.set) > 0) {
+			// ids ascend: a set's tie goes to the later id, a set-once's to
+			// the earlier.
+			if w.hasSet && (!c.hasSet || w.setAt >= c.setAt) {
 				c.set, c.setAt, c.hasSet = w.set, w.setAt, true
 			}
-			if w.hasOnce && (!c.hasOnce || w.onceAt < c.onceAt || w.onceAt == c.onceAt && compareValues(w.once, c.once) < 0) {
+			if w.hasOnce && (!c.hasOnce || w.onceAt < c.onceAt) {
 				c.once, c.onceAt, c.hasOnce = w.once, w.onceAt, true
 			}
 		}
@@ -326,21 +331,6 @@ func (s *Version) userWrites(ctx context.Context, id string, cur map[string]*pro
 		}
 		return nil
 	})
-}
-
-// compareValues orders values by type, then value: strings by bytes,
-// floats by number, the others by their integer.
-func compareValues(a, b event.Value) int {
-	if c := cmp.Compare(a.Type, b.Type); c != 0 {
-		return c
-	}
-	switch a.Type {
-	case event.TypeString:
-		return strings.Compare(a.Str, b.Str)
-	case event.TypeFloat:
-		return cmp.Compare(a.Float, b.Float)
-	}
-	return cmp.Compare(a.Int, b.Int)
 }
 
 // userSegments returns the segments of kind in user id's shard whose
