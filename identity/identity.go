@@ -1,4 +1,4 @@
-// Package identity is one app's id graph (docs identity.md §1, §2, §4):
+// Package identity is one app's id graph (docs docs/identity.md §1, §2, §4):
 // which distinct ids are one person, which persons are identified, and
 // each person's person id, built from a sequence of identity operations.
 //
@@ -25,7 +25,7 @@
 //
 // # Person id
 //
-// After identity.md §1: a person's id is its first identified distinct id
+// After docs/identity.md §1: a person's id is its first identified distinct id
 // — the T of the earliest recorded op that marked one of its ids
 // identified (Marked, Refused, or an identify/alias that Merged) — else
 // the T of the earliest recorded op that joined two of its ids (Merged),
@@ -70,15 +70,15 @@ import (
 	"unsafe"
 )
 
-// MaxIDBytes is the longest distinct id, in bytes: analytics.md §1's
-// user_id limit (event.MaxUserIDBytes), which identity.md §1 applies to
+// MaxIDBytes is the longest distinct id, in bytes: docs/analytics.md §1's
+// user_id limit (event.MaxUserIDBytes), which docs/identity.md §1 applies to
 // distinct ids.
 const MaxIDBytes = 256
 
 // MaxRefusals is how many of the most recent refusals a Snapshot lists.
 const MaxRefusals = 1000
 
-// Kind is the kind of an identity operation (identity.md §2).
+// Kind is the kind of an identity operation (docs/identity.md §2).
 type Kind uint8
 
 // The operation kinds; the values are part of the encoding (AppendOp).
@@ -101,7 +101,7 @@ func name(names []string, v uint8, what string) string {
 	return fmt.Sprintf("%s(%d)", what, v)
 }
 
-// Op is one identity operation (identity.md §2). T and O are distinct ids
+// Op is one identity operation (docs/identity.md §2). T and O are distinct ids
 // (for Identify, O is the anonymous id A; O = T is identify(T, T)). Time
 // is the UTC µs of the event that carried it: it is kept for the refusal
 // list and does not change what the op does.
@@ -127,7 +127,7 @@ func (o Op) Validate() error {
 	return nil
 }
 
-// validID checks a distinct id against analytics.md §1's user_id rules.
+// validID checks a distinct id against docs/analytics.md §1's user_id rules.
 func validID(id string) error {
 	switch {
 	case id == "":
@@ -153,7 +153,7 @@ const (
 	// Marked: only marked T's person identified (identify(T, T), or the
 	// ids were one person whose T was not identified yet).
 	Marked
-	// Refused: §2 forbids the merge: nothing merges, T's person is still
+	// Refused: docs/analytics.md §2 forbids the merge: nothing merges, T's person is still
 	// marked identified, and the refusal is listed.
 	Refused
 )

@@ -38,7 +38,7 @@ import (
 //   - insert_id: optional; a string or an integer literal of at most
 //     MaxPropertyBytes bytes; "" and null mean none.
 //   - anonymous_id: optional; the anonymous (device) id the event's
-//     user_id was known by before (identity.md §2: identify(user_id,
+//     user_id was known by before (docs/identity.md §2: identify(user_id,
 //     anonymous_id)); a string or an integer literal with user_id's
 //     limits; null means none. Listed in EventsBatch.Anon.
 //   - properties, user_properties, user_properties_once: optional objects

@@ -69,7 +69,7 @@ type ResolvedRange struct {
 // ListResult is a page of the users behind one number of a result
 // (List): Users is their number (equal to the count shown there), UserIDs
 // the ids at [Offset, Offset+Limit) in byte order — person ids
-// (identity.md §1). ListCoords echo the request. With List.DistinctIDs,
+// (docs/identity.md §1). ListCoords echo the request. With List.DistinctIDs,
 // Persons holds each listed person with its distinct ids, and the JSON's
 // "user_ids" entries are those objects ({"id", "distinct_ids"}) instead
 // of strings.

@@ -121,7 +121,7 @@ type List struct {
 	Limit  int `json:"limit"`
 	Offset int `json:"offset"`
 	// DistinctIDs lists each person with its distinct ids
-	// (ListResult.Persons; identity.md §1).
+	// (ListResult.Persons; docs/identity.md §1).
 	DistinctIDs bool `json:"distinct_ids"`
 	ListCoords
 }

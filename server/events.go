@@ -27,7 +27,7 @@ import (
 //	     with Content-Type: application/x-ndjson; Content-Encoding: gzip
 //	     accepted. The event shape and field rules: ingest.EventsParser.
 //	     An event's anonymous_id applies identify(user_id, anonymous_id)
-//	     (identity.md §2; IdentityIngester) with the request; events
+//	     (docs/identity.md §2; IdentityIngester) with the request; events
 //	     named $identify, $create_alias and $merge_dangerously apply
 //	     their operations in the store (storage.OpOfEvent).
 //	200  {"accepted": N, "rejected": [{"index", "field", "message"}]}: the
@@ -67,7 +67,7 @@ type Ingester interface {
 }
 
 // IdentityIngester is an Ingester that also takes the identity operations
-// of a request (identity.md §2: an event's anonymous_id is
+// of a request (docs/identity.md §2: an event's anonymous_id is
 // identify(user_id, anonymous_id)): IngestIdentity is Ingest with ids,
 // each naming its event by index into evs, applied with the request and
 // visible on its answer; it must not keep ids. (*storage.Store)

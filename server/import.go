@@ -34,7 +34,7 @@ var importParams = map[string]string{
 	"max_errors": "bad rows tolerated (default 0: any bad row aborts the import)",
 	"no_compact": "true: do not compact the app after the import (default false: every shard with more than one run of a kind is compacted)",
 
-	"anonymous_id": "column holding each row's anonymous id: a non-empty one applies identify(user, anonymous id) (identity.md §4; default none)",
+	"anonymous_id": "column holding each row's anonymous id: a non-empty one applies identify(user, anonymous id) (docs/identity.md §4; default none)",
 }
 
 // contentTypeFormats maps request media types to input formats.

@@ -134,9 +134,9 @@ var (
 	rowsDesc     = prometheus.NewDesc("spur_app_rows", "Rows in published segments per app and kind.", []string{"app", "kind"}, nil)
 	bytesDesc    = prometheus.NewDesc("spur_app_bytes", "Bytes of published segment files per app and kind.", []string{"app", "kind"}, nil)
 	// identityRefusedDesc counts the refused merges of each app's id
-	// graph (identity.md §2), as of the app's current version.
+	// graph (docs/identity.md §2), as of the app's current version.
 	identityRefusedDesc = prometheus.NewDesc("spur_identity_refused_total",
-		"Identity operations (identify, alias) whose merge identity.md §2 refused, per app: listed at GET /api/apps/APP/warnings?kind=identity.", []string{"app"}, nil)
+		"Identity operations (identify, alias) whose merge docs/identity.md §2 refused, per app: listed at GET /api/apps/APP/warnings?kind=identity.", []string{"app"}, nil)
 )
 
 // The live layer's gauges (storage.LiveStats), per app with live events.

@@ -18,17 +18,17 @@ import (
 //	GET  /api/apps/{app}/persons/{id}           as GET /users/{id} (scope query)
 //	GET  /api/apps/{app}/persons/{id}/events    as GET /users/{id}/events (scope query)
 //	POST /api/apps/{app}/persons/merge          body {"ids": [T, O]} (scope admin)
-//	     applies merge(T, O) (identity.md §2: always allowed, permanent),
+//	     applies merge(T, O) (docs/identity.md §2: always allowed, permanent),
 //	     durable and visible when answered: 200 {"merged": [T, O],
 //	     "person_id", "distinct_ids"} (the person T belongs to now)
 //	     400 invalid_input: a body that is not {"ids": [T, O]} (field
 //	         "body" or "ids"), an id that is not a valid distinct id
-//	         (field "ids[0]" or "ids[1]": analytics.md §1's user_id rules)
+//	         (field "ids[0]" or "ids[1]": docs/analytics.md §1's user_id rules)
 //	     404 not_found: unknown app
 //	     503 unavailable: as the events endpoint's (the store's log over
 //	         its memory, disk full, the store held by another process)
 //	GET  /api/apps/{app}/warnings?kind=identity&offset=N&limit=N (scope query)
-//	     the refused merges (identity.md §2), newest first:
+//	     the refused merges (docs/identity.md §2), newest first:
 //	     {"kind": "identity", "total": all refusals so far, "offset", "limit",
 //	      "warnings": [{"seq", "time", "op", "ids": [T, O], "reason"}]}
 //	     seq numbers the operation among the app's recorded ones; time is

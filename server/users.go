@@ -16,7 +16,7 @@ import (
 
 // User endpoints (scope query), for drill-downs: the users behind a
 // number are listed by a query's "list"; these show who they are. A user
-// is a person (identity.md §1): each endpoint accepts any of its
+// is a person (docs/identity.md §1): each endpoint accepts any of its
 // distinct ids, and /persons/{id} and /persons/{id}/events (persons.go)
 // answer the same as /users/{id} and /users/{id}/events.
 //
@@ -27,10 +27,10 @@ import (
 //	                                             "events": [{"time", "event", "insert_id", "distinct_id", "properties"}]}
 //	    ?offset=N (default 0) &limit=N (1..1000, default 100) &tz=IANA (default the app's)
 //
-// person_id is the person's id (identity.md §1), distinct_ids all of its
+// person_id is the person's id (docs/identity.md §1), distinct_ids all of its
 // distinct ids, sorted; user_id is the person id too (kept from before
 // persons), but in the list form the id asked. properties is an object
-// of the person's current properties (the fold of identity.md §3 over
+// of the person's current properties (the fold of docs/identity.md §3 over
 // its ids; storage.Version.PersonProperties), or the event's, each as
 // its JSON type: strings, numbers, booleans, and times as RFC 3339
 // strings in UTC. events is the person's merged trail, ordered by (time,

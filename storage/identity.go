@@ -366,7 +366,7 @@ type IdentityWrite struct {
 	Op    identity.Op
 }
 
-// Event names that carry identity operations (identity.md §2, PostHog's
+// Event names that carry identity operations (docs/identity.md §2, PostHog's
 // names), and the properties that hold their second id.
 const (
 	IdentifyEvent      = "$identify"
@@ -377,7 +377,7 @@ const (
 	processPersonsProp = "$process_person_profile"
 )
 
-// OpOfEvent returns the identity operation event ev carries (identity.md
+// OpOfEvent returns the identity operation event ev carries (docs/identity.md
 // §2): `$identify` from T with properties.$anon_distinct_id A is
 // identify(T, A) (identify(T, T) without it), `$create_alias` from T with
 // properties.alias O is alias(T, O), `$merge_dangerously` the same as
@@ -415,7 +415,7 @@ func OpOfEvent(ev *event.Event) (op identity.Op, ok bool) {
 }
 
 // ProcessesPersons reports whether ev may change persons: false when it
-// carries `$process_person_profile: false` (PostHog; identity.md §2).
+// carries `$process_person_profile: false` (PostHog; docs/identity.md §2).
 func ProcessesPersons(ev *event.Event) bool {
 	for _, p := range ev.Props {
 		if p.Name == processPersonsProp && p.Value.Type == event.TypeBool && p.Value.Int == 0 {
@@ -436,7 +436,7 @@ func stringProp(ev *event.Event, name string) (string, bool) {
 }
 
 // MergePersons applies merge(t, o) to app appName's id graph by hand
-// (identity.md §2: the admin endpoint and `spur persons merge`), durably:
+// (docs/identity.md §2: the admin endpoint and `spur persons merge`), durably:
 // through the write-ahead log when the store takes live events
 // (Config.Live), else in a publication of the app's catalog. Errors:
 // invalid ids (identity.Op.Validate), an unknown app (ErrNotFound), the

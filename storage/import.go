@@ -71,7 +71,7 @@ type ImportOptions struct {
 	CompactAfter bool
 	// AnonymousID names the string property holding each events row's
 	// anonymous id (`spur import --anonymous-id COLUMN`): a row with a
-	// non-empty one applies identify(user id, anonymous id) (identity.md
+	// non-empty one applies identify(user id, anonymous id) (docs/identity.md
 	// §4). "" means none. Rows named `$identify`, `$create_alias` and
 	// `$merge_dangerously` apply their operations either way (OpOfEvent),
 	// in file order, when the import publishes.
@@ -92,7 +92,7 @@ type ImportReport struct {
 	Segments    int               `json:"segments"`         // segment files published
 	Bytes       int64             `json:"bytes"`            // bytes of those files
 	Elapsed     time.Duration     `json:"elapsed_ns"`       // wall time
-	IdentityOps int64             `json:"identity_ops"`     // identity operations applied (identity.md §4)
+	IdentityOps int64             `json:"identity_ops"`     // identity operations applied (docs/identity.md §4)
 	Errors      []*event.RowError `json:"errors,omitempty"` // the first MaxReportedErrors bad rows
 }
 
@@ -580,7 +580,7 @@ func (im *importer) add(ev *event.Event, rep *ImportReport) error {
 }
 
 // identityOps sets im.rowOps to the identity operations of events row ev
-// (identity.md §4, in file order: the anonymous-id column's identify, then
+// (docs/identity.md §4, in file order: the anonymous-id column's identify, then
 // the operation its name carries), or returns an *event.RowError naming
 // the field of an invalid one.
 func (im *importer) identityOps(ev *event.Event) error {

@@ -165,7 +165,7 @@ func (s *Store) Ingest(ctx context.Context, appName string, evs []event.Event, u
 	return l.ingestOps(ctx, evs, users, nil)
 }
 
-// IngestIdentity is Ingest with identity operations (identity.md §2, §4):
+// IngestIdentity is Ingest with identity operations (docs/identity.md §2, §4):
 // each of ids applies with the request, in the log record of its events,
 // and is visible on the answer like them; an operation of a rejected event
 // is dropped with it, and an invalid one rejects its event (field
@@ -490,7 +490,7 @@ func appendLiveRecordOf(dst []byte, evs []event.Event, users []UserWrite, ops []
 }
 
 // identityOps returns the identity operations of a request, in the
-// order they apply (identity.md §4: array order): per accepted event (ok),
+// order they apply (docs/identity.md §4: array order): per accepted event (ok),
 // its explicit operations (ids, by Index) then the one its name carries
 // (OpOfEvent); then the operations of no event (Index < 0). An event
 // whose operation is invalid (an id too long, not UTF-8) is rejected

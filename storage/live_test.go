@@ -66,7 +66,7 @@ func newLiveRequest(r *rand.Rand, n, users int, t0 int64, ids *idPool) liveReque
 }
 
 // identify appends to the request a few `$identify` events joining two
-// of its users (identity.md §2; some are refused, some repeat a join).
+// of its users (docs/identity.md §2; some are refused, some repeat a join).
 func (q *liveRequest) identify(r *rand.Rand) {
 	n := len(q.evs)
 	for range 1 + r.IntN(3) {

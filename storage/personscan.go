@@ -374,7 +374,7 @@ func (m *personMerge) chunks(key UserKey, limit int, visit func(UserKey, *trail.
 }
 
 // foldUserValues returns the person's user values from its parts'
-// (sorted by distinct id; identity.md §3: a fold over the writes of all of
+// (sorted by distinct id; docs/identity.md §3: a fold over the writes of all of
 // its ids): per property the latest SetEvent write across the parts, else
 // the earliest SetOnceEvent write. Writes of two distinct ids at one
 // instant: the SetEvent write of the greater distinct id wins, the

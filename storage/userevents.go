@@ -14,7 +14,7 @@ import (
 
 // Reading one user: the events of a user's trail and their current user
 // properties, for the UI's drill-down and the user endpoints; and of one
-// person (identity.md §1), the same over several distinct ids. A user lives
+// person (docs/identity.md §1), the same over several distinct ids. A user lives
 // in one shard (hash of the id); of that shard's segments only the blocks
 // whose user-hash range holds the user's hash are decoded, so the cost is
 // a few blocks, not a scan.
@@ -24,7 +24,7 @@ type UserEvent struct {
 	Time       int64        // UTC microseconds
 	Event      string       // event name
 	InsertID   string       // the event's insert_id ("" when it had none)
-	DistinctID string       // the distinct id the event was stored under (identity.md §1): set by PersonEvents, "" from UserEvents
+	DistinctID string       // the distinct id the event was stored under (docs/identity.md §1): set by PersonEvents, "" from UserEvents
 	Props      []event.Prop // the properties set on the event, by name (newly allocated)
 }
 
@@ -69,7 +69,7 @@ func (s *Version) UserEvents(ctx context.Context, id string, offset, limit int) 
 }
 
 // PersonEvents returns the events [offset, offset+limit) of the merged
-// trail of the distinct ids ids (a person's, identity.md §1; repeats are
+// trail of the distinct ids ids (a person's, docs/identity.md §1; repeats are
 // ignored), each with its DistinctID, and the number of their events. The
 // merged trail is each id's trail (as UserEvents, copies dropped per id)
 // ordered by (time, distinct id, position in its trail): the scan's order
@@ -245,7 +245,7 @@ func (s *Version) UserProperties(ctx context.Context, id string) ([]event.Prop, 
 }
 
 // PersonProperties returns the current properties of the person of
-// distinct ids ids (identity.md §3: a fold over the writes made under
+// distinct ids ids (docs/identity.md §3: a fold over the writes made under
 // all of them): per property, the latest SetEvent write by timestamp,
 // else the earliest SetOnceEvent write. Within one id a tie goes as in
 // UserProperties (arrival); between ids, as the scan's person join

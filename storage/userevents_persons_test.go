@@ -93,7 +93,7 @@ func sameUserEvent(a, b UserEvent) bool {
 }
 
 // TestPersonPropertiesFold: a person's properties fold the writes of all
-// of its ids (identity.md §3): the latest set wins across ids, a
+// of its ids (docs/identity.md §3): the latest set wins across ids, a
 // property only ever set once has the earliest set-once write, a set
 // beats any set-once; ties between ids go by the ids (a set to the
 // greater id, a set-once to the smaller, as the scan's join), not by the

@@ -86,7 +86,7 @@ import of the server's.`,
 	f.StringVar(&c.timeCol, "time", "timestamp", "column holding the event time")
 	f.StringVar(&c.eventCol, "event", "event", "column holding the event name")
 	f.StringVar(&c.insertCol, "insert-id", "insert_id", "column holding the deduplication key (optional)")
-	f.StringVar(&c.anonCol, "anonymous-id", "", "column holding each row's anonymous (device) id: a non-empty one applies identify(user, anonymous id), joining the two into one person (identity.md §4)")
+	f.StringVar(&c.anonCol, "anonymous-id", "", "column holding each row's anonymous (device) id: a non-empty one applies identify(user, anonymous id), joining the two into one person (docs/identity.md §4)")
 	f.StringVar(&c.schema, "schema", "", "declared property types: name:type,... (types: string, int, float, bool, time)")
 	f.StringVar(&c.tz, "tz", "UTC", "time zone for timestamps without an offset (IANA name)")
 	f.IntVar(&c.maxErrors, "max-errors", 0, "bad rows tolerated; more aborts the import with nothing applied")

@@ -18,7 +18,7 @@ type personAnswer struct {
 }
 
 // newPersonsCmd is `spur persons merge|show`: the id graph of an app by
-// hand (identity.md §2), on the --data store or through a running
+// hand (docs/identity.md §2), on the --data store or through a running
 // server (--url).
 func newPersonsCmd(g *globals) *cobra.Command {
 	var app string
@@ -28,7 +28,7 @@ func newPersonsCmd(g *globals) *cobra.Command {
 		Short: "Merge two persons of an app by hand, or show the person of a distinct id",
 		Long: `Every distinct id (user_id) belongs to one person; identify and alias
 operations (an event's anonymous_id, $identify and $create_alias events) join
-them by identity.md §2's rules. "merge" forces merge(T, O): O's person joins
+them by docs/identity.md §2's rules. "merge" forces merge(T, O): O's person joins
 T's whatever either is, permanently (no split). "show" prints a person's id and
 its distinct ids.
 

@@ -25,7 +25,7 @@
 # A name at the end of one comment line and §N at the start of the next is one reference.
 # In a Go comment block (consecutive // lines, or one trailing comment) a bare §N refers to the
 # document of the nearest reference before it; the first bare §N of a block with none before it
-# is made explicit as docs/analytics.md §N. identity.md and cluster.md describe features not
+# is made explicit as docs/analytics.md §N. identity.md means docs/identity.md; cluster.md describes features not
 # built: citations of them are left alone and fail the check.
 set -euo pipefail
 mode=${1:-}
@@ -54,7 +54,7 @@ sub target {   # the docs file a name means, or "" when it has none there
 	(my $b = $n) =~ s{.*/}{};
 	return "docs/analytics.md" if $b =~ /^(?:[Ss]pec|analytics\.md)$/;
 	return "docs/architecture.md" if $b =~ /^(?:ARCHITECTURE(?:\.md)?|architecture\.md)$/;
-	return "docs/$b" if $b =~ /^(?:ingest|storage)\.md$/;
+	return "docs/$b" if $b =~ /^(?:ingest|storage|identity)\.md$/;
 	return "" ;
 }
 my ($nfiles, $nrefs, $bad) = (0, 0, 0);

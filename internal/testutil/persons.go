@@ -6,7 +6,7 @@ import (
 	"github.com/spurdb/spur/identity"
 )
 
-// NaivePersons is a deliberately naive id graph after identity.md §2, the
+// NaivePersons is a deliberately naive id graph after docs/identity.md §2, the
 // reference the identity package is tested against: a map from id to
 // person number, relabelled in full on every merge, and the log of
 // recorded ops, from which person ids are found by a scan. It costs
@@ -26,7 +26,7 @@ type naiveRecord struct {
 	marked, joined bool
 }
 
-// Apply applies op; it returns the outcome §2 gives.
+// Apply applies op; it returns the outcome docs/analytics.md §2 gives.
 func (n *NaivePersons) Apply(op identity.Op) identity.Outcome {
 	if n.person == nil {
 		n.person, n.identified = map[string]int{}, map[int]bool{}
@@ -75,7 +75,7 @@ func (n *NaivePersons) Apply(op identity.Op) identity.Outcome {
 	return out
 }
 
-// PersonOf returns id's person id and its sorted ids (identity.md §1):
+// PersonOf returns id's person id and its sorted ids (docs/identity.md §1):
 // the T of the first recorded op that marked one of the person's ids
 // identified, else of the first that joined two of them, else id itself
 // (which is then the only id).

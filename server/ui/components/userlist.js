@@ -1,5 +1,5 @@
 // The drill-down panel: the persons behind a number (a query's list, spec
-// §7; identity.md §1), paged, with their current properties and, for a
+// §7; docs/identity.md §1), paged, with their current properties and, for a
 // person of several distinct ids, a "+N ids" hint naming them; each links
 // to the person's page.
 

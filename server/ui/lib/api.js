@@ -87,7 +87,7 @@ export const api = {
   // for at most 1,000 ids; person_id and distinct_ids only where the
   // app's id graph holds the id (and not from a server before persons).
   users: (a, ids) => request('GET', `${app(a)}/users?${ids.map((i) => 'id=' + enc(i)).join('&')}`).then((r) => r.users),
-  // person returns the person of any of its distinct ids (identity.md §1):
+  // person returns the person of any of its distinct ids (docs/identity.md §1):
   // {person_id, user_id, distinct_ids (sorted), properties}; from a server
   // before persons, {user_id, properties}.
   person: (a, id) => personGet(a, id, ''),

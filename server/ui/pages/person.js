@@ -1,4 +1,4 @@
-// One person (identity.md §1), by any of its distinct ids: its person id,
+// One person (docs/identity.md §1), by any of its distinct ids: its person id,
 // all of its distinct ids (the one in the URL marked), its current
 // properties and its one merged trail (events in time order, paged, each
 // with its properties and, for a person of several ids, the distinct id

@@ -23,7 +23,7 @@ export function newQuery(app, schema, kind) {
 const COMMON = ['kind', 'app', 'range', 'tz', 'now', 'limits'];
 
 // withDistinctIDs is q as the page sends it: a list asks for each
-// person's distinct ids (identity.md §1), which changes the shape of its
+// person's distinct ids (docs/identity.md §1), which changes the shape of its
 // entries, not which users it lists, so the link keeps q as written.
 const withDistinctIDs = (q) => (q.list && q.list.distinct_ids === undefined ? { ...q, list: { ...q.list, distinct_ids: true } } : q);
 

@@ -271,7 +271,7 @@ class Client:
         return pd.DataFrame(rows)
 
     def persons(self, app: str, distinct_id: str) -> JSON:
-        """The person of any of its distinct ids (identity.md §1): ``{"person_id",
+        """The person of any of its distinct ids (docs/identity.md §1): ``{"person_id",
         "distinct_ids" (sorted), "properties" (folded over its ids), "user_id"}``.
         A distinct id no identity operation named is a person of its own."""
         return dict(self._call("GET", f"api/apps/{app}/persons/{quote(distinct_id, safe='')}").json())
@@ -282,13 +282,13 @@ class Client:
         return self._trail("persons", app, distinct_id, offset, limit, tz, ["distinct_id"])
 
     def merge(self, app: str, t: str, o: str) -> JSON:
-        """Applies merge(t, o) (identity.md §2: always allowed, permanent): o's
+        """Applies merge(t, o) (docs/identity.md §2: always allowed, permanent): o's
         person joins t's. Needs an admin key; returns ``{"merged": [t, o],
         "person_id", "distinct_ids"}``, the person as it is now."""
         return dict(self._call("POST", f"api/apps/{app}/persons/merge", json={"ids": [t, o]}).json())
 
     def identity_warnings(self, app: str, offset: int = 0, limit: int = 100) -> JSON:
-        """The app's refused merges (identity.md §2), newest first: ``{"total",
+        """The app's refused merges (docs/identity.md §2), newest first: ``{"total",
         "warnings": [{"seq", "time", "op", "ids", "reason"}], …}``."""
         params = {"kind": "identity", "offset": offset, "limit": limit}
         return dict(self._call("GET", f"api/apps/{app}/warnings", params=params).json())
