@@ -209,7 +209,8 @@ func (e *Engine) scan(ctx context.Context, p *plan, from, to int64, vs []*visito
 	// read the users' ids.
 	spec := storage.ScanSpec{From: from, To: to, Compile: p.compileSegment, Cols: len(p.cols),
 		UserProps: len(p.ucols), AllUsers: allUsers, NoIDs: p.q.List == nil && p.q.Kind != "cohort", Thin: p.thin,
-		Grow: p.budget.charge} // the scan's buffers, one long trail's included, count in the budget
+		Grow:        p.budget.charge, // the scan's buffers, one long trail's included, count in the budget
+		DistinctIDs: p.q.Persons != nil && !*p.q.Persons}
 	if len(p.ucols) > 0 {
 		spec.CompileUsers = p.compileUsers
 	}

@@ -33,6 +33,10 @@ type Query struct {
 	Criterion string     `json:"criterion,omitempty"`  // retention: on (default) | on_or_after
 	List      *List      `json:"list,omitempty"`       // users to list: the users behind one number of the result (paged)
 	Limits    *Limits    `json:"limits,omitempty"`     // tighter time and memory limits than the engine's (docs/analytics.md §9)
+	// Persons false counts distinct ids instead of persons (docs/identity.md
+	// §3): each distinct id's trail alone, as before any identity operation.
+	// Default true.
+	Persons *bool `json:"persons,omitempty"`
 	// Funnel modes and views (docs/analytics.md §11).
 	Order      string      `json:"order,omitempty"`      // funnel: ordered (default) | strict | unordered
 	Exclusions []Exclusion `json:"exclusions,omitempty"` // funnel: events that exclude attempts between two steps
