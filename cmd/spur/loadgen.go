@@ -31,22 +31,24 @@ import (
 
 // loadgenConfig are the flags of `spur loadgen`.
 type loadgenConfig struct {
-	remote       remote
-	app          string
-	rate         float64
-	duration     time.Duration
-	events       int64
-	batch        int
-	gzip         bool
-	workers      int
-	users        int64
-	seed         int64
-	timeMode     string
-	record       string
-	check        string
-	retryTimeout time.Duration
-	report       time.Duration
-	serverMetric string
+	remote        remote
+	identifyEvery int  // every Nth event an $identify (0: none)
+	anonymousID   bool // every event with anonymous_id
+	app           string
+	rate          float64
+	duration      time.Duration
+	events        int64
+	batch         int
+	gzip          bool
+	workers       int
+	users         int64
+	seed          int64
+	timeMode      string
+	record        string
+	check         string
+	retryTimeout  time.Duration
+	report        time.Duration
+	serverMetric  string
 }
 
 func newLoadgenCmd(g *globals) *cobra.Command {
@@ -104,6 +106,8 @@ every acknowledged event present exactly once.`,
 	f.DurationVar(&c.retryTimeout, "retry-timeout", 10*time.Minute, "give up a batch not acknowledged for this long")
 	f.DurationVar(&c.report, "report", 5*time.Second, "interval of the progress lines on stderr")
 	f.StringVar(&c.serverMetric, "server-metrics", "", "the server's Prometheus metrics URL (its debug listener's /metrics) to report its CPU time")
+	f.IntVar(&c.identifyEvery, "identify-every", 0, "make every Nth event an $identify of its user with the user's anonymous id (anon-USER; docs/identity.md); 0: none")
+	f.BoolVar(&c.anonymousID, "anonymous-id", false, "send every event with the user's anonymous id (anon-USER) as anonymous_id: an identify on every event, as Segment and Amplitude send")
 	cmd.MarkFlagRequired("url")
 	return cmd
 }
@@ -356,7 +360,17 @@ func (w *loadWorker) make() (*loadBatch, error) {
 			user = ev.Props[:3]
 			once = []event.Prop{{Name: "signup_time", Value: event.Time(ev.Time)}}
 		}
-		w.raw = append(ingest.AppendEventJSON(w.raw, ev, user, once), '\n')
+		if c.identifyEvery > 0 && w.seq%uint64(c.identifyEvery) == 0 {
+			ev.Name = "$identify"
+			ev.Props = append(ev.Props[:0], event.Prop{Name: "$anon_distinct_id", Value: event.String("anon-" + id)})
+			user, once = nil, nil
+		}
+		w.raw = ingest.AppendEventJSON(w.raw, ev, user, once)
+		if c.anonymousID {
+			// The object's closing brace: add the field before it.
+			w.raw = append(strconv.AppendQuote(append(w.raw[:len(w.raw)-1], `,"anonymous_id":`...), "anon-"+id), '}')
+		}
+		w.raw = append(w.raw, '\n')
 		b.users = append(b.users, id)
 		b.hashes = append(b.hashes, eventHash(ev.Name, ev.Time, ev.InsertID))
 	}
