@@ -5,13 +5,19 @@
 # end the app must hold every acknowledged event exactly once (loadgen
 # --check: per user, the count and a checksum of the events).
 #
-#   bench/live/kill9.sh [KILLS=100] [RATE=20000]
+#   bench/live/kill9.sh [KILLS=100] [RATE=20000] [LOADGEN FLAGS...]
+#
+# Extra loadgen flags send identity traffic too (docs/identity.md §4): with
+# `--identify-every 20` every 20th event is an $identify joining its
+# user's anonymous id, and the check also asks that every acknowledged
+# merge holds (the person of anon-USER is USER).
 #
 # Needs: go. Prints the figures; exits non-zero when the check fails.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 kills=${1:-100}
 rate=${2:-20000}
+shift $(( $# < 2 ? $# : 2 ))
 tmp=$(mktemp -d)
 trap 'kill -9 $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
 go build -o "$tmp/spur" ./cmd/spur
@@ -33,7 +39,7 @@ serve
 # 1.5 s per kill plus the restarts.
 duration=$((kills * 2 + 10))
 "$tmp/spur" loadgen --url "$url" --key none --app crash --rate "$rate" --duration "${duration}s" --batch 500 --gzip \
-  --workers 8 --record "$tmp/record.json" --seed 7 --report 30s 2>"$tmp/loadgen.log" &
+  --workers 8 --record "$tmp/record.json" --seed 7 --report 30s "$@" 2>"$tmp/loadgen.log" &
 lg=$!
 start=$(date +%s)
 for i in $(seq "$kills"); do

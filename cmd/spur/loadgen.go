@@ -117,6 +117,10 @@ every acknowledged event present exactly once.`,
 type userTally struct {
 	Events int64  `json:"events"`
 	Sum    uint64 `json:"sum"`
+	// Identified: an acknowledged event of the user joined its anonymous
+	// id (--identify-every, --anonymous-id): --check asks that the person
+	// of anon-USER is USER.
+	Identified bool `json:"identified,omitempty"`
 }
 
 // loadRecord is the --record file.
@@ -149,9 +153,10 @@ func eventHash(name string, us int64, insertID string) uint64 {
 // loadBatch is one request: its body, and per event its user and hash for
 // the record.
 type loadBatch struct {
-	body   []byte
-	users  []string
-	hashes []uint64
+	body     []byte
+	users    []string
+	hashes   []uint64
+	identify []bool // per event: it joins its user's anonymous id
 }
 
 // loadStats are the counters shared by the workers.
@@ -373,6 +378,7 @@ func (w *loadWorker) make() (*loadBatch, error) {
 		w.raw = append(w.raw, '\n')
 		b.users = append(b.users, id)
 		b.hashes = append(b.hashes, eventHash(ev.Name, ev.Time, ev.InsertID))
+		b.identify = append(b.identify, c.anonymousID || ev.Name == "$identify")
 	}
 	if !c.gzip {
 		b.body = slices.Clone(w.raw)
@@ -482,6 +488,7 @@ func (w *loadWorker) acked(b *loadBatch, ans *eventsAnswer, lat time.Duration) {
 	for i, u := range b.users {
 		if !rejected[i] {
 			addTally(w.tally, u, b.hashes[i])
+			w.tally[u].Identified = w.tally[u].Identified || b.identify[i]
 		}
 	}
 	st := w.st
@@ -586,6 +593,16 @@ func runLoadCheck(cmd *cobra.Command, c *loadgenConfig) error {
 		got, err := c.userTally(cmd.Context(), app, u)
 		if err != nil {
 			return fmt.Errorf("user %s: %w", u, err)
+		}
+		if w := rec.Users[u]; w != nil && w.Identified {
+			// Every acknowledged merge holds: anon-USER is in USER's person.
+			var p struct {
+				PersonID string `json:"person_id"`
+			}
+			if err := c.remote.requestJSON(cmd.Context(), "GET", fmt.Sprintf("api/apps/%s/persons/%s", url.PathEscape(app), url.PathEscape("anon-"+u)), nil, &p); err != nil {
+				return fmt.Errorf("person of anon-%s: %w", u, err)
+			}
+			got.Identified = p.PersonID == u
 		}
 		total += got.Events
 		want := rec.Users[u]
