@@ -40,6 +40,9 @@
 //     install: the page the event happens on, e.g. "/product/17", moving
 //     along the session). User properties (UserStream): platform, channel
 //     (the acquisition channel), country and signup_time.
+//   - With Config.Persons, a share of the users are persons of several
+//     distinct ids: anonymous before signup, then joined by "$identify"
+//     events, some with a second device (persons.go).
 //
 // Randomness: each user has its own wyrand stream (Wang Yi's wyhash PRNG)
 // seeded from (Seed, user index) through SplitMix64, so a user's attributes
@@ -162,7 +165,7 @@ const (
 )
 
 // EventNames returns the 43 event names the generator emits, in a fixed
-// order. The returned slice is a fresh copy owned by the caller.
+// order (with Config.Persons, IdentifyEvent as well). The returned slice is a fresh copy owned by the caller.
 func EventNames() []string {
 	return append([]string(nil), eventNames[:]...)
 }
@@ -354,6 +357,7 @@ const (
 	streamUser   = 2
 	streamTouch  = 3 // ad touchpoints (marketing.go)
 	streamExtra  = 4 // URLs and revenue (marketing.go)
+	// streamPersons = 5: who is a person and its second device (persons.go)
 )
 
 // rng is wyrand (Wang Yi, public domain): a 64-bit state advanced by a Weyl
@@ -454,8 +458,11 @@ func (b *idBlock) id(i, users int64) string {
 	return b.block[off : off+l]
 }
 
-// Generator streams the events of one Config in trail order. It is not safe
-// for concurrent use; use one Generator per goroutine.
+// Generator streams the events of one Config in trail order: all events of
+// user 0 in time order, then user 1, … (with Config.Persons, a user's
+// events are those of all of its ids, the $identify events included; ties
+// in time keep the order described in persons.go). It is not safe for
+// concurrent use; use one Generator per goroutine.
 type Generator struct {
 	p           *plan
 	totalWeight uint64 // Σ raw weights, or Users when they are all 0
@@ -615,7 +622,8 @@ func (g *Generator) advance(gap int64) int64 {
 // sets UserID, Time, Name and Props (reusing ev.Props' capacity) and clears
 // InsertID and Pos. The strings are immutable and stay valid after later
 // calls; ev.Props is overwritten by the next call. It does not allocate in
-// steady state (one allocation per 1024 users, for their ids).
+// steady state (one allocation per 1024 users, for their ids, and one more
+// with Config.Persons, for their anonymous ids).
 func (g *Generator) Next(ev *event.Event) bool {
 	name, price, ok := g.step()
 	if !ok {

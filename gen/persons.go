@@ -56,8 +56,9 @@ const (
 )
 
 // person draws user i's persons role: devices is 0 (not a person), 1 or 2
-// (uses a second device when it has a session to spare). r is the user's
-// persons stream after those draws. rate is Config.Persons.
+// (uses a second device when it has a session to spare), a share
+// Config.Persons of the users. r is the user's persons stream after those
+// draws.
 func (p *plan) person(i int64) (devices int, r rng) {
 	r = newRNG(p.seed, i, streamPersons)
 	if r.float() >= p.cfg.Persons {
