@@ -2,9 +2,7 @@ package gen
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"strings"
@@ -264,44 +262,6 @@ func TestPersonsResolved(t *testing.T) {
 	}
 }
 
-// TestPersonsBatch: NextBatch agrees with Next with persons, and carries
-// $anon_distinct_id.
-func TestPersonsBatch(t *testing.T) {
-	for _, cfg := range []Config{personConfigs[1], {Events: 30_000, Seed: 2, Persons: 0.4, ResolvePersons: true}} {
-		evs, _ := collect(t, cfg)
-		g, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var b event.Batch
-		n := 0
-		for {
-			err := Source{G: g}.NextBatch(&b)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			for r := range b.Rows {
-				got := event.Event{UserID: b.User.Str(r), Time: b.Time[r], Name: b.Event.Str(r)}
-				for _, c := range b.Props {
-					if v := c.Value(r); v.Type != event.TypeNone {
-						got.Props = append(got.Props, event.Prop{Name: c.Name, Value: v})
-					}
-				}
-				if n >= len(evs) || !sameEvent(&got, &evs[n], nil) {
-					t.Fatalf("%+v: row %d %+v, Next %+v", cfg, n, got, evs[min(n, len(evs)-1)])
-				}
-				n++
-			}
-		}
-		if n != len(evs) {
-			t.Fatalf("%+v: batches held %d events of %d", cfg, n, len(evs))
-		}
-	}
-}
-
 // TestPersonsParquet: the file of a data set with persons has the
 // $anon_distinct_id column, and its rows are Next's events.
 func TestPersonsParquet(t *testing.T) {
@@ -332,17 +292,5 @@ func TestPersonsParquet(t *testing.T) {
 	}
 	if identifies == 0 {
 		t.Fatal("no $identify rows")
-	}
-}
-
-func TestPersonsNextAllocs(t *testing.T) {
-	g, err := New(Config{Events: 1_000_000, Users: 100, Persons: 0.5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ev event.Event
-	g.Next(&ev)
-	if a := testing.AllocsPerRun(100_000, func() { g.Next(&ev) }); a != 0 {
-		t.Fatalf("Next allocates %.3f times per event", a)
 	}
 }
