@@ -50,8 +50,15 @@ func (s Source) NextBatch(b *event.Batch) error {
 	rev, url := &cols[7], &cols[8]
 	var anon *event.Column
 	if persons {
+		// Null but on the few $identify rows: set in bulk, not per row.
 		anon = &cols[9]
 		setCol(anon, PropAnonDistinctID, event.TypeString, nil)
+		anon.Strs = slices.Grow(anon.Strs, batchRows)[:batchRows]
+		clear(anon.Strs)
+		anon.Null = slices.Grow(anon.Null, batchRows)[:batchRows]
+		for i := range anon.Null {
+			anon.Null[i] = true
+		}
 	}
 	setCol(user, "user_id", event.TypeString, nil)
 	setCol(name, "event", event.TypeString, names)
@@ -82,9 +89,8 @@ func (s Source) NextBatch(b *event.Batch) error {
 		rev.Null = append(rev.Null, g.evRevenue == 0)
 		url.Codes = append(url.Codes, uint32(max(g.evURL, 0)))
 		url.Null = append(url.Null, g.evURL < 0)
-		if anon != nil {
-			anon.Strs = append(anon.Strs, g.evAnon)
-			anon.Null = append(anon.Null, g.evAnon == "")
+		if g.evAnon != "" { // only with persons: anon is not nil
+			anon.Strs[n], anon.Null[n] = g.evAnon, false
 		}
 	}
 	if n == 0 {
@@ -100,6 +106,7 @@ func (s Source) NextBatch(b *event.Batch) error {
 	b.User, b.Event, b.InsertID = user, name, nil
 	b.Props = append(b.Props[:0], plat, chn, ctry, sess, price, rev, url)
 	if anon != nil {
+		anon.Strs, anon.Null = anon.Strs[:n], anon.Null[:n]
 		b.Props = append(b.Props, anon)
 	}
 	return nil
