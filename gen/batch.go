@@ -21,6 +21,14 @@ var (
 	urlDict      = &event.Dict{Strs: urls}
 )
 
+// allNull is a column's Null of batchRows null rows (immutable).
+var allNull = func() (a [batchRows]bool) {
+	for i := range a {
+		a[i] = true
+	}
+	return a
+}()
+
 // Close implements ingest.Reader; a generator holds nothing to release.
 func (s Source) Close() error { return nil }
 
@@ -56,9 +64,7 @@ func (s Source) NextBatch(b *event.Batch) error {
 		anon.Strs = slices.Grow(anon.Strs, batchRows)[:batchRows]
 		clear(anon.Strs)
 		anon.Null = slices.Grow(anon.Null, batchRows)[:batchRows]
-		for i := range anon.Null {
-			anon.Null[i] = true
-		}
+		copy(anon.Null, allNull[:])
 	}
 	setCol(user, "user_id", event.TypeString, nil)
 	setCol(name, "event", event.TypeString, names)
