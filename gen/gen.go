@@ -500,7 +500,7 @@ type Generator struct {
 	product int      // the web user's current product
 
 	// persons (persons.go); pstate is pNone when Config.Persons is 0
-	anonIDs anonBlock
+	anonIDs *anonBlock // allocated with persons (4 KB, kept out of the hot fields' way)
 	pstate  uint8
 	opened  bool   // a session was opened before its $identify: appStep emits its first event
 	user    string // the user's id (T)
@@ -546,6 +546,7 @@ func New(cfg Config) (*Generator, error) {
 	}
 	if p.cfg.Persons > 0 {
 		g.identifies = g.countIdentifies()
+		g.anonIDs = new(anonBlock)
 	}
 	return g, nil
 }
