@@ -40,6 +40,9 @@
 //     install: the page the event happens on, e.g. "/product/17", moving
 //     along the session). User properties (UserStream): platform, channel
 //     (the acquisition channel), country and signup_time.
+//   - With Config.Persons, a share of the users are persons of several
+//     distinct ids: anonymous before signup, then joined by "$identify"
+//     events, some with a second device (persons.go).
 //
 // Randomness: each user has its own wyrand stream (Wang Yi's wyhash PRNG)
 // seeded from (Seed, user index) through SplitMix64, so a user's attributes
@@ -83,6 +86,29 @@ type Config struct {
 	Start  int64 // start of the span, UTC microseconds; 0 means DefaultStart
 	Days   int   // length of the span in days, 1..MaxDays; 0 means DefaultDays
 	Users  int64 // number of users, 1..Events; 0 means max(1, Events/EventsPerUser)
+
+	// Persons is the share of users, 0 ≤ Persons ≤ 1, that are persons of
+	// several distinct ids (identity.md): each browses anonymously before
+	// signing up and half of them later log in on a second device
+	// (persons.go has the trail). Which users is drawn per user from
+	// (Seed, user index) alone. Their first session (with the ad
+	// touchpoints and the install) is sent under an anonymous id A1, and
+	// "$identify" from the user id with "$anon_distinct_id" A1 follows it;
+	// a second device's session is sent under A2, preceded by
+	// "$identify" (user id, A2). Anonymous ids are "anon-" and 16 hex
+	// digits, distinct from each other and from every user id ("u" and
+	// digits). Events counts the events without the $identify events,
+	// which come in addition (Source.Rows counts both). A person's other
+	// events, and all events of the other users, are exactly those of
+	// Persons = 0 (only their user id differs), and with Persons = 0 the
+	// output is what it was before persons existed, byte for byte.
+	Persons float64
+	// ResolvePersons sends every event of a person, the $identify events
+	// included, under its user id: the same events as with Persons alone,
+	// with the anonymous ids resolved to the person (the reference of an
+	// import "with person ids already resolved"). No effect when Persons
+	// is 0.
+	ResolvePersons bool
 }
 
 // Tuning of the generated shape (see the package doc).
@@ -139,7 +165,7 @@ const (
 )
 
 // EventNames returns the 43 event names the generator emits, in a fixed
-// order. The returned slice is a fresh copy owned by the caller.
+// order (with Config.Persons, IdentifyEvent as well). The returned slice is a fresh copy owned by the caller.
 func EventNames() []string {
 	return append([]string(nil), eventNames[:]...)
 }
@@ -280,6 +306,9 @@ func newPlan(cfg Config) (*plan, error) {
 	if cfg.Users < 1 || cfg.Users > cfg.Events {
 		return nil, fmt.Errorf("gen: users %d out of range [1, events=%d]", cfg.Users, cfg.Events)
 	}
+	if !(cfg.Persons >= 0 && cfg.Persons <= 1) {
+		return nil, fmt.Errorf("gen: persons rate %v out of range [0, 1]", cfg.Persons)
+	}
 	p := &plan{
 		cfg:     cfg,
 		seed:    uint64(cfg.Seed),
@@ -328,6 +357,7 @@ const (
 	streamUser   = 2
 	streamTouch  = 3 // ad touchpoints (marketing.go)
 	streamExtra  = 4 // URLs and revenue (marketing.go)
+	// streamPersons = 5: who is a person and its second device (persons.go)
 )
 
 // rng is wyrand (Wang Yi, public domain): a 64-bit state advanced by a Weyl
@@ -428,21 +458,24 @@ func (b *idBlock) id(i, users int64) string {
 	return b.block[off : off+l]
 }
 
-// Generator streams the events of one Config in trail order. It is not safe
-// for concurrent use; use one Generator per goroutine.
+// Generator streams the events of one Config in trail order: all events of
+// user 0 in time order, then user 1, … (with Config.Persons, a user's
+// events are those of all of its ids, the $identify events included; ties
+// in time keep the order described in persons.go). It is not safe for
+// concurrent use; use one Generator per goroutine.
 type Generator struct {
 	p           *plan
 	totalWeight uint64 // Σ raw weights, or Users when they are all 0
 	extra       uint64 // Events − Users: events beyond the installs
 	uniform     bool   // all raw weights were 0: weight 1 each
 
-	ids       idBlock
-	next      int64  // index of the next user to start
-	cumWeight uint64 // Σ raw weights of started users
-	cumExtra  uint64 // extra events given to started users
+	ids        idBlock
+	next       int64 // index of the next user to start
+	sh         share // rescaling of the started users' weights
+	identifies int64 // $identify events of the data set (persons.go)
 
 	// current user
-	uid      string
+	uid      string // distinct id of the current event
 	a        userAttrs
 	r        rng
 	left     int64   // events of the user not yet emitted
@@ -466,18 +499,29 @@ type Generator struct {
 	url     int      // the web user's current page (urls index)
 	product int      // the web user's current product
 
+	// persons (persons.go); pstate is pNone when Config.Persons is 0
+	anonIDs *anonBlock // allocated with persons (4 KB, kept out of the hot fields' way)
+	pstate  uint8
+	opened  bool   // a session was opened before its $identify: appStep emits its first event
+	user    string // the user's id (T)
+	anon1   string // the person's anonymous ids
+	anon2   string
+	dev2At  int64 // device 2's session opens when sessions is dev2At; 0: none
+
 	// the event step produced
 	evTime    int64   // µs, millisecond resolution
 	evChannel uint8   // channels index: the user's, or the ad's
 	evURL     int     // urls index, -1 for none
 	evRevenue float64 // 0 for none
+	evAnon    string  // $anon_distinct_id of an $identify, "" for none
 }
 
 // New validates cfg and returns a Generator positioned before the first
 // event. It reads every user's raw weight and number of touchpoints once
 // (O(Users) time, about 100 ns each: 4 s for the 41.7 M users of 1 B
-// events) to rescale the events-per-user law to exactly cfg.Events. It returns an error naming the
-// field when cfg is out of range.
+// events) to rescale the events-per-user law to exactly cfg.Events; with
+// cfg.Persons > 0, a second pass (about as long) counts the $identify
+// events. It returns an error naming the field when cfg is out of range.
 func New(cfg Config) (*Generator, error) {
 	p, err := newPlan(cfg)
 	if err != nil {
@@ -500,6 +544,10 @@ func New(cfg Config) (*Generator, error) {
 		g.uniform = true
 		g.totalWeight = uint64(p.cfg.Users)
 	}
+	if p.cfg.Persons > 0 {
+		g.identifies = g.countIdentifies()
+		g.anonIDs = new(anonBlock)
+	}
 	return g, nil
 }
 
@@ -516,17 +564,7 @@ func (g *Generator) startUser() {
 	i := g.next
 	g.next++
 	raw := g.p.rawWeight(i)
-	w := raw
-	if g.uniform {
-		w = 1
-	}
-	g.cumWeight += w
-	// Cumulative rounding: user i's extras are ⌊cumW_i·extra/totalW⌋ −
-	// ⌊cumW_{i−1}·extra/totalW⌋, which sum to exactly extra.
-	hi, lo := bits.Mul64(g.cumWeight, g.extra)
-	cum, _ := bits.Div64(hi, lo, g.totalWeight)
-	n := int64(1 + cum - g.cumExtra)
-	g.cumExtra = cum
+	n := g.take(&g.sh, raw)
 
 	g.uid = g.ids.id(i, g.p.cfg.Users)
 	g.r = newRNG(g.p.seed, i, streamUser)
@@ -537,8 +575,7 @@ func (g *Generator) startUser() {
 		g.p.drawTouches(i, g.a.channel, g.a.signup, &g.touch)
 	}
 	g.install, g.url, g.product = true, urlHome, 0
-	meanLen := 3 + 7*g.r.float() // the user's mean session length, events
-	g.sessions = 1 + int64(float64(n-1)/meanLen)
+	g.sessions = sessionCount(n, &g.r)
 	// Active lifetime: log-normal, median 2 days × n^0.7, within the span.
 	life := 2 * dayMicros * math.Exp(0.7*math.Log(float64(n))+g.r.normal())
 	g.life = min(life, float64(g.p.end-g.a.signup))
@@ -546,6 +583,9 @@ func (g *Generator) startUser() {
 	g.u = 0
 	g.t = g.a.signup
 	g.openSession()
+	if g.p.cfg.Persons > 0 {
+		g.startPerson(i)
+	}
 }
 
 // openSession starts the next session of the current user and draws its
@@ -583,7 +623,8 @@ func (g *Generator) advance(gap int64) int64 {
 // sets UserID, Time, Name and Props (reusing ev.Props' capacity) and clears
 // InsertID and Pos. The strings are immutable and stay valid after later
 // calls; ev.Props is overwritten by the next call. It does not allocate in
-// steady state (one allocation per 1024 users, for their ids).
+// steady state (one allocation per 1024 users, for their ids, and one more
+// with Config.Persons, for their anonymous ids).
 func (g *Generator) Next(ev *event.Event) bool {
 	name, price, ok := g.step()
 	if !ok {
@@ -591,7 +632,7 @@ func (g *Generator) Next(ev *event.Event) bool {
 	}
 	ev.UserID = g.uid
 	ev.Time = g.evTime
-	ev.Name = eventNames[name]
+	ev.Name = allNames[name]
 	ev.InsertID = ""
 	ev.Pos = event.Pos{}
 	ps := append(ev.Props[:0],
@@ -609,6 +650,9 @@ func (g *Generator) Next(ev *event.Event) bool {
 	if g.evURL >= 0 {
 		ps = append(ps, event.Prop{Name: PropURL, Value: event.Value{Type: event.TypeString, Str: urls[g.evURL]}})
 	}
+	if g.evAnon != "" {
+		ps = append(ps, event.Prop{Name: PropAnonDistinctID, Value: event.Value{Type: event.TypeString, Str: g.evAnon}})
+	}
 	ev.Props = ps
 	return true
 }
@@ -623,6 +667,9 @@ func (g *Generator) time() int64 { return g.t - (g.t-g.p.cfg.Start)%1000 }
 // user (g.uid, g.a) and session are in g, the event's time, channel, URL
 // and revenue in g.ev….
 func (g *Generator) step() (name int, price float64, ok bool) {
+	if g.pstate != pNone && g.personStep() {
+		return evIdentify, 0, true
+	}
 	if g.left == 0 && g.touch.next == g.touch.n {
 		if g.next == g.p.cfg.Users {
 			return 0, 0, false
@@ -661,9 +708,12 @@ func (g *Generator) appStep() (name int, price float64) {
 		g.items--
 		name = evPurchase
 		price = g.price()
-	case g.sessLeft == 0:
-		g.openSession()
-		g.t = g.sessionStart()
+	case g.sessLeft == 0 || g.opened:
+		if !g.opened { // else personStep opened it before its $identify
+			g.openSession()
+			g.t = g.sessionStart()
+		}
+		g.opened = false
 		name = evAppOpen
 		if g.r.next()>>62 == 0 { // 1 in 4
 			name = evNotificationOpen

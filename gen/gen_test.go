@@ -378,14 +378,16 @@ func TestUsersAgree(t *testing.T) {
 }
 
 func TestNextAllocs(t *testing.T) {
-	g, err := New(Config{Events: 1_000_000, Users: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ev event.Event
-	g.Next(&ev)
-	if a := testing.AllocsPerRun(100_000, func() { g.Next(&ev) }); a != 0 {
-		t.Fatalf("Next allocates %.3f times per event", a)
+	for _, persons := range []float64{0, 0.5} {
+		g, err := New(Config{Events: 1_000_000, Users: 100, Persons: persons})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev event.Event
+		g.Next(&ev)
+		if a := testing.AllocsPerRun(100_000, func() { g.Next(&ev) }); a != 0 {
+			t.Fatalf("persons %v: Next allocates %.3f times per event", persons, a)
+		}
 	}
 }
 

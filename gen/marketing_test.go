@@ -98,7 +98,19 @@ func TestMarketing(t *testing.T) {
 // TestNextBatchAgreesWithNext checks that the column batches of an import
 // carry exactly the events of Next.
 func TestNextBatchAgreesWithNext(t *testing.T) {
-	cfg := Config{Events: 20_000, Seed: 9}
+	for _, cfg := range []Config{
+		{Events: 20_000, Seed: 9},
+		{Events: 50_000, Seed: 7, Days: 30, Persons: 0.5}, // $anon_distinct_id on the $identify events
+		{Events: 30_000, Seed: 2, Persons: 0.4, ResolvePersons: true},
+	} {
+		checkBatchAgrees(t, cfg)
+	}
+}
+
+// checkBatchAgrees checks that NextBatch yields Next's events for cfg,
+// Source.Rows of them.
+func checkBatchAgrees(t *testing.T, cfg Config) {
+	t.Helper()
 	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +132,7 @@ func TestNextBatchAgreesWithNext(t *testing.T) {
 		}
 		for r := range batch.Rows {
 			if !a.Next(&ev) {
-				t.Fatalf("Next ended at event %d", n)
+				t.Fatalf("%+v: Next ended at event %d", cfg, n)
 			}
 			n++
 			got := event.Event{UserID: batch.User.Str(r), Time: batch.Time[r], Name: batch.Event.Str(r)}
@@ -132,16 +144,16 @@ func TestNextBatchAgreesWithNext(t *testing.T) {
 			want := ev
 			want.Props = append([]event.Prop(nil), ev.Props...)
 			if got.UserID != want.UserID || got.Time != want.Time || got.Name != want.Name || len(got.Props) != len(want.Props) {
-				t.Fatalf("event %d: batch %+v, Next %+v", n, got, want)
+				t.Fatalf("%+v: event %d: batch %+v, Next %+v", cfg, n, got, want)
 			}
 			for k := range got.Props {
 				if got.Props[k] != want.Props[k] {
-					t.Fatalf("event %d: batch %+v, Next %+v", n, got, want)
+					t.Fatalf("%+v: event %d: batch %+v, Next %+v", cfg, n, got, want)
 				}
 			}
 		}
 	}
-	if a.Next(&ev) || int64(n) != cfg.Events {
-		t.Fatalf("batches held %d events of %d", n, cfg.Events)
+	if a.Next(&ev) || int64(n) != (Source{G: b}).Rows() {
+		t.Fatalf("%+v: batches held %d events of %d", cfg, n, (Source{G: b}).Rows())
 	}
 }

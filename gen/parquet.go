@@ -31,6 +31,27 @@ type EventRow struct {
 	URL       *string  `parquet:"url,optional,dict"`
 }
 
+// PersonEventRow is one row of the events Parquet file WriteParquet writes
+// when Config.Persons > 0: EventRow's columns and $anon_distinct_id, the
+// anonymous id an $identify event joins to its user id (nil, null, on
+// other events).
+type PersonEventRow struct {
+	EventRow
+	AnonDistinctID *string `parquet:"$anon_distinct_id,optional"`
+}
+
+// base and setAnon give WriteParquet's generic batches their rows' columns.
+func (r *EventRow) base() *EventRow            { return r }
+func (r *EventRow) setAnon(*string)            {}
+func (r *PersonEventRow) setAnon(anon *string) { r.AnonDistinctID = anon }
+
+// eventRowPtr is a pointer to an EventRow or a PersonEventRow.
+type eventRowPtr[R any] interface {
+	*R
+	base() *EventRow
+	setAnon(*string)
+}
+
 // UserRow is one row of the users Parquet file written by
 // WriteUsersParquet: a user's properties.
 type UserRow struct {
@@ -67,20 +88,29 @@ func writerOptions(dictColumns ...string) []parquet.WriterOption {
 	return opts
 }
 
-// eventBatch is a reusable batch of rows; Price and Revenue pointers point
-// into prices and revenues, URL pointers into urls.
-type eventBatch struct {
-	rows     []EventRow
+// eventBatch is a reusable batch of rows (EventRow or PersonEventRow);
+// Price, Revenue and AnonDistinctID pointers point into prices, revenues
+// and anons, URL pointers into urls.
+type eventBatch[R any, P eventRowPtr[R]] struct {
+	rows     []R
 	prices   []float64
 	revenues []float64
+	anons    []string
 	n        int
 }
 
+func newEventBatch[R any, P eventRowPtr[R]]() *eventBatch[R, P] {
+	return &eventBatch[R, P]{rows: make([]R, writeBatch), prices: make([]float64, writeBatch),
+		revenues: make([]float64, writeBatch), anons: make([]string, writeBatch)}
+}
+
 // fill fills b with up to len(b.rows) events of g.
-func (b *eventBatch) fill(g *Generator, ev *event.Event) {
+func (b *eventBatch[R, P]) fill(g *Generator, ev *event.Event) {
 	b.n = 0
 	for b.n < len(b.rows) && g.Next(ev) {
-		r := &b.rows[b.n]
+		row := P(&b.rows[b.n])
+		row.setAnon(nil)
+		r := row.base()
 		r.UserID = ev.UserID
 		r.Timestamp = ev.Time
 		r.Event = ev.Name
@@ -99,6 +129,9 @@ func (b *eventBatch) fill(g *Generator, ev *event.Event) {
 				r.Revenue = &b.revenues[b.n]
 			case PropURL:
 				r.URL = &urls[g.evURL]
+			case PropAnonDistinctID:
+				b.anons[b.n] = pr.Value.Str
+				row.setAnon(&b.anons[b.n])
 			}
 		}
 		b.n++
@@ -106,7 +139,8 @@ func (b *eventBatch) fill(g *Generator, ev *event.Event) {
 }
 
 // WriteParquet writes the events of cfg to w as one Parquet file with the
-// columns of EventRow (zstd, row groups of 2²⁰ rows, rows in trail order).
+// columns of EventRow, or PersonEventRow when cfg.Persons > 0 (zstd, row
+// groups of 2²⁰ rows, rows in trail order).
 // A second goroutine generates the rows while this one encodes them; it has
 // ended when WriteParquet returns. progress, when not nil, is called (from
 // the calling goroutine) after each batch of 8192 rows with the number of
@@ -117,14 +151,22 @@ func WriteParquet(w io.Writer, cfg Config, progress func(events int64)) error {
 	if err != nil {
 		return err
 	}
+	if g.p.cfg.Persons > 0 {
+		return writeParquet[PersonEventRow](w, g, progress)
+	}
+	return writeParquet[EventRow](w, g, progress)
+}
+
+// writeParquet is WriteParquet with rows of type R.
+func writeParquet[R any, P eventRowPtr[R]](w io.Writer, g *Generator, progress func(events int64)) error {
 	bw := bufio.NewWriterSize(w, bufferBytes)
-	pw := parquet.NewGenericWriter[EventRow](bw, writerOptions("event", "platform", "channel", "country", "url")...)
+	pw := parquet.NewGenericWriter[R](bw, writerOptions("event", "platform", "channel", "country", "url")...)
 
 	// free and full both have room for every batch, so sends never block.
-	free := make(chan *eventBatch, batchesAhead)
-	full := make(chan *eventBatch, batchesAhead)
+	free := make(chan *eventBatch[R, P], batchesAhead)
+	full := make(chan *eventBatch[R, P], batchesAhead)
 	for range batchesAhead {
-		free <- &eventBatch{rows: make([]EventRow, writeBatch), prices: make([]float64, writeBatch), revenues: make([]float64, writeBatch)}
+		free <- newEventBatch[R, P]()
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -132,7 +174,7 @@ func WriteParquet(w io.Writer, cfg Config, progress func(events int64)) error {
 		defer close(full)
 		var ev event.Event
 		for {
-			var b *eventBatch
+			var b *eventBatch[R, P]
 			select {
 			case b = <-free:
 			case <-stop:

@@ -2,12 +2,14 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spurdb/spur/data"
+	"github.com/spurdb/spur/gen"
 	"github.com/spurdb/spur/ingest"
 	"github.com/spurdb/spur/query"
 	"github.com/spurdb/spur/storage"
@@ -28,6 +30,16 @@ var demoImports = []demoImport{
 	{app: "otto", file: "otto-sample/train.jsonl", opt: ingest.Options{Format: "otto"}},
 }
 
+// demoGenApp is the demo's generated app: the generator's shop data with
+// persons (10 % of the users browse anonymously before signup, and some
+// log in on a second device; gen.Config.Persons), so that analyses by
+// distinct id and by person can be compared on it.
+const demoGenApp = "persons"
+
+// demoGen is the data set of demoGenApp (spur gen --events 100000 --seed 1
+// --persons 0.1).
+var demoGen = gen.Config{Events: 100_000, Seed: 1, Persons: 0.1}
+
 // demoQueries are the questions the demo answers, as docs/analytics.md §9 JSON.
 var demoQueries = []struct{ title, json string }{
 	{"Cardano Stack Exchange: weekly sign-ups",
@@ -42,13 +54,16 @@ var demoQueries = []struct{ title, json string }{
 	{"OTTO shop sample: clicks → carts → orders funnel (14-day window)",
 		`{"kind": "funnel", "app": "otto", "range": {"from": "2022-07-31", "to": "2022-08-29"}, "tz": "Europe/Berlin",
 		  "steps": [{"event": "clicks"}, {"event": "carts"}, {"event": "orders"}], "window": "14d"}`},
+	{"Generated shop with persons (10 % of users anonymous until signup): install → purchase funnel (30-day window)",
+		`{"kind": "funnel", "app": "persons", "range": {"from": "2024-01-01", "to": "2024-04-01"}, "tz": "UTC",
+		  "steps": [{"event": "install"}, {"event": "purchase"}], "window": "30d"}`},
 }
 
 func newDemoCmd(g *globals) *cobra.Command {
 	var keep string
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Import the bundled real datasets into a fresh store and print a trend, funnels and a retention table",
+		Short: "Import the bundled real datasets and a generated app with persons into a fresh store and print a trend, funnels and a retention table",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := keep
@@ -77,7 +92,7 @@ func runDemo(cmd *cobra.Command, dir string, shards int) error {
 		return err
 	}
 	defer st.Close()
-	fmt.Fprintf(out, "Spur demo: bundled real data (Cardano Stack Exchange, CC BY-SA 4.0; OTTO sample, CC BY 4.0) into %s\n\n", dir)
+	fmt.Fprintf(out, "Spur demo: bundled real data (Cardano Stack Exchange, CC BY-SA 4.0; OTTO sample, CC BY 4.0) and generated data into %s\n\n", dir)
 	for _, d := range demoImports {
 		f, err := data.FS.Open(d.file)
 		if err != nil {
@@ -96,8 +111,13 @@ func runDemo(cmd *cobra.Command, dir string, shards int) error {
 		if err != nil {
 			return fmt.Errorf("import %s: %w", d.file, err)
 		}
-		fmt.Fprintf(out, "imported %-38s → app %-8s %6d rows, %2d segments, %7d bytes, %s\n",
-			d.file, d.app, rep.Applied, rep.Segments, rep.Bytes, rep.Elapsed.Round(time.Millisecond))
+		printDemoImport(out, d.file, d.app, rep)
+	}
+	what := fmt.Sprintf("gen --events %d --seed %d --persons %v", demoGen.Events, demoGen.Seed, demoGen.Persons)
+	if err := importGen(cmd.Context(), st, demoGenApp, demoGen, false, func(rep *storage.ImportReport) {
+		printDemoImport(out, what, demoGenApp, rep)
+	}); err != nil {
+		return fmt.Errorf("demo: generate app %s (%s): %w", demoGenApp, what, err)
 	}
 	eng := query.New(st, query.Config{})
 	for _, dq := range demoQueries {
@@ -117,6 +137,12 @@ func runDemo(cmd *cobra.Command, dir string, shards int) error {
 	}
 	fmt.Fprintf(out, "\ndemo finished in %s\n", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// printDemoImport prints the line of one of the demo's imports.
+func printDemoImport(w io.Writer, what, app string, rep *storage.ImportReport) {
+	fmt.Fprintf(w, "imported %-38s → app %-8s %6d rows, %2d segments, %7d bytes, %s\n",
+		what, app, rep.Applied, rep.Segments, rep.Bytes, rep.Elapsed.Round(time.Millisecond))
 }
 
 func statsLine(res query.Result) string {
