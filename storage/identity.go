@@ -19,6 +19,7 @@ import (
 	"hash/crc32"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/spurdb/spur/event"
@@ -304,7 +305,9 @@ func (a *App) persistIdentity(next *Catalog) error {
 		return fmt.Errorf("app %q: id graph: %w", a.name, err)
 	}
 	for _, name := range []string{identityName, identityCopyName} {
-		if err := vfs.WriteFileAtomic(a.store.fs, a.dir, name, b); err != nil {
+		// A copy per write: the bytes stay ours (a test filesystem in a
+		// race build scrambles what it was given once Write returns).
+		if err := vfs.WriteFileAtomic(a.store.fs, a.dir, name, slices.Clone(b)); err != nil {
 			return fmt.Errorf("app %q: write id graph %s: %w", a.name, name, err)
 		}
 	}
@@ -351,7 +354,7 @@ func (a *App) recoverIdentity(old *IdentityPos, rep *RecoverReport) error {
 		return a.loadIdentity(&Catalog{})
 	}
 	for _, name := range []string{identityName, identityCopyName} {
-		if err := vfs.WriteFileAtomic(a.store.fs, a.dir, name, best); err != nil {
+		if err := vfs.WriteFileAtomic(a.store.fs, a.dir, name, slices.Clone(best)); err != nil {
 			return fmt.Errorf("app %q: rewrite id graph %s: %w", a.name, name, err)
 		}
 	}
