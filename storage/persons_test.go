@@ -249,3 +249,36 @@ func TestIdentityDamageVerifyRecover(t *testing.T) {
 		t.Errorf("verify after recover: %v %+v", err, rep)
 	}
 }
+
+// TestIdentityNoopOnlyRestart: a store whose only identity operations
+// were Noops (merge(x, x)) publishes no id graph position, so that it
+// opens again (it used to publish a log position of no bytes, whose
+// missing file then failed the open).
+func TestIdentityNoopOnlyRestart(t *testing.T) {
+	fs := crashfs.New()
+	st := openLiveOn(t, fs, 2, quietLive)
+	ctx := context.Background()
+	if _, err := st.Ingest(ctx, "app", []event.Event{{UserID: "x", Name: "view", Time: 1}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MergePersons(ctx, "app", "x", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.FlushLive(ctx, "app"); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	st = openLiveOn(t, fs, 2, quietLive)
+	a, err := st.App("app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := a.Acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Release()
+	if got := personTrails(t, v, false); !maps.EqualFunc(got, map[string][]int64{"x": {1}}, slices.Equal) {
+		t.Errorf("trails %v", got)
+	}
+}
