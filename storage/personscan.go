@@ -40,12 +40,16 @@ type personPart struct {
 // joinVisitor wraps one scan worker's visitor (see the file comment).
 type joinVisitor struct {
 	inner Visitor
-	snap  *identity.Snapshot
-	sc    *shardScanner // the worker's scanner: the user values' write times
-	grow  func(int64) error
-	parts []personPart
-	cur   *personPart // the part receiving the current user's chunks; nil: pass through
-	err   error       // the first refusal of grow
+	// passEmpty: the scan's visitors asked for users without passing
+	// rows (ScanSpec.AllUsers); else such trails, visited only for their
+	// user values (personJoin.prepare), are dropped.
+	passEmpty bool
+	snap      *identity.Snapshot
+	sc        *shardScanner // the worker's scanner: the user values' write times
+	grow      func(int64) error
+	parts     []personPart
+	cur       *personPart // the part receiving the current user's chunks; nil: pass through
+	err       error       // the first refusal of grow
 }
 
 // joinPrepassVisitor is a joinVisitor whose inner visitor is a
@@ -77,6 +81,8 @@ func (j *joinVisitor) Visit(u UserKey, t *trail.Trail) {
 			j.parts = append(j.parts, personPart{person: p, id: string(u.ID)})
 			j.cur = &j.parts[len(j.parts)-1]
 			j.userValues(j.cur, t)
+		} else if len(t.Times) == 0 && !j.passEmpty {
+			return
 		}
 	}
 	pt := j.cur
@@ -129,8 +135,24 @@ func partBytes(pt *personPart) int64 {
 
 // personJoin is the join of one scan.
 type personJoin struct {
-	snap    *identity.Snapshot
-	workers []*joinVisitor
+	snap      *identity.Snapshot
+	workers   []*joinVisitor
+	passEmpty bool // the scan's spec asked for ScanSpec.AllUsers
+}
+
+// prepare adjusts the scan's spec for the join: every trail's id is
+// read (the join looks it up), and when the trails carry user values
+// every user is visited (ScanSpec.AllUsers), also a distinct id without
+// passing rows, whose writes still count in its person's values
+// (identity.md §3: a fold over the writes of all of the person's ids);
+// the join drops such trails of ids that are persons of their own, and
+// persons without passing rows, unless the spec asked for all users.
+func (pj *personJoin) prepare(spec *ScanSpec) {
+	spec.NoIDs = false
+	pj.passEmpty = spec.AllUsers
+	if spec.UserProps > 0 {
+		spec.AllUsers = true
+	}
 }
 
 // newPersonJoin returns the join of a scan of a version whose graph is
@@ -147,7 +169,7 @@ func newPersonJoin(snap *identity.Snapshot) *personJoin {
 func (pj *personJoin) wrap(vs []Visitor, grow func(int64) error) []Visitor {
 	out := make([]Visitor, len(vs))
 	for w, v := range vs {
-		j := &joinVisitor{inner: v, snap: pj.snap, grow: grow}
+		j := &joinVisitor{inner: v, snap: pj.snap, grow: grow, passEmpty: pj.passEmpty}
 		pj.workers = append(pj.workers, j)
 		out[w] = j
 		if _, ok := v.(PrepassVisitor); ok {
@@ -193,7 +215,7 @@ func (pj *personJoin) visit(ctx context.Context, chunkEvents int) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var m personMerge
+			m := personMerge{passEmpty: pj.passEmpty}
 			for g := w; g < len(groups); g += len(pj.workers) {
 				if ctx.Err() != nil {
 					return
@@ -208,11 +230,12 @@ func (pj *personJoin) visit(ctx context.Context, chunkEvents int) error {
 
 // personMerge holds the buffers of one worker's merged trails.
 type personMerge struct {
-	t     trail.Trail
-	chunk trail.Trail
-	order []int32 // event positions in the parts' concatenation, merged
-	src   []int32 // the part of each concatenated event
-	at    []int32 // its index in that part
+	passEmpty bool // visit persons without events (personJoin.passEmpty)
+	t         trail.Trail
+	chunk     trail.Trail
+	order     []int32 // event positions in the parts' concatenation, merged
+	src       []int32 // the part of each concatenated event
+	at        []int32 // its index in that part
 }
 
 // visit merges one person's parts (sorted by distinct id) into one trail
@@ -232,8 +255,11 @@ func (m *personMerge) visit(v Visitor, parts []personPart, chunkEvents int) {
 	slices.SortStableFunc(m.order, func(a, b int32) int {
 		return cmp.Compare(parts[m.src[a]].times[m.at[a]], parts[m.src[b]].times[m.at[b]])
 	})
-	t := &m.t
 	n := len(m.order)
+	if n == 0 && !m.passEmpty {
+		return // parts visited for their user values only
+	}
+	t := &m.t
 	t.Times, t.Mask = slices.Grow(t.Times[:0], n), slices.Grow(t.Mask[:0], n)
 	ncols := len(parts[0].cols)
 	if len(t.Cols) != ncols {

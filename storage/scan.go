@@ -277,7 +277,7 @@ func (s *Version) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) (
 	}
 	scanners := visitors
 	if join != nil {
-		spec.NoIDs = false // the join looks up every trail's id
+		join.prepare(&spec)
 		scanners = join.wrap(visitors, spec.Grow)
 	}
 	var next atomic.Int64
