@@ -146,7 +146,7 @@ func funnelModesQuery(t *testing.T, r *rand.Rand, g *diffGen, data testutil.Data
 		}
 		q["list"] = list
 	}
-	res := runJSON(t, eng, q).(*FunnelResult)
+	res := g.run(t, eng, q).(*FunnelResult)
 	check := func(what string, got, want any) {
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("funnel %s: %s\ngot  %+v\nwant %+v", js(q), what, got, want)
