@@ -282,3 +282,67 @@ func TestIdentityNoopOnlyRestart(t *testing.T) {
 		t.Errorf("trails %v", got)
 	}
 }
+
+// prepassRecorder records the ids of Prepass and Visit calls.
+type prepassRecorder struct {
+	mu               sync.Mutex
+	prepass, visited map[string]int // id → chunks
+}
+
+func (p *prepassRecorder) Visit(u UserKey, _ *trail.Trail) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.visited[string(u.ID)]++
+}
+
+func (p *prepassRecorder) Prepass(u UserKey, _ *trail.Trail) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.prepass[string(u.ID)]++
+}
+
+// TestPersonsChunkedPrepass: a joined distinct id's own trail, long
+// enough to come in chunks, shows a PrepassVisitor none of its chunks
+// (only its person's merged trail is shown, Prepass then Visit).
+func TestPersonsChunkedPrepass(t *testing.T) {
+	fs := crashfs.New()
+	st := openLiveOn(t, fs, 1, quietLive)
+	ctx := context.Background()
+	var evs []event.Event
+	for i := range 7 {
+		evs = append(evs, event.Event{UserID: "anon", Name: "view", Time: int64(10 + i)})
+	}
+	evs = append(evs, event.Event{UserID: "acct", Name: "buy", Time: 100},
+		event.Event{UserID: "acct", Name: IdentifyEvent, Time: 101, Props: []event.Prop{{Name: "$anon_distinct_id", Value: event.String("anon")}}})
+	if _, err := st.Ingest(ctx, "app", evs, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.FlushLive(ctx, "app"); err != nil {
+		t.Fatal(err)
+	}
+	a, err := st.App("app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := a.Acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Release()
+	rec := &prepassRecorder{prepass: map[string]int{}, visited: map[string]int{}}
+	spec := ScanSpec{From: -1 << 62, To: 1 << 62, ChunkEvents: 2,
+		Masks: func(meta *segment.Meta) []uint64 {
+			m := make([]uint64, len(meta.EventNames))
+			for i := range m {
+				m[i] = 1
+			}
+			return m
+		}}
+	if _, err := v.Scan(ctx, spec, []Visitor{rec}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"acct": 5} // 9 events in chunks of 2
+	if !maps.Equal(rec.prepass, want) || !maps.Equal(rec.visited, want) {
+		t.Errorf("prepass %v, visited %v; want %v for both", rec.prepass, rec.visited, want)
+	}
+}

@@ -57,8 +57,8 @@ type joinVisitor struct {
 type joinPrepassVisitor struct{ *joinVisitor }
 
 func (j joinPrepassVisitor) Prepass(u UserKey, t *trail.Trail) {
-	if t.Offset == 0 && j.person(u.ID) != nil {
-		return // visited whole once joined
+	if j.person(u.ID) != nil {
+		return // every chunk: visited whole once joined
 	}
 	j.inner.(PrepassVisitor).Prepass(u, t)
 }
