@@ -346,3 +346,65 @@ func TestPersonsChunkedPrepass(t *testing.T) {
 		t.Errorf("prepass %v, visited %v; want %v for both", rec.prepass, rec.visited, want)
 	}
 }
+
+// TestPersonsUserValuesOfIdsWithoutPassingRows: a person's user values
+// fold the writes of all of its ids, also of an id none of whose events
+// passes the scan (here: outside its time range).
+func TestPersonsUserValuesOfIdsWithoutPassingRows(t *testing.T) {
+	st := openLiveOn(t, crashfs.New(), 2, quietLive)
+	ctx := context.Background()
+	score := func(v int64) []event.Prop { return []event.Prop{{Name: "score", Value: event.Int(v)}} }
+	evs := []event.Event{
+		{UserID: "acct", Name: "buy", Time: 5},
+		{UserID: "anon", Name: "view", Time: 50},
+		{UserID: "acct", Name: IdentifyEvent, Time: 60, Props: []event.Prop{{Name: "$anon_distinct_id", Value: event.String("anon")}}},
+	}
+	users := []UserWrite{{Index: 0, Props: score(1)}, {Index: 1, Props: score(2)}} // anon's is the latest
+	if _, err := st.Ingest(ctx, "app", evs, users); err != nil {
+		t.Fatal(err)
+	}
+	for _, flush := range []bool{false, true} {
+		if flush {
+			if err := st.FlushLive(ctx, "app"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a, err := st.App("app")
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := a.Acquire()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		got := map[string]trail.Value{}
+		visit := visitFunc(func(u UserKey, tr *trail.Trail) {
+			mu.Lock()
+			defer mu.Unlock()
+			got[string(tr.ID)] = tr.User[0]
+		})
+		spec := ScanSpec{From: 0, To: 20, UserProps: 1,
+			Masks: func(meta *segment.Meta) []uint64 {
+				m := make([]uint64, len(meta.EventNames))
+				for i := range m {
+					m[i] = 1
+				}
+				return m
+			},
+			CompileUsers: func(_ SegmentRef, meta *segment.Meta) (*UserSegmentPlan, error) {
+				if i := slices.IndexFunc(meta.Props, func(p segment.PropMeta) bool { return p.Name == "score" }); i >= 0 {
+					return &UserSegmentPlan{Props: []int{i}, Cols: []ColumnSource{{Prop: 0, Kind: ColInt}}}, nil
+				}
+				return &UserSegmentPlan{Cols: []ColumnSource{{Prop: -1}}}, nil
+			}}
+		_, err = v.Scan(ctx, spec, []Visitor{visit, visit})
+		v.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[string]trail.Value{"acct": {Set: true, Bits: 2}}; !maps.Equal(got, want) {
+			t.Errorf("flushed %v: user values %v, want %v", flush, got, want)
+		}
+	}
+}
