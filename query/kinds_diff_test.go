@@ -31,17 +31,24 @@ func kindsSeed(t *testing.T, seed int64) {
 // the naive reference over data; around, when not nil, runs each query
 // instead of runJSON.
 func kindsCheck(t *testing.T, r *rand.Rand, data testutil.Data, eng *Engine, around runner) {
+	g, tz := drawGen(r, around)
+	rng := map[string]string{"from": fmtInstant(g.from), "to": fmtInstant(g.to)}
+	t.Run("stickiness", func(t *testing.T) { kindsStickiness(t, g, eng, data, rng, tz) })
+	t.Run("lifecycle", func(t *testing.T) { kindsLifecycle(t, g, eng, data, rng, tz) })
+	t.Run("paths", func(t *testing.T) { kindsPaths(t, g, eng, data, rng, tz) })
+	t.Run("attribution", func(t *testing.T) { kindsAttribution(t, g, eng, data, rng, tz) })
+}
+
+// drawGen draws a time zone and a query range from r and returns a
+// generator of queries over them (run through around, nil: runJSON) and
+// the zone's name.
+func drawGen(r *rand.Rand, around runner) (*diffGen, string) {
 	tz := zones[r.IntN(len(zones))]
 	loc, _ := time.LoadLocation(tz)
 	span0 := time.Date(2021, 3, 25, 0, 0, 0, 0, time.UTC).UnixMicro()
 	from := span0 + r.Int64N(6*24)*3600e6 + r.Int64N(3)*1e6
 	to := from + 1 + r.Int64N(5*86400e6)
-	g := &diffGen{r: r, from: from, to: to, loc: loc, around: around}
-	rng := map[string]string{"from": fmtInstant(from), "to": fmtInstant(to)}
-	t.Run("stickiness", func(t *testing.T) { kindsStickiness(t, g, eng, data, rng, tz) })
-	t.Run("lifecycle", func(t *testing.T) { kindsLifecycle(t, g, eng, data, rng, tz) })
-	t.Run("paths", func(t *testing.T) { kindsPaths(t, g, eng, data, rng, tz) })
-	t.Run("attribution", func(t *testing.T) { kindsAttribution(t, g, eng, data, rng, tz) })
+	return &diffGen{r: r, from: from, to: to, loc: loc, around: around}, tz
 }
 
 // interval draws an interval and week start (hours only over short

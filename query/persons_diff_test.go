@@ -483,16 +483,7 @@ func (pc *personsCase) naive() (testutil.Data, *testutil.NaivePersons) {
 // naive one: every id's person id and distinct ids.
 func (pc *personsCase) checkPersons(t *testing.T, st *storage.Store, np *testutil.NaivePersons) {
 	t.Helper()
-	a, err := st.App("d")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := a.Acquire()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Release()
-	snap := v.Persons()
+	snap := personsVersion(t, st).Persons()
 	for _, id := range pc.ids {
 		wantID, wantIDs := np.PersonOf(id)
 		gotID, gotIDs := id, []string{id}
@@ -505,6 +496,22 @@ func (pc *personsCase) checkPersons(t *testing.T, st *storage.Store, np *testuti
 			t.Fatalf("person of %q: %q %v, want %q %v (ops %v)", id, gotID, gotIDs, wantID, wantIDs, pc.ops)
 		}
 	}
+}
+
+// personsVersion returns the current version of st's app "d", released
+// when t ends.
+func personsVersion(t *testing.T, st *storage.Store) *storage.Version {
+	t.Helper()
+	a, err := st.App("d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := a.Acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(v.Release)
+	return v
 }
 
 // personsRunner returns a runner that asks for the distinct ids of half
@@ -575,12 +582,7 @@ func personsRunner(r *rand.Rand, np *testutil.NaivePersons, answers *[]string) r
 func personsQueries(t *testing.T, r *rand.Rand, data testutil.Data, eng *Engine, run runner) {
 	diffCheck(t, r, data, eng, run)
 	kindsCheck(t, r, data, eng, run)
-	tz := zones[r.IntN(len(zones))]
-	loc, _ := time.LoadLocation(tz)
-	span0 := time.Date(2021, 3, 25, 0, 0, 0, 0, time.UTC).UnixMicro()
-	from := span0 + r.Int64N(6*24)*3600e6 + r.Int64N(3)*1e6
-	to := from + 1 + r.Int64N(5*86400e6)
-	g := &diffGen{r: r, from: from, to: to, loc: loc, around: run}
+	g, tz := drawGen(r, run)
 	funnelModesQuery(t, r, g, data, eng, tz)
 }
 
@@ -718,14 +720,7 @@ func TestPersonsLiveImportArrival(t *testing.T) {
 		r := rand.New(rand.NewPCG(uint64(seed), 0x11))
 		st := pc.deliver(t, r, pc.script(r, 2+r.IntN(2)))
 		names := []string{"a", "b", "c", "d"}
-		a, err := st.App("d")
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, err := a.Acquire()
-		if err != nil {
-			t.Fatal(err)
-		}
+		v := personsVersion(t, st)
 		got := arrivalVisitor{&sync.Mutex{}, map[string][]string{}}
 		spec := storage.ScanSpec{From: -1 << 62, To: 1 << 62, DistinctIDs: true, Masks: func(meta *segment.Meta) []uint64 {
 			m := make([]uint64, len(meta.EventNames))
@@ -734,9 +729,7 @@ func TestPersonsLiveImportArrival(t *testing.T) {
 			}
 			return m
 		}}
-		_, err = v.Scan(context.Background(), spec, []storage.Visitor{got, got})
-		v.Release()
-		if err != nil {
+		if _, err := v.Scan(context.Background(), spec, []storage.Visitor{got, got}); err != nil {
 			t.Fatal(err)
 		}
 		for _, ut := range testutil.BuildTrails(pc.evs, names) {

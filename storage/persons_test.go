@@ -23,13 +23,7 @@ func personTrails(t *testing.T, v *Version, distinct bool) map[string][]int64 {
 	var mu sync.Mutex
 	out := map[string][]int64{}
 	spec := ScanSpec{From: -1 << 62, To: 1 << 62, DistinctIDs: distinct,
-		Masks: func(meta *segment.Meta) []uint64 {
-			m := make([]uint64, len(meta.EventNames))
-			for i := range m {
-				m[i] = 1
-			}
-			return m
-		}}
+		Masks: everyEvent}
 	visit := visitFunc(func(u UserKey, tr *trail.Trail) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -269,15 +263,7 @@ func TestIdentityNoopOnlyRestart(t *testing.T) {
 	}
 	st.Close()
 	st = openLiveOn(t, fs, 2, quietLive)
-	a, err := st.App("app")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := a.Acquire()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Release()
+	v := acquired(t, st, "app")
 	if got := personTrails(t, v, false); !maps.EqualFunc(got, map[string][]int64{"x": {1}}, slices.Equal) {
 		t.Errorf("trails %v", got)
 	}
@@ -320,24 +306,10 @@ func TestPersonsChunkedPrepass(t *testing.T) {
 	if err := st.FlushLive(ctx, "app"); err != nil {
 		t.Fatal(err)
 	}
-	a, err := st.App("app")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := a.Acquire()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Release()
+	v := acquired(t, st, "app")
 	rec := &prepassRecorder{prepass: map[string]int{}, visited: map[string]int{}}
 	spec := ScanSpec{From: -1 << 62, To: 1 << 62, ChunkEvents: 2,
-		Masks: func(meta *segment.Meta) []uint64 {
-			m := make([]uint64, len(meta.EventNames))
-			for i := range m {
-				m[i] = 1
-			}
-			return m
-		}}
+		Masks: everyEvent}
 	if _, err := v.Scan(ctx, spec, []Visitor{rec}); err != nil {
 		t.Fatal(err)
 	}
@@ -369,14 +341,7 @@ func TestPersonsUserValuesOfIdsWithoutPassingRows(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		a, err := st.App("app")
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, err := a.Acquire()
-		if err != nil {
-			t.Fatal(err)
-		}
+		v := acquired(t, st, "app")
 		var mu sync.Mutex
 		got := map[string]trail.Value{}
 		visit := visitFunc(func(u UserKey, tr *trail.Trail) {
@@ -385,26 +350,27 @@ func TestPersonsUserValuesOfIdsWithoutPassingRows(t *testing.T) {
 			got[string(tr.ID)] = tr.User[0]
 		})
 		spec := ScanSpec{From: 0, To: 20, UserProps: 1,
-			Masks: func(meta *segment.Meta) []uint64 {
-				m := make([]uint64, len(meta.EventNames))
-				for i := range m {
-					m[i] = 1
-				}
-				return m
-			},
+			Masks: everyEvent,
 			CompileUsers: func(_ SegmentRef, meta *segment.Meta) (*UserSegmentPlan, error) {
 				if i := slices.IndexFunc(meta.Props, func(p segment.PropMeta) bool { return p.Name == "score" }); i >= 0 {
 					return &UserSegmentPlan{Props: []int{i}, Cols: []ColumnSource{{Prop: 0, Kind: ColInt}}}, nil
 				}
 				return &UserSegmentPlan{Cols: []ColumnSource{{Prop: -1}}}, nil
 			}}
-		_, err = v.Scan(ctx, spec, []Visitor{visit, visit})
-		v.Release()
-		if err != nil {
+		if _, err := v.Scan(ctx, spec, []Visitor{visit, visit}); err != nil {
 			t.Fatal(err)
 		}
 		if want := map[string]trail.Value{"acct": {Set: true, Bits: 2}}; !maps.Equal(got, want) {
 			t.Errorf("flushed %v: user values %v, want %v", flush, got, want)
 		}
 	}
+}
+
+// everyEvent is a ScanSpec.Masks that matches every event with bit 0.
+func everyEvent(meta *segment.Meta) []uint64 {
+	m := make([]uint64, len(meta.EventNames))
+	for i := range m {
+		m[i] = 1
+	}
+	return m
 }
