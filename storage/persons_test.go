@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -373,4 +374,51 @@ func everyEvent(meta *segment.Meta) []uint64 {
 		m[i] = 1
 	}
 	return m
+}
+
+// TestPersonsExportByDistinctID: an export writes every event and user
+// under the distinct id it was sent with, joined persons or not (it used
+// to export persons' merged trails, decoding strings of one shard's
+// parts with another's table).
+func TestPersonsExportByDistinctID(t *testing.T) {
+	st := openLiveOn(t, crashfs.New(), 2, quietLive)
+	ctx := context.Background()
+	if ShardOf("acct", 2) == ShardOf("anon", 2) {
+		t.Fatal("pick ids in different shards")
+	}
+	evs := []event.Event{
+		{UserID: "acct", Name: "buy", Time: 5},
+		{UserID: "anon", Name: "view", Time: 50},
+		{UserID: "acct", Name: IdentifyEvent, Time: 60, Props: []event.Prop{{Name: "$anon_distinct_id", Value: event.String("anon")}}},
+	}
+	users := []UserWrite{{Index: 1, Props: []event.Prop{{Name: "score", Value: event.Int(1)}}}}
+	if _, err := st.Ingest(ctx, "app", evs, users); err != nil {
+		t.Fatal(err)
+	}
+	for _, flush := range []bool{false, true} {
+		if flush {
+			if err := st.FlushLive(ctx, "app"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		v := acquired(t, st, "app")
+		var got []string
+		if err := v.ExportEvents(ctx, 0, 100, func(e *ExportEvent) error {
+			got = append(got, string(e.UserID)+" "+e.Event)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := v.ExportUsers(ctx, func(u *ExportUser) error {
+			got = append(got, fmt.Sprintf("%s %v", u.UserID, u.Props))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(got)
+		want := []string{"acct $identify", "acct buy", "anon [{score 1}]", "anon view"}
+		if !slices.Equal(got, want) {
+			t.Errorf("flushed %v: exported %q, want %q", flush, got, want)
+		}
+	}
 }
