@@ -324,25 +324,9 @@ func TestPersonsChunkedPrepass(t *testing.T) {
 // fold the writes of all of its ids, also of an id none of whose events
 // passes the scan (here: outside its time range).
 func TestPersonsUserValuesOfIdsWithoutPassingRows(t *testing.T) {
-	st := openLiveOn(t, crashfs.New(), 2, quietLive)
 	ctx := context.Background()
-	score := func(v int64) []event.Prop { return []event.Prop{{Name: "score", Value: event.Int(v)}} }
-	evs := []event.Event{
-		{UserID: "acct", Name: "buy", Time: 5},
-		{UserID: "anon", Name: "view", Time: 50},
-		{UserID: "acct", Name: IdentifyEvent, Time: 60, Props: []event.Prop{{Name: "$anon_distinct_id", Value: event.String("anon")}}},
-	}
-	users := []UserWrite{{Index: 0, Props: score(1)}, {Index: 1, Props: score(2)}} // anon's is the latest
-	if _, err := st.Ingest(ctx, "app", evs, users); err != nil {
-		t.Fatal(err)
-	}
-	for _, flush := range []bool{false, true} {
-		if flush {
-			if err := st.FlushLive(ctx, "app"); err != nil {
-				t.Fatal(err)
-			}
-		}
-		v := acquired(t, st, "app")
+	// anon's write is the latest
+	joinedLiveThenFlushed(t, []int64{1, 2}, func(flush bool, v *Version) {
 		var mu sync.Mutex
 		got := map[string]trail.Value{}
 		visit := visitFunc(func(u UserKey, tr *trail.Trail) {
@@ -364,6 +348,42 @@ func TestPersonsUserValuesOfIdsWithoutPassingRows(t *testing.T) {
 		if want := map[string]trail.Value{"acct": {Set: true, Bits: 2}}; !maps.Equal(got, want) {
 			t.Errorf("flushed %v: user values %v, want %v", flush, got, want)
 		}
+	})
+}
+
+// joinedLiveThenFlushed sends live, into a store of 2 shards, events of
+// "acct" (times 5 and, an identify joining "anon", 60) and "anon" (50),
+// with user writes setting "score" to scores[i] on event i where
+// scores[i] > 0; it calls check with the app's version before and after
+// the live layer is flushed.
+func joinedLiveThenFlushed(t *testing.T, scores []int64, check func(flush bool, v *Version)) {
+	t.Helper()
+	st := openLiveOn(t, crashfs.New(), 2, quietLive)
+	ctx := context.Background()
+	if ShardOf("acct", 2) == ShardOf("anon", 2) {
+		t.Fatal("pick ids in different shards")
+	}
+	evs := []event.Event{
+		{UserID: "acct", Name: "buy", Time: 5},
+		{UserID: "anon", Name: "view", Time: 50},
+		{UserID: "acct", Name: IdentifyEvent, Time: 60, Props: []event.Prop{{Name: "$anon_distinct_id", Value: event.String("anon")}}},
+	}
+	var users []UserWrite
+	for i, sc := range scores {
+		if sc > 0 {
+			users = append(users, UserWrite{Index: i, Props: []event.Prop{{Name: "score", Value: event.Int(sc)}}})
+		}
+	}
+	if _, err := st.Ingest(ctx, "app", evs, users); err != nil {
+		t.Fatal(err)
+	}
+	for _, flush := range []bool{false, true} {
+		if flush {
+			if err := st.FlushLive(ctx, "app"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check(flush, acquired(t, st, "app"))
 	}
 }
 
@@ -381,27 +401,8 @@ func everyEvent(meta *segment.Meta) []uint64 {
 // to export persons' merged trails, decoding strings of one shard's
 // parts with another's table).
 func TestPersonsExportByDistinctID(t *testing.T) {
-	st := openLiveOn(t, crashfs.New(), 2, quietLive)
 	ctx := context.Background()
-	if ShardOf("acct", 2) == ShardOf("anon", 2) {
-		t.Fatal("pick ids in different shards")
-	}
-	evs := []event.Event{
-		{UserID: "acct", Name: "buy", Time: 5},
-		{UserID: "anon", Name: "view", Time: 50},
-		{UserID: "acct", Name: IdentifyEvent, Time: 60, Props: []event.Prop{{Name: "$anon_distinct_id", Value: event.String("anon")}}},
-	}
-	users := []UserWrite{{Index: 1, Props: []event.Prop{{Name: "score", Value: event.Int(1)}}}}
-	if _, err := st.Ingest(ctx, "app", evs, users); err != nil {
-		t.Fatal(err)
-	}
-	for _, flush := range []bool{false, true} {
-		if flush {
-			if err := st.FlushLive(ctx, "app"); err != nil {
-				t.Fatal(err)
-			}
-		}
-		v := acquired(t, st, "app")
+	joinedLiveThenFlushed(t, []int64{0, 1}, func(flush bool, v *Version) {
 		var got []string
 		if err := v.ExportEvents(ctx, 0, 100, func(e *ExportEvent) error {
 			got = append(got, string(e.UserID)+" "+e.Event)
@@ -420,5 +421,5 @@ func TestPersonsExportByDistinctID(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("flushed %v: exported %q, want %q", flush, got, want)
 		}
-	}
+	})
 }
