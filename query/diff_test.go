@@ -95,6 +95,20 @@ type diffGen struct {
 	r        *rand.Rand
 	from, to int64
 	loc      *time.Location
+	around   runner // runs the queries (nil: runJSON)
+}
+
+// runner runs query q on eng and returns its result (runJSON, or a
+// wrapper of it that changes q or checks more).
+type runner func(t *testing.T, eng *Engine, q map[string]any) Result
+
+// run runs q on eng with g.around, else runJSON.
+func (g *diffGen) run(t *testing.T, eng *Engine, q map[string]any) Result {
+	t.Helper()
+	if g.around != nil {
+		return g.around(t, eng, q)
+	}
+	return runJSON(t, eng, q)
 }
 
 var eventPropNames = []string{"s", "n", "f", "b"}
@@ -327,13 +341,21 @@ func diffSeedConfig(t *testing.T, seed int64, configure func(*Config)) {
 	if configure != nil {
 		configure(&eng.cfg)
 	}
+	diffCheck(t, r, data, eng, nil)
+}
+
+// diffCheck draws from r a trend, a funnel, a retention and a cohort
+// query (with lists) and checks each answer of eng against the naive
+// reference over data; around, when not nil, runs each query instead of
+// runJSON.
+func diffCheck(t *testing.T, r *rand.Rand, data testutil.Data, eng *Engine, around runner) {
 	tz := zones[r.IntN(len(zones))]
 	loc, _ := time.LoadLocation(tz)
 	span0 := time.Date(2021, 3, 25, 0, 0, 0, 0, time.UTC).UnixMicro()
 	instant := func() int64 { return span0 + r.Int64N(6*24)*3600e6 + r.Int64N(3)*1e6 }
 	from := instant()
 	to := from + 1 + r.Int64N(5*86400e6)
-	g := &diffGen{r: r, from: from, to: to, loc: loc}
+	g := &diffGen{r: r, from: from, to: to, loc: loc, around: around}
 	rng := map[string]string{"from": fmtInstant(from), "to": fmtInstant(to)}
 	ivs := []timebucket.Interval{timebucket.Hour, timebucket.Day, timebucket.Week, timebucket.Month}
 
@@ -356,7 +378,7 @@ func diffSeedConfig(t *testing.T, seed int64, configure func(*Config)) {
 		}
 		q := map[string]any{"kind": "trend", "app": "d", "range": rng, "tz": tz, "interval": iv.String(), "series": series}
 		g.common(q, &tq.Common, true)
-		res := runJSON(t, eng, q).(*TrendResult)
+		res := g.run(t, eng, q).(*TrendResult)
 		want := testutil.NaiveTrend(data, tq)
 		var flat []testutil.TrendRow
 		for _, rows := range want {
@@ -414,7 +436,7 @@ func diffSeedConfig(t *testing.T, seed int64, configure func(*Config)) {
 			list["breakdown_value"] = groups[r.IntN(len(groups))].Value
 		}
 	}
-	res := runJSON(t, eng, q).(*FunnelResult)
+	res := g.run(t, eng, q).(*FunnelResult)
 	checkSteps := func(what string, got []FunnelStep, want []analysis.FunnelStepResult) {
 		for k, s := range want {
 			g := got[k]
@@ -487,7 +509,7 @@ func diffSeedConfig(t *testing.T, seed int64, configure func(*Config)) {
 			}
 			q["list"] = list
 		}
-		res := runJSON(t, eng, q).(*RetentionResult)
+		res := g.run(t, eng, q).(*RetentionResult)
 		var flat []analysis.RetentionCohort
 		var values []string
 		for _, w := range want {
@@ -523,7 +545,7 @@ func diffSeedConfig(t *testing.T, seed int64, configure func(*Config)) {
 		list := map[string]any{}
 		off, lim := g.page(list)
 		q["list"] = list
-		res := runJSON(t, eng, q).(*CohortResult)
+		res := g.run(t, eng, q).(*CohortResult)
 		var users []string
 		for u := range testutil.CohortMembers(data, cc) {
 			users = append(users, u)

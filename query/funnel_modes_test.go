@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/spurdb/spur/internal/testutil"
 	"github.com/spurdb/spur/query/timebucket"
@@ -23,12 +22,7 @@ func TestFunnelModesAgainstNaive(t *testing.T) { runSeeds(t, 150, 30, funnelMode
 func funnelModesSeed(t *testing.T, seed int64) {
 	r := rand.New(rand.NewPCG(uint64(seed), 77))
 	data, eng := diffStore(t, r, seed)
-	tz := zones[r.IntN(len(zones))]
-	loc, _ := time.LoadLocation(tz)
-	span0 := time.Date(2021, 3, 25, 0, 0, 0, 0, time.UTC).UnixMicro()
-	from := span0 + r.Int64N(6*24)*3600e6 + r.Int64N(3)*1e6
-	to := from + 1 + r.Int64N(5*86400e6)
-	g := &diffGen{r: r, from: from, to: to, loc: loc}
+	g, tz := drawGen(r, nil)
 	for range 3 {
 		funnelModesQuery(t, r, g, data, eng, tz)
 	}
@@ -146,7 +140,7 @@ func funnelModesQuery(t *testing.T, r *rand.Rand, g *diffGen, data testutil.Data
 		}
 		q["list"] = list
 	}
-	res := runJSON(t, eng, q).(*FunnelResult)
+	res := g.run(t, eng, q).(*FunnelResult)
 	check := func(what string, got, want any) {
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("funnel %s: %s\ngot  %+v\nwant %+v", js(q), what, got, want)

@@ -23,17 +23,32 @@ func TestNewKindsAgainstNaive(t *testing.T) { runSeeds(t, 150, 30, kindsSeed) }
 func kindsSeed(t *testing.T, seed int64) {
 	r := rand.New(rand.NewPCG(uint64(seed), 99))
 	data, eng := diffStore(t, r, seed)
+	kindsCheck(t, r, data, eng, nil)
+}
+
+// kindsCheck draws from r a stickiness, a lifecycle, a paths and an
+// attribution query (with lists) and checks each answer of eng against
+// the naive reference over data; around, when not nil, runs each query
+// instead of runJSON.
+func kindsCheck(t *testing.T, r *rand.Rand, data testutil.Data, eng *Engine, around runner) {
+	g, tz := drawGen(r, around)
+	rng := map[string]string{"from": fmtInstant(g.from), "to": fmtInstant(g.to)}
+	t.Run("stickiness", func(t *testing.T) { kindsStickiness(t, g, eng, data, rng, tz) })
+	t.Run("lifecycle", func(t *testing.T) { kindsLifecycle(t, g, eng, data, rng, tz) })
+	t.Run("paths", func(t *testing.T) { kindsPaths(t, g, eng, data, rng, tz) })
+	t.Run("attribution", func(t *testing.T) { kindsAttribution(t, g, eng, data, rng, tz) })
+}
+
+// drawGen draws a time zone and a query range from r and returns a
+// generator of queries over them (run through around, nil: runJSON) and
+// the zone's name.
+func drawGen(r *rand.Rand, around runner) (*diffGen, string) {
 	tz := zones[r.IntN(len(zones))]
 	loc, _ := time.LoadLocation(tz)
 	span0 := time.Date(2021, 3, 25, 0, 0, 0, 0, time.UTC).UnixMicro()
 	from := span0 + r.Int64N(6*24)*3600e6 + r.Int64N(3)*1e6
 	to := from + 1 + r.Int64N(5*86400e6)
-	g := &diffGen{r: r, from: from, to: to, loc: loc}
-	rng := map[string]string{"from": fmtInstant(from), "to": fmtInstant(to)}
-	t.Run("stickiness", func(t *testing.T) { kindsStickiness(t, g, eng, data, rng, tz) })
-	t.Run("lifecycle", func(t *testing.T) { kindsLifecycle(t, g, eng, data, rng, tz) })
-	t.Run("paths", func(t *testing.T) { kindsPaths(t, g, eng, data, rng, tz) })
-	t.Run("attribution", func(t *testing.T) { kindsAttribution(t, g, eng, data, rng, tz) })
+	return &diffGen{r: r, from: from, to: to, loc: loc, around: around}, tz
 }
 
 // interval draws an interval and week start (hours only over short
@@ -88,7 +103,7 @@ func kindsStickiness(t *testing.T, g *diffGen, eng *Engine, data testutil.Data, 
 		}
 		q["list"] = list
 	}
-	res := runJSON(t, eng, q).(*StickinessResult)
+	res := g.run(t, eng, q).(*StickinessResult)
 	var flat []testutil.StickinessRow
 	for _, rows := range want {
 		flat = append(flat, rows...)
@@ -202,7 +217,7 @@ func kindsLifecycle(t *testing.T, g *diffGen, eng *Engine, data testutil.Data, r
 		}
 		q["list"] = list
 	}
-	res := runJSON(t, eng, q).(*LifecycleResult)
+	res := g.run(t, eng, q).(*LifecycleResult)
 	check := func(what string, got []LifecycleBucket, w testutil.LifecycleRow) {
 		t.Helper()
 		if len(got) != len(w.Buckets) {
@@ -299,7 +314,7 @@ func kindsPaths(t *testing.T, g *diffGen, eng *Engine, data testutil.Data, rng m
 		users = e.Users
 		q["list"] = list
 	}
-	res := runJSON(t, eng, q).(*PathsResult)
+	res := g.run(t, eng, q).(*PathsResult)
 	if len(res.Edges) != len(want) {
 		t.Fatalf("paths %s: %d edges, want %d\ngot  %+v\nwant %+v", js(q), len(res.Edges), len(want), res.Edges, want)
 	}
@@ -390,7 +405,7 @@ func kindsAttribution(t *testing.T, g *diffGen, eng *Engine, data testutil.Data,
 		}
 		q["list"] = list
 	}
-	res := runJSON(t, eng, q).(*AttributionResult)
+	res := g.run(t, eng, q).(*AttributionResult)
 	near := func(a, b float64) bool { return a == b || math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b)) }
 	if res.Total.Conversions != tot.Conversions || res.Total.Users != tot.Users || !near(res.Total.Value, tot.Value) ||
 		(aq.Subsequent != nil && (res.Total.Subsequent.Events != tot.SubEvents || !near(res.Total.Subsequent.Value, tot.SubValue))) {

@@ -276,7 +276,13 @@ func (a *App) persistIdentity(next *Catalog) error {
 	}
 	rec := g.Snapshot().Recorded()
 	if rec == disk.Ops {
-		disk.LogSeq = max(disk.LogSeq, logSeq)
+		// Only Noop operations since: the log position moves on, unless
+		// no frame was ever written (a position of no bytes must be the
+		// zero one, which names no file; replaying Noops on an empty
+		// graph records nothing again).
+		if disk.Bytes > 0 {
+			disk.LogSeq = max(disk.LogSeq, logSeq)
+		}
 		next.Identity = disk
 		return nil
 	}

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -23,13 +24,7 @@ func personTrails(t *testing.T, v *Version, distinct bool) map[string][]int64 {
 	var mu sync.Mutex
 	out := map[string][]int64{}
 	spec := ScanSpec{From: -1 << 62, To: 1 << 62, DistinctIDs: distinct,
-		Masks: func(meta *segment.Meta) []uint64 {
-			m := make([]uint64, len(meta.EventNames))
-			for i := range m {
-				m[i] = 1
-			}
-			return m
-		}}
+		Masks: everyEvent}
 	visit := visitFunc(func(u UserKey, tr *trail.Trail) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -248,4 +243,183 @@ func TestIdentityDamageVerifyRecover(t *testing.T) {
 	if rep, err := st.Verify(ctx, "app"); err != nil || len(rep.Findings) != 0 {
 		t.Errorf("verify after recover: %v %+v", err, rep)
 	}
+}
+
+// TestIdentityNoopOnlyRestart: a store whose only identity operations
+// were Noops (merge(x, x)) publishes no id graph position, so that it
+// opens again (it used to publish a log position of no bytes, whose
+// missing file then failed the open).
+func TestIdentityNoopOnlyRestart(t *testing.T) {
+	fs := crashfs.New()
+	st := openLiveOn(t, fs, 2, quietLive)
+	ctx := context.Background()
+	if _, err := st.Ingest(ctx, "app", []event.Event{{UserID: "x", Name: "view", Time: 1}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MergePersons(ctx, "app", "x", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.FlushLive(ctx, "app"); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	st = openLiveOn(t, fs, 2, quietLive)
+	v := acquired(t, st, "app")
+	if got := personTrails(t, v, false); !maps.EqualFunc(got, map[string][]int64{"x": {1}}, slices.Equal) {
+		t.Errorf("trails %v", got)
+	}
+}
+
+// prepassRecorder records the ids of Prepass and Visit calls.
+type prepassRecorder struct {
+	mu               sync.Mutex
+	prepass, visited map[string]int // id → chunks
+}
+
+func (p *prepassRecorder) Visit(u UserKey, _ *trail.Trail) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.visited[string(u.ID)]++
+}
+
+func (p *prepassRecorder) Prepass(u UserKey, _ *trail.Trail) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.prepass[string(u.ID)]++
+}
+
+// TestPersonsChunkedPrepass: a joined distinct id's own trail, long
+// enough to come in chunks, shows a PrepassVisitor none of its chunks
+// (only its person's merged trail is shown, Prepass then Visit).
+func TestPersonsChunkedPrepass(t *testing.T) {
+	fs := crashfs.New()
+	st := openLiveOn(t, fs, 1, quietLive)
+	ctx := context.Background()
+	var evs []event.Event
+	for i := range 7 {
+		evs = append(evs, event.Event{UserID: "anon", Name: "view", Time: int64(10 + i)})
+	}
+	evs = append(evs, event.Event{UserID: "acct", Name: "buy", Time: 100},
+		event.Event{UserID: "acct", Name: IdentifyEvent, Time: 101, Props: []event.Prop{{Name: "$anon_distinct_id", Value: event.String("anon")}}})
+	if _, err := st.Ingest(ctx, "app", evs, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.FlushLive(ctx, "app"); err != nil {
+		t.Fatal(err)
+	}
+	v := acquired(t, st, "app")
+	rec := &prepassRecorder{prepass: map[string]int{}, visited: map[string]int{}}
+	spec := ScanSpec{From: -1 << 62, To: 1 << 62, ChunkEvents: 2,
+		Masks: everyEvent}
+	if _, err := v.Scan(ctx, spec, []Visitor{rec}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"acct": 5} // 9 events in chunks of 2
+	if !maps.Equal(rec.prepass, want) || !maps.Equal(rec.visited, want) {
+		t.Errorf("prepass %v, visited %v; want %v for both", rec.prepass, rec.visited, want)
+	}
+}
+
+// TestPersonsUserValuesOfIdsWithoutPassingRows: a person's user values
+// fold the writes of all of its ids, also of an id none of whose events
+// passes the scan (here: outside its time range).
+func TestPersonsUserValuesOfIdsWithoutPassingRows(t *testing.T) {
+	ctx := context.Background()
+	// anon's write is the latest
+	joinedLiveThenFlushed(t, []int64{1, 2}, func(flush bool, v *Version) {
+		var mu sync.Mutex
+		got := map[string]trail.Value{}
+		visit := visitFunc(func(u UserKey, tr *trail.Trail) {
+			mu.Lock()
+			defer mu.Unlock()
+			got[string(tr.ID)] = tr.User[0]
+		})
+		spec := ScanSpec{From: 0, To: 20, UserProps: 1,
+			Masks: everyEvent,
+			CompileUsers: func(_ SegmentRef, meta *segment.Meta) (*UserSegmentPlan, error) {
+				if i := slices.IndexFunc(meta.Props, func(p segment.PropMeta) bool { return p.Name == "score" }); i >= 0 {
+					return &UserSegmentPlan{Props: []int{i}, Cols: []ColumnSource{{Prop: 0, Kind: ColInt}}}, nil
+				}
+				return &UserSegmentPlan{Cols: []ColumnSource{{Prop: -1}}}, nil
+			}}
+		if _, err := v.Scan(ctx, spec, []Visitor{visit, visit}); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[string]trail.Value{"acct": {Set: true, Bits: 2}}; !maps.Equal(got, want) {
+			t.Errorf("flushed %v: user values %v, want %v", flush, got, want)
+		}
+	})
+}
+
+// joinedLiveThenFlushed sends live, into a store of 2 shards, events of
+// "acct" (times 5 and, an identify joining "anon", 60) and "anon" (50),
+// with user writes setting "score" to scores[i] on event i where
+// scores[i] > 0; it calls check with the app's version before and after
+// the live layer is flushed.
+func joinedLiveThenFlushed(t *testing.T, scores []int64, check func(flush bool, v *Version)) {
+	t.Helper()
+	st := openLiveOn(t, crashfs.New(), 2, quietLive)
+	ctx := context.Background()
+	if ShardOf("acct", 2) == ShardOf("anon", 2) {
+		t.Fatal("pick ids in different shards")
+	}
+	evs := []event.Event{
+		{UserID: "acct", Name: "buy", Time: 5},
+		{UserID: "anon", Name: "view", Time: 50},
+		{UserID: "acct", Name: IdentifyEvent, Time: 60, Props: []event.Prop{{Name: "$anon_distinct_id", Value: event.String("anon")}}},
+	}
+	var users []UserWrite
+	for i, sc := range scores {
+		if sc > 0 {
+			users = append(users, UserWrite{Index: i, Props: []event.Prop{{Name: "score", Value: event.Int(sc)}}})
+		}
+	}
+	if _, err := st.Ingest(ctx, "app", evs, users); err != nil {
+		t.Fatal(err)
+	}
+	for _, flush := range []bool{false, true} {
+		if flush {
+			if err := st.FlushLive(ctx, "app"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check(flush, acquired(t, st, "app"))
+	}
+}
+
+// everyEvent is a ScanSpec.Masks that matches every event with bit 0.
+func everyEvent(meta *segment.Meta) []uint64 {
+	m := make([]uint64, len(meta.EventNames))
+	for i := range m {
+		m[i] = 1
+	}
+	return m
+}
+
+// TestPersonsExportByDistinctID: an export writes every event and user
+// under the distinct id it was sent with, joined persons or not (it used
+// to export persons' merged trails, decoding strings of one shard's
+// parts with another's table).
+func TestPersonsExportByDistinctID(t *testing.T) {
+	ctx := context.Background()
+	joinedLiveThenFlushed(t, []int64{0, 1}, func(flush bool, v *Version) {
+		var got []string
+		if err := v.ExportEvents(ctx, 0, 100, func(e *ExportEvent) error {
+			got = append(got, string(e.UserID)+" "+e.Event)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := v.ExportUsers(ctx, func(u *ExportUser) error {
+			got = append(got, fmt.Sprintf("%s %v", u.UserID, u.Props))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(got)
+		want := []string{"acct $identify", "acct buy", "anon [{score 1}]", "anon view"}
+		if !slices.Equal(got, want) {
+			t.Errorf("flushed %v: exported %q, want %q", flush, got, want)
+		}
+	})
 }

@@ -21,6 +21,7 @@ import (
 	"sync"
 
 	"github.com/spurdb/spur/identity"
+	"github.com/spurdb/spur/storage/segment"
 	"github.com/spurdb/spur/trail"
 )
 
@@ -76,6 +77,7 @@ type joinVisitor struct {
 	arena *partArena
 	parts []personPart
 	cur   bool  // the current user's chunks go to the last part
+	pre   bool  // the current user's Prepass chunks are a joined id's (not passed on)
 	held  int64 // arena bytes reported to grow
 	err   error // the first refusal of grow
 }
@@ -85,8 +87,11 @@ type joinVisitor struct {
 type joinPrepassVisitor struct{ *joinVisitor }
 
 func (j joinPrepassVisitor) Prepass(u UserKey, t *trail.Trail) {
-	if t.Offset == 0 && j.person(u) != nil {
-		return // visited whole once joined
+	if t.Offset == 0 {
+		j.pre = j.person(u) != nil
+	}
+	if j.pre {
+		return // every chunk of a joined id: its person is visited whole once joined
 	}
 	j.inner.(PrepassVisitor).Prepass(u, t)
 }
@@ -159,8 +164,20 @@ func (j *joinVisitor) userValues(t *trail.Trail) {
 // personJoin is the join of one scan.
 type personJoin struct {
 	st      *Store
+	v       *Version
+	spec    *ScanSpec // the scan's (prepare)
 	snap    *identity.Snapshot
 	workers []*joinVisitor
+	// missing holds the user values of the distinct ids of visited
+	// persons that no row of the scan reached (missingParts).
+	missing partArena
+}
+
+// prepare adapts the scan's spec to the join: every trail's id is
+// looked up, so ids are decoded.
+func (pj *personJoin) prepare(spec *ScanSpec) {
+	spec.NoIDs = false
+	pj.spec = spec
 }
 
 // release gives the workers' arenas back to the store (once the scan no
@@ -179,11 +196,12 @@ func (pj *personJoin) release() {
 
 // newPersonJoin returns the join of a scan of a version whose graph is
 // snap, or nil when it joins nothing.
-func newPersonJoin(st *Store, snap *identity.Snapshot) *personJoin {
+func newPersonJoin(v *Version) *personJoin {
+	snap := v.persons
 	if snap == nil || !snap.Joined() {
 		return nil
 	}
-	return &personJoin{st: st, snap: snap}
+	return &personJoin{st: v.app.store, v: v, snap: snap}
 }
 
 // wrap returns the scan's visitors wrapped, and the wrappers (whose sc
@@ -215,6 +233,13 @@ func (pj *personJoin) visit(ctx context.Context, chunkEvents int, nuser int) err
 		arenas[w] = j.arena
 	}
 	defer pj.release()
+	if nuser > 0 {
+		var err error
+		if parts, err = pj.missingParts(ctx, parts, nuser); err != nil {
+			return err
+		}
+		arenas = append(arenas, &pj.missing)
+	}
 	slices.SortFunc(parts, func(a, b personPart) int {
 		return cmp.Or(cmp.Compare(a.person.Key, b.person.Key), cmp.Compare(a.idx, b.idx))
 	})
@@ -232,7 +257,7 @@ func (pj *personJoin) visit(ctx context.Context, chunkEvents int, nuser int) err
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			m := personMerge{arenas: arenas, nuser: nuser}
+			m := personMerge{arenas: arenas, nuser: nuser, ncols: pj.spec.Cols}
 			for g := w; g < len(groups); g += len(pj.workers) {
 				if ctx.Err() != nil {
 					return
@@ -245,10 +270,120 @@ func (pj *personJoin) visit(ctx context.Context, chunkEvents int, nuser int) err
 	return ctx.Err()
 }
 
+// missingParts adds to parts, for every visited person, a part without
+// rows for each of its distinct ids the scan did not reach (no row
+// passed, or their blocks were skipped), holding the id's user values
+// read by point lookups in its users segments: a person's user values
+// fold the writes of all of its ids (docs/identity.md §3), and a scan
+// visits only ids with passing rows. The parts' arena is pj.missing, at
+// index len(pj.workers). The cost is one users-segment lookup per id of
+// a visited person that had no passing row — none for a person all of
+// whose ids passed.
+func (pj *personJoin) missingParts(ctx context.Context, parts []personPart, nuser int) ([]personPart, error) {
+	slices.SortFunc(parts, func(a, b personPart) int {
+		return cmp.Or(cmp.Compare(a.person.Key, b.person.Key), cmp.Compare(a.idx, b.idx))
+	})
+	plans := map[string]*UserSegmentPlan{}
+	var blk segment.Block
+	w := int32(len(pj.workers))
+	n := len(parts)
+	for i := 0; i < n; {
+		p := parts[i].person
+		k := i
+		next := int32(0) // the next index of p.DistinctIDs to look for
+		for ; k < n && parts[k].person == p; k++ {
+			for ; next < parts[k].idx; next++ {
+				if err := pj.missingPart(ctx, p, next, w, nuser, plans, &blk, &parts); err != nil {
+					return nil, err
+				}
+			}
+			next = parts[k].idx + 1
+		}
+		for ; int(next) < len(p.DistinctIDs); next++ {
+			if err := pj.missingPart(ctx, p, next, w, nuser, plans, &blk, &parts); err != nil {
+				return nil, err
+			}
+		}
+		i = k
+	}
+	return parts, nil
+}
+
+// missingPart appends to *parts the rowless part of distinct id idx of p,
+// with the id's user values as the scan computes them (userValues: the
+// latest SetEvent write, a tie to the later arrival; the earliest
+// SetOnceEvent write aside).
+func (pj *personJoin) missingPart(ctx context.Context, p *identity.Person, idx, w int32, nuser int,
+	plans map[string]*UserSegmentPlan, blk *segment.Block, parts *[]personPart) error {
+	a := &pj.missing
+	id := p.DistinctIDs[idx]
+	base := len(a.user)
+	for range nuser {
+		a.user = append(a.user, trail.Value{})
+		a.setAt = append(a.setAt, math.MinInt64)
+		a.onceAt = append(a.onceAt, math.MaxInt64)
+	}
+	var once []trail.Value
+	v := pj.v
+	refs := v.userSegments(KindUsers, id) // in arrival order
+	err := v.eachUserBlock(ctx, refs, id, nil, blk, func(si, _ int, r *segment.Reader, b *segment.Block, from, to int) error {
+		m := r.Meta()
+		plan := plans[refs[si].File]
+		if plan == nil {
+			var err error
+			if plan, err = pj.spec.CompileUsers(refs[si], m); err != nil {
+				return err
+			}
+			plans[refs[si].File] = plan
+		}
+		onceCode := slices.Index(m.EventNames, SetOnceEvent)
+		for j, src := range plan.Cols {
+			if src.Prop < 0 || j >= nuser {
+				continue
+			}
+			pd := &b.Props[plan.Props[src.Prop]]
+			for row := from; row < to; row++ {
+				if pd.Present[row>>6]>>(row&63)&1 == 0 {
+					continue
+				}
+				val := trail.Value{Set: true, Bits: columnBits(pd, src, row)}
+				t := b.Times[row]
+				if onceCode >= 0 && int(b.Events[row]) == onceCode {
+					if t < a.onceAt[base+j] {
+						a.onceAt[base+j] = t
+						if once == nil {
+							once = make([]trail.Value, nuser)
+						}
+						once[j] = val
+					}
+					continue
+				}
+				if t >= a.setAt[base+j] {
+					a.setAt[base+j], a.user[base+j] = t, val
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for j := range nuser {
+		if !a.user[base+j].Set && once != nil && once[j].Set {
+			a.user[base+j] = once[j]
+		} else {
+			a.onceAt[base+j] = math.MaxInt64
+		}
+	}
+	*parts = append(*parts, personPart{person: p, idx: idx, worker: w, user: int32(base)})
+	return nil
+}
+
 // personMerge holds the buffers of one worker's merged trails.
 type personMerge struct {
 	arenas []*partArena
 	nuser  int // user values per trail
+	ncols  int // columns per trail
 	t      trail.Trail
 	chunk  trail.Trail
 	heads  []int32 // per part: its next row
@@ -261,7 +396,7 @@ type personMerge struct {
 func (m *personMerge) visit(v Visitor, parts []personPart, chunkEvents int) {
 	p := parts[0].person
 	t := &m.t
-	ncols := len(m.arenas[parts[0].worker].cols)
+	ncols := m.ncols
 	n := 0
 	for _, pt := range parts {
 		n += int(pt.end - pt.start)

@@ -273,11 +273,11 @@ func (s *Version) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) (
 	}
 	var join *personJoin
 	if !spec.DistinctIDs {
-		join = newPersonJoin(s.app.store, s.persons)
+		join = newPersonJoin(s)
 	}
 	scanners := visitors
 	if join != nil {
-		spec.NoIDs = false // the join looks up every trail's id
+		join.prepare(&spec)
 		scanners = join.wrap(visitors, spec.Grow)
 		defer join.release()
 	}
