@@ -18,6 +18,8 @@ import (
 	"context"
 	"math"
 	"slices"
+	"sort"
+	"strings"
 	"sync"
 
 	"github.com/spurdb/spur/identity"
@@ -272,111 +274,166 @@ func (pj *personJoin) visit(ctx context.Context, chunkEvents int, nuser int) err
 
 // missingParts adds to parts, for every visited person, a part without
 // rows for each of its distinct ids the scan did not reach (no row
-// passed, or their blocks were skipped), holding the id's user values
-// read by point lookups in its users segments: a person's user values
-// fold the writes of all of its ids (docs/identity.md §3), and a scan
-// visits only ids with passing rows. The parts' arena is pj.missing, at
-// index len(pj.workers). The cost is one users-segment lookup per id of
-// a visited person that had no passing row — none for a person all of
-// whose ids passed.
+// passed, or their blocks were skipped), holding the id's user values: a
+// person's user values fold the writes of all of its ids
+// (docs/identity.md §3), and a scan visits only ids with passing rows.
+// The values are read in one walk over the users segments of the shards
+// of those ids, in arrival order: a block whose hash range holds none of
+// them is not read, one that may is decoded without properties first
+// (ids and times) and with the query's user properties only when it
+// holds one. The parts' arena is pj.missing, at index len(pj.workers).
 func (pj *personJoin) missingParts(ctx context.Context, parts []personPart, nuser int) ([]personPart, error) {
 	slices.SortFunc(parts, func(a, b personPart) int {
 		return cmp.Or(cmp.Compare(a.person.Key, b.person.Key), cmp.Compare(a.idx, b.idx))
 	})
-	plans := map[string]*UserSegmentPlan{}
-	var blk segment.Block
+	type missing struct {
+		hash uint64
+		id   string
+		part int // index in parts of its part
+	}
+	var miss []missing
+	a := &pj.missing
 	w := int32(len(pj.workers))
+	add := func(p *identity.Person, idx int32) {
+		id := p.DistinctIDs[idx]
+		miss = append(miss, missing{hash: UserHash(id), id: id, part: len(parts)})
+		base := int32(len(a.user))
+		for range nuser {
+			a.user = append(a.user, trail.Value{})
+			a.setAt = append(a.setAt, math.MinInt64)
+			a.onceAt = append(a.onceAt, math.MaxInt64)
+		}
+		parts = append(parts, personPart{person: p, idx: idx, worker: w, user: base})
+	}
 	n := len(parts)
 	for i := 0; i < n; {
 		p := parts[i].person
-		k := i
-		next := int32(0) // the next index of p.DistinctIDs to look for
-		for ; k < n && parts[k].person == p; k++ {
-			for ; next < parts[k].idx; next++ {
-				if err := pj.missingPart(ctx, p, next, w, nuser, plans, &blk, &parts); err != nil {
-					return nil, err
-				}
+		next := int32(0) // the next index of p.DistinctIDs not seen
+		for ; i < n && parts[i].person == p; i++ {
+			for ; next < parts[i].idx; next++ {
+				add(p, next)
 			}
-			next = parts[k].idx + 1
+			next = parts[i].idx + 1
 		}
 		for ; int(next) < len(p.DistinctIDs); next++ {
-			if err := pj.missingPart(ctx, p, next, w, nuser, plans, &blk, &parts); err != nil {
-				return nil, err
-			}
+			add(p, next)
 		}
-		i = k
 	}
-	return parts, nil
-}
-
-// missingPart appends to *parts the rowless part of distinct id idx of p,
-// with the id's user values as the scan computes them (userValues: the
-// latest SetEvent write, a tie to the later arrival; the earliest
-// SetOnceEvent write aside).
-func (pj *personJoin) missingPart(ctx context.Context, p *identity.Person, idx, w int32, nuser int,
-	plans map[string]*UserSegmentPlan, blk *segment.Block, parts *[]personPart) error {
-	a := &pj.missing
-	id := p.DistinctIDs[idx]
-	base := len(a.user)
-	for range nuser {
-		a.user = append(a.user, trail.Value{})
-		a.setAt = append(a.setAt, math.MinInt64)
-		a.onceAt = append(a.onceAt, math.MaxInt64)
+	if len(miss) == 0 {
+		return parts, nil
 	}
-	var once []trail.Value
+	slices.SortFunc(miss, func(x, y missing) int { return cmp.Or(cmp.Compare(x.hash, y.hash), strings.Compare(x.id, y.id)) })
 	v := pj.v
-	refs := v.userSegments(KindUsers, id) // in arrival order
-	err := v.eachUserBlock(ctx, refs, id, nil, blk, func(si, _ int, r *segment.Reader, b *segment.Block, from, to int) error {
-		m := r.Meta()
-		plan := plans[refs[si].File]
-		if plan == nil {
-			var err error
-			if plan, err = pj.spec.CompileUsers(refs[si], m); err != nil {
-				return err
-			}
-			plans[refs[si].File] = plan
+	var refs []SegmentRef
+	for _, ref := range v.Segments {
+		if ref.Kind == KindUsers && ref.Rows > 0 {
+			refs = append(refs, ref)
 		}
+	}
+	slices.SortStableFunc(refs, func(x, y SegmentRef) int { return cmp.Compare(x.SeqMax, y.SeqMax) }) // arrival order
+	var keys, blk segment.Block
+	once := make([]trail.Value, len(a.user)) // the earliest set-once values, beside a.user
+	shards := v.Shards
+	for _, ref := range refs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		// The missing ids of this segment's shard and hash range.
+		lo, _ := slices.BinarySearchFunc(miss, ref.FirstHash, func(m missing, h uint64) int { return cmp.Compare(m.hash, h) })
+		hi := len(miss)
+		if ref.LastHash != 0 || ref.FirstHash != 0 {
+			hi, _ = slices.BinarySearchFunc(miss, ref.LastHash+1, func(m missing, h uint64) int { return cmp.Compare(m.hash, h) })
+			if ref.LastHash == math.MaxUint64 {
+				hi = len(miss)
+			}
+		}
+		if lo >= hi {
+			continue
+		}
+		r, err := v.Reader(ref)
+		if err != nil {
+			return nil, err
+		}
+		m := r.Meta()
+		var plan *UserSegmentPlan
 		onceCode := slices.Index(m.EventNames, SetOnceEvent)
-		for j, src := range plan.Cols {
-			if src.Prop < 0 || j >= nuser {
+		for bi := range m.Blocks {
+			bm := &m.Blocks[bi]
+			k, _ := slices.BinarySearchFunc(miss[lo:hi], bm.FirstHash, func(x missing, h uint64) int { return cmp.Compare(x.hash, h) })
+			k += lo
+			found := false
+			for j := k; j < hi && miss[j].hash <= bm.LastHash; j++ {
+				if ShardOfHash(miss[j].hash, shards) == ref.Shard {
+					found = true
+					break
+				}
+			}
+			if !found {
 				continue
 			}
-			pd := &b.Props[plan.Props[src.Prop]]
-			for row := from; row < to; row++ {
-				if pd.Present[row>>6]>>(row&63)&1 == 0 {
+			if err := r.ReadBlock(bi, nil, &keys); err != nil {
+				return nil, err
+			}
+			decoded := false
+			for j := k; j < hi && miss[j].hash <= bm.LastHash; j++ {
+				x := &miss[j]
+				if ShardOfHash(x.hash, shards) != ref.Shard {
 					continue
 				}
-				val := trail.Value{Set: true, Bits: columnBits(pd, src, row)}
-				t := b.Times[row]
-				if onceCode >= 0 && int(b.Events[row]) == onceCode {
-					if t < a.onceAt[base+j] {
-						a.onceAt[base+j] = t
-						if once == nil {
-							once = make([]trail.Value, nuser)
+				users := len(keys.UserStarts) - 1
+				u := sort.Search(users, func(u int) bool {
+					h := blockHash(&keys, u)
+					return h > x.hash || h == x.hash && string(keys.UserID(u)) >= x.id
+				})
+				if u == users || blockHash(&keys, u) != x.hash || string(keys.UserID(u)) != x.id {
+					continue
+				}
+				if !decoded {
+					if plan == nil {
+						if plan, err = pj.spec.CompileUsers(ref, m); err != nil {
+							return nil, err
 						}
-						once[j] = val
 					}
-					continue
+					if err := r.ReadBlock(bi, plan.Props, &blk); err != nil {
+						return nil, err
+					}
+					decoded = true
 				}
-				if t >= a.setAt[base+j] {
-					a.setAt[base+j], a.user[base+j] = t, val
+				base := int(parts[x.part].user)
+				from, to := int(blk.UserStarts[u]), int(blk.UserStarts[u+1])
+				for c, src := range plan.Cols {
+					if src.Prop < 0 || c >= nuser {
+						continue
+					}
+					pd := &blk.Props[src.Prop]
+					for row := from; row < to; row++ {
+						if pd.Present[row>>6]>>(row&63)&1 == 0 {
+							continue
+						}
+						val := trail.Value{Set: true, Bits: columnBits(pd, src, row)}
+						t := blk.Times[row]
+						if onceCode >= 0 && int(blk.Events[row]) == onceCode {
+							if t < a.onceAt[base+c] {
+								a.onceAt[base+c], once[base+c] = t, val
+							}
+						} else if t >= a.setAt[base+c] {
+							a.setAt[base+c], a.user[base+c] = t, val
+						}
+					}
 				}
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		return err
 	}
-	for j := range nuser {
-		if !a.user[base+j].Set && once != nil && once[j].Set {
-			a.user[base+j] = once[j]
-		} else {
-			a.onceAt[base+j] = math.MaxInt64
+	// As the scan (userValues, finishUserValues): a set wins; else the
+	// earliest set-once.
+	for i, val := range a.user {
+		if val.Set {
+			a.onceAt[i] = math.MaxInt64
+		} else if once[i].Set {
+			a.user[i] = once[i]
 		}
 	}
-	*parts = append(*parts, personPart{person: p, idx: idx, worker: w, user: int32(base)})
-	return nil
+	return parts, nil
 }
 
 // personMerge holds the buffers of one worker's merged trails.
