@@ -149,20 +149,7 @@ var ErrLiveOff = errors.New("live ingestion is not enabled on this store")
 // record is taken stores nothing and returns ctx.Err(). Types fixed by an
 // event that is then rejected for another field stay fixed.
 func (s *Store) Ingest(ctx context.Context, appName string, evs []event.Event, users []UserWrite) (*IngestReport, error) {
-	ctx, task := trace.NewTask(ctx, "ingest")
-	defer task.End()
-	if s.cfg.Live == nil {
-		return nil, ErrLiveOff
-	}
-	a, err := s.app(appName, true)
-	if err != nil {
-		return nil, err
-	}
-	l, err := a.openLive()
-	if err != nil {
-		return nil, err
-	}
-	return l.ingestOps(ctx, evs, users, nil)
+	return s.IngestIdentity(ctx, appName, evs, users, nil)
 }
 
 // IngestIdentity is Ingest with identity operations (docs/identity.md §2, §4):

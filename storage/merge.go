@@ -89,7 +89,7 @@ type shardScanner struct {
 }
 
 // maxIdleScanBytes bounds the buffers of a worker's scan state kept for
-// the next scan (Store.putScanner): one that grew past it — a shard of
+// the next scan (Store.scanners): one that grew past it — a shard of
 // many overlapping segments holds a decoded block per segment, 29 blocks
 // of 64 Ki rows are 55 MB — is left to the garbage collector, since the
 // next scan would report what it holds to ScanSpec.Grow whatever shard it

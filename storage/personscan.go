@@ -211,7 +211,7 @@ func newPersonJoin(v *Version) *personJoin {
 func (pj *personJoin) wrap(vs []Visitor, grow func(int64) error) []Visitor {
 	out := make([]Visitor, len(vs))
 	for w, v := range vs {
-		j := &joinVisitor{inner: v, snap: pj.snap, grow: grow, w: int32(w), arena: pj.st.getArena()}
+		j := &joinVisitor{inner: v, snap: pj.snap, grow: grow, w: int32(w), arena: pj.st.arenas.get()}
 		pj.workers = append(pj.workers, j)
 		out[w] = j
 		if _, ok := v.(PrepassVisitor); ok {

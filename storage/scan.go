@@ -294,7 +294,7 @@ func (s *Version) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) (
 			defer wg.Done()
 			// Decode buffers are reused across scans: a query must not
 			// re-allocate tens of MiB of block buffers (GC pressure).
-			sc := s.app.store.getScanner()
+			sc := s.app.store.scanners.get()
 			sc.snap, sc.spec, sc.v, sc.st = s, &spec, scanners[w], &ws[w]
 			if join != nil {
 				join.workers[w].sc, sc.keepTimes = sc, true
@@ -307,7 +307,7 @@ func (s *Version) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) (
 				}
 				sc.trail.ID = nil
 				if sc.bufferBytes() <= maxIdleScanBytes {
-					s.app.store.putScanner(sc)
+					s.app.store.scanners.put(sc)
 				}
 			}()
 			for {

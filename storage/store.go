@@ -146,32 +146,40 @@ type Store struct {
 	apps   map[string]*App
 	collMu map[string]*sync.Mutex // per store-level document collection: this process's writers (Store.Collection)
 
-	// idle holds per-worker scan states with their decode buffers between
-	// scans (a free list, not a sync.Pool: a GC must not drop tens of MiB of
-	// buffers that the next query re-allocates). At most 2·GOMAXPROCS.
-	idleMu     sync.Mutex
-	idle       []*shardScanner
-	idleArenas []*partArena // the person join's (personscan.go), as idle
+	// scanners hold per-worker scan states with their decode buffers
+	// between scans, arenas the person join's copied parts
+	// (personscan.go).
+	scanners freeList[shardScanner]
+	arenas   freeList[partArena]
 }
 
-// getScanner returns an idle scan state or a new one.
-func (s *Store) getScanner() *shardScanner {
-	s.idleMu.Lock()
-	defer s.idleMu.Unlock()
-	if n := len(s.idle); n > 0 {
-		sc := s.idle[n-1]
-		s.idle = s.idle[:n-1]
-		return sc
+// freeList keeps values of one kind between scans for reuse (a free
+// list, not a sync.Pool: a GC must not drop tens of MiB of buffers that
+// the next query re-allocates): at most 2·GOMAXPROCS. Safe for
+// concurrent use.
+type freeList[T any] struct {
+	mu   sync.Mutex
+	idle []*T
+}
+
+// get returns an idle value or a new one.
+func (f *freeList[T]) get() *T {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := len(f.idle); n > 0 {
+		x := f.idle[n-1]
+		f.idle = f.idle[:n-1]
+		return x
 	}
-	return &shardScanner{}
+	return new(T)
 }
 
-// putScanner keeps sc for the next scan, unless enough are idle already.
-func (s *Store) putScanner(sc *shardScanner) {
-	s.idleMu.Lock()
-	defer s.idleMu.Unlock()
-	if len(s.idle) < 2*runtime.GOMAXPROCS(0) {
-		s.idle = append(s.idle, sc)
+// put keeps x for a later get, unless enough are idle already.
+func (f *freeList[T]) put(x *T) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.idle) < 2*runtime.GOMAXPROCS(0) {
+		f.idle = append(f.idle, x)
 	}
 }
 
@@ -181,30 +189,13 @@ func (s *Store) putScanner(sc *shardScanner) {
 // measurement).
 const maxIdleArenaBytes = 128 << 20
 
-// getArena returns an idle person-join arena (emptied) or a new one.
-func (s *Store) getArena() *partArena {
-	s.idleMu.Lock()
-	defer s.idleMu.Unlock()
-	if n := len(s.idleArenas); n > 0 {
-		a := s.idleArenas[n-1]
-		s.idleArenas = s.idleArenas[:n-1]
-		return a
-	}
-	return &partArena{}
-}
-
-// putArena keeps a for the next scan's join, emptied, unless it is large
-// or enough are idle already.
+// putArena keeps a for the next scan's join, emptied, unless it is large.
 func (s *Store) putArena(a *partArena) {
 	if a.bytes() > maxIdleArenaBytes {
 		return
 	}
 	a.reset()
-	s.idleMu.Lock()
-	defer s.idleMu.Unlock()
-	if len(s.idleArenas) < 2*runtime.GOMAXPROCS(0) {
-		s.idleArenas = append(s.idleArenas, a)
-	}
+	s.arenas.put(a)
 }
 
 // Lock file names: the store's writer role (Config.Writer: exclusive; a
