@@ -22,7 +22,7 @@ import "math/bits"
 //     (a login on the phone); the sessions after it are under T again.
 
 // IdentifyEvent is the name of the event that joins an anonymous id to the
-// user id it is sent from (identity.md §2: identify(T, A) with T the
+// user id it is sent from (docs/identity.md §2: identify(T, A) with T the
 // event's user id and A its PropAnonDistinctID).
 const IdentifyEvent = "$identify"
 

@@ -23,7 +23,7 @@ import (
 	"github.com/spurdb/spur/storage"
 )
 
-// The differential test over persons (identity.md §3): random events
+// The differential test over persons (docs/identity.md §3): random events
 // (some with insert ids, some of those sent again: duplicates within a
 // distinct id, not across two) and user writes over a small alphabet of
 // distinct ids, and a random sequence of identity operations, delivered through every path into the
@@ -53,7 +53,7 @@ type personsCase struct {
 	// ids are every distinct id the case names, to look up.
 	ids []string
 	// iid[i] is event i's insert id ("": none). Events of one distinct id
-	// with equal names, times and insert ids are one event (ingest.md §3:
+	// with equal names, times and insert ids are one event (docs/ingest.md §3:
 	// the first stored wins); of two distinct ids, two.
 	iid []string
 }
@@ -758,7 +758,7 @@ func diffAnswers(a, b []string) string {
 // (acknowledged), then an event of the same distinct id at the same
 // timestamp imported, come out of a scan in the other order, before and
 // after the live layer is flushed (the trail order is (time, arrival),
-// analytics.md §1). Skipped unless SPUR_PERSONS_KNOWN_BUGS=1.
+// docs/analytics.md §1). Skipped unless SPUR_PERSONS_KNOWN_BUGS=1.
 func TestPersonsLiveImportArrival(t *testing.T) {
 	if !personsKnownBugs {
 		t.Skip("a known storage bug: SPUR_PERSONS_KNOWN_BUGS=1 shows it")
@@ -792,7 +792,7 @@ func TestPersonsLiveImportArrival(t *testing.T) {
 // TestPersonsDedupBeforeFilters reproduces a storage bug this file's
 // duplicates found (no identity operation needed): of two copies of an
 // event (one distinct id, name, time and insert id) stored in two imports,
-// the first (n = 10) must win (ingest.md §3), so a filter n ≤ 8 counts
+// the first (n = 10) must win (docs/ingest.md §3), so a filter n ≤ 8 counts
 // none; when the copies sit in different segments (two imports, or
 // flushed and live) the filter drops the first copy before deduplication
 // and the second counts. Skipped unless SPUR_PERSONS_KNOWN_BUGS=1.

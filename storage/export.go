@@ -176,7 +176,7 @@ func (s *Version) export(ctx context.Context, spec ScanSpec, visit func(UserKey,
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	v := &exportVisitor{visit: visit, cancel: cancel}
-	// One worker; by distinct id (identity.md §1: every stored event keeps
+	// One worker; by distinct id (docs/identity.md §1: every stored event keeps
 	// the distinct id it was sent with, for export): the person join would
 	// also mix the shards' string tables.
 	spec.Workers, spec.DistinctIDs = 1, true
