@@ -191,3 +191,23 @@ func TestLongChain(t *testing.T) {
 		t.Fatalf("identified chain: %q %v %d", p.ID, p.Identified, len(p.DistinctIDs))
 	}
 }
+
+// TestNoopPredicts: Snapshot.Noop says exactly which ops Apply will find
+// to be no-ops, over random sequences.
+func TestNoopPredicts(t *testing.T) {
+	for seed := range 200 {
+		r := rand.New(rand.NewPCG(uint64(seed), 11))
+		g := identity.New()
+		for range 60 {
+			op := identity.Op{Kind: identity.Kind(1 + r.IntN(3)), T: fmt.Sprintf("id%d", r.IntN(8)), O: fmt.Sprintf("id%d", r.IntN(8))}
+			predicted := g.Snapshot().Noop(op)
+			out := make([]identity.Outcome, 1)
+			if err := g.Apply([]identity.Op{op}, out); err != nil {
+				t.Fatal(err)
+			}
+			if predicted != (out[0] == identity.Noop) {
+				t.Fatalf("seed %d: %v %q %q: Noop said %v, Apply did %v", seed, op.Kind, op.T, op.O, predicted, out[0])
+			}
+		}
+	}
+}

@@ -245,6 +245,21 @@ func (s *Snapshot) LookupString(id string) *Person {
 // false positives. No allocation.
 func (s *Snapshot) MayBeJoined(h uint64) bool { return s.filter != nil && s.filter.may(h) }
 
+// Noop reports whether op changes nothing on s — its ids are one person
+// already (or T = O) and, unless it is a merge, that person is identified
+// — and so on every later snapshot too, since persons never split and
+// stay identified: a writer may drop it before logging it. No allocation.
+func (s *Snapshot) Noop(op Op) bool {
+	if op.Kind == Merge && op.T == op.O {
+		return true
+	}
+	pt := s.LookupString(op.T)
+	if pt == nil || op.T != op.O && s.LookupString(op.O) != pt {
+		return false
+	}
+	return op.Kind == Merge || pt.Identified
+}
+
 // Joined reports whether some person has ≥ 2 distinct ids.
 func (s *Snapshot) Joined() bool { return s.stats.Joined > 0 }
 

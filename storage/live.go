@@ -354,6 +354,12 @@ func (l *liveApp) ingestOps(ctx context.Context, evs []event.Event, users []User
 	rep := &IngestReport{}
 	ok := l.check(evs, users, rep)
 	ops := identityOps(evs, ids, ok, rep)
+	if snap := l.a.ident.snapshot(); snap != nil && len(ops) > 0 {
+		// An operation that is a no-op now stays one (persons never split):
+		// not logged, not applied. Segment and Amplitude traffic carries
+		// the same two ids on every event.
+		ops = slices.DeleteFunc(ops, snap.Noop)
+	}
 	if rep.Accepted == 0 && len(ops) == 0 {
 		return rep, nil
 	}
@@ -485,14 +491,18 @@ func appendLiveRecordOf(dst []byte, evs []event.Event, users []UserWrite, ops []
 // with `$process_person_profile: false` carries none.
 func identityOps(evs []event.Event, ids []IdentityWrite, ok []bool, rep *IngestReport) []identity.Op {
 	var ops []identity.Op
-	byEvent := map[int][]identity.Op{}
-	for _, w := range ids {
-		if w.Index >= 0 && w.Index < len(evs) {
-			byEvent[w.Index] = append(byEvent[w.Index], w.Op)
-		}
+	// ids by event, in their order (usually they come so already).
+	if !slices.IsSortedFunc(ids, func(a, b IdentityWrite) int { return cmp.Compare(a.Index, b.Index) }) {
+		ids = slices.Clone(ids)
+		slices.SortStableFunc(ids, func(a, b IdentityWrite) int { return cmp.Compare(a.Index, b.Index) })
 	}
+	next := 0 // the first of ids with an Index ≥ the event's
 	rejected := false
 	for i := range evs {
+		lo := next
+		for next < len(ids) && ids[next].Index <= i {
+			next++
+		}
 		if !ok[i] {
 			continue
 		}
@@ -501,7 +511,11 @@ func identityOps(evs []event.Event, ids []IdentityWrite, ok []bool, rep *IngestR
 			continue
 		}
 		n := len(ops)
-		for _, op := range byEvent[i] {
+		for _, w := range ids[lo:next] {
+			if w.Index != i {
+				continue // of no event (< 0)
+			}
+			op := w.Op
 			if err := op.Validate(); err != nil {
 				rep.Rejected = append(rep.Rejected, IngestRejection{Index: i, Field: "anonymous_id", Message: err.Error()})
 				ok[i], rejected = false, true
