@@ -48,8 +48,8 @@
 // Measured (2-core shared machine): an Apply of only Noops takes ~110 ns
 // and allocates nothing (no snapshot is published); Lookup ~0.3 µs in a
 // graph of 1M ids (a few cache misses), never allocating; replaying 208k
-// identify operations (416k ids) ~0.6 s of CPU. The heap holds ~263 bytes
-// per id (BenchmarkMemory, 1M ids).
+// identify operations (416k ids) ~0.8 s (1.8 s with a radix tree). The
+// heap holds ~263 bytes per id (BenchmarkMemory, 1M ids).
 //
 // # Snapshots
 //

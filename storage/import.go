@@ -585,7 +585,8 @@ func (im *importer) add(ev *event.Event, rep *ImportReport) error {
 // the field of an invalid one.
 func (im *importer) identityOps(ev *event.Event) error {
 	im.rowOps = im.rowOps[:0]
-	if !ProcessesPersons(ev) {
+	// Most rows carry no operation: their properties are not read.
+	if im.opt.AnonymousID == "" && !identityEvent(ev.Name) || !ProcessesPersons(ev) {
 		return nil
 	}
 	if col := im.opt.AnonymousID; col != "" {

@@ -503,11 +503,9 @@ func identityOps(evs []event.Event, ids []IdentityWrite, ok []bool, rep *IngestR
 		for next < len(ids) && ids[next].Index <= i {
 			next++
 		}
-		if !ok[i] {
-			continue
-		}
 		ev := &evs[i]
-		if !ProcessesPersons(ev) {
+		// Most events carry no operation: their properties are not read.
+		if !ok[i] || lo == next && !identityEvent(ev.Name) || !ProcessesPersons(ev) {
 			continue
 		}
 		n := len(ops)

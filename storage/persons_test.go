@@ -42,6 +42,22 @@ func personTrails(t *testing.T, v *Version, distinct bool) map[string][]int64 {
 	return out
 }
 
+// appPersonTrails is personTrails (by person) of the current version of
+// st's app, released at once.
+func appPersonTrails(t *testing.T, st *Store, app string) map[string][]int64 {
+	t.Helper()
+	a, err := st.App(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := a.Acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Release()
+	return personTrails(t, v, false)
+}
+
 func TestPersonsJoinAcrossShardsAndRestart(t *testing.T) {
 	fs := crashfs.New()
 	st := openLiveOn(t, fs, 8, quietLive)
@@ -61,16 +77,7 @@ func TestPersonsJoinAcrossShardsAndRestart(t *testing.T) {
 	want0 := map[string][]int64{"anon1": {10, 30}, "acct1": {20}, "anon2": {50}}
 	check := func(want map[string][]int64) {
 		t.Helper()
-		a, err := st.App("shop")
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, err := a.Acquire()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer v.Release()
-		if got := personTrails(t, v, false); !maps.EqualFunc(got, want, slices.Equal) {
+		if got := appPersonTrails(t, st, "shop"); !maps.EqualFunc(got, want, slices.Equal) {
 			t.Errorf("persons: got %v, want %v", got, want)
 		}
 	}
@@ -205,18 +212,7 @@ func TestIdentityDamageVerifyRecover(t *testing.T) {
 	overwrite(t, fs, graph, b)
 
 	want := map[string][]int64{"b": {1, 2, 3}}
-	trails := func(st *Store) map[string][]int64 {
-		a, err := st.App("app")
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, err := a.Acquire()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer v.Release()
-		return personTrails(t, v, false)
-	}
+	trails := func(st *Store) map[string][]int64 { return appPersonTrails(t, st, "app") }
 	st = openLiveOn(t, fs, 4, quietLive)
 	rep, err := st.Verify(ctx, "app")
 	if err != nil {
