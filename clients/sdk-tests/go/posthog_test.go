@@ -24,6 +24,9 @@ func newPosthog(t *testing.T, app, base string, a *acks) posthog.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A test that fails before its own Close stops the client's retries here (a second Close
+	// answers ErrClosed).
+	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 

@@ -310,29 +310,26 @@ func at(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 // find returns the one event of the trail with that insert id.
 func find(t *testing.T, events []trailEvent, insertID string) trailEvent {
 	t.Helper()
-	var found []trailEvent
-	for _, e := range events {
-		if e.InsertID == insertID {
-			found = append(found, e)
-		}
-	}
-	if len(found) != 1 {
-		t.Fatalf("%d events with insert_id %q in %+v", len(found), insertID, events)
-	}
-	return found[0]
+	return only(t, events, "insert_id", func(e trailEvent) string { return e.InsertID }, insertID)
 }
 
 // findEvent returns the one event of the trail with that name.
 func findEvent(t *testing.T, events []trailEvent, name string) trailEvent {
 	t.Helper()
+	return only(t, events, "name", func(e trailEvent) string { return e.Event }, name)
+}
+
+// only returns the one event whose field (named what) is value, and fails on none or several.
+func only(t *testing.T, events []trailEvent, what string, field func(trailEvent) string, value string) trailEvent {
+	t.Helper()
 	var found []trailEvent
 	for _, e := range events {
-		if e.Event == name {
+		if field(e) == value {
 			found = append(found, e)
 		}
 	}
 	if len(found) != 1 {
-		t.Fatalf("%d events named %q in %+v", len(found), name, events)
+		t.Fatalf("%d events with %s %q in %+v", len(found), what, value, events)
 	}
 	return found[0]
 }
