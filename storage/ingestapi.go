@@ -57,6 +57,12 @@ type IngestOptions struct {
 	// (docs/ingest.md §6, the SDK capture paths). An event still fails
 	// whole on its user id, event name, timestamp or identity operation.
 	DropBadValues bool
+	// ExplicitOps says the request's identity operations are all in its
+	// IdentityWrites: events named $identify, $create_alias or
+	// $merge_dangerously carry none (OpOfEvent is not applied). The SDK
+	// capture paths decode each protocol's operations themselves
+	// (package capture).
+	ExplicitOps bool
 }
 
 // IngestRejection is one event refused by Ingest: Index into its evs,

@@ -363,7 +363,7 @@ func (l *liveApp) ingestOps(ctx context.Context, evs []event.Event, users []User
 	}
 	rep := &IngestReport{}
 	ok := l.check(evs, users, rep, opt.DropBadValues)
-	ops := identityOps(evs, ids, ok, rep)
+	ops := identityOps(evs, ids, ok, rep, opt.ExplicitOps)
 	if snap := l.a.ident.snapshot(); snap != nil && len(ops) > 0 {
 		// An operation that is a no-op now stays one (persons never split):
 		// not logged, not applied. Segment and Amplitude traffic carries
@@ -522,7 +522,7 @@ func appendLiveRecordOf(dst []byte, evs []event.Event, users []UserWrite, ops []
 // whose operation is invalid (an id too long, not UTF-8) is rejected
 // (ok and rep updated; field "anonymous_id" or the property's); an event
 // with `$process_person_profile: false` carries none.
-func identityOps(evs []event.Event, ids []IdentityWrite, ok []bool, rep *IngestReport) []identity.Op {
+func identityOps(evs []event.Event, ids []IdentityWrite, ok []bool, rep *IngestReport, explicit bool) []identity.Op {
 	var ops []identity.Op
 	// ids by event, in their order (usually they come so already).
 	if !slices.IsSortedFunc(ids, func(a, b IdentityWrite) int { return cmp.Compare(a.Index, b.Index) }) {
@@ -538,7 +538,7 @@ func identityOps(evs []event.Event, ids []IdentityWrite, ok []bool, rep *IngestR
 		}
 		ev := &evs[i]
 		// Most events carry no operation: their properties are not read.
-		if !ok[i] || lo == next && !identityEvent(ev.Name) || !ProcessesPersons(ev) {
+		if !ok[i] || lo == next && (explicit || !identityEvent(ev.Name)) || !ProcessesPersons(ev) {
 			continue
 		}
 		n := len(ops)
@@ -554,7 +554,7 @@ func identityOps(evs []event.Event, ids []IdentityWrite, ok []bool, rep *IngestR
 			}
 			ops = append(ops, op)
 		}
-		if op, has := OpOfEvent(ev); ok[i] && has {
+		if op, has := OpOfEvent(ev); ok[i] && has && !explicit {
 			if err := op.Validate(); err != nil {
 				field := "properties." + aliasProp
 				if op.Kind == identity.Identify {
