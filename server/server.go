@@ -326,12 +326,12 @@ type Server struct {
 
 	results resultCache // saved insights' answers (insights.go)
 
-	keys       *Keys
-	ingester   Ingester
-	eventsMem  memGate    // memory of the events requests in flight
-	eventsPool *sync.Pool // *eventsWork
+	keys         *Keys
+	ingester     Ingester
+	eventsMem    memGate         // memory of the events requests in flight
+	eventsPool   *sync.Pool      // *eventsWork
 	captureWarns captureWarnings // the SDK capture paths' warnings (capture.go)
-	routeList  []route    // the main listener's routes (tests check each one's access)
+	routeList    []route         // the main listener's routes (tests check each one's access)
 }
 
 type cachedSchema struct {
