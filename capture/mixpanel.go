@@ -72,6 +72,9 @@ func mixpanelRaws(body []byte, ndjson bool) ([]json.RawMessage, error) {
 		return raws, nil
 	case '{':
 		if !ndjson {
+			if !json.Valid(body) {
+				return nil, &BodyError{Msg: "the body is not a JSON object or array of Mixpanel events"}
+			}
 			return []json.RawMessage{json.RawMessage(body)}, nil
 		}
 		var raws []json.RawMessage
@@ -160,8 +163,12 @@ func (bd *builder) mixpanelEvent(i int, me *mixpanelEvent) error {
 		return nil
 	}
 	id, user, device := mixpanelID(p)
-	if me.Event == "$identify" && str(p["$identified_id"]) != "" {
+	merged, _ := p["$distinct_ids"].([]any)
+	switch {
+	case me.Event == "$identify" && str(p["$identified_id"]) != "":
 		id = truncateID(str(p["$identified_id"]))
+	case me.Event == "$merge" && id == "" && len(merged) > 0:
+		id = truncateID(str(merged[0]))
 	}
 	if id == "" {
 		bd.invalid(i, "properties.distinct_id", "missing distinct_id ($user_id, $device_id or distinct_id)")
@@ -191,9 +198,8 @@ func (bd *builder) mixpanelEvent(i int, me *mixpanelEvent) error {
 			bd.op(e, identity.Alias, id, o)
 		}
 	case "$merge":
-		ids, _ := p["$distinct_ids"].([]any)
-		if len(ids) == 2 && str(ids[0]) != "" && str(ids[1]) != "" {
-			bd.op(e, identity.Merge, truncateID(str(ids[0])), truncateID(str(ids[1])))
+		if len(merged) == 2 && str(merged[0]) != "" && str(merged[1]) != "" {
+			bd.op(e, identity.Merge, truncateID(str(merged[0])), truncateID(str(merged[1])))
 		}
 	}
 	if user != "" && device != "" && user != device {

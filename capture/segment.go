@@ -16,7 +16,8 @@ import (
 // anonymousId; messageId is the insert id (derived when absent); track →
 // its event, page → $pageview and screen → $screen (with name and
 // category properties), identify → $identify with traits as user
-// properties (set), alias → $create_alias, group → $groupidentify
+// properties (set) and $anon_distinct_id, alias → $create_alias with
+// alias (previousId), group → $groupidentify
 // ($group_key, $group_set); context (batch-level first, the message's
 // over it) as context.* properties; context.userAgent derives $browser,
 // $os, $device_type. Identity (docs/identity.md §2): any message with
@@ -144,12 +145,16 @@ func (bd *builder) segmentMessage(i int, m *segmentMessage, batchContext map[str
 		}
 	case "identify":
 		name = "$identify"
+		if user != "" && anon != "" {
+			ps = append(ps, event.Prop{Name: "$anon_distinct_id", Value: event.String(anon)})
+		}
 	case "alias":
 		name = "$create_alias"
 		if user == "" || str(m.PreviousID) == "" {
 			bd.invalid(i, "previousId", "an alias call needs userId and previousId")
 			return nil
 		}
+		ps = append(ps, event.Prop{Name: "alias", Value: event.String(truncateID(str(m.PreviousID)))})
 	case "group":
 		name = "$groupidentify"
 		if v, ok := value(m.GroupID); ok {
