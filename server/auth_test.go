@@ -70,6 +70,9 @@ func TestAuthMatrix(t *testing.T) {
 	for _, rt := range routes {
 		path := strings.NewReplacer("{app}", "cardano", "{id}", "x").Replace(rt.path)
 		name := rt.method + " " + path
+		if strings.HasPrefix(path, "/ingest/") {
+			continue // keys in the SDKs' own places: TestCaptureKeys
+		}
 		if rt.acc == open {
 			if code, _ := call(rt.method, path, ""); code == 401 || code == 403 {
 				t.Errorf("%s needs no key, answered %d", name, code)

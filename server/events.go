@@ -89,6 +89,7 @@ const (
 	DefaultMaxEventsDecompressedBytes = 200 << 20                // decompressed
 	DefaultMaxFuture                  = storage.DefaultMaxFuture // the live layer's own check (storage.LiveOptions.MaxFuture)
 	DefaultEventsMemory               = 256 << 20
+	DefaultMaxClockSkew               = 60 * time.Second // capture.DefaultMaxClockSkew
 )
 
 // eventsRetryAfter is the Retry-After of the endpoint's 503 answers,

@@ -28,6 +28,9 @@ type metrics struct {
 	ingestAck      prometheus.Histogram
 	ingestBytes    prometheus.Counter
 	authFailures   *prometheus.CounterVec // by status
+
+	captureRequests *prometheus.CounterVec // by protocol, status
+	captureDropped  prometheus.Counter
 }
 
 func newMetrics(reg *prometheus.Registry, st *storage.Store, log *slog.Logger, events *memGate, live *LiveObserver) *metrics {
@@ -82,13 +85,21 @@ func newMetrics(reg *prometheus.Registry, st *storage.Store, log *slog.Logger, e
 			Name: "spur_auth_failures_total",
 			Help: "Requests refused for their key, by status: 401 (missing or unknown key), 403 (scope or app).",
 		}, []string{"status"}),
+		captureRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spur_capture_requests_total",
+			Help: "SDK capture requests (/ingest/...) answered, by protocol (posthog, segment, amplitude, mixpanel) and HTTP status.",
+		}, []string{"protocol", "status"}),
+		captureDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spur_capture_dropped_values_total",
+			Help: "Property values the SDK capture paths dropped from stored events (a value of another type than the app's, an operation not applied), listed at /api/apps/{app}/warnings?kind=property.",
+		}),
 	}
 	eventsMem := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "spur_ingest_request_memory_bytes",
 		Help: "Memory reserved by the events requests being parsed and stored (bounded by --events-memory), bytes.",
 	}, func() float64 { return float64(events.used.Load()) })
 	reg.MustRegister(m.queryDuration, m.queries, m.inFlight, m.eventsScanned, m.bytesRead,
-		m.imports, m.importRows, m.ingestRequests, m.ingestEvents, m.ingestAck, m.ingestBytes, m.authFailures, eventsMem,
+		m.imports, m.importRows, m.ingestRequests, m.ingestEvents, m.ingestAck, m.ingestBytes, m.authFailures, m.captureRequests, m.captureDropped, eventsMem,
 		&storeCollector{st: st, log: log},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if live != nil {

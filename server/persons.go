@@ -148,8 +148,14 @@ func (s *Server) handleWarnings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer snap.Release()
-	if k := qv.Get("kind"); k != "" && k != "identity" {
-		writeError(w, badParam("kind", "unknown warnings kind %q: want identity", k))
+	switch k := qv.Get("kind"); k {
+	case "", "identity":
+	case "property":
+		total, ws := s.captureWarns.page(r.PathValue("app"), offset, limit)
+		writeJSON(w, http.StatusOK, map[string]any{"kind": "property", "total": total, "offset": offset, "limit": limit, "warnings": ws})
+		return
+	default:
+		writeError(w, badParam("kind", "unknown warnings kind %q: want identity or property", k))
 		return
 	}
 	out := map[string]any{"kind": "identity", "total": uint64(0), "offset": offset, "limit": limit}

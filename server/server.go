@@ -84,8 +84,9 @@
 // 403 forbidden: an Origin header that is not this server's host:port, or
 // Sec-Fetch-Site: cross-site (a top-level GET navigation excepted, so a
 // link to the UI from elsewhere opens it). Clients that send neither
-// header (curl, scripts) are not affected. The events endpoint (the
-// anyOrigin policy: browser SDKs call it cross-origin with an ingest key)
+// header (curl, scripts) are not affected. The events endpoint and the
+// SDK capture paths under /ingest/ (the anyOrigin policy: browser SDKs
+// call them cross-origin with an ingest key)
 // allows every origin and answers CORS preflights instead. The
 // debug listener applies the same two checks, and always answers the
 // loopback names too.
@@ -259,6 +260,11 @@ type Config struct {
 	// when it alone needs more). 0 means DefaultEventsMemory (256 MiB), and
 	// so does a negative value.
 	EventsMemory int64
+	// MaxClockSkew is how far an SDK's clock may be from the server's
+	// before its batch's timestamps are corrected by the difference in
+	// whole seconds (PostHog's sent_at, Segment's sentAt; docs/ingest.md
+	// §6); 0 means DefaultMaxClockSkew (60 s).
+	MaxClockSkew time.Duration
 	// AllowedHosts lists the Host header values served (names or
 	// addresses, any port; "*.example.com" for subdomains; "*" for all);
 	// any other Host gets 403 forbidden, against DNS rebinding. nil means
@@ -320,11 +326,12 @@ type Server struct {
 
 	results resultCache // saved insights' answers (insights.go)
 
-	keys       *Keys
-	ingester   Ingester
-	eventsMem  memGate    // memory of the events requests in flight
-	eventsPool *sync.Pool // *eventsWork
-	routeList  []route    // the main listener's routes (tests check each one's access)
+	keys         *Keys
+	ingester     Ingester
+	eventsMem    memGate         // memory of the events requests in flight
+	eventsPool   *sync.Pool      // *eventsWork
+	captureWarns captureWarnings // the SDK capture paths' warnings (capture.go)
+	routeList    []route         // the main listener's routes (tests check each one's access)
 }
 
 type cachedSchema struct {
@@ -393,6 +400,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.EventsMemory <= 0 {
 		cfg.EventsMemory = DefaultEventsMemory
+	}
+	if cfg.MaxClockSkew <= 0 {
+		cfg.MaxClockSkew = DefaultMaxClockSkew
 	}
 	if cfg.Keys == nil {
 		k, err := OpenKeys(cfg.Store)
@@ -500,7 +510,7 @@ func (s *Server) newRouter() *router {
 // refuses browsers' cross-site requests (403), anyOrigin allows every
 // origin and answers CORS preflights (OPTIONS) for the path, without a
 // key; acc is the key the request needs (auth.go). All methods of a path
-// share one policy.
+// share one policy; its preflight names the first method registered.
 func (rt *router) handle(method, path string, policy crossSite, acc access, h http.HandlerFunc) {
 	rt.mux.Handle(method+" "+path, guardRoute(policy, rt.s.authorize(acc, h)))
 	rt.routes = append(rt.routes, route{method, path, policy, acc})
@@ -508,8 +518,9 @@ func (rt *router) handle(method, path string, policy crossSite, acc access, h ht
 		rt.paths = append(rt.paths, path)
 		rt.guard[path] = policy
 	}
+	first := !slices.Contains(rt.allow[path], "OPTIONS")
 	rt.allow[path] = append(rt.allow[path], method)
-	if policy == anyOrigin {
+	if policy == anyOrigin && first {
 		rt.mux.Handle("OPTIONS "+path, preflight(method))
 		rt.allow[path] = append(rt.allow[path], "OPTIONS")
 	}
@@ -545,6 +556,7 @@ func (s *Server) routes() http.Handler {
 	rt.handle("POST", "/api/apps/{app}/events", anyOrigin, needs(ScopeIngest), s.handleEvents)
 	rt.handle("GET", "/api/apps/{app}/export", sameOriginOnly, needs(ScopeQuery), s.handleExport)
 	s.registerEndpoints(rt)
+	s.registerCapture(rt)
 	rt.handle("GET", "/api/key", sameOriginOnly, access{anyKey: true}, s.handleOwnKey)
 	rt.handle("GET", "/api/keys", sameOriginOnly, access{scope: ScopeAdmin}, s.handleListKeys)
 	rt.handle("POST", "/api/keys", sameOriginOnly, access{scope: ScopeAdmin}, s.handleCreateKey)

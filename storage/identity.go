@@ -464,7 +464,7 @@ func (s *Store) MergePersons(ctx context.Context, appName, t, o string) error {
 		if err != nil {
 			return err
 		}
-		_, err = l.ingestOps(ctx, nil, nil, []IdentityWrite{{Index: -1, Op: op}})
+		_, err = l.ingestOps(ctx, nil, nil, []IdentityWrite{{Index: -1, Op: op}}, IngestOptions{})
 		return err
 	}
 	tx, err := a.beginWrite()

@@ -42,6 +42,27 @@ type UserWrite struct {
 type IngestReport struct {
 	Accepted int
 	Rejected []IngestRejection
+	// Dropped lists, in Index order, the properties removed from accepted
+	// events under IngestOptions.DropBadValues (Field the property's path,
+	// Message why); nil without it.
+	Dropped []IngestRejection
+}
+
+// IngestOptions changes how Store.IngestWith treats a request's events.
+// The zero value is Ingest's behaviour.
+type IngestOptions struct {
+	// DropBadValues removes from an event each property (and user
+	// property) whose name or value does not fit the app's schema, and
+	// stores the event without it, instead of rejecting the event
+	// (docs/ingest.md §6, the SDK capture paths). An event still fails
+	// whole on its user id, event name, timestamp or identity operation.
+	DropBadValues bool
+	// ExplicitOps says the request's identity operations are all in its
+	// IdentityWrites: events named $identify, $create_alias or
+	// $merge_dangerously carry none (OpOfEvent is not applied). The SDK
+	// capture paths decode each protocol's operations themselves
+	// (package capture).
+	ExplicitOps bool
 }
 
 // IngestRejection is one event refused by Ingest: Index into its evs,

@@ -161,6 +161,16 @@ func (s *Store) Ingest(ctx context.Context, appName string, evs []event.Event, u
 // with Ingest too. A request of operations only (no events) is written
 // as well. Errors as Ingest's.
 func (s *Store) IngestIdentity(ctx context.Context, appName string, evs []event.Event, users []UserWrite, ids []IdentityWrite) (*IngestReport, error) {
+	return s.IngestWith(ctx, appName, evs, users, ids, IngestOptions{})
+}
+
+// IngestWith is IngestIdentity with options: with opt.DropBadValues a
+// property or user property that does not fit the app's schema is removed
+// from its event (listed in IngestReport.Dropped) instead of rejecting
+// the event (docs/ingest.md §6: an SDK's traffic is never lost for one
+// mistyped property). It removes such properties from evs' and users'
+// Props in place. Errors as Ingest's.
+func (s *Store) IngestWith(ctx context.Context, appName string, evs []event.Event, users []UserWrite, ids []IdentityWrite, opt IngestOptions) (*IngestReport, error) {
 	ctx, task := trace.NewTask(ctx, "ingest")
 	defer task.End()
 	if s.cfg.Live == nil {
@@ -174,7 +184,7 @@ func (s *Store) IngestIdentity(ctx context.Context, appName string, evs []event.
 	if err != nil {
 		return nil, err
 	}
-	return l.ingestOps(ctx, evs, users, ids)
+	return l.ingestOps(ctx, evs, users, ids, opt)
 }
 
 // FlushLive writes app appName's live layer into segment files now,
@@ -340,7 +350,7 @@ func (a *App) allocSeq(min int64) int64 {
 }
 
 // ingestOps is Store.IngestIdentity on this app.
-func (l *liveApp) ingestOps(ctx context.Context, evs []event.Event, users []UserWrite, ids []IdentityWrite) (*IngestReport, error) {
+func (l *liveApp) ingestOps(ctx context.Context, evs []event.Event, users []UserWrite, ids []IdentityWrite, opt IngestOptions) (*IngestReport, error) {
 	if err := l.err(); err != nil {
 		return nil, err
 	}
@@ -352,8 +362,8 @@ func (l *liveApp) ingestOps(ctx context.Context, evs []event.Event, users []User
 		return nil, err
 	}
 	rep := &IngestReport{}
-	ok := l.check(evs, users, rep)
-	ops := identityOps(evs, ids, ok, rep)
+	ok := l.check(evs, users, rep, opt.DropBadValues)
+	ops := identityOps(evs, ids, ok, rep, opt.ExplicitOps)
 	if snap := l.a.ident.snapshot(); snap != nil && len(ops) > 0 {
 		// An operation that is a no-op now stays one (persons never split):
 		// not logged, not applied. Segment and Amplitude traffic carries
@@ -383,8 +393,11 @@ func (l *liveApp) ingestOps(ctx context.Context, evs []event.Event, users []User
 }
 
 // check validates and coerces evs and their user writes, recording the
-// rejected ones in rep; ok[i] says whether evs[i] is accepted.
-func (l *liveApp) check(evs []event.Event, users []UserWrite, rep *IngestReport) []bool {
+// rejected ones in rep; ok[i] says whether evs[i] is accepted. With drop,
+// a property that fails (a bad name, a repeated name, a value of another
+// type) is removed from its event or user write and recorded in
+// rep.Dropped, and the event is checked again without it.
+func (l *liveApp) check(evs []event.Event, users []UserWrite, rep *IngestReport, drop bool) []bool {
 	ok := make([]bool, len(evs))
 	byEvent := make([][]int, len(evs)) // indexes into users
 	for j, u := range users {
@@ -407,12 +420,7 @@ func (l *liveApp) check(evs []event.Event, users []UserWrite, rep *IngestReport)
 			reject("timestamp", fmt.Sprintf("%s is more than %v after the server's clock", time.UnixMicro(ev.Time).UTC().Format(time.RFC3339Nano), l.opt.MaxFuture))
 			continue
 		}
-		if err := event.ValidateEvent(ev); err != nil {
-			f, msg := rowField(err, "properties.")
-			reject(f, msg)
-			continue
-		}
-		if err := l.evSchema.CoerceEvent(ev); err != nil {
+		if err := coerceDropping(ev, l.evSchema, event.ValidateEvent, drop, i, "properties.", rep); err != nil {
 			f, msg := rowField(err, "properties.")
 			reject(f, msg)
 			continue
@@ -425,10 +433,8 @@ func (l *liveApp) check(evs []event.Event, users []UserWrite, rep *IngestReport)
 				prefix = "user_properties_once."
 			}
 			uev := event.Event{UserID: ev.UserID, Time: ev.Time, Props: u.Props}
-			err := event.ValidateUser(&uev)
-			if err == nil {
-				err = l.userSchema.CoerceEvent(&uev)
-			}
+			err := coerceDropping(&uev, l.userSchema, event.ValidateUser, drop, i, prefix, rep)
+			u.Props = uev.Props
 			if err != nil {
 				f, msg := rowField(err, prefix)
 				reject(f, msg)
@@ -442,6 +448,33 @@ func (l *liveApp) check(evs []event.Event, users []UserWrite, rep *IngestReport)
 		}
 	}
 	return ok
+}
+
+// coerceDropping validates ev and coerces it to schema; with drop, each
+// property the error names is removed from ev.Props (recorded in
+// rep.Dropped for event index, its field prefixed) and the event is
+// checked again, until it passes or fails on its user id, event name or
+// a field not among its properties.
+func coerceDropping(ev *event.Event, schema *event.Schema, validate func(*event.Event) error, drop bool, index int, prefix string, rep *IngestReport) error {
+	for {
+		err := validate(ev)
+		if err == nil {
+			err = schema.CoerceEvent(ev)
+		}
+		if err == nil || !drop {
+			return err
+		}
+		var re *event.RowError
+		if !errors.As(err, &re) || re.Field == event.FieldUserID || re.Field == event.FieldEvent {
+			return err
+		}
+		n := len(ev.Props)
+		ev.Props = slices.DeleteFunc(ev.Props, func(p event.Prop) bool { return p.Name == re.Field })
+		if len(ev.Props) == n {
+			return err
+		}
+		rep.Dropped = append(rep.Dropped, IngestRejection{Index: index, Field: prefix + re.Field, Message: re.Msg})
+	}
 }
 
 // rowField returns the field path and message of a validation error: an
@@ -489,7 +522,7 @@ func appendLiveRecordOf(dst []byte, evs []event.Event, users []UserWrite, ops []
 // whose operation is invalid (an id too long, not UTF-8) is rejected
 // (ok and rep updated; field "anonymous_id" or the property's); an event
 // with `$process_person_profile: false` carries none.
-func identityOps(evs []event.Event, ids []IdentityWrite, ok []bool, rep *IngestReport) []identity.Op {
+func identityOps(evs []event.Event, ids []IdentityWrite, ok []bool, rep *IngestReport, explicit bool) []identity.Op {
 	var ops []identity.Op
 	// ids by event, in their order (usually they come so already).
 	if !slices.IsSortedFunc(ids, func(a, b IdentityWrite) int { return cmp.Compare(a.Index, b.Index) }) {
@@ -505,7 +538,7 @@ func identityOps(evs []event.Event, ids []IdentityWrite, ok []bool, rep *IngestR
 		}
 		ev := &evs[i]
 		// Most events carry no operation: their properties are not read.
-		if !ok[i] || lo == next && !identityEvent(ev.Name) || !ProcessesPersons(ev) {
+		if !ok[i] || lo == next && (explicit || !identityEvent(ev.Name)) || !ProcessesPersons(ev) {
 			continue
 		}
 		n := len(ops)
@@ -521,7 +554,7 @@ func identityOps(evs []event.Event, ids []IdentityWrite, ok []bool, rep *IngestR
 			}
 			ops = append(ops, op)
 		}
-		if op, has := OpOfEvent(ev); ok[i] && has {
+		if op, has := OpOfEvent(ev); ok[i] && has && !explicit {
 			if err := op.Validate(); err != nil {
 				field := "properties." + aliasProp
 				if op.Kind == identity.Identify {

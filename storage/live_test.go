@@ -228,6 +228,59 @@ func TestIngestRejects(t *testing.T) {
 	}
 }
 
+// TestIngestDropBadValues: with IngestOptions.DropBadValues the events of
+// TestIngestRejects that failed on a property are stored without it, the
+// drops listed; events failing on their user id or timestamp are still
+// rejected.
+func TestIngestDropBadValues(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	opt := quietLive
+	opt.Now = func() time.Time { return now }
+	st := openLiveOn(t, crashfs.New(), 1, opt)
+	ctx := context.Background()
+	t0 := now.Add(-time.Hour).UnixMicro()
+	evs := []event.Event{
+		{UserID: "u1", Name: "a", Time: t0, Props: []event.Prop{{Name: "price", Value: event.Int(3)}}},
+		{UserID: "u1", Name: "a", Time: t0, Props: []event.Prop{{Name: "n", Value: event.Int(1)},
+			{Name: "price", Value: event.String("x")}, {Name: "", Value: event.Int(2)}, {Name: "m", Value: event.Int(2)}}},
+		{UserID: "u2", Name: "a", Time: now.Add(25 * time.Hour).UnixMicro()},
+		{UserID: "", Name: "a", Time: t0},
+		{UserID: "u3", Name: "b", Time: t0},
+	}
+	users := []UserWrite{
+		{Index: 4, Props: []event.Prop{{Name: "plan", Value: event.String("pro")}, {Name: "age", Value: event.Int(7)}}},
+		{Index: 0, Props: []event.Prop{{Name: "plan", Value: event.Int(3)}}},
+	}
+	rep, err := st.IngestWith(ctx, "app", evs, users, nil, IngestOptions{DropBadValues: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rejected, dropped []string
+	for _, r := range rep.Rejected {
+		rejected = append(rejected, fmt.Sprintf("%d %s", r.Index, r.Field))
+	}
+	for _, r := range rep.Dropped {
+		dropped = append(dropped, fmt.Sprintf("%d %s", r.Index, r.Field))
+	}
+	wantRejected := []string{"2 timestamp", "3 user_id"}
+	wantDropped := []string{"1 properties.", "1 properties.price", "4 user_properties.plan"}
+	if rep.Accepted != 3 || !slices.Equal(rejected, wantRejected) || !slices.Equal(dropped, wantDropped) {
+		t.Fatalf("accepted %d, rejected %v, dropped %v (%+v); want 3, %v, %v", rep.Accepted, rejected, dropped, rep.Dropped, wantRejected, wantDropped)
+	}
+	if got := len(evs[1].Props); got != 2 || evs[1].Props[0].Name != "n" || evs[1].Props[1].Name != "m" {
+		t.Fatalf("event 1 kept %+v, want n and m", evs[1].Props)
+	}
+	a, _ := st.App("app")
+	v, err := a.Acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Release()
+	if n := v.Rows(KindEvents); n != 3 {
+		t.Fatalf("%d events stored, want 3", n)
+	}
+}
+
 // TestIngestBackpressure: over the memory limit, Ingest stores nothing and
 // says so; after a flush it takes events again.
 func TestIngestBackpressure(t *testing.T) {

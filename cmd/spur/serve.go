@@ -64,17 +64,20 @@ type serveEvents struct {
 	maxDecompressed int64
 	maxFuture       time.Duration
 	memory          int64
+	maxClockSkew    time.Duration
 }
 
 func (e *serveEvents) flags(f *pflag.FlagSet) {
 	f.Int64Var(&e.maxBytes, "max-events-bytes", server.DefaultMaxEventsBytes, "largest events request body as sent, bytes (413 past it, nothing stored)")
 	f.Int64Var(&e.maxDecompressed, "max-events-decompressed-bytes", server.DefaultMaxEventsDecompressedBytes, "largest decompressed size of a gzip events body, bytes (413 past it, nothing stored); negative: no limit")
 	f.DurationVar(&e.maxFuture, "max-future", server.DefaultMaxFuture, "events timestamped more than this after the server's clock are rejected; negative: no limit")
+	f.DurationVar(&e.maxClockSkew, "max-clock-skew", server.DefaultMaxClockSkew, "an SDK batch whose sent-at time is further than this from the server's clock has its timestamps shifted by the difference, whole seconds (docs/sdks.md)")
 	f.Int64Var(&e.memory, "events-memory", server.DefaultEventsMemory, "memory for the events requests being received at once, bytes (503 Retry-After past it; 413 for a request needing more alone)")
 }
 
 func (e *serveEvents) apply(cfg *server.Config) {
 	cfg.MaxEventsBytes, cfg.MaxEventsDecompressedBytes, cfg.MaxFuture, cfg.EventsMemory = e.maxBytes, e.maxDecompressed, e.maxFuture, e.memory
+	cfg.MaxClockSkew = e.maxClockSkew
 }
 
 // serveHTTPLimits are the HTTP limits and request checks of `spur serve`

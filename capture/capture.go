@@ -1,0 +1,376 @@
+// Package capture decodes the request bodies of the PostHog, Segment,
+// Amplitude and Mixpanel client libraries into Spur's events, user
+// property writes and identity operations (docs/ingest.md §6, the mapping
+// of ../notes/ingest-protocols.md §5, identity operations of
+// docs/identity.md §2), so that those SDKs send to Spur unchanged. It
+// knows the protocols' bodies, not HTTP: package server reads the
+// request (limits, gzip, keys in headers) and answers in each protocol's
+// shape.
+//
+// Every decoder takes the JSON of one request, already decompressed, and
+// returns a Batch; a body that is not the protocol's JSON at all is a
+// *BodyError (nothing of it is stored). An event the protocol's rules
+// reject (no distinct id, no event name, a timestamp that is not one) is
+// listed in Batch.Invalid by its position in the request and left out;
+// every other event is kept. Decoders are safe for concurrent use; a
+// Batch is owned by its caller.
+package capture
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/identity"
+	"github.com/spurdb/spur/ingest"
+)
+
+// DefaultMaxClockSkew is the default of Options.MaxClockSkew
+// (`--max-clock-skew`, docs/ingest.md §6): 60 s in microseconds.
+const DefaultMaxClockSkew = 60 * 1e6
+
+// MaxDistinctIDBytes is the length PostHog truncates distinct ids to
+// (its capture's extract_distinct_id: 200 characters); Spur truncates at
+// 200 bytes, on a UTF-8 boundary.
+const MaxDistinctIDBytes = 200
+
+// Options are a request's facts a decoder needs.
+type Options struct {
+	// Now is the request's receive time, UTC microseconds.
+	Now int64
+	// MaxClockSkew bounds the client clock errors left uncorrected,
+	// microseconds: a batch whose sent-at time is further from Now than
+	// this has its events' timestamps shifted by the difference, rounded
+	// to whole seconds (PostHog's sent_at correction; docs/ingest.md §6).
+	// 0 means DefaultMaxClockSkew.
+	MaxClockSkew int64
+	// UserAgent is the request's User-Agent header, given only on the
+	// paths browser SDKs use (PostHog's /e/, Segment's one-letter paths);
+	// "" otherwise.
+	UserAgent string
+	// Key is the key the request carries outside its body (Segment's
+	// Basic-auth user, Mixpanel /import's), "" when none.
+	Key string
+}
+
+func (o Options) skew() int64 {
+	if o.MaxClockSkew <= 0 {
+		return DefaultMaxClockSkew
+	}
+	return o.MaxClockSkew
+}
+
+// Batch is one request decoded.
+type Batch struct {
+	// Key is the request's key (the protocol's project token, write key or
+	// API key): every event of the request carries this one or none.
+	// "" when the request carries none.
+	Key string
+	// Events are the request's good events, in request order; Index[i]
+	// is the 0-based position of Events[i] among the request's messages.
+	Events []event.Event
+	Index  []int
+	// Users are the user property writes of Events (Event indexes Events).
+	Users []ingest.UserProps
+	// Ops are the identity operations of Events (Event indexes Events),
+	// all of them: the store is told not to derive any from event names
+	// (storage.IngestOptions.ExplicitOps).
+	Ops []Op
+	// Invalid lists the messages left out, by request position, with the
+	// field and what was wrong.
+	Invalid []Problem
+	// Dropped lists values left out of kept events (an operation Spur
+	// does not apply, such as $unset), by request position.
+	Dropped []Problem
+	// Total counts the request's messages.
+	Total int
+}
+
+// Op is an identity operation of the event Events[Event].
+type Op struct {
+	Event int
+	Op    identity.Op
+}
+
+// Problem is a message or value a decoder left out: Index the message's
+// position in the request, Field its JSON field, Message what was
+// expected and found.
+type Problem struct {
+	Index   int    `json:"index"`
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// BodyError is a body that is not the protocol's JSON: nothing of the
+// request is stored.
+type BodyError struct{ Msg string }
+
+func (e *BodyError) Error() string { return e.Msg }
+
+// KeyError is a request carrying two different keys (PostHog's
+// MultipleTokensError): nothing of it is stored.
+type KeyError struct{ First, Second string }
+
+func (e *KeyError) Error() string {
+	return "the request carries more than one key; send one project's events per request"
+}
+
+// ErrNoEvents is returned for a body with no message at all (PostHog and
+// Segment answer 400 to an empty batch).
+var ErrNoEvents = errors.New("the request holds no events")
+
+// builder accumulates a Batch.
+type builder struct {
+	b   *Batch
+	opt Options
+}
+
+// key records the key k carried somewhere in the request.
+func (bd *builder) key(k string) error {
+	switch {
+	case k == "" || k == bd.b.Key:
+	case bd.b.Key == "":
+		bd.b.Key = k
+	default:
+		return &KeyError{First: bd.b.Key, Second: k}
+	}
+	return nil
+}
+
+func (bd *builder) invalid(i int, field, msg string) {
+	bd.b.Invalid = append(bd.b.Invalid, Problem{Index: i, Field: field, Message: msg})
+}
+
+func (bd *builder) dropped(i int, field, msg string) {
+	bd.b.Dropped = append(bd.b.Dropped, Problem{Index: i, Field: field, Message: msg})
+}
+
+// add appends ev (request position i) and returns its index in Events.
+func (bd *builder) add(i int, ev event.Event) int {
+	bd.b.Events = append(bd.b.Events, ev)
+	bd.b.Index = append(bd.b.Index, i)
+	return len(bd.b.Events) - 1
+}
+
+// users appends a user property write of event e.
+func (bd *builder) users(e int, props []event.Prop, once bool) {
+	if len(props) > 0 {
+		bd.b.Users = append(bd.b.Users, ingest.UserProps{Event: e, Props: props, Once: once})
+	}
+}
+
+// op appends an identity operation of event e; identify(T, A) with A == T
+// only marks T identified.
+func (bd *builder) op(e int, kind identity.Kind, t, o string) {
+	ev := &bd.b.Events[e]
+	bd.b.Ops = append(bd.b.Ops, Op{Event: e, Op: identity.Op{Kind: kind, T: t, O: o, Time: ev.Time}})
+}
+
+// decodeJSON decodes b into v, numbers as json.Number; the error is a
+// *BodyError naming what was expected.
+func decodeJSON(b []byte, v any, want string) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if err := d.Decode(v); err != nil {
+		return &BodyError{Msg: fmt.Sprintf("the body is not %s: %v", want, err)}
+	}
+	if d.More() {
+		return &BodyError{Msg: fmt.Sprintf("the body is not %s: data after the JSON value", want)}
+	}
+	return nil
+}
+
+// firstByte returns b's first non-space byte, or 0.
+func firstByte(b []byte) byte {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		return c
+	}
+	return 0
+}
+
+// str returns v as a distinct id or key: strings as they are, numbers in
+// their JSON spelling, bools as true/false (PostHog stringifies
+// non-string distinct ids); "" for null, objects and arrays.
+func str(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case json.Number:
+		return x.String()
+	case bool:
+		return strconv.FormatBool(x)
+	}
+	return ""
+}
+
+// truncateID cuts a distinct id to MaxDistinctIDBytes on a rune boundary.
+func truncateID(s string) string {
+	if len(s) <= MaxDistinctIDBytes {
+		return s
+	}
+	n := MaxDistinctIDBytes
+	for n > 0 && !utf8RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// value converts a decoded JSON value to a property value: strings,
+// numbers (int when integral and in range, else float), bools; arrays and
+// objects as their compact JSON text (docs/analytics.md §1); ok false for
+// null.
+func value(v any) (event.Value, bool) {
+	switch x := v.(type) {
+	case nil:
+		return event.Value{}, false
+	case string:
+		return event.String(x), true
+	case bool:
+		return event.Bool(x), true
+	case json.Number:
+		if i, err := strconv.ParseInt(x.String(), 10, 64); err == nil {
+			return event.Int(i), true
+		}
+		f, err := strconv.ParseFloat(x.String(), 64)
+		if err != nil || math.IsInf(f, 0) {
+			return event.String(x.String()), true
+		}
+		return event.Float(f), true
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return event.Value{}, false
+	}
+	return event.String(string(b)), true
+}
+
+// props appends m's members as properties, in name order, skipping
+// nulls and the names skip reports; prefix is prepended to each name.
+func props(dst []event.Prop, m map[string]any, prefix string, skip func(string) bool) []event.Prop {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		if skip == nil || !skip(k) {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		if v, ok := value(m[k]); ok {
+			dst = append(dst, event.Prop{Name: prefix + k, Value: v})
+		}
+	}
+	return dst
+}
+
+// flatten appends m's leaves as properties named prefix + dotted path
+// (Segment's context as context.* properties); arrays are leaves.
+func flatten(dst []event.Prop, m map[string]any, prefix string) []event.Prop {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		if sub, ok := m[k].(map[string]any); ok {
+			dst = flatten(dst, sub, prefix+k+".")
+			continue
+		}
+		if v, ok := value(m[k]); ok {
+			dst = append(dst, event.Prop{Name: prefix + k, Value: v})
+		}
+	}
+	return dst
+}
+
+// setProp sets property name of ps to v, replacing an existing one.
+func setProp(ps []event.Prop, name string, v event.Value) []event.Prop {
+	for i := range ps {
+		if ps[i].Name == name {
+			ps[i].Value = v
+			return ps
+		}
+	}
+	return append(ps, event.Prop{Name: name, Value: v})
+}
+
+// hasProp reports whether ps holds name.
+func hasProp(ps []event.Prop, name string) bool {
+	for i := range ps {
+		if ps[i].Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// derivedInsertID is the dedup id of an event whose protocol id is absent
+// or empty (docs/ingest.md §6): 128 bits of SHA-256 over the key, the
+// distinct id, the event name, the timestamp as the client sent it and
+// the canonical JSON of the properties (encoding/json sorts map keys),
+// in hex. clientTime "" (no client timestamp) derives nothing: such an
+// event cannot be deduplicated (docs/ingest.md §1).
+func derivedInsertID(key, distinctID, name, clientTime string, properties map[string]any) string {
+	if clientTime == "" {
+		return ""
+	}
+	h := sha256.New()
+	for _, s := range []string{key, distinctID, name, clientTime} {
+		h.Write([]byte(strconv.Itoa(len(s))))
+		h.Write([]byte{':'})
+		h.Write([]byte(s))
+	}
+	if b, err := json.Marshal(properties); err == nil {
+		h.Write(b)
+	}
+	var sum [sha256.Size]byte
+	return "d-" + hex.EncodeToString(h.Sum(sum[:0])[:16])
+}
+
+// isoTime parses an ISO-8601 / RFC 3339 timestamp of any precision and
+// offset to UTC microseconds.
+func isoTime(s string) (int64, error) {
+	return event.ParseTime(strings.TrimSpace(s), nil)
+}
+
+// skewShift returns the correction of a client clock that sent its batch
+// at sentAt (microseconds) received at now: now − sentAt rounded to whole
+// seconds when its size is over max, else 0 (docs/ingest.md §6).
+func skewShift(now, sentAt, max int64) int64 {
+	d := now - sentAt
+	if d <= max && d >= -max {
+		return 0
+	}
+	return int64(math.Round(float64(d)/1e6)) * 1e6
+}
+
+// userAgent adds $browser, $os and $device_type, each where ps lacks it,
+// parsed from ua, else from the request's header (Options.UserAgent,
+// browser paths only), with ParseUserAgent (docs/ingest.md §6).
+func (bd *builder) userAgent(ps *[]event.Prop, ua string) {
+	if ua == "" {
+		ua = bd.opt.UserAgent
+	}
+	if ua == "" || hasProp(*ps, "$browser") && hasProp(*ps, "$os") && hasProp(*ps, "$device_type") {
+		return
+	}
+	browser, os, device := ParseUserAgent(ua)
+	for _, p := range [...]struct{ name, v string }{{"$browser", browser}, {"$os", os}, {"$device_type", device}} {
+		if p.v != "" && !hasProp(*ps, p.name) {
+			*ps = append(*ps, event.Prop{Name: p.name, Value: event.String(p.v)})
+		}
+	}
+}
