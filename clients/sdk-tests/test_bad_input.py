@@ -214,41 +214,68 @@ def gzip_body(ep: Endpoint, key: str, events: List[Event]) -> Tuple[bytes, Dict[
 
 
 @pytest.mark.parametrize("ep", ENDPOINTS, ids=[e.name for e in ENDPOINTS])
-def test_endpoint_bad_bodies(spur: Spur, app: str, ep: Endpoint) -> None:
-    """A good request (plain and gzip), then truncated, undecodable, truncated-gzip and oversize
-    ones: only the good events are stored."""
+def test_endpoint_good_bodies(spur: Spur, app: str, ep: Endpoint) -> None:
+    """Plain JSON, gzip with Content-Encoding, and gzip recognised by its magic bytes alone
+    (posthog-js sends it so): each stored, a resend of the first one stored once."""
     status, out = send(spur.url, ep, app, good(ep, "a"))
     ep.ok(status, out, len(good(ep, "a")))
     body, headers = gzip_body(ep, app, good(ep, "g"))
     status, _, out = post(spur.url + ep.path, body, headers)
     ep.ok(status, out, len(good(ep, "g")))
-    # gzip recognised by its magic bytes without Content-Encoding (posthog-js sends it so).
     body, headers = ep.render(app, good(ep, "m"))
     status, _, out = post(spur.url + ep.path, gzip.compress(body), headers)
     ep.ok(status, out, len(good(ep, "m")))
-    stored = 3 * len(good(ep, "a"))
+    status, out = send(spur.url, ep, app, good(ep, "a"))
+    ep.ok(status, out, len(good(ep, "a")))
+    spur.assert_counts(app, {"good": 3 * len(good(ep, "a"))})
 
-    bad_events = [("bad", "u-bad", "bad-1", 3, {"k": "x"})]
+
+def refused_body(ep: Endpoint, app: str, kind: str) -> Tuple[bytes, Dict[str, str]]:
+    """The request of one refused kind, carrying one event "bad"."""
+    bad_events: List[Event] = [("bad", "u-bad", "bad-1", 3, {"k": "x"})]
     body, headers = ep.render(app, bad_events)
-    cases = {
-        "truncated": (body[: len(body) // 2], headers),
-        "undecodable": (os.urandom(64) + b"\xff\x00", headers),
-        "gzip": (gzip.compress(body)[:20], {**headers, "Content-Encoding": "gzip"}),
-    }
-    for kind, (b, h) in cases.items():
-        status, _, out = post(spur.url + ep.path, b, h)
-        ep.bad(status, out, kind)
-    # Under --auth none the key is read as the app's name: one that is no app name, or none, is
-    # an unknown key.
-    for key in ("Not An App!", ""):
-        status, out = send(spur.url, ep, key, bad_events)
-        ep.bad(status, out, "key")
-    # Over every limit (the events endpoint's 20 MiB as sent, and each protocol's own).
-    big = ("bad", "u-big", "bad-big", 4, {"blob": "x" * (21 << 20)})
-    body, headers = ep.render(app, [big])
+    if kind == "truncated":
+        return body[: len(body) // 2], headers
+    if kind == "undecodable":
+        return os.urandom(64) + b"\xff\x00", headers
+    if kind == "gzip":  # a truncated gzip stream, with Content-Encoding
+        return gzip.compress(body)[:20], {**headers, "Content-Encoding": "gzip"}
+    if kind == "oversize":  # over every limit: the events endpoint's 20 MiB as sent, each protocol's own
+        return ep.render(app, [("bad", "u-big", "bad-big", 4, {"blob": "x" * (21 << 20)})])
+    if kind == "key-not-an-app":  # under --auth none the key is read as the app's name
+        return ep.render("Not An App!", bad_events)
+    assert kind == "key-none"
+    return ep.render("", bad_events)
+
+
+REFUSED = ["truncated", "undecodable", "gzip", "oversize", "key-not-an-app", "key-none"]
+
+# Server faults these tests found, each still open: the test is expected to fail (strict: once
+# the server is fixed it passes, and the mark must go).
+KNOWN = {
+    ("segment-track", "truncated"): "a truncated single Segment message (analytics.js, writeKey in the body) "
+                                    "answers 401 missing key instead of 400",
+    ("segment-t", "truncated"): "a truncated single Segment message (analytics.js, writeKey in the body) "
+                                "answers 401 missing key instead of 400",
+}
+
+
+def refused_params():
+    for ep in ENDPOINTS:
+        for kind in REFUSED:
+            reason = KNOWN.get((ep.name, kind))
+            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+            yield pytest.param(ep, kind, id=f"{ep.name}-{kind}", marks=marks)
+
+
+@pytest.mark.parametrize("ep,kind", list(refused_params()))
+def test_endpoint_refused_body(spur: Spur, app: str, ep: Endpoint, kind: str) -> None:
+    """Truncated, undecodable, truncated-gzip, oversize and keyless bodies get the protocol's
+    answer, and nothing is stored."""
+    body, headers = refused_body(ep, app, kind)
     status, _, out = post(spur.url + ep.path, body, headers)
-    ep.bad(status, out, "oversize")
-    spur.assert_counts(app, {"good": stored, "bad": 0})
+    ep.bad(status, out, kind.split("-")[0])
+    assert app not in spur.apps()
 
 
 @pytest.mark.parametrize("ep", ENDPOINTS, ids=[e.name for e in ENDPOINTS])

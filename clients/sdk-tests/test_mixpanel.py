@@ -9,6 +9,7 @@ Consumer retries only over https (a urllib3 adapter mounted on https://), so no 
 from __future__ import annotations
 
 import mixpanel
+import pytest
 from mixpanel import BufferedConsumer, Consumer, Mixpanel
 
 from spurtest import Spur, subset
@@ -46,11 +47,8 @@ def test_mixpanel_python(spur: Spur, app: str, monkeypatch) -> None:
     track(alias, "purchase", 6, {"amount": 5.25})
     buffered.flush()
 
-    # /import (Basic auth: the key as the user) for an old event.
-    imp = Mixpanel(app, consumer=Consumer(**urls(spur.url)))
-    imp.import_data(None, user, "imported", T0 + 7, {"$insert_id": "mp-7", "source": "batch"}, api_secret=app)
-
-    spur.assert_counts(app, {"signup": 1, "login": 1, "purchase": 2, "$create_alias": 1, "imported": 1})
+    # A people update is stored as an event "$set" of its distinct id.
+    spur.assert_counts(app, {"signup": 1, "login": 1, "purchase": 2, "$set": 2, "$create_alias": 1})
     person = spur.assert_one_person(app, [dev, user, alias], person_id=user)
     assert subset(person["properties"], ["name", "$email", "signup_source"]) == {
         "name": "Ada", "$email": "a@b.c", "signup_source": "ads"}
@@ -61,5 +59,16 @@ def test_mixpanel_python(spur: Spur, app: str, monkeypatch) -> None:
     assert not {"token", "distinct_id", "time", "$insert_id"} & set(signup["properties"])
     purchase = spur.event(app, user, "mp-2")
     assert purchase["properties"]["items"] == '["a","b"]'
-    assert spur.event(app, user, "mp-7")["properties"]["source"] == "batch"
     assert spur.breakdown(app, "purchase", "amount") == {"9.5": 1, "5.25": 1}
+
+
+@pytest.mark.xfail(strict=True, reason="server: /ingest/mixpanel/import answers the library's form request "
+                   "(data=, verbose=1) with {\"code\":200,\"num_records_imported\":1,\"status\":\"OK\"}; "
+                   "mixpanel-python requires status == 1 and raises (the event is stored)")
+def test_mixpanel_python_import(spur: Spur, app: str) -> None:
+    """import_data() posts the form (data=, verbose=1, api_key=) with Basic auth (the key as the
+    user) to /import, and raises unless the answer is {"status": 1, ...}, as for /track."""
+    imp = Mixpanel(app, consumer=Consumer(**urls(spur.url)))
+    imp.import_data(None, "mp-user-1", "imported", T0 + 7, {"$insert_id": "mp-7", "source": "batch"}, api_secret=app)
+    spur.assert_counts(app, {"imported": 1})
+    assert spur.event(app, "mp-user-1", "mp-7")["properties"]["source"] == "batch"
