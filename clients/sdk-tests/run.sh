@@ -27,6 +27,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+echo "== SDK clients (PostHog, Segment, Amplitude, Mixpanel; Python and Go) against a real spur serve"
 go build -o "$tmp/spur" ./cmd/spur
 export SPUR_BIN="$tmp/spur"
 
