@@ -173,13 +173,15 @@ class Seen:
 @dataclass
 class FaultProxy:
     """An HTTP proxy on 127.0.0.1 in front of `upstream` that answers the first request on each path
-    (the path without its query) with `status` and `Retry-After: 1` and forwards the others.
+    (the path without its query) with `status` and `Retry-After: 1` and forwards the others;
+    with fail False it forwards every request (a recorder).
 
-    `body_for(path)` gives the body of the failure answer (Amplitude's client wants JSON with "code").
+    The failure's body is JSON with "code" (Amplitude's client reads it).
     """
 
     upstream: str
     status: int = 503
+    fail: bool = True
     seen: List[Seen] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -202,7 +204,7 @@ class FaultProxy:
                 path = self.path.split("?", 1)[0]
                 with proxy._lock:
                     proxy.seen.append(seen)
-                    fail = path not in proxy._failed
+                    fail = proxy.fail and path not in proxy._failed
                     proxy._failed.add(path)
                 if fail:
                     out = json.dumps({"code": proxy.status, "error": "injected by the test proxy"}).encode()
