@@ -15,7 +15,7 @@ import (
 // base URL and an ingest key filled in.
 type Snippet struct {
 	// SDK is the client library's package name, e.g. "posthog-js",
-	// "segment-analytics-python", "gopkg.in/segmentio/analytics-go.v3".
+	// "segment-analytics-python", "analytics-go".
 	SDK string `json:"sdk"`
 	// Language is "javascript", "python" or "go".
 	Language string `json:"language"`
@@ -44,13 +44,14 @@ posthog.init('{{key}}', {
   api_host: '{{base}}/ingest/posthog',
   disable_session_recording: true, // Spur stores no recordings
 })`},
-	{"posthog (Python)", "python", `from posthog import Posthog
+	{"posthog-python", "python", `from posthog import Posthog
 
 posthog = Posthog('{{key}}', host='{{base}}/ingest/posthog')`},
 	{"posthog-node", "javascript", `import { PostHog } from 'posthog-node'
 
 const posthog = new PostHog('{{key}}', { host: '{{base}}/ingest/posthog' })`},
-	{"github.com/posthog/posthog-go", "go", `client, err := posthog.NewWithConfig("{{key}}", posthog.Config{
+	{"posthog-go", "go", `// import "github.com/posthog/posthog-go"
+client, err := posthog.NewWithConfig("{{key}}", posthog.Config{
 	Endpoint: "{{base}}/ingest/posthog",
 })`},
 	{"@segment/analytics-next", "javascript", `import { AnalyticsBrowser } from '@segment/analytics-next'
@@ -68,19 +69,20 @@ analytics.host = '{{base}}/ingest/segment'`},
 	{"@segment/analytics-node", "javascript", `import { Analytics } from '@segment/analytics-node'
 
 const analytics = new Analytics({ writeKey: '{{key}}', host: '{{base}}/ingest/segment' })`},
-	{"gopkg.in/segmentio/analytics-go.v3", "go", `client, err := analytics.NewWithConfig("{{key}}", analytics.Config{
+	{"analytics-go", "go", `// import "gopkg.in/segmentio/analytics-go.v3"
+client, err := analytics.NewWithConfig("{{key}}", analytics.Config{
 	Endpoint: "{{base}}/ingest/segment",
 })`},
 	{"@amplitude/analytics-browser", "javascript", `import * as amplitude from '@amplitude/analytics-browser'
 
 amplitude.init('{{key}}', { serverUrl: '{{base}}/ingest/amplitude/2/httpapi' })`},
-	{"amplitude-analytics (Python)", "python", `from amplitude import Amplitude, Config
+	{"amplitude-analytics", "python", `from amplitude import Amplitude, Config
 
 client = Amplitude('{{key}}', Config(server_url='{{base}}/ingest/amplitude/2/httpapi'))`},
 	{"@amplitude/analytics-node", "javascript", `import { init } from '@amplitude/analytics-node'
 
 init('{{key}}', { serverUrl: '{{base}}/ingest/amplitude/2/httpapi' })`},
-	{"mixpanel (Python)", "python", `from mixpanel import Mixpanel, Consumer
+	{"mixpanel-python", "python", `from mixpanel import Mixpanel, Consumer
 
 mp = Mixpanel('{{key}}', consumer=Consumer(
     events_url='{{base}}/ingest/mixpanel/track',
