@@ -14,7 +14,7 @@ import (
 var uaParser = sync.OnceValue(useragent.NewParser)
 
 // ParseUserAgent derives PostHog's $browser, $os and $device_type values from a
-// User-Agent header ua, as ingest.md §6 "Enrichment" asks for events that carry
+// User-Agent header ua, as docs/ingest.md §6 ("Enrichment") asks for events that carry
 // a user agent but none of those properties.
 //
 // The names are the ones posthog-js writes (packages/browser/src/utils/
