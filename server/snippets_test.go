@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 )
@@ -78,6 +79,24 @@ func TestSDKSnippetsEndpoint(t *testing.T) {
 		code, _, b = ts.do(t, "GET", "api/apps/Bad%20App/sdk-snippets", "")
 		if code != 404 {
 			t.Errorf("auth %d: bad app: %d %s", auth, code, b)
+		}
+	}
+}
+
+// TestSDKSnippetsInDocs: docs/sdks.md shows every snippet as SDKSnippets
+// writes it with the placeholders, so the page, the CLI and the UI agree.
+func TestSDKSnippetsInDocs(t *testing.T) {
+	doc, err := os.ReadFile("../docs/sdks.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snips, err := SDKSnippets("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range snips {
+		if !strings.Contains(string(doc), "**"+s.SDK+"**\n\n```") || !strings.Contains(string(doc), "\n"+s.Code+"\n```\n") {
+			t.Errorf("docs/sdks.md lacks the snippet of %s:\n%s", s.SDK, s.Code)
 		}
 	}
 }
