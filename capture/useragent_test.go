@@ -2,6 +2,7 @@ package capture
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 )
@@ -104,4 +105,22 @@ func BenchmarkParseUserAgent(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		ParseUserAgent(uas[i%len(uas)])
 	}
+}
+
+// TestParseUserAgentConcurrent: the shared parser is read-only after it is
+// built (run with -race); the first calls race to build it once.
+func TestParseUserAgentConcurrent(t *testing.T) {
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, c := range uaCases {
+				if b, o, d := ParseUserAgent(c.ua); b != c.browser || o != c.os || d != c.deviceType {
+					t.Errorf("%s: (%q, %q, %q)", c.name, b, o, d)
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
