@@ -9,15 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/identity"
 )
-
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
 
 var update = flag.Bool("update", false, "rewrite the golden files of TestGolden")
 

@@ -101,7 +101,7 @@ func TestCaptureProtocols(t *testing.T) {
 	// The Segment page's user agent: $browser, $os, $device_type.
 	_, _, b := ts.do(t, "GET", "api/apps/sdk/persons/sg-user/events", "")
 	if !strings.Contains(string(b), `"$browser":"Firefox"`) || !strings.Contains(string(b), `"$os":"Linux"`) {
-		t.Logf("user agent not parsed into the page event (ParseUserAgent): %s", b)
+		t.Errorf("user agent not parsed into the page event (ParseUserAgent): %s", b)
 	}
 }
 
