@@ -262,7 +262,20 @@ func TestCaptureBadInput(t *testing.T) {
 // TestCaptureSideEndpoints: the flag, remote config and settings
 // requests browser SDKs make at start, and CORS preflights.
 func TestCaptureSideEndpoints(t *testing.T) {
-	ts, _, _ := captureServer(t)
+	ts, key, _ := captureServer(t)
+	// Mixpanel group updates: answered, not stored, listed (the app
+	// exists once an event was stored).
+	ev := "data=" + url.QueryEscape(fmt.Sprintf(`{"event":"e","properties":{"token":%q,"distinct_id":"g","time":1763632800}}`, key))
+	if code, _, b := ts.do(t, "POST", "ingest/mixpanel/track", ev, "Authorization", ""); code != 200 {
+		t.Fatalf("track: %d %s", code, b)
+	}
+	groups := "data=" + url.QueryEscape(fmt.Sprintf(`{"$token":%q,"$group_key":"company","$group_id":"acme","$set":{"n":1}}`, key))
+	if code, _, b := ts.do(t, "POST", "ingest/mixpanel/groups", groups, "Authorization", ""); code != 200 || strings.TrimSpace(string(b)) != "1" {
+		t.Errorf("groups: %d %q", code, b)
+	}
+	if _, _, b := ts.do(t, "GET", "api/apps/sdk/warnings?kind=property", ""); !strings.Contains(string(b), "group profile updates are not stored") {
+		t.Errorf("groups warning: %s", b)
+	}
 	for _, c := range []struct{ method, path, want string }{
 		{"POST", "ingest/posthog/flags/?v=2&config=true", `"featureFlags":{}`},
 		{"POST", "ingest/posthog/decide/?v=3", `"sessionRecording":false`},
