@@ -10,7 +10,7 @@ import (
 
 // Amplitude's HTTP V2 API and Batch Event Upload (amplitude.com/docs/apis/
 // analytics/http-v2): {"api_key", "events": [event…], "options":
-// {"min_id_length"}?}. Mapping (ingest-protocols.md §5): the distinct id
+// {"min_id_length"}?}. Mapping (docs/sdks.md, "What is mapped how"): the distinct id
 // is user_id when set, else device_id, each at least min_id_length
 // characters (default 5); "time" is epoch milliseconds (receipt time when
 // absent); insert_id is the insert id (derived when absent); the

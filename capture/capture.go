@@ -1,7 +1,7 @@
 // Package capture decodes the request bodies of the PostHog, Segment,
 // Amplitude and Mixpanel client libraries into Spur's events, user
 // property writes and identity operations (docs/ingest.md §6, the mapping
-// of ../notes/ingest-protocols.md §5, identity operations of
+// of docs/sdks.md ("What is mapped how"), identity operations of
 // docs/identity.md §2), so that those SDKs send to Spur unchanged. It
 // knows the protocols' bodies, not HTTP: package server reads the
 // request (limits, gzip, keys in headers) and answers in each protocol's

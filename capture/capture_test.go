@@ -9,15 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/identity"
 )
-
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
 
 var update = flag.Bool("update", false, "rewrite the golden files of TestGolden")
 
@@ -270,4 +264,53 @@ func TestSegmentIdentity(t *testing.T) {
 	if len(b.Users) != 2 || b.Users[0].Event != 0 || b.Events[0].UserID != "a1" {
 		t.Errorf("users %+v", b.Users)
 	}
+}
+
+// FuzzDecoders: no body makes a decoder panic, and every kept event has
+// a user id and a name, and its index in range.
+func FuzzDecoders(f *testing.F) {
+	for _, name := range []string{"posthog-python", "posthog-go", "posthog-js", "segment-python", "amplitude-python", "mixpanel-track", "mixpanel-engage"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name+".json"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"batch":[{"type":"identify"}]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		opt := Options{Now: receipt, UserAgent: "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X)"}
+		for _, dec := range []func() (*Batch, error){
+			func() (*Batch, error) { return DecodePostHog(body, opt, false) },
+			func() (*Batch, error) { return DecodePostHog(body, opt, true) },
+			func() (*Batch, error) { return DecodeSegment(body, opt, "") },
+			func() (*Batch, error) { return DecodeSegment(body, opt, "track") },
+			func() (*Batch, error) { return DecodeAmplitude(body, opt) },
+			func() (*Batch, error) { return DecodeMixpanel(body, opt, false) },
+			func() (*Batch, error) { return DecodeMixpanel(body, opt, true) },
+			func() (*Batch, error) { return DecodeMixpanelEngage(body, opt) },
+		} {
+			b, err := dec()
+			if err != nil {
+				continue
+			}
+			if len(b.Index) != len(b.Events) {
+				t.Fatalf("%d indexes for %d events", len(b.Index), len(b.Events))
+			}
+			for i, ev := range b.Events {
+				if ev.UserID == "" || ev.Name == "" || b.Index[i] < 0 || b.Index[i] >= b.Total {
+					t.Fatalf("event %d: %+v (index %d of %d)", i, ev, b.Index[i], b.Total)
+				}
+			}
+			for _, u := range b.Users {
+				if u.Event < 0 || u.Event >= len(b.Events) {
+					t.Fatalf("user write of event %d of %d", u.Event, len(b.Events))
+				}
+			}
+			for _, o := range b.Ops {
+				if o.Event < 0 || o.Event >= len(b.Events) || o.Op.T == "" || o.Op.O == "" {
+					t.Fatalf("op %+v of %d events", o, len(b.Events))
+				}
+			}
+		}
+	})
 }

@@ -19,7 +19,7 @@ import (
 // "properties": {"token", "distinct_id", "time", "$insert_id", …}}; /import
 // also NDJSON), /engage a people update or an array of them ({"$token",
 // "$distinct_id", "$time"?, "$set"|"$set_once"|"$add"|"$unset"|…}).
-// Mapping (ingest-protocols.md §5, docs/identity.md §2): the distinct id
+// Mapping (docs/sdks.md "What is mapped how", docs/identity.md §2): the distinct id
 // is $user_id, else $device_id, else distinct_id without a leading
 // "$device:"; "time" is epoch seconds (fractional) below 1e11, else
 // milliseconds (receipt time when absent); $insert_id is the insert id
@@ -250,6 +250,34 @@ func DecodeMixpanelEngage(body []byte, opt Options) (*Batch, error) {
 				bd.dropped(i, k, k+" is not applied yet (docs/sdks.md)")
 			}
 		}
+	}
+	return bd.b, nil
+}
+
+// DecodeMixpanelGroups decodes a /groups body (JSON, out of its form):
+// group profile updates ({"$token", "$group_key", "$group_id", "$set"…})
+// name no user, so none is stored; each is listed in Dropped, and the
+// batch carries the key so that the request is authenticated and
+// answered. Errors: *BodyError, *KeyError, ErrNoEvents.
+func DecodeMixpanelGroups(body []byte, opt Options) (*Batch, error) {
+	raws, err := mixpanelRaws(body, false)
+	if err != nil {
+		return nil, err
+	}
+	if len(raws) == 0 {
+		return nil, ErrNoEvents
+	}
+	bd := &builder{b: &Batch{Total: len(raws)}, opt: opt}
+	for i, raw := range raws {
+		var m map[string]any
+		if err := decodeJSON(raw, &m, "a Mixpanel group update object"); err != nil {
+			bd.invalid(i, "", err.Error())
+			continue
+		}
+		if err := bd.key(str(m["$token"])); err != nil {
+			return nil, err
+		}
+		bd.dropped(i, "$group_id", "group profile updates are not stored (docs/sdks.md)")
 	}
 	return bd.b, nil
 }

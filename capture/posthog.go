@@ -17,7 +17,7 @@ import (
 //
 // and an event is {"event", "distinct_id", "properties", "timestamp"?,
 // "offset"?, "uuid"?, "$set"?, "$set_once"?, "api_key"|"token"?}.
-// Mapping (ingest-protocols.md §5): distinct_id from the top level, else
+// Mapping (docs/sdks.md, "What is mapped how"): distinct_id from the top level, else
 // properties.distinct_id (stringified, truncated to 200 bytes); the key
 // from the batch, else the event's api_key/token, else
 // properties.token; uuid as the insert id (derived when absent or "",
@@ -248,7 +248,7 @@ func epochNumber(n json.Number) (int64, error) {
 	return event.EpochFloatToMicros(f)
 }
 
-// uuidV7Millis returns the Unix milliseconds of a UUIDv7 (RFC 9562 §5.7:
+// uuidV7Millis returns the Unix milliseconds of a UUIDv7 (RFC 9562, section 5.7:
 // the first 48 bits), ok false for other strings.
 func uuidV7Millis(u string) (int64, bool) {
 	if len(u) != 36 || u[8] != '-' || u[13] != '-' || u[14] != '7' {

@@ -12,7 +12,7 @@ import (
 // "writeKey"?, "sentAt"?}; /v1/track, identify, page, screen, group, alias
 // and analytics.js's one-letter t i p s g a take one message (its type
 // from the path when the message has none). Mapping
-// (ingest-protocols.md §5): the distinct id is userId when set, else
+// (docs/sdks.md, "What is mapped how"): the distinct id is userId when set, else
 // anonymousId; messageId is the insert id (derived when absent); track →
 // its event, page → $pageview and screen → $screen (with name and
 // category properties), identify → $identify with traits as user

@@ -689,3 +689,27 @@ test('line charts draw straight lines between their points (no smoothing that ov
   await page.waitForSelector(`.tile[data-insight="${ins.id}"] [data-testid="tile-age"]`);
   straight(await lines(), 'a dashboard tile');
 });
+
+test('SDKs: the app page shows each SDK\'s snippet pointing at this server; a new ingest key, shown once, fills them in', async () => {
+  const origin = base.replace(/\/$/, '');
+  await page.goto(`${base}apps/cardano/query`);
+  await waitResult('trend');
+  await page.click('nav.sections >> text=SDKs');
+  await page.waitForSelector('section.snippet[data-sdk="posthog-js"] pre');
+  const snippets = async () => page.$$eval('section.snippet', (ss) => Object.fromEntries(ss.map((s) => [s.dataset.sdk, s.querySelector('pre').textContent])));
+  const want = (await apiGet(`api/apps/cardano/sdk-snippets?base=${encodeURIComponent(origin)}`)).snippets;
+  assert.deepEqual(await snippets(), Object.fromEntries(want.map((s) => [s.sdk, s.code])), 'the server\'s text, for the page\'s origin');
+  assert.ok((await snippets())['posthog-js'].includes(`api_host: '${origin}/ingest/posthog'`));
+  await shot('sdks');
+  await page.click('main.sdks-page button >> text=Create an ingest key');
+  const key = (await page.textContent('[data-testid="new-key"] code')).trim();
+  assert.match(key, /^spur_[a-z2-7]{32}$/);
+  const got = await snippets();
+  for (const s of want) assert.ok(got[s.sdk].includes(key) && !got[s.sdk].includes('YOUR_SPUR_INGEST_KEY'), s.sdk);
+  const who = await (await fetch(`${base}api/key`, { headers: { Authorization: `Bearer ${key}` } })).json();
+  assert.deepEqual([who.scope, who.app], ['ingest', 'cardano']);
+  // Shown once: the page opened again holds the placeholder.
+  await page.reload();
+  await page.waitForSelector('section.snippet[data-sdk="posthog-js"] pre');
+  assert.ok(!(await page.content()).includes(key));
+});

@@ -183,3 +183,19 @@ func appendJSONString(dst []byte, s string) []byte {
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
 }
+
+// AppendJSONObject appends props as one JSON object ({} when empty),
+// values written as AppendEventJSON writes them (the SDK load generator
+// builds other protocols' bodies with it). It allocates only when dst
+// must grow.
+func AppendJSONObject(dst []byte, props []event.Prop) []byte {
+	return appendJSONProps(append(dst, '{'), props)
+}
+
+// AppendJSONString appends s as a JSON string (invalid UTF-8 replaced by
+// U+FFFD).
+func AppendJSONString(dst []byte, s string) []byte { return appendJSONString(dst, s) }
+
+// AppendRFC3339 appends UTC microseconds us as RFC 3339 with six
+// fractional digits and "Z" (2026-11-24T09:30:00.123456Z).
+func AppendRFC3339(dst []byte, us int64) []byte { return appendRFC3339(dst, us) }

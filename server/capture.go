@@ -34,8 +34,9 @@ import (
 //	/ingest/segment/v1/ batch b track identify page screen group alias
 //	                    t i p s g a (POST); projects/{key}/settings (GET)
 //	/ingest/amplitude/  2/httpapi batch (POST)
-//	/ingest/mixpanel/   track engage import (POST, and GET ?data= for
-//	                    track and engage)
+//	/ingest/mixpanel/   track engage groups import (POST, and GET ?data=
+//	                    but for import); group updates are answered,
+//	                    not stored
 //
 // The key is where each protocol puts it (package capture; Segment's
 // Basic-auth user, Mixpanel /import's) and must be an ingest key, which
@@ -112,22 +113,25 @@ func (s *Server) registerCapture(rt *router) {
 		}, false)
 	}
 
-	mixpanelBody := func(engage bool) captureDecoder {
+	mixpanelBody := func(path string) captureDecoder {
 		return func(body []byte, r *http.Request, opt capture.Options) (*capture.Batch, error) {
 			data, err := capture.MixpanelData(body, formValue(body, r))
 			if err != nil {
 				return nil, err
 			}
-			if engage {
+			switch path {
+			case "engage":
 				return capture.DecodeMixpanelEngage(data, opt)
+			case "groups":
+				return capture.DecodeMixpanelGroups(data, opt)
 			}
 			mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 			return capture.DecodeMixpanel(data, opt, ndjsonTypes[mt] || r.URL.Path == "/ingest/mixpanel/import")
 		}
 	}
-	s.captureRoute(rt, "/ingest/mixpanel/track", mp, mixpanelBody(false), true)
-	s.captureRoute(rt, "/ingest/mixpanel/import", mp, mixpanelBody(false), false)
-	s.captureRoute(rt, "/ingest/mixpanel/engage", mp, mixpanelBody(true), true)
+	for _, p := range []string{"track", "import", "engage", "groups"} {
+		s.captureRoute(rt, "/ingest/mixpanel/"+p, mp, mixpanelBody(p), p != "import")
+	}
 }
 
 // captureRoute serves POST path (and path/ for PostHog's trailing

@@ -31,8 +31,9 @@ type endpoint struct {
 	h            http.HandlerFunc
 }
 
-// endpoints are the saved-document, user and person endpoints
-// (insights.go, users.go, persons.go): per app, all of scope query.
+// endpoints are the saved-document, user, person and SDK-snippet
+// endpoints (insights.go, users.go, persons.go, snippets.go): per app, all
+// of scope query.
 func (s *Server) endpoints() []endpoint {
 	var eps []endpoint
 	for _, c := range s.collections() {
@@ -52,6 +53,7 @@ func (s *Server) endpoints() []endpoint {
 		endpoint{"GET", "/api/apps/{app}/persons/{id}", ScopeQuery, s.handleUser},
 		endpoint{"GET", "/api/apps/{app}/persons/{id}/events", ScopeQuery, s.handleUserEvents},
 		endpoint{"GET", "/api/apps/{app}/warnings", ScopeQuery, s.handleWarnings},
+		endpoint{"GET", "/api/apps/{app}/sdk-snippets", ScopeQuery, s.handleSDKSnippets},
 	)
 }
 

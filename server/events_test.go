@@ -80,7 +80,6 @@ func (f *fakeIngester) calledWith() []fakeCall {
 	return slices.Clone(f.calls)
 }
 
-// ingestKey returns an ingest key of app.
 // liveStore returns an empty store taking live events (the write-ahead
 // log and the live layer), closed at cleanup.
 func liveStore(t testing.TB) *storage.Store {
@@ -93,6 +92,7 @@ func liveStore(t testing.TB) *storage.Store {
 	return st
 }
 
+// ingestKey returns an ingest key of app.
 func ingestKey(t *testing.T, ts *testServer, app string) string {
 	t.Helper()
 	k, _, err := ts.srv.Keys().Create(ScopeIngest, app, "")

@@ -48,7 +48,9 @@ func TestUIRoutes(t *testing.T) {
 		{"", `<div id="root">`, 200},
 		{"apps/cardano/query?q=%7B%7D", `<div id="root">`, 200},
 		{"apps/cardano/users/u%2F1", `<div id="root">`, 200},
+		{"apps/cardano/sdks", `<div id="root">`, 200},
 		{"app.js", "preact-iso", 200},
+		{"pages/sdks.js", "sdk-snippets", 200},
 		{"vendor/preact.mjs", "createElement", 200},
 		{"nope.js", "404", 404},
 	} {

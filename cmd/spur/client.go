@@ -69,7 +69,7 @@ func (e *apiError) Error() string {
 }
 
 // request sends method path (relative to --url, already escaped) with
-// body and the key, and returns the answer's body, at most limit bytes.
+// body and the key (unless hdr has its own Authorization), and returns the answer's body, at most limit bytes.
 // A status other than 2xx is an *apiError.
 func (rm *remote) request(ctx context.Context, method, path string, hdr http.Header, body io.Reader, limit int64) ([]byte, error) {
 	b, _, err := rm.send(ctx, method, path, hdr, body, limit, nil)
@@ -92,7 +92,7 @@ func (rm *remote) send(ctx context.Context, method, path string, hdr http.Header
 	for k, v := range hdr {
 		req.Header[k] = v
 	}
-	if rm.key != "" {
+	if rm.key != "" && req.Header.Get("Authorization") == "" {
 		req.Header.Set("Authorization", "Bearer "+rm.key)
 	}
 	resp, err := rm.client.Do(req)

@@ -18,6 +18,9 @@ type keysConfig struct {
 	scope  string
 	app    string
 	name   string
+	// snippets and publicURL: `keys create --snippets [--public-url URL]`.
+	snippets  bool
+	publicURL string
 }
 
 func newKeysCmd(g *globals) *cobra.Command {
@@ -44,6 +47,9 @@ Without --url the --data store is changed directly (spur serve stopped).`,
 		Short: "Create a key and print it (shown this once)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := server.SDKSnippets(c.publicURL, ""); c.snippets && err != nil {
+				return fmt.Errorf("--public-url: %w", err) // before a key is made
+			}
 			var k createdKey
 			req := map[string]string{"scope": c.scope, "app": c.app, "name": c.name}
 			err := c.with(g, cmd, func(ks *server.Keys) error {
@@ -60,12 +66,17 @@ Without --url the --data store is changed directly (spur serve stopped).`,
 				what += " for app " + k.App
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "created %s; the key above is shown this once: keep it now\n", what)
+			if c.snippets {
+				return printSnippets(cmd.ErrOrStderr(), k.Scope, c.publicURL, k.Secret)
+			}
 			return nil
 		},
 	}
 	create.Flags().StringVar(&c.scope, "scope", "", "ingest, query or admin")
 	create.Flags().StringVar(&c.app, "app", "", "the app of an ingest or query key")
 	create.Flags().StringVar(&c.name, "name", "", "what the key is for (shown in lists)")
+	create.Flags().BoolVar(&c.snippets, "snippets", false, "also print on stderr, for each supported SDK (PostHog, Segment, Amplitude, Mixpanel), the lines that point it at the server with this key (ingest keys only; docs/sdks.md)")
+	create.Flags().StringVar(&c.publicURL, "public-url", "", "the server's base URL as the SDKs reach it, for --snippets (default "+server.SnippetBasePlaceholder+", to replace)")
 	create.MarkFlagRequired("scope")
 
 	list := &cobra.Command{
@@ -111,6 +122,28 @@ Without --url the --data store is changed directly (spur serve stopped).`,
 		cmd.AddCommand(sub)
 	}
 	return cmd
+}
+
+// printSnippets writes to w the server.SDKSnippets of an ingest key for
+// the server at publicURL, each under a "# SDK (language)" heading; for
+// another scope, one line saying there are none.
+func printSnippets(w io.Writer, scope server.Scope, publicURL, key string) error {
+	if scope != server.ScopeIngest {
+		fmt.Fprintf(w, "no SDK snippets: the SDKs send events with an ingest key, this is a %s key (spur keys create --scope ingest --app APP --snippets)\n", scope)
+		return nil
+	}
+	snips, err := server.SDKSnippets(publicURL, key)
+	if err != nil {
+		return fmt.Errorf("--public-url: %w", err)
+	}
+	fmt.Fprintln(w, "\nPoint an SDK at this server with the lines below (docs/sdks.md says what each sends and how it is mapped):")
+	if publicURL == "" {
+		fmt.Fprintf(w, "(replace %s with the server's address as the SDKs reach it, or give --public-url)\n", server.SnippetBasePlaceholder)
+	}
+	for _, s := range snips {
+		fmt.Fprintf(w, "\n# %s (%s)\n%s\n", s.SDK, s.Language, s.Code)
+	}
+	return nil
 }
 
 // createdKey is the answer of POST /api/keys.

@@ -127,3 +127,52 @@ func TestServeAuthNone(t *testing.T) {
 		t.Fatalf("--auth maybe: %v", err)
 	}
 }
+
+// TestKeysCreateSnippets: with --snippets, stdout still holds the key
+// alone; stderr has each SDK's lines with the key and the --public-url
+// (the placeholder without it); a key of another scope gets none, and a
+// bad --public-url is refused before a key is made.
+func TestKeysCreateSnippets(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "store")
+	out, stderr, err := spur(t, "", "--data", data, "keys", "create", "--scope", "ingest", "--app", "shop", "--snippets", "--public-url", "https://spur.test/")
+	if err != nil || !keyLine.MatchString(out) {
+		t.Fatalf("create: %v %q %q", err, out, stderr)
+	}
+	key := strings.TrimSpace(out)
+	for _, want := range []string{
+		"posthog.init('" + key + "', {\n  api_host: 'https://spur.test/ingest/posthog',",
+		"Posthog('" + key + "', host='https://spur.test/ingest/posthog')",
+		"new PostHog('" + key + "', { host: 'https://spur.test/ingest/posthog' })",
+		"posthog.NewWithConfig(\"" + key + "\", posthog.Config{\n\tEndpoint: \"https://spur.test/ingest/posthog\",",
+		"cdnURL: 'https://spur.test/ingest/segment',",
+		"analytics.host = 'https://spur.test/ingest/segment'",
+		"new Analytics({ writeKey: '" + key + "', host: 'https://spur.test/ingest/segment' })",
+		"analytics.NewWithConfig(\"" + key + "\", analytics.Config{\n\tEndpoint: \"https://spur.test/ingest/segment\",",
+		"amplitude.init('" + key + "', { serverUrl: 'https://spur.test/ingest/amplitude/2/httpapi' })",
+		"Config(server_url='https://spur.test/ingest/amplitude/2/httpapi')",
+		"init('" + key + "', { serverUrl: 'https://spur.test/ingest/amplitude/2/httpapi' })",
+		"events_url='https://spur.test/ingest/mixpanel/track',",
+		"api_host: 'https://spur.test/ingest/mixpanel',",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if out, stderr, err = spur(t, "", "--data", data, "keys", "create", "--scope", "ingest", "--app", "shop", "--snippets"); err != nil ||
+		!keyLine.MatchString(out) || !strings.Contains(stderr, "host='https://spur.example.com/ingest/posthog'") || !strings.Contains(stderr, "replace https://spur.example.com") {
+		t.Errorf("placeholder base: %v %q\n%s", err, out, stderr)
+	}
+	if out, stderr, err = spur(t, "", "--data", data, "keys", "create", "--scope", "query", "--app", "shop", "--snippets"); err != nil ||
+		!keyLine.MatchString(out) || !strings.Contains(stderr, "no SDK snippets") || strings.Contains(stderr, "posthog") {
+		t.Errorf("query key: %v %q\n%s", err, out, stderr)
+	}
+	out, _, _ = spur(t, "", "--data", data, "keys", "list")
+	n := strings.Count(out, "\n")
+	if out, _, err = spur(t, "", "--data", data, "keys", "create", "--scope", "ingest", "--app", "shop", "--snippets", "--public-url", "spur.test"); err == nil ||
+		out != "" || !strings.Contains(err.Error(), "--public-url") {
+		t.Errorf("bad --public-url: %v %q", err, out)
+	}
+	if out, _, _ = spur(t, "", "--data", data, "keys", "list"); strings.Count(out, "\n") != n {
+		t.Errorf("a key was made for a bad --public-url:\n%s", out)
+	}
+}

@@ -49,6 +49,8 @@ type loadgenConfig struct {
 	retryTimeout  time.Duration
 	report        time.Duration
 	serverMetric  string
+	protocol      string
+	sdk           sdkEncoder // --protocol other than native
 }
 
 func newLoadgenCmd(g *globals) *cobra.Command {
@@ -83,6 +85,19 @@ every acknowledged event present exactly once.`,
 			if err := c.remote.open(); err != nil {
 				return err
 			}
+			if !slices.Contains(loadProtocols, c.protocol) {
+				return fmt.Errorf("--protocol %s: want one of %s", c.protocol, strings.Join(loadProtocols, ", "))
+			}
+			if c.protocol != "native" {
+				key := c.remote.key
+				if key == "" {
+					key = c.app // --auth none: the key names the app
+				}
+				c.sdk = sdkEncoder{proto: c.protocol, key: key}
+				if c.anonymousID && c.protocol == "posthog" {
+					return errors.New("--anonymous-id with --protocol posthog: PostHog events carry no anonymous id (use --identify-every)")
+				}
+			}
 			if c.check != "" {
 				return runLoadCheck(cmd, c)
 			}
@@ -108,6 +123,7 @@ every acknowledged event present exactly once.`,
 	f.StringVar(&c.serverMetric, "server-metrics", "", "the server's Prometheus metrics URL (its debug listener's /metrics) to report its CPU time")
 	f.IntVar(&c.identifyEvery, "identify-every", 0, "make every Nth event an $identify of its user with the user's anonymous id (anon-USER; docs/identity.md); 0: none")
 	f.BoolVar(&c.anonymousID, "anonymous-id", false, "send every event with the user's anonymous id (anon-USER) as anonymous_id: an identify on every event, as Segment and Amplitude send")
+	f.StringVar(&c.protocol, "protocol", "native", "send as this SDK protocol to its capture path (docs/sdks.md): native (the events endpoint), posthog, segment, amplitude or mixpanel; the key goes where the SDK puts it (--key, or the app's name under --auth none)")
 	cmd.MarkFlagRequired("url")
 	return cmd
 }
@@ -370,12 +386,29 @@ func (w *loadWorker) make() (*loadBatch, error) {
 			ev.Props = append(ev.Props[:0], event.Prop{Name: "$anon_distinct_id", Value: event.String("anon-" + id)})
 			user, once = nil, nil
 		}
-		w.raw = ingest.AppendEventJSON(w.raw, ev, user, once)
-		if c.anonymousID {
-			// The object's closing brace: add the field before it.
-			w.raw = append(strconv.AppendQuote(append(w.raw[:len(w.raw)-1], `,"anonymous_id":`...), "anon-"+id), '}')
+		if c.sdk.proto != "" {
+			if c.sdk.msTime() {
+				ev.Time -= ev.Time % 1000
+			}
+			if i == 0 {
+				w.raw = c.sdk.begin(w.raw)
+			}
+			anon := ""
+			if c.anonymousID || ev.Name == "$identify" {
+				anon = "anon-" + id
+			}
+			w.raw = c.sdk.event(w.raw, ev, user, once, anon)
+			if i == c.batch-1 {
+				w.raw = c.sdk.end(w.raw)
+			}
+		} else {
+			w.raw = ingest.AppendEventJSON(w.raw, ev, user, once)
+			if c.anonymousID {
+				// The object's closing brace: add the field before it.
+				w.raw = append(strconv.AppendQuote(append(w.raw[:len(w.raw)-1], `,"anonymous_id":`...), "anon-"+id), '}')
+			}
+			w.raw = append(w.raw, '\n')
 		}
-		w.raw = append(w.raw, '\n')
 		b.users = append(b.users, id)
 		b.hashes = append(b.hashes, eventHash(ev.Name, ev.Time, ev.InsertID))
 		b.identify = append(b.identify, c.anonymousID || ev.Name == "$identify")
@@ -441,6 +474,9 @@ func (w *loadWorker) send(ctx context.Context, b *loadBatch) error {
 		hdr.Set("Content-Encoding", "gzip")
 	}
 	path := "api/apps/" + url.PathEscape(c.app) + "/events"
+	if c.sdk.proto != "" {
+		hdr, path = c.sdk.header(c.gzip), c.sdk.path()
+	}
 	first := time.Now()
 	backoff := 50 * time.Millisecond
 	for attempt := 0; ; attempt++ {
@@ -452,7 +488,11 @@ func (w *loadWorker) send(ctx context.Context, b *loadBatch) error {
 		lat := time.Since(t0)
 		if err == nil {
 			var ans eventsAnswer
-			if err := json.Unmarshal(body, &ans); err != nil {
+			if c.sdk.proto != "" {
+				if ans.Accepted, err = c.sdk.accepted(body, len(b.users)); err != nil {
+					return err
+				}
+			} else if err := json.Unmarshal(body, &ans); err != nil {
 				return fmt.Errorf("unreadable answer %.200q: %w", body, err)
 			}
 			w.acked(b, &ans, lat)

@@ -10,6 +10,7 @@
 //   /apps/:app/persons                 find a person; the refused merges
 //   /apps/:app/persons/:id             one person (by any distinct id): its ids, properties and merged trail
 //   /apps/:app/users/:id               the same page (the older address)
+//   /apps/:app/sdks                    the lines that point each SDK at the server (a new ingest key on request)
 //
 // Without an API key, or with one the server refuses, it shows the login
 // form (Login); a login URL (…/#key=spur_…) signs in at once.
@@ -25,6 +26,7 @@ import { QueryPage } from './pages/query.js';
 import { InsightsPage, DashboardsPage, DashboardPage, CohortsPage } from './pages/saved.js';
 import { PersonPage } from './pages/person.js';
 import { PersonsPage } from './pages/persons.js';
+import { SDKsPage } from './pages/sdks.js';
 
 const schemas = new Map(); // app → schema promise (refetched on reload)
 
@@ -43,6 +45,7 @@ function Shell({ apps, app, children }) {
         <a class=${here('dashboards')} href=${`/apps/${a}/dashboards`}>Dashboards</a>
         <a class=${here('cohorts')} href=${`/apps/${a}/cohorts`}>Cohorts</a>
         <a class=${here('persons') || here('users')} href=${`/apps/${a}/persons`}>Persons</a>
+        <a class=${here('sdks')} href=${`/apps/${a}/sdks`}>SDKs</a>
       </nav>` : null}
       <button class="link signout" onClick=${signOut}>Sign out</button>
     </header>${children}`;
@@ -107,7 +110,7 @@ const NotFound = ({ apps }) => html`<${Shell} apps=${apps}><main class="page"><$
 const routed = (Page) => (props) => html`<${AppRoute} page=${Page} ...${props} />`;
 const QueryRoute = routed(QueryPage), InsightsRoute = routed(InsightsPage), DashboardsRoute = routed(DashboardsPage),
   DashboardRoute = routed(DashboardPage), CohortsRoute = routed(CohortsPage), PersonRoute = routed(PersonPage),
-  PersonsRoute = routed(PersonsPage);
+  PersonsRoute = routed(PersonsPage), SDKsRoute = routed(SDKsPage);
 
 function App() {
   const [apps, setApps] = useState(null);
@@ -130,6 +133,7 @@ function App() {
     <${Route} path="/apps/:app/persons" component=${PersonsRoute} apps=${apps} />
     <${Route} path="/apps/:app/persons/:id" component=${PersonRoute} apps=${apps} />
     <${Route} path="/apps/:app/users/:id" component=${PersonRoute} apps=${apps} />
+    <${Route} path="/apps/:app/sdks" component=${SDKsRoute} apps=${apps} />
     <${Route} default component=${NotFound} apps=${apps} />
   <//><//>`;
 }

@@ -102,6 +102,13 @@ export const api = {
   // [{seq, time, op, ids: [T, O], reason}]}.
   warnings: (a, kind, { offset = 0, limit = 100 } = {}) =>
     request('GET', `${app(a)}/warnings?kind=${enc(kind)}&offset=${offset}&limit=${limit}`),
+  // sdkSnippets returns {base, key, placeholder, snippets: [{sdk, language,
+  // code}]}: the lines pointing each SDK at the server at base, holding key
+  // (a placeholder unless placeholder is false).
+  sdkSnippets: (a, base) => request('GET', `${app(a)}/sdk-snippets?base=${enc(base)}`),
+  // createKey creates a key (admin keys only): {scope, app, name} →
+  // {key (shown this once), id, scope, app, name, created}.
+  createKey: (body) => request('POST', '/api/keys', { body }),
 };
 
 // noPersons is set once a server answered 404 for /persons/…: one before
