@@ -6,7 +6,9 @@
 #
 #   bash clients/sdk-tests/run.sh               # the tests (CI: .ci/run)
 #   bash clients/sdk-tests/run.sh --throughput  # also events/s of each SDK path vs the native
-#                                               # endpoint (100k events, batches of 1000)
+#                                               # endpoint (100k events, batches of 1000): pre-built
+#                                               # bodies (go/throughput), spur loadgen, and the
+#                                               # Python SDK clients themselves (throughput_sdk.py)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -54,6 +56,12 @@ if [ "$throughput" = 1 ]; then
   done
   [ -n "$url" ] || { cat "$tmp/tp.log" >&2; exit 1; }
   (cd clients/sdk-tests/go && go run ./throughput -url "$url" -events 100000 -batch 1000)
+  echo "-- throughput: spur loadgen (spur gen's events) per protocol"
+  for p in native posthog segment amplitude mixpanel; do
+    printf '%-10s ' "$p"
+    "$tmp/spur" loadgen --url "$url" --app "lg-$p" --protocol "$p" --events 100000 --batch 1000 --duration 0 \
+      --time gen 2>&1 | grep 'acknowledged in'
+  done
   echo "-- throughput: through the Python SDK clients vs native posts from Python"
   (cd clients/sdk-tests && PYTHONDONTWRITEBYTECODE=1 "$tmp/venv/bin/python" throughput_sdk.py --url "$url" \
     --events 100000 --batch 1000)
