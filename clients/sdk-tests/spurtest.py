@@ -95,16 +95,12 @@ class Spur:
         return {s["event"]: int(s["total"]) for s in res["series"]}
 
     def assert_counts(self, app: str, expected: Dict[str, int]) -> None:
-        """Exactly `expected` events by name, and no event of any other name."""
+        """Exactly `expected` events by name, and no event of any other name (a query's counts:
+        the schema's event counts are not used, as they count a resend across requests twice)."""
         want = dict(expected)
         want["$any"] = sum(expected.values())
         got = self.counts(app, want)
         assert got == want, f"app {app}: events by name {got}, want {want}"
-        if want["$any"]:
-            schema = self.schema(app)
-            by_name = {e["name"]: e["count"] for e in schema["event_names"]}
-            assert by_name == {k: v for k, v in expected.items() if v}, \
-                f"app {app}: schema event_names {by_name}, want {expected}"
 
     def schema(self, app: str) -> dict:
         r = self.http.get(f"{self.url}/api/apps/{app}/schema", timeout=30)
