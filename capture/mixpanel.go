@@ -226,33 +226,16 @@ func (bd *builder) mixpanelEvent(i int, me *fastjson.Object) error {
 // each people update becomes an event "$set" (see above). Errors:
 // *BodyError, *KeyError, ErrNoEvents.
 func DecodeMixpanelEngage(body []byte, opt Options) (*Batch, error) {
-	msgs, release, err := mixpanelMessages(body, false)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	if len(msgs) == 0 {
-		return nil, ErrNoEvents
-	}
-	bd := &builder{b: &Batch{Total: len(msgs)}, opt: opt}
-	for i, v := range msgs {
-		m := object(v)
-		if m == nil {
-			bd.invalid(i, "", "a people update is not a JSON object")
-			continue
-		}
-		if err := bd.key(str(m.Get("$token"))); err != nil {
-			return nil, err
-		}
+	return decodeMixpanelUpdates(body, opt, "a people update", func(bd *builder, i int, m *fastjson.Object) {
 		id := truncateID(strings.TrimPrefix(str(m.Get("$distinct_id")), "$device:"))
 		if id == "" {
 			bd.invalid(i, "$distinct_id", "missing $distinct_id")
-			continue
+			return
 		}
 		ts, clientTime, err := bd.mixpanelTime(m.Get("$time"))
 		if err != nil {
 			bd.invalid(i, "$time", "want epoch seconds or milliseconds: "+err.Error())
-			continue
+			return
 		}
 		e := bd.add(i, event.Event{UserID: id, Name: "$set", Time: ts,
 			InsertID: derivedInsertID(bd.b.Key, id, "$set", clientTime, m)})
@@ -270,8 +253,7 @@ func DecodeMixpanelEngage(body []byte, opt Options) (*Batch, error) {
 		for _, k := range ops {
 			bd.dropped(i, k, k+" is not applied yet (docs/sdks.md)")
 		}
-	}
-	return bd.b, nil
+	})
 }
 
 // DecodeMixpanelGroups decodes a /groups body (JSON, out of its form):
@@ -280,6 +262,15 @@ func DecodeMixpanelEngage(body []byte, opt Options) (*Batch, error) {
 // batch carries the key so that the request is authenticated and
 // answered. Errors: *BodyError, *KeyError, ErrNoEvents.
 func DecodeMixpanelGroups(body []byte, opt Options) (*Batch, error) {
+	return decodeMixpanelUpdates(body, opt, "a group update", func(bd *builder, i int, m *fastjson.Object) {
+		bd.dropped(i, "$group_id", "group profile updates are not stored (docs/sdks.md)")
+	})
+}
+
+// decodeMixpanelUpdates decodes the profile updates of /engage and
+// /groups ({"$token", …}, what names them in messages): each update's
+// key is checked, then each adds what it carries.
+func decodeMixpanelUpdates(body []byte, opt Options, what string, each func(bd *builder, i int, m *fastjson.Object)) (*Batch, error) {
 	msgs, release, err := mixpanelMessages(body, false)
 	if err != nil {
 		return nil, err
@@ -292,13 +283,13 @@ func DecodeMixpanelGroups(body []byte, opt Options) (*Batch, error) {
 	for i, v := range msgs {
 		m := object(v)
 		if m == nil {
-			bd.invalid(i, "", "a group update is not a JSON object")
+			bd.invalid(i, "", what+" is not a JSON object")
 			continue
 		}
 		if err := bd.key(str(m.Get("$token"))); err != nil {
 			return nil, err
 		}
-		bd.dropped(i, "$group_id", "group profile updates are not stored (docs/sdks.md)")
+		each(bd, i, m)
 	}
 	return bd.b, nil
 }
