@@ -132,6 +132,10 @@ var ErrNoEvents = errors.New("the request holds no events")
 type builder struct {
 	b   *Batch
 	opt Options
+	// header is Options.UserAgent parsed (once per request: its events
+	// share it), when headerParsed.
+	header       [3]string
+	headerParsed bool
 }
 
 // key records the key k carried somewhere in the request.
@@ -427,7 +431,16 @@ func (bd *builder) userAgent(ps *[]event.Prop, ua string) {
 	if ua == "" || hasProp(*ps, "$browser") && hasProp(*ps, "$os") && hasProp(*ps, "$device_type") {
 		return
 	}
-	browser, os, device := ParseUserAgent(ua)
+	var browser, os, device string
+	if ua == bd.opt.UserAgent {
+		if !bd.headerParsed {
+			b, o, d := ParseUserAgent(ua)
+			bd.header, bd.headerParsed = [3]string{b, o, d}, true
+		}
+		browser, os, device = bd.header[0], bd.header[1], bd.header[2]
+	} else {
+		browser, os, device = ParseUserAgent(ua)
+	}
 	for _, p := range [...]struct{ name, v string }{{"$browser", browser}, {"$os", os}, {"$device_type", device}} {
 		if p.v != "" && !hasProp(*ps, p.name) {
 			*ps = append(*ps, event.Prop{Name: p.name, Value: event.String(p.v)})

@@ -71,13 +71,15 @@ type captureReq struct {
 }
 
 // captureDecoder decodes a request's body (decompressed) for one path.
-type captureDecoder func(body []byte, r *http.Request, opt capture.Options) (*capture.Batch, error)
+// The request's form fields are read through r.form, which parses the
+// body's form once.
+type captureDecoder func(body []byte, r *captureReq, opt capture.Options) (*capture.Batch, error)
 
 // registerCapture adds the capture paths to rt.
 func (s *Server) registerCapture(rt *router) {
 	ph, seg, amp, mp := posthogProtocol(), segmentProtocol(), amplitudeProtocol(), mixpanelProtocol()
 	posthogBody := func(engage bool) captureDecoder {
-		return func(body []byte, r *http.Request, opt capture.Options) (*capture.Batch, error) {
+		return func(body []byte, r *captureReq, opt capture.Options) (*capture.Batch, error) {
 			return capture.DecodePostHog(body, opt, engage)
 		}
 	}
@@ -96,26 +98,26 @@ func (s *Server) registerCapture(rt *router) {
 
 	for p, typ := range capture.SegmentTypes {
 		typ := typ
-		s.captureRoute(rt, "/ingest/segment/v1/"+p, seg, func(body []byte, r *http.Request, opt capture.Options) (*capture.Batch, error) {
+		s.captureRoute(rt, "/ingest/segment/v1/"+p, seg, func(body []byte, r *captureReq, opt capture.Options) (*capture.Batch, error) {
 			return capture.DecodeSegment(body, opt, typ)
 		}, len(p) == 1)
 	}
 	for _, p := range []string{"batch", "b"} {
-		s.captureRoute(rt, "/ingest/segment/v1/"+p, seg, func(body []byte, r *http.Request, opt capture.Options) (*capture.Batch, error) {
+		s.captureRoute(rt, "/ingest/segment/v1/"+p, seg, func(body []byte, r *captureReq, opt capture.Options) (*capture.Batch, error) {
 			return capture.DecodeSegment(body, opt, "")
 		}, p == "b")
 	}
 	rt.handle("GET", "/ingest/segment/v1/projects/{key}/settings", anyOrigin, open, s.handleSegmentSettings)
 
 	for _, p := range []string{"2/httpapi", "batch"} {
-		s.captureRoute(rt, "/ingest/amplitude/"+p, amp, func(body []byte, r *http.Request, opt capture.Options) (*capture.Batch, error) {
+		s.captureRoute(rt, "/ingest/amplitude/"+p, amp, func(body []byte, r *captureReq, opt capture.Options) (*capture.Batch, error) {
 			return capture.DecodeAmplitude(body, opt)
 		}, false)
 	}
 
 	mixpanelBody := func(path string) captureDecoder {
-		return func(body []byte, r *http.Request, opt capture.Options) (*capture.Batch, error) {
-			data, err := capture.MixpanelData(body, formValue(body, r))
+		return func(body []byte, r *captureReq, opt capture.Options) (*capture.Batch, error) {
+			data, err := capture.MixpanelData(body, r.form)
 			if err != nil {
 				return nil, err
 			}
@@ -224,7 +226,7 @@ func (s *Server) handleCapture(w http.ResponseWriter, r *http.Request, p capture
 		opt.Key = u
 	}
 	region := trace.StartRegion(ctx, "parse")
-	b, err := decode(body, r, opt)
+	b, err := decode(body, req, opt)
 	region.End()
 	var be *capture.BodyError
 	var ke *capture.KeyError
