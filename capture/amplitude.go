@@ -1,8 +1,10 @@
 package capture
 
 import (
-	"encoding/json"
 	"strconv"
+	"unicode/utf8"
+
+	"github.com/valyala/fastjson"
 
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/identity"
@@ -22,19 +24,13 @@ import (
 // user_id and device_id is identify(user_id, device_id)
 // (docs/identity.md §2).
 
-// amplitudeBody is the request body.
-type amplitudeBody struct {
-	APIKey  string            `json:"api_key"`
-	Events  []json.RawMessage `json:"events"`
-	Options struct {
-		MinIDLength *int `json:"min_id_length"`
-	} `json:"options"`
-}
-
-// amplitudeReserved are the event fields that are not properties.
-var amplitudeReserved = map[string]bool{
-	"event_type": true, "user_id": true, "device_id": true, "time": true, "insert_id": true,
-	"event_properties": true, "user_properties": true, "group_properties": true,
+// amplitudeReserved reports the event fields that are not properties.
+func amplitudeReserved(k string) bool {
+	switch k {
+	case "event_type", "user_id", "device_id", "time", "insert_id", "event_properties", "user_properties", "group_properties":
+		return true
+	}
+	return false
 }
 
 // AmplitudeDefaultMinIDLength is Amplitude's default minimum length of
@@ -47,22 +43,35 @@ const AmplitudeDefaultMinIDLength = 5
 // one of the wrong type or value, "id_length:NAME" for an id shorter than
 // min_id_length. Errors: *BodyError, ErrNoEvents.
 func DecodeAmplitude(body []byte, opt Options) (*Batch, error) {
-	var b amplitudeBody
-	if err := decodeJSON(body, &b, "an Amplitude upload {\"api_key\", \"events\": [...]}"); err != nil {
+	root, release, err := parse(body, "an Amplitude upload {\"api_key\", \"events\": [...]}")
+	if err != nil {
 		return nil, err
 	}
-	if len(b.Events) == 0 {
+	defer release()
+	o := object(root)
+	if o == nil {
+		return nil, &BodyError{Msg: "the body is not an Amplitude upload: want a JSON object"}
+	}
+	var evs []*fastjson.Value
+	if v := o.Get("events"); v != nil {
+		if evs, err = v.Array(); err != nil {
+			return nil, &BodyError{Msg: "the body is not an Amplitude upload: \"events\" is not an array"}
+		}
+	}
+	if len(evs) == 0 {
 		return nil, ErrNoEvents
 	}
 	minLen := AmplitudeDefaultMinIDLength
-	if b.Options.MinIDLength != nil {
-		minLen = *b.Options.MinIDLength
+	if n := get(object(o.Get("options")), "min_id_length"); n != nil {
+		if m, err := n.Int(); err == nil && m >= 0 {
+			minLen = m
+		}
 	}
-	bd := &builder{b: &Batch{Key: b.APIKey, Total: len(b.Events)}, opt: opt}
-	for i, raw := range b.Events {
-		var m map[string]any
-		if err := decodeJSON(raw, &m, "an Amplitude event object"); err != nil {
-			bd.invalid(i, "invalid:event", err.Error())
+	bd := &builder{b: &Batch{Key: str(o.Get("api_key")), Total: len(evs)}, opt: opt}
+	for i, v := range evs {
+		m := object(v)
+		if m == nil {
+			bd.invalid(i, "invalid:event", "an event is not a JSON object")
 			continue
 		}
 		bd.amplitudeEvent(i, m, minLen)
@@ -71,19 +80,19 @@ func DecodeAmplitude(body []byte, opt Options) (*Batch, error) {
 }
 
 // amplitudeEvent adds event i of the request.
-func (bd *builder) amplitudeEvent(i int, m map[string]any, minLen int) {
-	name := str(m["event_type"])
+func (bd *builder) amplitudeEvent(i int, m *fastjson.Object, minLen int) {
+	name := str(m.Get("event_type"))
 	if name == "" {
 		bd.invalid(i, "missing:event_type", "missing event_type")
 		return
 	}
-	user, device := str(m["user_id"]), str(m["device_id"])
+	user, device := str(m.Get("user_id")), str(m.Get("device_id"))
 	if user == "" && device == "" {
 		bd.invalid(i, "missing:user_id", "an event needs user_id or device_id")
 		return
 	}
 	for _, f := range [...]struct{ n, v string }{{"user_id", user}, {"device_id", device}} {
-		if f.v != "" && len([]rune(f.v)) < minLen {
+		if f.v != "" && utf8.RuneCountInString(f.v) < minLen {
 			bd.invalid(i, "id_length:"+f.n, f.n+" is shorter than min_id_length "+strconv.Itoa(minLen))
 			return
 		}
@@ -93,45 +102,59 @@ func (bd *builder) amplitudeEvent(i int, m map[string]any, minLen int) {
 		id = truncateID(device)
 	}
 	ts, clientTime := bd.opt.Now, ""
-	if t, ok := m["time"]; ok && t != nil {
-		n, isNum := t.(json.Number)
-		ms, err := strconv.ParseInt(string(n), 10, 64)
-		if !isNum || err != nil {
+	if t := m.Get("time"); t != nil && t.Type() != fastjson.TypeNull {
+		ms, err := t.Int64()
+		if err == nil {
+			ts, err = event.EpochToMicros(ms)
+		}
+		if err != nil || ms < 1e11 {
 			bd.invalid(i, "invalid:time", "time must be an integer of epoch milliseconds")
 			return
 		}
-		if ts, err = event.EpochToMicros(ms); err != nil || ms < 1e11 {
-			bd.invalid(i, "invalid:time", "time must be epoch milliseconds")
-			return
-		}
-		clientTime = string(n)
+		clientTime = str(t)
 	}
-	ep := asMap(m["event_properties"])
-	ps := props(nil, ep, "", nil)
-	ps = props(ps, m, "", func(k string) bool { return amplitudeReserved[k] || hasProp(ps, k) })
-	insertID := str(m["insert_id"])
+	ep := object(m.Get("event_properties"))
+	ps := props(nil, ep, nil)
+	fixed := len(ps)
+	ps = props(ps, m, func(k string) bool { return amplitudeReserved(k) || hasProp(ps[:fixed], k) })
+	insertID := str(m.Get("insert_id"))
 	if insertID == "" {
 		insertID = derivedInsertID(bd.b.Key, id, name, clientTime, ep)
 	}
 	e := bd.add(i, event.Event{UserID: id, Name: name, Time: ts, InsertID: insertID, Props: ps})
-	var set, once map[string]any
-	for k, v := range asMap(m["user_properties"]) {
-		switch k {
-		case "$set":
-			set = mergeMaps(set, asMap(v))
-		case "$setOnce":
-			once = asMap(v)
-		default:
-			if len(k) > 0 && k[0] == '$' {
-				bd.dropped(i, "user_properties."+k, k+" is not applied yet (docs/sdks.md)")
-				continue
-			}
-			set = mergeMaps(set, map[string]any{k: v})
-		}
+	if up := object(m.Get("user_properties")); up != nil {
+		plain := bd.amplitudeUserOps(i, up)
+		bd.users(e, setProps(plain, object(up.Get("$set"))), false)
+		bd.users(e, setProps(object(up.Get("$setOnce"))), true)
 	}
-	bd.users(e, props(nil, set, "", nil), false)
-	bd.users(e, props(nil, once, "", nil), true)
 	if user != "" && device != "" && user != device {
 		bd.op(e, identity.Identify, id, truncateID(device))
 	}
+}
+
+// amplitudeUserOps lists the operations of user_properties other than
+// $set and $setOnce as dropped, and returns an object of its plain keys
+// (set), or nil when it has none.
+func (bd *builder) amplitudeUserOps(i int, up *fastjson.Object) *fastjson.Object {
+	plain := false
+	up.Visit(func(k []byte, _ *fastjson.Value) {
+		switch {
+		case string(k) == "$set" || string(k) == "$setOnce":
+		case len(k) > 0 && k[0] == '$':
+			bd.dropped(i, "user_properties."+string(k), string(k)+" is not applied yet (docs/sdks.md)")
+		default:
+			plain = true
+		}
+	})
+	if !plain {
+		return nil
+	}
+	var a fastjson.Arena
+	o := a.NewObject()
+	up.Visit(func(k []byte, v *fastjson.Value) {
+		if len(k) > 0 && k[0] != '$' {
+			o.Set(string(k), v)
+		}
+	})
+	return object(o)
 }

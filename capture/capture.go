@@ -17,16 +17,17 @@
 package capture
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/valyala/fastjson"
 
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/identity"
@@ -131,6 +132,10 @@ var ErrNoEvents = errors.New("the request holds no events")
 type builder struct {
 	b   *Batch
 	opt Options
+	// header is Options.UserAgent parsed (once per request: its events
+	// share it), when headerParsed.
+	header       [3]string
+	headerParsed bool
 }
 
 // key records the key k carried somewhere in the request.
@@ -174,18 +179,21 @@ func (bd *builder) op(e int, kind identity.Kind, t, o string) {
 	bd.b.Ops = append(bd.b.Ops, Op{Event: e, Op: identity.Op{Kind: kind, T: t, O: o, Time: ev.Time}})
 }
 
-// decodeJSON decodes b into v, numbers as json.Number; the error is a
-// *BodyError naming what was expected.
-func decodeJSON(b []byte, v any, want string) error {
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	if err := d.Decode(v); err != nil {
-		return &BodyError{Msg: fmt.Sprintf("the body is not %s: %v", want, err)}
+// parsers are the JSON parsers of the decoders (valyala/fastjson: a
+// typed tree walked in document order, its memory reused between
+// requests).
+var parsers fastjson.ParserPool
+
+// parse parses b, whose JSON must be want (for the error); the parser
+// goes back to parsers with release once the tree is no longer read.
+func parse(b []byte, want string) (*fastjson.Value, func(), error) {
+	p := parsers.Get()
+	v, err := p.ParseBytes(b)
+	if err != nil {
+		parsers.Put(p)
+		return nil, nil, &BodyError{Msg: fmt.Sprintf("the body is not %s: %v", want, err)}
 	}
-	if d.More() {
-		return &BodyError{Msg: fmt.Sprintf("the body is not %s: data after the JSON value", want)}
-	}
-	return nil
+	return v, func() { parsers.Put(p) }, nil
 }
 
 // firstByte returns b's first non-space byte, or 0.
@@ -200,19 +208,42 @@ func firstByte(b []byte) byte {
 	return 0
 }
 
-// str returns v as a distinct id or key: strings as they are, numbers in
-// their JSON spelling, bools as true/false (PostHog stringifies
-// non-string distinct ids); "" for null, objects and arrays.
-func str(v any) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case json.Number:
-		return x.String()
-	case bool:
-		return strconv.FormatBool(x)
+// str returns v as a distinct id or key: strings as they are (copied),
+// numbers in their JSON spelling, bools as true/false (PostHog
+// stringifies non-string distinct ids); "" for absent values, null,
+// objects and arrays.
+func str(v *fastjson.Value) string {
+	if v == nil {
+		return ""
+	}
+	switch v.Type() {
+	case fastjson.TypeString:
+		return string(v.GetStringBytes())
+	case fastjson.TypeNumber:
+		return string(v.MarshalTo(nil))
+	case fastjson.TypeTrue:
+		return "true"
+	case fastjson.TypeFalse:
+		return "false"
 	}
 	return ""
+}
+
+// object returns v as an object, or nil.
+func object(v *fastjson.Value) *fastjson.Object {
+	if v == nil || v.Type() != fastjson.TypeObject {
+		return nil
+	}
+	o, _ := v.Object()
+	return o
+}
+
+// get returns member key of o, or nil.
+func get(o *fastjson.Object, key string) *fastjson.Value {
+	if o == nil {
+		return nil
+	}
+	return o.Get(key)
 }
 
 // truncateID cuts a distinct id to MaxDistinctIDBytes on a rune boundary.
@@ -221,90 +252,104 @@ func truncateID(s string) string {
 		return s
 	}
 	n := MaxDistinctIDBytes
-	for n > 0 && !utf8RuneStart(s[n]) {
+	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
 	return s[:n]
 }
 
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
-
-// value converts a decoded JSON value to a property value: strings,
-// numbers (int when integral and in range, else float), bools; arrays and
-// objects as their compact JSON text (docs/analytics.md §1); ok false for
-// null.
-func value(v any) (event.Value, bool) {
-	switch x := v.(type) {
-	case nil:
+// value converts a JSON value to a property value: strings (invalid
+// UTF-8 replaced by U+FFFD), numbers (int when integral and in range,
+// else float; NaN and infinities, which JSON cannot hold, as their text),
+// bools; arrays and objects as their compact JSON text (docs/analytics.md
+// §1); ok false for null.
+func value(v *fastjson.Value) (event.Value, bool) {
+	switch v.Type() {
+	case fastjson.TypeNull:
 		return event.Value{}, false
-	case string:
-		return event.String(x), true
-	case bool:
-		return event.Bool(x), true
-	case json.Number:
-		if i, err := strconv.ParseInt(x.String(), 10, 64); err == nil {
+	case fastjson.TypeString:
+		b := v.GetStringBytes()
+		if !utf8.Valid(b) {
+			return event.String(strings.ToValidUTF8(string(b), "\uFFFD")), true
+		}
+		return event.String(string(b)), true
+	case fastjson.TypeTrue:
+		return event.Bool(true), true
+	case fastjson.TypeFalse:
+		return event.Bool(false), true
+	case fastjson.TypeNumber:
+		raw := v.MarshalTo(nil)
+		if i, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
 			return event.Int(i), true
 		}
-		f, err := strconv.ParseFloat(x.String(), 64)
-		if err != nil || math.IsInf(f, 0) {
-			return event.String(x.String()), true
+		f, err := strconv.ParseFloat(string(raw), 64)
+		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+			return event.String(string(raw)), true
 		}
 		return event.Float(f), true
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return event.Value{}, false
-	}
-	return event.String(string(b)), true
+	return event.String(string(v.MarshalTo(nil))), true
 }
 
-// props appends m's members as properties, in name order, skipping
-// nulls and the names skip reports; prefix is prepended to each name.
-func props(dst []event.Prop, m map[string]any, prefix string, skip func(string) bool) []event.Prop {
-	names := make([]string, 0, len(m))
-	for k := range m {
-		if skip == nil || !skip(k) {
-			names = append(names, k)
+// props appends o's members as properties, in name order after the
+// ones already in dst, skipping nulls and the names skip reports; a name
+// already among the appended ones is replaced (a later object of setProps
+// wins).
+func props(dst []event.Prop, o *fastjson.Object, skip func(string) bool) []event.Prop {
+	from := len(dst)
+	o.Visit(func(k []byte, v *fastjson.Value) {
+		if skip != nil && skip(string(k)) {
+			return
 		}
-	}
-	slices.Sort(names)
-	for _, k := range names {
-		if v, ok := value(m[k]); ok {
-			dst = append(dst, event.Prop{Name: prefix + k, Value: v})
+		if val, ok := value(v); ok {
+			dst = append(dst, event.Prop{Name: string(k), Value: val})
 		}
-	}
+	})
+	slices.SortStableFunc(dst[from:], func(a, b event.Prop) int { return strings.Compare(a.Name, b.Name) })
 	return dst
 }
 
-// flatten appends m's leaves as properties named prefix + dotted path
-// (Segment's context as context.* properties); arrays are leaves.
-func flatten(dst []event.Prop, m map[string]any, prefix string) []event.Prop {
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	for _, k := range names {
-		if sub, ok := m[k].(map[string]any); ok {
-			dst = flatten(dst, sub, prefix+k+".")
+// setProps returns the properties of objs merged, a later object's value
+// winning on a name in both, in name order.
+func setProps(objs ...*fastjson.Object) []event.Prop {
+	var out []event.Prop
+	for _, o := range objs {
+		if o == nil {
 			continue
 		}
-		if v, ok := value(m[k]); ok {
-			dst = append(dst, event.Prop{Name: prefix + k, Value: v})
+		for _, p := range props(nil, o, nil) {
+			if i := slices.IndexFunc(out, func(q event.Prop) bool { return q.Name == p.Name }); i >= 0 {
+				out[i] = p
+			} else {
+				out = append(out, p)
+			}
 		}
 	}
-	return dst
+	slices.SortStableFunc(out, func(a, b event.Prop) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
-// setProp sets property name of ps to v, replacing an existing one.
-func setProp(ps []event.Prop, name string, v event.Value) []event.Prop {
-	for i := range ps {
-		if ps[i].Name == name {
-			ps[i].Value = v
-			return ps
-		}
+// flatten appends o's leaves as properties named prefix + dotted path
+// (Segment's context as context.* properties), sorted by name; arrays
+// are leaves.
+func flatten(dst []event.Prop, o *fastjson.Object, prefix string) []event.Prop {
+	from := len(dst)
+	var walk func(o *fastjson.Object, prefix string)
+	walk = func(o *fastjson.Object, prefix string) {
+		o.Visit(func(k []byte, v *fastjson.Value) {
+			name := prefix + string(k)
+			if sub := object(v); sub != nil {
+				walk(sub, name+".")
+				return
+			}
+			if val, ok := value(v); ok {
+				dst = append(dst, event.Prop{Name: name, Value: val})
+			}
+		})
 	}
-	return append(ps, event.Prop{Name: name, Value: v})
+	walk(o, prefix)
+	slices.SortStableFunc(dst[from:], func(a, b event.Prop) int { return strings.Compare(a.Name, b.Name) })
+	return dst
 }
 
 // hasProp reports whether ps holds name.
@@ -317,13 +362,34 @@ func hasProp(ps []event.Prop, name string) bool {
 	return false
 }
 
+// canonical appends o's members sorted by key, each value as its compact
+// JSON (the derived insert id's properties).
+func canonical(dst []byte, o *fastjson.Object) []byte {
+	type kv struct {
+		k string
+		v *fastjson.Value
+	}
+	var kvs []kv
+	o.Visit(func(k []byte, v *fastjson.Value) { kvs = append(kvs, kv{string(k), v}) })
+	slices.SortStableFunc(kvs, func(a, b kv) int { return strings.Compare(a.k, b.k) })
+	dst = append(dst, '{')
+	for i, m := range kvs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = strconv.AppendQuote(dst, m.k)
+		dst = m.v.MarshalTo(append(dst, ':'))
+	}
+	return append(dst, '}')
+}
+
 // derivedInsertID is the dedup id of an event whose protocol id is absent
 // or empty (docs/ingest.md §6): 128 bits of SHA-256 over the key, the
 // distinct id, the event name, the timestamp as the client sent it and
-// the canonical JSON of the properties (encoding/json sorts map keys),
-// in hex. clientTime "" (no client timestamp) derives nothing: such an
+// the properties' canonical JSON (members sorted by key, values compact
+// as sent), in hex. clientTime "" (no client timestamp) derives nothing: such an
 // event cannot be deduplicated (docs/ingest.md §1).
-func derivedInsertID(key, distinctID, name, clientTime string, properties map[string]any) string {
+func derivedInsertID(key, distinctID, name, clientTime string, properties *fastjson.Object) string {
 	if clientTime == "" {
 		return ""
 	}
@@ -333,9 +399,7 @@ func derivedInsertID(key, distinctID, name, clientTime string, properties map[st
 		h.Write([]byte{':'})
 		h.Write([]byte(s))
 	}
-	if b, err := json.Marshal(properties); err == nil {
-		h.Write(b)
-	}
+	h.Write(canonical(nil, properties))
 	var sum [sha256.Size]byte
 	return "d-" + hex.EncodeToString(h.Sum(sum[:0])[:16])
 }
@@ -367,7 +431,16 @@ func (bd *builder) userAgent(ps *[]event.Prop, ua string) {
 	if ua == "" || hasProp(*ps, "$browser") && hasProp(*ps, "$os") && hasProp(*ps, "$device_type") {
 		return
 	}
-	browser, os, device := ParseUserAgent(ua)
+	var browser, os, device string
+	if ua == bd.opt.UserAgent {
+		if !bd.headerParsed {
+			b, o, d := ParseUserAgent(ua)
+			bd.header, bd.headerParsed = [3]string{b, o, d}, true
+		}
+		browser, os, device = bd.header[0], bd.header[1], bd.header[2]
+	} else {
+		browser, os, device = ParseUserAgent(ua)
+	}
 	for _, p := range [...]struct{ name, v string }{{"$browser", browser}, {"$os", os}, {"$device_type", device}} {
 		if p.v != "" && !hasProp(*ps, p.name) {
 			*ps = append(*ps, event.Prop{Name: p.name, Value: event.String(p.v)})

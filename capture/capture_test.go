@@ -314,3 +314,33 @@ func FuzzDecoders(f *testing.F) {
 		}
 	})
 }
+
+// benchBody returns a posthog-python batch of n events (the captured
+// shape: seven properties, a UUID, an ISO timestamp).
+func benchBody(n int) []byte {
+	var sb strings.Builder
+	sb.WriteString(`{"api_key":"k","sent_at":"2026-11-22T05:46:20.974275+00:00","batch":[`)
+	for i := range n {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"event":"page_view","distinct_id":"user-%d","uuid":"0190b2a4-0000-7000-8000-%012d","timestamp":"2026-11-22T05:46:20.873119+00:00",`+
+			`"properties":{"path":"/home/%d","plan":"free","n":%d,"$lib":"posthog-python","$lib_version":"7.91.1","$geoip_disable":true,"price":9.99}}`, i%100, i, i%7, i)
+	}
+	sb.WriteString(`]}`)
+	return []byte(sb.String())
+}
+
+// BenchmarkDecodePostHog: a 1,000-event posthog-python batch; events/s
+// reported.
+func BenchmarkDecodePostHog(b *testing.B) {
+	body := benchBody(1000)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodePostHog(body, Options{Now: receipt}, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)*1000/b.Elapsed().Seconds(), "events/s")
+}

@@ -1,14 +1,14 @@
 package capture
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/base64"
-	"encoding/json"
-	"maps"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/valyala/fastjson"
 
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/identity"
@@ -31,14 +31,14 @@ import (
 // an event "$set" of its distinct id with its $set and $set_once as user
 // properties; other operations are dropped and listed.
 
-// mixpanelEvent is one /track or /import event.
-type mixpanelEvent struct {
-	Event      string         `json:"event"`
-	Properties map[string]any `json:"properties"`
+// mixpanelReserved reports the event properties that are not stored.
+func mixpanelReserved(k string) bool {
+	switch k {
+	case "token", "distinct_id", "time", "$insert_id":
+		return true
+	}
+	return false
 }
-
-// mixpanelReserved are the event properties that are not stored.
-var mixpanelReserved = map[string]bool{"token": true, "distinct_id": true, "time": true, "$insert_id": true}
 
 // MixpanelData returns the JSON of a Mixpanel form body's data field
 // (plain JSON, or base64 of it, as the libraries send it), or the body
@@ -60,58 +60,72 @@ func MixpanelData(body []byte, form func(string) string) ([]byte, error) {
 	return b, nil
 }
 
-// mixpanelRaws splits a Mixpanel body into its messages: an object, an
-// array of them, or (ndjson) one per line.
-func mixpanelRaws(body []byte, ndjson bool) ([]json.RawMessage, error) {
-	switch firstByte(body) {
-	case '[':
-		var raws []json.RawMessage
-		if err := decodeJSON(body, &raws, "a JSON array of Mixpanel events"); err != nil {
-			return nil, err
+// mixpanelMessages parses a Mixpanel body and returns its messages: an
+// object, an array of them, or (ndjson) one per line. release returns
+// the parsers once the messages are no longer read.
+func mixpanelMessages(body []byte, ndjson bool) ([]*fastjson.Value, func(), error) {
+	const want = "Mixpanel's JSON (an object or an array of them)"
+	if !ndjson || firstByte(body) == '[' {
+		root, release, err := parse(body, want)
+		if err != nil {
+			return nil, nil, err
 		}
-		return raws, nil
-	case '{':
-		if !ndjson {
-			if !json.Valid(body) {
-				return nil, &BodyError{Msg: "the body is not a JSON object or array of Mixpanel events"}
-			}
-			return []json.RawMessage{json.RawMessage(body)}, nil
+		switch root.Type() {
+		case fastjson.TypeArray:
+			msgs, _ := root.Array()
+			return msgs, release, nil
+		case fastjson.TypeObject:
+			return []*fastjson.Value{root}, release, nil
 		}
-		var raws []json.RawMessage
-		sc := bufio.NewScanner(bytes.NewReader(body))
-		sc.Buffer(nil, len(body)+1)
-		for sc.Scan() {
-			if line := bytes.TrimSpace(sc.Bytes()); len(line) > 0 {
-				raws = append(raws, json.RawMessage(line))
-			}
-		}
-		return raws, nil
+		release()
+		return nil, nil, &BodyError{Msg: "the body is not " + want}
 	}
-	return nil, &BodyError{Msg: "the body is not Mixpanel's JSON: want an object or an array"}
+	var msgs []*fastjson.Value
+	var ps []*fastjson.Parser
+	release := func() {
+		for _, p := range ps {
+			parsers.Put(p)
+		}
+	}
+	for line := range bytes.SplitSeq(body, []byte{'\n'}) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		p := parsers.Get()
+		ps = append(ps, p)
+		v, err := p.ParseBytes(line)
+		if err != nil {
+			release()
+			return nil, nil, &BodyError{Msg: fmt.Sprintf("line %d is not JSON: %v", len(ps), err)}
+		}
+		msgs = append(msgs, v)
+	}
+	return msgs, release, nil
 }
 
 // DecodeMixpanel decodes a /track or /import body (JSON, already taken
 // out of a form by MixpanelData); /import's NDJSON with ndjson. Errors:
 // *BodyError, *KeyError, ErrNoEvents.
 func DecodeMixpanel(body []byte, opt Options, ndjson bool) (*Batch, error) {
-	raws, err := mixpanelRaws(body, ndjson)
+	msgs, release, err := mixpanelMessages(body, ndjson)
 	if err != nil {
 		return nil, err
 	}
-	if len(raws) == 0 {
+	defer release()
+	if len(msgs) == 0 {
 		return nil, ErrNoEvents
 	}
-	bd := &builder{b: &Batch{Total: len(raws)}, opt: opt}
+	bd := &builder{b: &Batch{Total: len(msgs)}, opt: opt}
 	if err := bd.key(opt.Key); err != nil {
 		return nil, err
 	}
-	for i, raw := range raws {
-		var me mixpanelEvent
-		if err := decodeJSON(raw, &me, "a Mixpanel event object"); err != nil {
-			bd.invalid(i, "", err.Error())
+	for i, m := range msgs {
+		o := object(m)
+		if o == nil {
+			bd.invalid(i, "", "an event is not a JSON object")
 			continue
 		}
-		if err := bd.mixpanelEvent(i, &me); err != nil {
+		if err := bd.mixpanelEvent(i, o); err != nil {
 			return nil, err
 		}
 	}
@@ -119,82 +133,82 @@ func DecodeMixpanel(body []byte, opt Options, ndjson bool) (*Batch, error) {
 }
 
 // mixpanelID returns the distinct id of an event's properties.
-func mixpanelID(p map[string]any) (id, user, device string) {
-	user, device = str(p["$user_id"]), str(p["$device_id"])
+func mixpanelID(p *fastjson.Object) (id, user, device string) {
+	user, device = str(get(p, "$user_id")), str(get(p, "$device_id"))
 	switch {
 	case user != "":
 		id = user
 	case device != "":
 		id = device
 	default:
-		id = strings.TrimPrefix(str(p["distinct_id"]), "$device:")
+		id = strings.TrimPrefix(str(get(p, "distinct_id")), "$device:")
 	}
 	return truncateID(id), truncateID(user), truncateID(device)
 }
 
-// mixpanelTime returns a Mixpanel time (seconds below 1e11, else ms) in
-// microseconds, the receipt time when v is absent.
-func (bd *builder) mixpanelTime(v any) (int64, string, error) {
-	if v == nil {
+// mixpanelTime returns a Mixpanel time (seconds below 1e11, else ms; a
+// number or a numeric string) in microseconds, the receipt time when v
+// is absent, and its client spelling.
+func (bd *builder) mixpanelTime(v *fastjson.Value) (int64, string, error) {
+	if v == nil || v.Type() == fastjson.TypeNull {
 		return bd.opt.Now, "", nil
 	}
-	n, ok := v.(json.Number)
-	if !ok {
-		if s, isStr := v.(string); isStr {
-			n = json.Number(s)
-		}
-	}
-	f, err := strconv.ParseFloat(string(n), 64)
-	if err != nil {
-		return 0, "", err
+	s := str(v)
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || v.Type() != fastjson.TypeNumber && v.Type() != fastjson.TypeString {
+		return 0, "", fmt.Errorf("want a number, found %s", v.Type())
 	}
 	us, err := event.EpochFloatToMicros(f) // seconds below 1e11, else ms (or µs)
-	return us, string(n), err
+	return us, s, err
 }
 
 // mixpanelEvent adds event i of the request.
-func (bd *builder) mixpanelEvent(i int, me *mixpanelEvent) error {
-	p := me.Properties
-	if err := bd.key(str(p["token"])); err != nil {
+func (bd *builder) mixpanelEvent(i int, me *fastjson.Object) error {
+	p := object(me.Get("properties"))
+	if err := bd.key(str(get(p, "token"))); err != nil {
 		return err
 	}
-	if me.Event == "" {
+	name := str(me.Get("event"))
+	if name == "" {
 		bd.invalid(i, "event", "missing event name")
 		return nil
 	}
 	id, user, device := mixpanelID(p)
-	merged, _ := p["$distinct_ids"].([]any)
+	var merged []*fastjson.Value
+	if v := get(p, "$distinct_ids"); v != nil {
+		merged, _ = v.Array()
+	}
 	switch {
-	case me.Event == "$identify" && str(p["$identified_id"]) != "":
-		id = truncateID(str(p["$identified_id"]))
-	case me.Event == "$merge" && id == "" && len(merged) > 0:
+	case name == "$identify" && str(get(p, "$identified_id")) != "":
+		id = truncateID(str(get(p, "$identified_id")))
+	case name == "$merge" && id == "" && len(merged) > 0:
 		id = truncateID(str(merged[0]))
 	}
 	if id == "" {
 		bd.invalid(i, "properties.distinct_id", "missing distinct_id ($user_id, $device_id or distinct_id)")
 		return nil
 	}
-	ts, clientTime, err := bd.mixpanelTime(p["time"])
+	ts, clientTime, err := bd.mixpanelTime(get(p, "time"))
 	if err != nil {
 		bd.invalid(i, "properties.time", "want epoch seconds or milliseconds: "+err.Error())
 		return nil
 	}
-	insertID := str(p["$insert_id"])
+	insertID := str(get(p, "$insert_id"))
 	if insertID == "" {
-		insertID = derivedInsertID(bd.b.Key, id, me.Event, clientTime, p)
+		insertID = derivedInsertID(bd.b.Key, id, name, clientTime, p)
 	}
-	ps := props(nil, p, "", func(k string) bool { return mixpanelReserved[k] })
+	ps := props(nil, p, mixpanelReserved)
 	bd.userAgent(&ps, "")
-	e := bd.add(i, event.Event{UserID: id, Name: me.Event, Time: ts, InsertID: insertID, Props: ps})
-	switch me.Event {
+	e := bd.add(i, event.Event{UserID: id, Name: name, Time: ts, InsertID: insertID, Props: ps})
+	switch name {
 	case "$identify":
-		if anon := truncateID(str(p["$anon_id"])); anon != "" {
+		if anon := truncateID(str(get(p, "$anon_id"))); anon != "" {
 			bd.op(e, identity.Identify, id, anon)
 		} else {
 			bd.op(e, identity.Identify, id, id)
 		}
 	case "$create_alias":
-		if o := truncateID(str(p["alias"])); o != "" {
+		if o := truncateID(str(get(p, "alias"))); o != "" {
 			bd.op(e, identity.Alias, id, o)
 		}
 	case "$merge":
@@ -212,46 +226,34 @@ func (bd *builder) mixpanelEvent(i int, me *mixpanelEvent) error {
 // each people update becomes an event "$set" (see above). Errors:
 // *BodyError, *KeyError, ErrNoEvents.
 func DecodeMixpanelEngage(body []byte, opt Options) (*Batch, error) {
-	raws, err := mixpanelRaws(body, false)
-	if err != nil {
-		return nil, err
-	}
-	if len(raws) == 0 {
-		return nil, ErrNoEvents
-	}
-	bd := &builder{b: &Batch{Total: len(raws)}, opt: opt}
-	for i, raw := range raws {
-		var m map[string]any
-		if err := decodeJSON(raw, &m, "a Mixpanel people update object"); err != nil {
-			bd.invalid(i, "", err.Error())
-			continue
-		}
-		if err := bd.key(str(m["$token"])); err != nil {
-			return nil, err
-		}
-		id := truncateID(strings.TrimPrefix(str(m["$distinct_id"]), "$device:"))
+	return decodeMixpanelUpdates(body, opt, "a people update", func(bd *builder, i int, m *fastjson.Object) {
+		id := truncateID(strings.TrimPrefix(str(m.Get("$distinct_id")), "$device:"))
 		if id == "" {
 			bd.invalid(i, "$distinct_id", "missing $distinct_id")
-			continue
+			return
 		}
-		ts, clientTime, err := bd.mixpanelTime(m["$time"])
+		ts, clientTime, err := bd.mixpanelTime(m.Get("$time"))
 		if err != nil {
 			bd.invalid(i, "$time", "want epoch seconds or milliseconds: "+err.Error())
-			continue
+			return
 		}
 		e := bd.add(i, event.Event{UserID: id, Name: "$set", Time: ts,
 			InsertID: derivedInsertID(bd.b.Key, id, "$set", clientTime, m)})
-		bd.users(e, props(nil, asMap(m["$set"]), "", nil), false)
-		bd.users(e, props(nil, asMap(m["$set_once"]), "", nil), true)
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			switch k {
+		bd.users(e, setProps(object(m.Get("$set"))), false)
+		bd.users(e, setProps(object(m.Get("$set_once"))), true)
+		var ops []string
+		m.Visit(func(k []byte, _ *fastjson.Value) {
+			switch string(k) {
 			case "$set", "$set_once", "$token", "$distinct_id", "$time", "$ip", "$ignore_time", "$ignore_alias":
 			default:
-				bd.dropped(i, k, k+" is not applied yet (docs/sdks.md)")
+				ops = append(ops, string(k))
 			}
+		})
+		slices.Sort(ops)
+		for _, k := range ops {
+			bd.dropped(i, k, k+" is not applied yet (docs/sdks.md)")
 		}
-	}
-	return bd.b, nil
+	})
 }
 
 // DecodeMixpanelGroups decodes a /groups body (JSON, out of its form):
@@ -260,24 +262,34 @@ func DecodeMixpanelEngage(body []byte, opt Options) (*Batch, error) {
 // batch carries the key so that the request is authenticated and
 // answered. Errors: *BodyError, *KeyError, ErrNoEvents.
 func DecodeMixpanelGroups(body []byte, opt Options) (*Batch, error) {
-	raws, err := mixpanelRaws(body, false)
+	return decodeMixpanelUpdates(body, opt, "a group update", func(bd *builder, i int, m *fastjson.Object) {
+		bd.dropped(i, "$group_id", "group profile updates are not stored (docs/sdks.md)")
+	})
+}
+
+// decodeMixpanelUpdates decodes the profile updates of /engage and
+// /groups ({"$token", …}, what names them in messages): each update's
+// key is checked, then each adds what it carries.
+func decodeMixpanelUpdates(body []byte, opt Options, what string, each func(bd *builder, i int, m *fastjson.Object)) (*Batch, error) {
+	msgs, release, err := mixpanelMessages(body, false)
 	if err != nil {
 		return nil, err
 	}
-	if len(raws) == 0 {
+	defer release()
+	if len(msgs) == 0 {
 		return nil, ErrNoEvents
 	}
-	bd := &builder{b: &Batch{Total: len(raws)}, opt: opt}
-	for i, raw := range raws {
-		var m map[string]any
-		if err := decodeJSON(raw, &m, "a Mixpanel group update object"); err != nil {
-			bd.invalid(i, "", err.Error())
+	bd := &builder{b: &Batch{Total: len(msgs)}, opt: opt}
+	for i, v := range msgs {
+		m := object(v)
+		if m == nil {
+			bd.invalid(i, "", what+" is not a JSON object")
 			continue
 		}
-		if err := bd.key(str(m["$token"])); err != nil {
+		if err := bd.key(str(m.Get("$token"))); err != nil {
 			return nil, err
 		}
-		bd.dropped(i, "$group_id", "group profile updates are not stored (docs/sdks.md)")
+		each(bd, i, m)
 	}
 	return bd.b, nil
 }

@@ -1,8 +1,11 @@
 package capture
 
 import (
-	"encoding/json"
+	"errors"
+	"math"
 	"strconv"
+
+	"github.com/valyala/fastjson"
 
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/identity"
@@ -35,82 +38,65 @@ import (
 // is a UUIDv7 within MaxClockSkew of that (posthog-js: so that a resend is
 // the same event); else the receipt time.
 
-// posthogEvent is one event of a PostHog body.
-type posthogEvent struct {
-	Event      string         `json:"event"`
-	DistinctID any            `json:"distinct_id"`
-	Properties map[string]any `json:"properties"`
-	Timestamp  any            `json:"timestamp"`
-	Offset     any            `json:"offset"`
-	UUID       any            `json:"uuid"`
-	Set        map[string]any `json:"$set"`
-	SetOnce    map[string]any `json:"$set_once"`
-	APIKey     string         `json:"api_key"`
-	Token      string         `json:"token"`
-}
-
-// posthogBatch is the envelope of /batch/ and posthog-js's /e/.
-type posthogBatch struct {
-	APIKey string            `json:"api_key"`
-	Token  string            `json:"token"`
-	Batch  []json.RawMessage `json:"batch"`
-	SentAt string            `json:"sent_at"`
-}
-
 // posthogTransport are the property names that carry the request, not
 // the event: left out of the stored properties.
-var posthogTransport = map[string]bool{"token": true, "distinct_id": true, "$set": true, "$set_once": true, "$unset": true}
+func posthogTransport(k string) bool {
+	switch k {
+	case "token", "distinct_id", "$set", "$set_once", "$unset":
+		return true
+	}
+	return false
+}
 
 // DecodePostHog decodes a PostHog capture body (see above). engage is
 // PostHog's /engage/ path: an event without a name is a $identify.
 // Errors: *BodyError, *KeyError, ErrNoEvents.
 func DecodePostHog(body []byte, opt Options, engage bool) (*Batch, error) {
-	var env posthogBatch
-	var raws []json.RawMessage
-	switch firstByte(body) {
-	case '[':
-		if err := decodeJSON(body, &raws, "a JSON array of PostHog events"); err != nil {
-			return nil, err
-		}
-	case '{':
-		var probe map[string]json.RawMessage
-		if err := decodeJSON(body, &probe, "a PostHog batch or event object"); err != nil {
-			return nil, err
-		}
-		if _, ok := probe["batch"]; ok {
-			if err := decodeJSON(body, &env, "a PostHog batch {\"api_key\", \"batch\": [...]}"); err != nil {
-				return nil, err
+	root, release, err := parse(body, "PostHog's JSON (a batch object, an array of events or an event)")
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	var msgs []*fastjson.Value
+	var env *fastjson.Object
+	switch root.Type() {
+	case fastjson.TypeArray:
+		msgs, _ = root.Array()
+	case fastjson.TypeObject:
+		env = object(root)
+		if b := env.Get("batch"); b != nil {
+			if msgs, err = b.Array(); err != nil {
+				return nil, &BodyError{Msg: "the body is not a PostHog batch: \"batch\" is not an array"}
 			}
-			raws = env.Batch
 		} else {
-			raws = []json.RawMessage{body}
+			msgs, env = []*fastjson.Value{root}, nil
 		}
 	default:
 		return nil, &BodyError{Msg: "the body is not PostHog's JSON: want an object or an array"}
 	}
-	if len(raws) == 0 {
+	if len(msgs) == 0 {
 		return nil, ErrNoEvents
 	}
-	bd := &builder{b: &Batch{Total: len(raws)}, opt: opt}
-	if err := bd.key(env.APIKey); err != nil {
+	bd := &builder{b: &Batch{Total: len(msgs)}, opt: opt}
+	if err := bd.key(str(get(env, "api_key"))); err != nil {
 		return nil, err
 	}
-	if err := bd.key(env.Token); err != nil {
+	if err := bd.key(str(get(env, "token"))); err != nil {
 		return nil, err
 	}
 	var shift int64
-	if env.SentAt != "" {
-		if sent, err := isoTime(env.SentAt); err == nil {
+	if sentAt := str(get(env, "sent_at")); sentAt != "" {
+		if sent, err := isoTime(sentAt); err == nil {
 			shift = skewShift(opt.Now, sent, opt.skew())
 		}
 	}
-	for i, raw := range raws {
-		var pe posthogEvent
-		if err := decodeJSON(raw, &pe, "a PostHog event object"); err != nil {
-			bd.invalid(i, "", err.Error())
+	for i, m := range msgs {
+		o := object(m)
+		if o == nil {
+			bd.invalid(i, "", "an event is not a JSON object")
 			continue
 		}
-		if err := bd.posthogEvent(i, &pe, shift, engage); err != nil {
+		if err := bd.posthogEvent(i, o, shift, engage); err != nil {
 			return nil, err
 		}
 	}
@@ -118,13 +104,14 @@ func DecodePostHog(body []byte, opt Options, engage bool) (*Batch, error) {
 }
 
 // posthogEvent adds event i of the request.
-func (bd *builder) posthogEvent(i int, pe *posthogEvent, shift int64, engage bool) error {
-	for _, k := range []string{pe.APIKey, pe.Token, str(pe.Properties["token"])} {
-		if err := bd.key(k); err != nil {
+func (bd *builder) posthogEvent(i int, o *fastjson.Object, shift int64, engage bool) error {
+	ps := object(o.Get("properties"))
+	for _, k := range [...]*fastjson.Value{o.Get("api_key"), o.Get("token"), get(ps, "token")} {
+		if err := bd.key(str(k)); err != nil {
 			return err
 		}
 	}
-	name := pe.Event
+	name := str(o.Get("event"))
 	if name == "" && engage {
 		name = "$identify"
 	}
@@ -132,47 +119,45 @@ func (bd *builder) posthogEvent(i int, pe *posthogEvent, shift int64, engage boo
 		bd.invalid(i, "event", "missing event name")
 		return nil
 	}
-	id := str(pe.DistinctID)
+	id := str(o.Get("distinct_id"))
 	if id == "" {
-		id = str(pe.Properties["distinct_id"])
+		id = str(get(ps, "distinct_id"))
 	}
 	if id == "" {
 		bd.invalid(i, "distinct_id", "missing distinct_id: want a non-empty string at the top level or in properties")
 		return nil
 	}
 	id = truncateID(id)
-	uuid := str(pe.UUID)
-	ts, clientTime, ok := bd.posthogTime(i, pe, uuid, shift)
+	uuid := str(o.Get("uuid"))
+	ts, clientTime, ok := bd.posthogTime(i, o, uuid, shift)
 	if !ok {
 		return nil
 	}
 	ev := event.Event{UserID: id, Name: name, Time: ts, InsertID: uuid}
 	if ev.InsertID == "" {
-		ev.InsertID = derivedInsertID(bd.b.Key, id, name, clientTime, pe.Properties)
+		ev.InsertID = derivedInsertID(bd.b.Key, id, name, clientTime, ps)
 	}
-	ev.Props = props(nil, pe.Properties, "", func(k string) bool { return posthogTransport[k] })
-	bd.userAgent(&ev.Props, str(pe.Properties["$raw_user_agent"]))
+	ev.Props = props(nil, ps, posthogTransport)
+	bd.userAgent(&ev.Props, str(get(ps, "$raw_user_agent")))
 	e := bd.add(i, ev)
 
-	if v, ok := pe.Properties["$process_person_profile"].(bool); ok && !v {
+	if v := get(ps, "$process_person_profile"); v != nil && v.Type() == fastjson.TypeFalse {
 		return nil
 	}
-	set := mergeMaps(pe.Set, asMap(pe.Properties["$set"]))
-	once := mergeMaps(pe.SetOnce, asMap(pe.Properties["$set_once"]))
-	bd.users(e, props(nil, set, "", nil), false)
-	bd.users(e, props(nil, once, "", nil), true)
-	if _, ok := pe.Properties["$unset"]; ok {
+	bd.users(e, setProps(object(o.Get("$set")), object(get(ps, "$set"))), false)
+	bd.users(e, setProps(object(o.Get("$set_once")), object(get(ps, "$set_once"))), true)
+	if get(ps, "$unset") != nil {
 		bd.dropped(i, "properties.$unset", "$unset is not applied yet (docs/sdks.md)")
 	}
 	switch name {
 	case "$identify":
-		anon := str(pe.Properties["$anon_distinct_id"])
+		anon := str(get(ps, "$anon_distinct_id"))
 		if anon == "" {
 			anon = id
 		}
 		bd.op(e, identity.Identify, id, truncateID(anon))
 	case "$create_alias", "$merge_dangerously":
-		other := str(pe.Properties["alias"])
+		other := str(get(ps, "alias"))
 		if other == "" {
 			bd.invalid(i, "properties.alias", "missing alias: "+name+" needs the other distinct id in properties.alias")
 			bd.unadd(e)
@@ -202,14 +187,18 @@ func (bd *builder) unadd(e int) {
 // posthogTime returns the event's timestamp (microseconds) and the
 // timestamp as the client sent it (for derived ids), or records event i
 // invalid.
-func (bd *builder) posthogTime(i int, pe *posthogEvent, uuid string, shift int64) (int64, string, bool) {
-	if s := str(pe.Timestamp); s != "" {
+func (bd *builder) posthogTime(i int, o *fastjson.Object, uuid string, shift int64) (int64, string, bool) {
+	if t := o.Get("timestamp"); t != nil && t.Type() != fastjson.TypeNull {
+		s := str(t)
 		var us int64
 		var err error
-		if n, isNum := pe.Timestamp.(json.Number); isNum {
-			us, err = epochNumber(n)
-		} else {
+		switch t.Type() {
+		case fastjson.TypeNumber:
+			us, err = epochNumber(s)
+		case fastjson.TypeString:
 			us, err = isoTime(s)
+		default:
+			err = errors.New("want an ISO-8601 string")
 		}
 		if err != nil {
 			bd.invalid(i, "timestamp", err.Error())
@@ -217,10 +206,9 @@ func (bd *builder) posthogTime(i int, pe *posthogEvent, uuid string, shift int64
 		}
 		return us + shift, s, true
 	}
-	if pe.Offset != nil {
-		n, ok := pe.Offset.(json.Number)
-		off, err := strconv.ParseFloat(string(n), 64)
-		if !ok || err != nil || off < 0 || off > 1e13 {
+	if t := o.Get("offset"); t != nil && t.Type() != fastjson.TypeNull {
+		off, err := t.Float64()
+		if err != nil || off < 0 || off > 1e13 || math.IsNaN(off) {
 			bd.invalid(i, "offset", "want a number of milliseconds ≥ 0")
 			return 0, "", false
 		}
@@ -237,11 +225,11 @@ func (bd *builder) posthogTime(i int, pe *posthogEvent, uuid string, shift int64
 
 // epochNumber converts an epoch number (seconds, ms or µs by magnitude)
 // to microseconds.
-func epochNumber(n json.Number) (int64, error) {
-	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
+func epochNumber(n string) (int64, error) {
+	if i, err := strconv.ParseInt(n, 10, 64); err == nil {
 		return event.EpochToMicros(i)
 	}
-	f, err := strconv.ParseFloat(string(n), 64)
+	f, err := strconv.ParseFloat(n, 64)
 	if err != nil {
 		return 0, err
 	}
@@ -256,28 +244,4 @@ func uuidV7Millis(u string) (int64, bool) {
 	}
 	ms, err := strconv.ParseInt(u[:8]+u[9:13], 16, 64)
 	return ms, err == nil
-}
-
-// asMap returns v as an object, or nil.
-func asMap(v any) map[string]any {
-	m, _ := v.(map[string]any)
-	return m
-}
-
-// mergeMaps returns a's members overridden by b's (either may be nil).
-func mergeMaps(a, b map[string]any) map[string]any {
-	switch {
-	case len(b) == 0:
-		return a
-	case len(a) == 0:
-		return b
-	}
-	m := make(map[string]any, len(a)+len(b))
-	for k, v := range a {
-		m[k] = v
-	}
-	for k, v := range b {
-		m[k] = v
-	}
-	return m
 }

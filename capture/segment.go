@@ -1,7 +1,10 @@
 package capture
 
 import (
-	"encoding/json"
+	"slices"
+	"strings"
+
+	"github.com/valyala/fastjson"
 
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/identity"
@@ -27,34 +30,6 @@ import (
 // by receipt − sentAt only when that is over Options.MaxClockSkew; else
 // the receipt time.
 
-// segmentMessage is one Segment message.
-type segmentMessage struct {
-	Type              string         `json:"type"`
-	Event             string         `json:"event"`
-	UserID            any            `json:"userId"`
-	AnonymousID       any            `json:"anonymousId"`
-	PreviousID        any            `json:"previousId"`
-	GroupID           any            `json:"groupId"`
-	Name              any            `json:"name"`
-	Category          any            `json:"category"`
-	Properties        map[string]any `json:"properties"`
-	Traits            map[string]any `json:"traits"`
-	Context           map[string]any `json:"context"`
-	Timestamp         string         `json:"timestamp"`
-	OriginalTimestamp string         `json:"originalTimestamp"`
-	SentAt            string         `json:"sentAt"`
-	MessageID         any            `json:"messageId"`
-	WriteKey          string         `json:"writeKey"`
-}
-
-// segmentBatch is /v1/batch's envelope.
-type segmentBatch struct {
-	Batch    []json.RawMessage `json:"batch"`
-	Context  map[string]any    `json:"context"`
-	WriteKey string            `json:"writeKey"`
-	SentAt   string            `json:"sentAt"`
-}
-
 // SegmentTypes maps Segment's single-message paths (under /v1/) to their
 // message type; "batch" and "b" take a batch.
 var SegmentTypes = map[string]string{
@@ -66,54 +41,62 @@ var SegmentTypes = map[string]string{
 // message of type typ (SegmentTypes). opt.Key is the Basic-auth user.
 // Errors: *BodyError, *KeyError, ErrNoEvents.
 func DecodeSegment(body []byte, opt Options, typ string) (*Batch, error) {
-	var env segmentBatch
-	var raws []json.RawMessage
-	if typ == "" {
-		if err := decodeJSON(body, &env, "a Segment batch {\"batch\": [...]}"); err != nil {
-			return nil, err
-		}
-		raws = env.Batch
-	} else {
-		if firstByte(body) != '{' {
-			return nil, &BodyError{Msg: "the body is not a Segment message: want a JSON object"}
-		}
-		raws = []json.RawMessage{body}
+	root, release, err := parse(body, "Segment's JSON")
+	if err != nil {
+		return nil, err
 	}
-	if len(raws) == 0 {
+	defer release()
+	env := object(root)
+	if env == nil {
+		return nil, &BodyError{Msg: "the body is not a Segment batch or message: want a JSON object"}
+	}
+	msgs := []*fastjson.Value{root}
+	var batchContext *fastjson.Object
+	sentAt := str(env.Get("sentAt"))
+	if typ == "" {
+		b := env.Get("batch")
+		if b == nil || b.Type() != fastjson.TypeArray {
+			return nil, &BodyError{Msg: "the body is not a Segment batch: want {\"batch\": [...]}"}
+		}
+		msgs, _ = b.Array()
+		batchContext = object(env.Get("context"))
+	}
+	if len(msgs) == 0 {
 		return nil, ErrNoEvents
 	}
-	bd := &builder{b: &Batch{Total: len(raws)}, opt: opt}
-	for _, k := range []string{opt.Key, env.WriteKey} {
+	bd := &builder{b: &Batch{Total: len(msgs)}, opt: opt}
+	for _, k := range []string{opt.Key, str(env.Get("writeKey"))} {
 		if err := bd.key(k); err != nil {
 			return nil, err
 		}
 	}
-	for i, raw := range raws {
-		var m segmentMessage
-		if err := decodeJSON(raw, &m, "a Segment message object"); err != nil {
-			bd.invalid(i, "", err.Error())
+	for i, m := range msgs {
+		o := object(m)
+		if o == nil {
+			bd.invalid(i, "", "a message is not a JSON object")
 			continue
 		}
-		if m.Type == "" {
-			m.Type = typ
+		mtyp := str(o.Get("type"))
+		if mtyp == "" {
+			mtyp = typ
 		}
-		sentAt := m.SentAt
-		if sentAt == "" {
-			sentAt = env.SentAt
+		at := sentAt
+		if s := str(o.Get("sentAt")); s != "" {
+			at = s
 		}
-		if err := bd.segmentMessage(i, &m, env.Context, sentAt); err != nil {
+		if err := bd.segmentMessage(i, o, mtyp, batchContext, at); err != nil {
 			return nil, err
 		}
 	}
 	return bd.b, nil
 }
 
-// segmentMessage adds message i of the request.
-func (bd *builder) segmentMessage(i int, m *segmentMessage, batchContext map[string]any, sentAt string) error {
-	if err := bd.key(m.WriteKey); err != nil {
+// segmentMessage adds message i of the request, of type typ.
+func (bd *builder) segmentMessage(i int, m *fastjson.Object, typ string, batchContext *fastjson.Object, sentAt string) error {
+	if err := bd.key(str(m.Get("writeKey"))); err != nil {
 		return err
 	}
-	user, anon := truncateID(str(m.UserID)), truncateID(str(m.AnonymousID))
+	user, anon := truncateID(str(m.Get("userId"))), truncateID(str(m.Get("anonymousId")))
 	id := user
 	if id == "" {
 		id = anon
@@ -124,23 +107,23 @@ func (bd *builder) segmentMessage(i int, m *segmentMessage, batchContext map[str
 	}
 	var name string
 	var ps []event.Prop
-	switch m.Type {
+	previous := truncateID(str(m.Get("previousId")))
+	switch typ {
 	case "track":
-		if name = m.Event; name == "" {
+		if name = str(m.Get("event")); name == "" {
 			bd.invalid(i, "event", "missing event name of a track call")
 			return nil
 		}
 	case "page", "screen":
 		name = "$pageview"
-		if m.Type == "screen" {
+		if typ == "screen" {
 			name = "$screen"
 		}
-		for _, f := range [...]struct {
-			n string
-			v any
-		}{{"name", m.Name}, {"category", m.Category}} {
-			if v, ok := value(f.v); ok {
-				ps = append(ps, event.Prop{Name: f.n, Value: v})
+		for _, f := range [...]string{"name", "category"} {
+			if v := m.Get(f); v != nil {
+				if val, ok := value(v); ok {
+					ps = append(ps, event.Prop{Name: f, Value: val})
+				}
 			}
 		}
 	case "identify":
@@ -150,65 +133,87 @@ func (bd *builder) segmentMessage(i int, m *segmentMessage, batchContext map[str
 		}
 	case "alias":
 		name = "$create_alias"
-		if user == "" || str(m.PreviousID) == "" {
+		if user == "" || previous == "" {
 			bd.invalid(i, "previousId", "an alias call needs userId and previousId")
 			return nil
 		}
-		ps = append(ps, event.Prop{Name: "alias", Value: event.String(truncateID(str(m.PreviousID)))})
+		ps = append(ps, event.Prop{Name: "alias", Value: event.String(previous)})
 	case "group":
 		name = "$groupidentify"
-		if v, ok := value(m.GroupID); ok {
-			ps = append(ps, event.Prop{Name: "$group_key", Value: v})
+		if v := m.Get("groupId"); v != nil {
+			if val, ok := value(v); ok {
+				ps = append(ps, event.Prop{Name: "$group_key", Value: val})
+			}
 		}
-		if len(m.Traits) > 0 {
-			if v, ok := value(m.Traits); ok {
-				ps = append(ps, event.Prop{Name: "$group_set", Value: v})
+		if t := object(m.Get("traits")); t != nil && t.Len() > 0 {
+			if val, ok := value(m.Get("traits")); ok {
+				ps = append(ps, event.Prop{Name: "$group_set", Value: val})
 			}
 		}
 	default:
-		bd.invalid(i, "type", "unknown message type "+event.Quote(m.Type)+": want track, identify, page, screen, group or alias")
+		bd.invalid(i, "type", "unknown message type "+event.Quote(typ)+": want track, identify, page, screen, group or alias")
 		return nil
 	}
 	ts, clientTime, ok := bd.segmentTime(i, m, sentAt)
 	if !ok {
 		return nil
 	}
-	ps = props(ps, m.Properties, "", func(k string) bool { return hasProp(ps, k) })
-	ctx := mergeMaps(batchContext, m.Context)
-	ps = flatten(ps, ctx, "context.")
-	bd.userAgent(&ps, str(ctx["userAgent"]))
-	insertID := str(m.MessageID)
+	properties := object(m.Get("properties"))
+	fixed := len(ps)
+	ps = props(ps, properties, func(k string) bool { return hasProp(ps[:fixed], k) })
+	ctx := object(m.Get("context"))
+	ps = flattenContexts(ps, batchContext, ctx)
+	bd.userAgent(&ps, str(get(ctx, "userAgent")))
+	if !hasProp(ps, "$browser") && batchContext != nil {
+		bd.userAgent(&ps, str(batchContext.Get("userAgent")))
+	}
+	insertID := str(m.Get("messageId"))
 	if insertID == "" {
-		insertID = derivedInsertID(bd.b.Key, id, name, clientTime, m.Properties)
+		insertID = derivedInsertID(bd.b.Key, id, name, clientTime, properties)
 	}
 	e := bd.add(i, event.Event{UserID: id, Name: name, Time: ts, InsertID: insertID, Props: ps})
-	if m.Type == "identify" {
-		bd.users(e, props(nil, m.Traits, "", nil), false)
+	if typ == "identify" {
+		bd.users(e, setProps(object(m.Get("traits"))), false)
 	}
 	switch {
-	case m.Type == "alias":
-		bd.op(e, identity.Alias, user, truncateID(str(m.PreviousID)))
+	case typ == "alias":
+		bd.op(e, identity.Alias, user, previous)
 	case user != "" && anon != "" && user != anon:
 		bd.op(e, identity.Identify, user, anon)
-	case m.Type == "identify" && user != "":
+	case typ == "identify" && user != "":
 		bd.op(e, identity.Identify, user, user)
 	}
 	return nil
 }
 
+// flattenContexts appends the batch's context and the message's, the
+// message's value winning on a path in both, as context.* properties.
+func flattenContexts(ps []event.Prop, batch, msg *fastjson.Object) []event.Prop {
+	if batch == nil {
+		return flatten(ps, msg, "context.")
+	}
+	from := len(ps)
+	ps = flatten(ps, msg, "context.")
+	own := len(ps)
+	ps = flatten(ps, batch, "context.")
+	ps = append(ps[:own], slices.DeleteFunc(ps[own:], func(p event.Prop) bool { return hasProp(ps[from:own], p.Name) })...)
+	slices.SortStableFunc(ps[from:], func(a, b event.Prop) int { return strings.Compare(a.Name, b.Name) })
+	return ps
+}
+
 // segmentTime returns message i's timestamp and its client spelling, or
 // records it invalid.
-func (bd *builder) segmentTime(i int, m *segmentMessage, sentAt string) (int64, string, bool) {
-	if m.Timestamp != "" {
-		us, err := isoTime(m.Timestamp)
+func (bd *builder) segmentTime(i int, m *fastjson.Object, sentAt string) (int64, string, bool) {
+	if s := str(m.Get("timestamp")); s != "" {
+		us, err := isoTime(s)
 		if err != nil {
 			bd.invalid(i, "timestamp", err.Error())
 			return 0, "", false
 		}
-		return us, m.Timestamp, true
+		return us, s, true
 	}
-	if m.OriginalTimestamp != "" {
-		us, err := isoTime(m.OriginalTimestamp)
+	if s := str(m.Get("originalTimestamp")); s != "" {
+		us, err := isoTime(s)
 		if err != nil {
 			bd.invalid(i, "originalTimestamp", err.Error())
 			return 0, "", false
@@ -216,7 +221,7 @@ func (bd *builder) segmentTime(i int, m *segmentMessage, sentAt string) (int64, 
 		if sent, err := isoTime(sentAt); err == nil {
 			us += skewShift(bd.opt.Now, sent, bd.opt.skew())
 		}
-		return us, m.OriginalTimestamp, true
+		return us, s, true
 	}
 	return bd.opt.Now, "", true
 }
