@@ -250,14 +250,9 @@ def refused_body(ep: Endpoint, app: str, kind: str) -> Tuple[bytes, Dict[str, st
 
 REFUSED = ["truncated", "undecodable", "gzip", "oversize", "key-not-an-app", "key-none"]
 
-# Server faults these tests found, each still open: the test is expected to fail (strict: once
-# the server is fixed it passes, and the mark must go).
-KNOWN = {
-    ("segment-track", "truncated"): "a truncated single Segment message (analytics.js, writeKey in the body) "
-                                    "answers 401 missing key instead of 400",
-    ("segment-t", "truncated"): "a truncated single Segment message (analytics.js, writeKey in the body) "
-                                "answers 401 missing key instead of 400",
-}
+# Server faults these tests found that are still open, as {(endpoint, kind): why}: the test is
+# expected to fail until the server is fixed (then it shows as XPASS: take the entry out).
+KNOWN: Dict[Tuple[str, str], str] = {}
 
 
 def refused_params():
