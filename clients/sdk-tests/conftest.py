@@ -49,9 +49,11 @@ def app(request) -> str:
     return name[-60:].lstrip("-_") or "app"
 
 
-@pytest.fixture()
-def proxy(spur: Spur) -> Iterator[FaultProxy]:
-    """A proxy in front of the server failing the first request on each path with 503."""
-    p = FaultProxy(spur.url)
+@pytest.fixture(params=["lost-request", "lost-answer"])
+def proxy(spur: Spur, request) -> Iterator[FaultProxy]:
+    """A proxy in front of the server failing the first request on each path with 503: the request
+    never reaches the server (lost-request), or the server stores it and its answer is replaced
+    (lost-answer: the resend must be deduplicated)."""
+    p = FaultProxy(spur.url, stored=request.param == "lost-answer")
     yield p
     p.close()

@@ -158,19 +158,22 @@ def subset(props: dict, keys: Iterable[str]) -> dict:
 
 @dataclass
 class Seen:
-    """One request the proxy received, and the status it answered."""
+    """One request the proxy received, the status it answered, and the server's (0: not sent on)."""
     method: str
     path: str
     headers: Dict[str, str]
     body: bytes
     status: int = 0
+    upstream: int = 0
 
 
 @dataclass
 class FaultProxy:
     """An HTTP proxy on 127.0.0.1 in front of `upstream` that answers the first request on each path
     (the path without its query) with `status` and `Retry-After: 1` and forwards the others;
-    with fail False it forwards every request (a recorder).
+    with fail False it forwards every request (a recorder). With stored True the failed request
+    is forwarded first and the server's answer replaced by the failure (an acknowledgement lost
+    on its way back: the resend must be deduplicated); else it never reaches the server.
 
     The failure's body is JSON with "code" (Amplitude's client reads it).
     """
@@ -178,6 +181,7 @@ class FaultProxy:
     upstream: str
     status: int = 503
     fail: bool = True
+    stored: bool = False
     seen: List[Seen] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -202,30 +206,20 @@ class FaultProxy:
                     proxy.seen.append(seen)
                     fail = proxy.fail and path not in proxy._failed
                     proxy._failed.add(path)
+                if not fail or proxy.stored:
+                    status, headers, out = proxy._forward(self.command, self.path, self.headers, body)
+                    seen.upstream = status
                 if fail:
+                    status, headers = proxy.status, [("Retry-After", "1"), ("Content-Type", "application/json")]
                     out = json.dumps({"code": proxy.status, "error": "injected by the test proxy"}).encode()
-                    seen.status = proxy.status
-                    self.send_response(proxy.status)
-                    self.send_header("Retry-After", "1")
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(out)))
-                    self.end_headers()
-                    self.wfile.write(out)
-                    return
-                conn = http.client.HTTPConnection(proxy._host, proxy._port, timeout=60)
-                hdrs = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
-                conn.request(self.command, self.path, body=body, headers=hdrs)
-                r = conn.getresponse()
-                out = r.read()
-                seen.status = r.status
-                self.send_response(r.status)
-                for k, v in r.getheaders():
+                seen.status = status
+                self.send_response(status)
+                for k, v in headers:
                     if k.lower() not in ("transfer-encoding", "connection", "content-length"):
                         self.send_header(k, v)
                 self.send_header("Content-Length", str(len(out)))
                 self.end_headers()
                 self.wfile.write(out)
-                conn.close()
 
             do_POST = do_GET = do_PUT = _any
 
@@ -234,6 +228,16 @@ class FaultProxy:
         self.url = "http://127.0.0.1:%d" % self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
+
+    def _forward(self, method: str, path: str, headers, body: bytes) -> Tuple[int, List[Tuple[str, str]], bytes]:
+        conn = http.client.HTTPConnection(self._host, self._port, timeout=60)
+        try:
+            hdrs = {k: v for k, v in headers.items() if k.lower() not in ("host", "connection")}
+            conn.request(method, path, body=body, headers=hdrs)
+            r = conn.getresponse()
+            return r.status, r.getheaders(), r.read()
+        finally:
+            conn.close()
 
     def statuses(self, path_prefix: str = "") -> List[int]:
         """The statuses answered, in order, to requests whose path starts with path_prefix."""

@@ -91,4 +91,5 @@ def test_amplitude_python_retry(spur: Spur, app: str, proxy: FaultProxy) -> None
     amp.shutdown()
     statuses = proxy.statuses("/ingest/amplitude/2/httpapi")
     assert statuses[0] == 503 and statuses[1:] and all(s == 200 for s in statuses[1:]), statuses
+    assert proxy.seen[0].upstream == (200 if proxy.stored else 0)  # lost-answer: the first copy was stored
     spur.assert_counts(app, {"retried": 3})

@@ -80,6 +80,7 @@ def test_posthog_python_retry(spur: Spur, app: str, proxy: FaultProxy) -> None:
     ph.shutdown()
     assert errors == []
     assert proxy.statuses("/ingest/posthog/batch") == [503, 200]
+    assert proxy.seen[0].upstream == (200 if proxy.stored else 0)  # lost-answer: the first copy was stored
     first, second = [json.loads(s.body) for s in proxy.seen]
     assert first["sent_at"] != second["sent_at"] and first["batch"] == second["batch"]  # the same events resent
     spur.assert_counts(app, {"retried": 3})

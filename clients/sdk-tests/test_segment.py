@@ -75,6 +75,7 @@ def test_segment_python_retry(spur: Spur, app: str, proxy: FaultProxy) -> None:
     seg.shutdown()
     assert errors == []
     assert proxy.statuses("/ingest/segment/v1/batch") == [503, 200]
+    assert proxy.seen[0].upstream == (200 if proxy.stored else 0)  # lost-answer: the first copy was stored
     # The same messages resent (on a 503 with Retry-After the client pauses and resends without
     # X-Retry-Count, unlike its other retries).
     sent = [[m["messageId"] for m in json.loads(s.body)["batch"]] for s in proxy.seen]

@@ -200,32 +200,46 @@ func assertOnePerson(t *testing.T, app string, ids []string, personID string) pe
 }
 
 // faultProxy answers the first request on each path with 503 and Retry-After: 1 and forwards
-// the others to the server; statuses lists what it answered, in order.
+// the others to the server; statuses lists what it answered, in order. With stored, the failed
+// request is sent on first and the server's answer (upstream) replaced by the 503: an
+// acknowledgement lost on its way back, so the client's resend must be deduplicated.
 type faultProxy struct {
 	*httptest.Server
+	stored   bool
 	mu       sync.Mutex
 	failed   map[string]bool
 	statuses []int
-	bodies   [][]byte
+	upstream []int
 }
 
-func newFaultProxy(t *testing.T) *faultProxy {
+// lossModes are the two ways a first request fails: never reaching the server, or stored and
+// its answer lost.
+var lossModes = []struct {
+	name   string
+	stored bool
+}{{"lost-request", false}, {"lost-answer", true}}
+
+func newFaultProxy(t *testing.T, stored bool) *faultProxy {
 	t.Helper()
 	target, err := url.Parse(server(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rp := httputil.NewSingleHostReverseProxy(target)
-	p := &faultProxy{failed: map[string]bool{}}
+	p := &faultProxy{stored: stored, failed: map[string]bool{}}
 	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
 		p.mu.Lock()
 		fail := !p.failed[r.URL.Path]
 		p.failed[r.URL.Path] = true
-		p.bodies = append(p.bodies, body)
 		p.mu.Unlock()
 		if fail {
+			if p.stored {
+				rec := httptest.NewRecorder()
+				rp.ServeHTTP(rec, r)
+				p.mu.Lock()
+				p.upstream = append(p.upstream, rec.Code)
+				p.mu.Unlock()
+			}
 			p.record(http.StatusServiceUnavailable)
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, "injected by the test proxy", http.StatusServiceUnavailable)
@@ -249,6 +263,20 @@ func (p *faultProxy) answered() []int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]int(nil), p.statuses...)
+}
+
+// check fails the test unless the proxy answered 503 then 200 and, with stored, the server
+// stored the first copy (answered 200 to it).
+func (p *faultProxy) check(t *testing.T) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if fmt.Sprint(p.statuses) != "[503 200]" {
+		t.Errorf("proxy answered %v, want [503 200]", p.statuses)
+	}
+	if want := map[bool]string{true: "[200]", false: "[]"}[p.stored]; fmt.Sprint(p.upstream) != want {
+		t.Errorf("the server answered the failed request %v, want %s", p.upstream, want)
+	}
 }
 
 type statusWriter struct {
