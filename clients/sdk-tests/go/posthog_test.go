@@ -2,6 +2,7 @@ package sdktests
 
 import (
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
@@ -88,29 +89,18 @@ func TestPosthogGo(t *testing.T) {
 // it); posthog-go resends the batch 100 ms later, and it is stored once — also its events with an
 // empty "uuid", whose dedup id the server derives.
 func TestPosthogGoRetry(t *testing.T) {
-	server(t)
-	for _, mode := range lossModes {
-		t.Run(mode.name, func(t *testing.T) {
-			app := appName(t)
-			p := newFaultProxy(t, mode.stored)
-			a := &acks{}
-			c := newPosthog(t, app, p.URL, a)
-			for i := 0; i < 4; i++ {
-				uuid := ""
-				if i%2 == 0 {
-					uuid = fmt.Sprintf("0190b2a4-0000-4000-8000-0000000001%02d", i)
-				}
-				if err := c.Enqueue(posthog.Capture{Uuid: uuid, DistinctId: fmt.Sprintf("phgo-r-%d", i), Event: "retried",
-					Timestamp: at(i), Properties: posthog.Properties{"i": i}}); err != nil {
-					t.Fatal(err)
-				}
+	testRetry(t, map[string]int{"retried": 4}, func(t *testing.T, app, base string, a *acks) (io.Closer, int) {
+		c := newPosthog(t, app, base, a)
+		for i := 0; i < 4; i++ {
+			uuid := ""
+			if i%2 == 0 {
+				uuid = fmt.Sprintf("0190b2a4-0000-4000-8000-0000000001%02d", i)
 			}
-			a.wait(t, 4)
-			if err := c.Close(); err != nil {
+			if err := c.Enqueue(posthog.Capture{Uuid: uuid, DistinctId: fmt.Sprintf("phgo-r-%d", i), Event: "retried",
+				Timestamp: at(i), Properties: posthog.Properties{"i": i}}); err != nil {
 				t.Fatal(err)
 			}
-			p.check(t)
-			assertCounts(t, app, map[string]int{"retried": 4})
-		})
-	}
+		}
+		return c, 4
+	})
 }

@@ -2,6 +2,7 @@ package sdktests
 
 import (
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
@@ -92,25 +93,14 @@ func TestSegmentGo(t *testing.T) {
 // TestSegmentGoRetry: the first /v1/batch fails with 503 (lost before or after the server
 // stored it); analytics-go resends the batch 100 ms later, and it is stored once.
 func TestSegmentGoRetry(t *testing.T) {
-	server(t)
-	for _, mode := range lossModes {
-		t.Run(mode.name, func(t *testing.T) {
-			app := appName(t)
-			p := newFaultProxy(t, mode.stored)
-			a := &acks{}
-			c := newSegment(t, app, p.URL, a)
-			for i := 0; i < 3; i++ {
-				if err := c.Enqueue(analytics.Track{MessageId: fmt.Sprintf("r-%d", i), UserId: fmt.Sprintf("seggo-r-%d", i),
-					Event: "retried", Timestamp: at(i), Properties: analytics.Properties{"i": i}}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			a.wait(t, 3)
-			if err := c.Close(); err != nil {
+	testRetry(t, map[string]int{"retried": 3}, func(t *testing.T, app, base string, a *acks) (io.Closer, int) {
+		c := newSegment(t, app, base, a)
+		for i := 0; i < 3; i++ {
+			if err := c.Enqueue(analytics.Track{MessageId: fmt.Sprintf("r-%d", i), UserId: fmt.Sprintf("seggo-r-%d", i),
+				Event: "retried", Timestamp: at(i), Properties: analytics.Properties{"i": i}}); err != nil {
 				t.Fatal(err)
 			}
-			p.check(t)
-			assertCounts(t, app, map[string]int{"retried": 3})
-		})
-	}
+		}
+		return c, 3
+	})
 }

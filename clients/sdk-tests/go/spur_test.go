@@ -212,12 +212,30 @@ type faultProxy struct {
 	upstream []int
 }
 
-// lossModes are the two ways a first request fails: never reaching the server, or stored and
-// its answer lost.
-var lossModes = []struct {
-	name   string
-	stored bool
-}{{"lost-request", false}, {"lost-answer", true}}
+// testRetry runs once per way a first request fails — never reaching the server (lost-request),
+// or stored and its answer lost (lost-answer) — with a faultProxy in front of the server: send
+// enqueues n messages through a client pointed at base, whose Close then flushes it; the proxy
+// must have answered 503 then 200 and the app hold exactly want.
+func testRetry(t *testing.T, want map[string]int, send func(t *testing.T, app, base string, a *acks) (io.Closer, int)) {
+	server(t)
+	for _, mode := range []struct {
+		name   string
+		stored bool
+	}{{"lost-request", false}, {"lost-answer", true}} {
+		t.Run(mode.name, func(t *testing.T) {
+			app := appName(t)
+			p := newFaultProxy(t, mode.stored)
+			a := &acks{}
+			c, n := send(t, app, p.URL, a)
+			a.wait(t, n)
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			p.check(t)
+			assertCounts(t, app, want)
+		})
+	}
+}
 
 func newFaultProxy(t *testing.T, stored bool) *faultProxy {
 	t.Helper()
