@@ -516,15 +516,22 @@ func amplitudeProtocol() captureProtocol {
 // mixpanelProtocol answers as Mixpanel's ingestion API: /track and
 // /engage 1 (or {"status": 1, "error": null} with verbose=1), 0 / status
 // 0 with the error otherwise; /import {"code": 200,
-// "num_records_imported", "status": "OK"}, or 400 with failed_records
-// after storing the good ones.
+// "num_records_imported", "status": "OK"} ("status": 1 and "error": null
+// for mixpanel-python's form body, which it reads as /track's answer), or
+// 400 with failed_records after storing the good ones.
 func mixpanelProtocol() captureProtocol {
 	verbose := func(r *captureReq) bool { return r.form("verbose") == "1" }
 	return captureProtocol{name: "mixpanel",
 		ok: func(w http.ResponseWriter, r *captureReq, b *capture.Batch, stored int, invalid []capture.Problem) {
 			if r.URL.Path == "/ingest/mixpanel/import" {
 				if len(invalid) == 0 {
-					writeJSON(w, http.StatusOK, map[string]any{"code": 200, "num_records_imported": stored, "status": "OK"})
+					ans := map[string]any{"code": 200, "num_records_imported": stored, "status": "OK"}
+					if r.form("data") != "" {
+						// mixpanel-python's import_data posts the /track form
+						// and reads /track's answer (status 1, error).
+						ans["status"], ans["error"] = 1, nil
+					}
+					writeJSON(w, http.StatusOK, ans)
 					return
 				}
 				failed := make([]map[string]any, len(invalid))

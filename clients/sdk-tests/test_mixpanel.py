@@ -62,9 +62,6 @@ def test_mixpanel_python(spur: Spur, app: str, monkeypatch) -> None:
     assert spur.breakdown(app, "purchase", "amount") == {"9.5": 1, "5.25": 1}
 
 
-@pytest.mark.xfail(reason="server: /ingest/mixpanel/import answers the library's form request "
-                   "(data=, verbose=1) with {\"code\":200,\"num_records_imported\":1,\"status\":\"OK\"}; "
-                   "mixpanel-python requires status == 1 and raises (the event is stored)")
 def test_mixpanel_python_import(spur: Spur, app: str) -> None:
     """import_data() posts the form (data=, verbose=1, api_key=) with Basic auth (the key as the
     user) to /import, and raises unless the answer is {"status": 1, ...}, as for /track."""
