@@ -9,7 +9,6 @@ Consumer retries only over https (a urllib3 adapter mounted on https://), so no 
 from __future__ import annotations
 
 import mixpanel
-import pytest
 from mixpanel import BufferedConsumer, Consumer, Mixpanel
 
 from spurtest import Spur, subset
