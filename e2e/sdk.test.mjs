@@ -1,0 +1,309 @@
+// Browser tests of SDK capture (docs/ingest.md §6, issue 28): the real
+// posthog-js and @segment/analytics-next, installed from npm (package.json
+// pins them) and loaded from their prebuilt browser bundles, run in
+// headless Chromium on a shop page served by a small node server at
+// http://localhost:PORT — another origin and another site than the spur
+// serve of the harness (127.0.0.1), so every capture request is a real
+// cross-site CORS request — and send to spur's /ingest/ paths with an
+// ingest key created through the admin API. The tests read the SDKs'
+// requests as they went on the wire and check, through the persons API
+// and a trend query, that the events, their properties, the persons'
+// distinct ids and properties come out exactly as sent; that a failed
+// send (a 503 before the server saw it, and a 503 replacing the answer to
+// a request the server stored) is resent by the SDK and stored once; and
+// that the page logs no error but the SDKs' own notes and the failed
+// loads of those 503s. Run through e2e/run.sh (after ui.test.mjs and
+// analyses.test.mjs: the store's admin key is theirs).
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import { readFileSync } from 'node:fs';
+import { gunzipSync } from 'node:zlib';
+import { page, base, fetchAPI } from './harness.mjs';
+
+const bundles = {
+  '/vendor/posthog.js': new URL('node_modules/posthog-js/dist/array.full.js', import.meta.url),
+  '/vendor/analytics-next.js': new URL('node_modules/@segment/analytics-next/dist/umd/index.js', import.meta.url),
+};
+// shopPage is the test page: the SDK's bundle in a script tag, as a site
+// includes it (no favicon request).
+const shopPage = (bundle) => `<!doctype html><html><head><meta charset="utf-8"><title>Shop</title>
+<link rel="icon" href="data:,"><script src="${bundle}"></script></head><body><h1>Shop</h1></body></html>`;
+
+let shop, shopURL; // the shop's server and its base URL
+
+before(async () => {
+  shop = createServer((req, res) => {
+    const path = new URL(req.url, 'http://x').pathname;
+    if (bundles[path]) {
+      res.writeHead(200, { 'Content-Type': 'text/javascript' }).end(readFileSync(bundles[path]));
+    } else if (path === '/posthog.html' || path === '/segment.html') {
+      res.writeHead(200, { 'Content-Type': 'text/html' }).end(shopPage(path === '/posthog.html' ? '/vendor/posthog.js' : '/vendor/analytics-next.js'));
+    } else {
+      res.writeHead(404).end();
+    }
+  });
+  await new Promise((resolve) => shop.listen(0, '127.0.0.1', resolve));
+  shopURL = `http://localhost:${shop.address().port}/`;
+});
+
+after(() => new Promise((resolve) => shop.close(resolve)));
+
+// createIngestKey creates an ingest key of app through the admin API.
+async function createIngestKey(app) {
+  const resp = await fetchAPI('api/keys', { method: 'POST', body: JSON.stringify({ scope: 'ingest', app, name: `sdk test ${app}` }) });
+  const body = await resp.json();
+  assert.equal(resp.status, 201, JSON.stringify(body));
+  assert.equal(body.scope, 'ingest');
+  return body.key;
+}
+
+async function getJSON(path) {
+  const resp = await fetchAPI(path);
+  const body = await resp.json();
+  assert.equal(resp.status, 200, `${path}: ${JSON.stringify(body)}`);
+  return body;
+}
+
+// openShop opens the shop page (html) in a new tab of the harness's
+// browser with a clean slate (no cookies: analytics-next keeps its ids in
+// cookies too) and records the tab's requests to spur's /ingest/ paths
+// (wire: {method, path, query, headers, gzip, body (decoded JSON), status}, in the
+// order sent) and its console messages. allowed lists the console errors
+// expected.
+async function openShop(html, allowed = []) {
+  const ctx = page.context();
+  await ctx.clearCookies();
+  const tab = await ctx.newPage();
+  const wire = [];
+  const logs = [];
+  const ingest = base + 'ingest/';
+  tab.on('request', (req) => {
+    if (!req.url().startsWith(ingest)) return;
+    const raw = req.postDataBuffer();
+    const gzip = raw?.[0] === 0x1f && raw?.[1] === 0x8b;
+    const body = raw?.length ? JSON.parse((gzip ? gunzipSync(raw) : raw).toString('utf8')) : null;
+    const u = new URL(req.url());
+    wire.push({ req, method: req.method(), path: u.pathname, query: u.searchParams, headers: req.headers(), gzip, body, status: undefined });
+  });
+  tab.on('response', (resp) => {
+    const w = wire.find((x) => x.req === resp.request());
+    if (w) w.status = resp.status();
+  });
+  tab.on('requestfailed', (req) => {
+    const w = wire.find((x) => x.req === req);
+    if (w) w.status = `failed: ${req.failure()?.errorText}`;
+  });
+  tab.on('pageerror', (e) => logs.push({ type: 'pageerror', text: e.message }));
+  tab.on('console', (m) => logs.push({ type: m.type(), text: m.text() }));
+  await tab.goto(shopURL + html);
+  return {
+    tab, wire, logs,
+    // settled waits until n capture requests (not flags, config or
+    // settings) have their answers.
+    async settled(n, isCapture) {
+      const t0 = Date.now();
+      for (;;) {
+        const caps = wire.filter(isCapture);
+        if (caps.length >= n && caps.every((w) => w.status !== undefined)) return caps;
+        assert.ok(Date.now() - t0 < 30_000, `waited 30 s for ${n} capture requests; saw ${JSON.stringify(wire.map((w) => [w.method, w.path, w.status]))}; console: ${JSON.stringify(logs)}`);
+        await tab.waitForTimeout(100);
+      }
+    },
+    // close closes the tab and checks its console: no error but those
+    // allowed (each matched once, in any order).
+    async close() {
+      await tab.close();
+      const errors = logs.filter((l) => l.type === 'error' || l.type === 'pageerror');
+      const left = [...allowed];
+      const unexpected = errors.filter((e) => {
+        const i = left.findIndex((re) => re.test(e.text));
+        if (i < 0) return true;
+        left.splice(i, 1);
+        return false;
+      });
+      assert.deepEqual(unexpected, [], 'the page logged errors');
+      assert.deepEqual(left, [], 'expected console errors not logged');
+    },
+  };
+}
+
+// goJSON is Go's encoding/json text of a decoded JSON value: object keys
+// sorted, <, > and & escaped (spur stores an object or array property as
+// that text).
+function goJSON(v) {
+  const esc = (s) => JSON.stringify(s).replace(/[<>&\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  if (v === null || typeof v !== 'object') return typeof v === 'string' ? esc(v) : JSON.stringify(v);
+  if (Array.isArray(v)) return `[${v.map(goJSON).join(',')}]`;
+  return `{${Object.keys(v).sort().map((k) => `${esc(k)}:${goJSON(v[k])}`).join(',')}}`;
+}
+
+// stored is a JSON property value as spur answers it: scalars as they
+// are, objects and arrays as their JSON text; undefined for null (not
+// stored).
+const stored = (v) => (v === null || v === undefined ? undefined : typeof v === 'object' ? goJSON(v) : v);
+
+// putAll sets out[prefix + k] = stored(v) for each member of m not
+// skipped; flat: nested objects as dotted names (Segment's context).
+function putAll(out, m, { prefix = '', skip = () => false, flat = false } = {}) {
+  for (const [k, v] of Object.entries(m || {})) {
+    if (skip(k)) continue;
+    if (flat && v !== null && typeof v === 'object' && !Array.isArray(v)) {
+      putAll(out, v, { prefix: `${prefix}${k}.`, flat });
+    } else if (stored(v) !== undefined) {
+      out[prefix + k] = stored(v);
+    }
+  }
+  return out;
+}
+
+// micros is an instant in spur's answer format (UTC, microseconds).
+const micros = (ms) => new Date(ms).toISOString().replace('Z', '000Z');
+
+// uuidv7Millis is the Unix millisecond time of a UUIDv7.
+const uuidv7Millis = (u) => parseInt(u.replaceAll('-', '').slice(0, 12), 16);
+
+// personEvents polls the persons API until person id has n events, and
+// returns its trail; a moment later the count must not have grown (no
+// late duplicate).
+async function personEvents(app, id, n) {
+  const path = `api/apps/${app}/persons/${encodeURIComponent(id)}/events?limit=1000`;
+  const t0 = Date.now();
+  let got;
+  for (;;) {
+    got = await getJSON(path);
+    if (got.total >= n) break;
+    assert.ok(Date.now() - t0 < 20_000, `${path}: waited 20 s for ${n} events, have ${got.total}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  assert.equal(got.total, n, `${path}: the events`);
+  return got;
+}
+
+// trendTotals asks spur for app's events and users over everything.
+async function trendTotals(app) {
+  const resp = await fetchAPI(`api/apps/${app}/query`, {
+    method: 'POST',
+    body: JSON.stringify({ kind: 'trend', app, range: { last: '2d' }, series: [{ event: '$any' }, { event: '$any', math: 'users' }] }),
+  });
+  const body = await resp.json();
+  assert.equal(resp.status, 200, JSON.stringify(body));
+  return body.series.map((s) => s.total);
+}
+
+// ---- PostHog ---------------------------------------------------------
+
+const POSTHOG_TRANSPORT = new Set(['token', 'distinct_id', '$set', '$set_once', '$unset']);
+
+// posthogEvents are the events of the wire's capture requests (/e/),
+// each with the request's index and status.
+function posthogEvents(wire) {
+  const out = [];
+  wire.forEach((w, i) => {
+    if (!/^\/ingest\/posthog\/(e|i\/v0\/e)\/?$/.test(w.path)) return;
+    const b = w.body;
+    for (const ev of Array.isArray(b) ? b : b.batch ?? [b]) out.push({ ...ev, request: i, status: w.status });
+  });
+  return out;
+}
+
+const isPostHogCapture = (w) => /^\/ingest\/posthog\/(e|i\/v0\/e)\/?$/.test(w.path);
+
+// posthogStored is what spur stores of a posthog-js event: its name,
+// distinct id, time (its timestamp, else the UUIDv7's), insert id (uuid)
+// and properties (all but the transport keys).
+function posthogStored(ev) {
+  return {
+    event: ev.event,
+    distinct_id: ev.properties.distinct_id ?? ev.distinct_id,
+    time: micros(ev.timestamp ? Date.parse(ev.timestamp) : uuidv7Millis(ev.uuid)),
+    insert_id: ev.uuid,
+    properties: putAll({}, ev.properties, { skip: (k) => POSTHOG_TRANSPORT.has(k) }),
+  };
+}
+
+// posthogPersonProps folds the person properties of evs ($set and
+// $set_once, top level and in properties; the properties' win) in time
+// order, skipping events without person processing.
+function posthogPersonProps(evs) {
+  const props = {};
+  const at = (e) => (e.timestamp ? Date.parse(e.timestamp) : uuidv7Millis(e.uuid));
+  const sorted = evs.map((e, i) => [e, i]).sort(([a, i], [b, j]) => at(a) - at(b) || i - j);
+  for (const [ev] of sorted) {
+    if (ev.properties.$process_person_profile === false) continue;
+    for (const [k, v] of Object.entries({ ...ev.$set_once, ...ev.properties.$set_once })) if (!(k in props) && stored(v) !== undefined) props[k] = stored(v);
+    putAll(props, { ...ev.$set, ...ev.properties.$set });
+  }
+  return props;
+}
+
+// loadPostHog loads posthog-js in tab, pointed at spur, and resolves
+// when it is loaded; it answers the anonymous distinct id.
+function loadPostHog(tab, key, extra = {}) {
+  return tab.evaluate(([key, host, extra]) => new Promise((resolve) => {
+    window.posthog.init(key, {
+      api_host: host, autocapture: false, capture_pageview: false, capture_pageleave: false,
+      disable_session_recording: true, request_batching: false,
+      // Headless Chromium's user agent names it a bot.
+      opt_out_useragent_filter: true, ...extra,
+      loaded: (ph) => resolve(ph.get_distinct_id()),
+    });
+  }), [key, base + 'ingest/posthog', extra]);
+}
+
+test('posthog-js: capture, identify, alias and person properties arrive exactly, as one person', async () => {
+  const app = 'sdk-posthog';
+  const key = await createIngestKey(app);
+  const shop = await openShop('posthog.html');
+  // Flags on (posthog-js's default): spur's /flags/ answers "no flags".
+  const anon = await loadPostHog(shop.tab, key);
+  assert.match(anon, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-/, 'an anonymous UUIDv7 distinct id');
+  await shop.tab.evaluate(() => {
+    const ph = window.posthog;
+    ph.capture('signup', { plan: 'free', n: 1, price: 9.5, trial: true, tags: ['a', 'b'], address: { city: 'Oslo', zip: '0150' } });
+    ph.identify('user-1', { email: 'u1@example.com', plan: 'free' }, { first_seen: '2026-01-01' });
+    ph.capture('purchase', { amount: 42, currency: 'EUR' });
+    ph.alias('alias-1');
+    ph.setPersonProperties({ plan: 'pro' }, { signup_source: 'ads', first_seen: 'never' });
+  });
+  const caps = await shop.settled(5, isPostHogCapture);
+  assert.deepEqual(caps.map((w) => w.status), [200, 200, 200, 200, 200]);
+  for (const w of caps) {
+    assert.ok(w.gzip, 'posthog-js sends gzip bodies ...');
+    assert.equal(w.headers['content-encoding'], undefined, '... without Content-Encoding');
+    assert.match(w.headers['content-type'], /^text\/plain/, '... as text/plain');
+  }
+  const sent = posthogEvents(shop.wire);
+  assert.deepEqual(sent.map((e) => [e.event, e.properties.distinct_id]),
+    [['signup', anon], ['$identify', 'user-1'], ['purchase', 'user-1'], ['$create_alias', 'user-1'], ['$set', 'user-1']]);
+  assert.equal(sent[1].properties.$anon_distinct_id, anon);
+  // posthog-js 1.449 sends an ISO timestamp (and the batch's sent_at)
+  // besides the UUIDv7 uuid; spur stores the timestamp (within
+  // --max-clock-skew) and the uuid as the insert id.
+  for (const e of sent) assert.match(e.timestamp, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+
+  // The person: every distinct id, and the events of all of them.
+  const trail = await personEvents(app, 'user-1', 5);
+  assert.deepEqual(trail.distinct_ids, ['alias-1', anon, 'user-1'].sort());
+  const want = sent.map(posthogStored).sort((a, b) => a.time.localeCompare(b.time));
+  assert.deepEqual(trail.events.map(({ event, distinct_id, time, insert_id, properties }) => ({ event, distinct_id, time, insert_id, properties })), want);
+  const byName = Object.fromEntries(trail.events.map((e) => [e.event, e]));
+  assert.deepEqual(
+    { plan: byName.signup.properties.plan, n: byName.signup.properties.n, price: byName.signup.properties.price, trial: byName.signup.properties.trial,
+      tags: byName.signup.properties.tags, address: byName.signup.properties.address, amount: byName.purchase.properties.amount },
+    { plan: 'free', n: 1, price: 9.5, trial: true, tags: '["a","b"]', address: '{"city":"Oslo","zip":"0150"}', amount: 42 });
+  assert.equal(byName.$identify.properties.$anon_distinct_id, anon);
+  assert.equal(byName.$create_alias.properties.alias, 'alias-1');
+
+  for (const id of [anon, 'user-1', 'alias-1']) {
+    const person = await getJSON(`api/apps/${app}/persons/${encodeURIComponent(id)}`);
+    assert.equal(person.person_id, trail.person_id, `${id} is the person's`);
+    assert.deepEqual(person.distinct_ids, trail.distinct_ids);
+    assert.deepEqual(person.properties, posthogPersonProps(sent));
+    assert.deepEqual([person.properties.email, person.properties.plan, person.properties.first_seen, person.properties.signup_source],
+      ['u1@example.com', 'pro', '2026-01-01', 'ads']);
+  }
+  assert.deepEqual(await trendTotals(app), [5, 1]);
+  await shop.close();
+});
