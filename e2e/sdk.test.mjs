@@ -31,10 +31,10 @@ const bundles = {
 const shopPage = (bundle) => `<!doctype html><html><head><meta charset="utf-8"><title>Shop</title>
 <link rel="icon" href="data:,"><script src="${bundle}"></script></head><body><h1>Shop</h1></body></html>`;
 
-let shop, shopURL; // the shop's server and its base URL
+let shopServer, shopURL; // the shop's server and its base URL
 
 before(async () => {
-  shop = createServer((req, res) => {
+  shopServer = createServer((req, res) => {
     const path = new URL(req.url, 'http://x').pathname;
     if (bundles[path]) {
       res.writeHead(200, { 'Content-Type': 'text/javascript' }).end(readFileSync(bundles[path]));
@@ -44,11 +44,11 @@ before(async () => {
       res.writeHead(404).end();
     }
   });
-  await new Promise((resolve) => shop.listen(0, '127.0.0.1', resolve));
-  shopURL = `http://localhost:${shop.address().port}/`;
+  await new Promise((resolve) => shopServer.listen(0, '127.0.0.1', resolve));
+  shopURL = `http://localhost:${shopServer.address().port}/`;
 });
 
-after(() => new Promise((resolve) => shop.close(resolve)));
+after(() => new Promise((resolve) => shopServer.close(resolve)));
 
 // createIngestKey creates an ingest key of app through the admin API.
 async function createIngestKey(app) {
@@ -66,13 +66,14 @@ async function getJSON(path) {
   return body;
 }
 
-// openShop opens the shop page (html) in a new tab of the harness's
-// browser with a clean slate (no cookies: analytics-next keeps its ids in
-// cookies too) and records the tab's requests to spur's /ingest/ paths
-// (wire: {method, path, query, headers, gzip, body (decoded JSON), status}, in the
-// order sent) and its console messages. allowed lists the console errors
-// expected.
-async function openShop(html, allowed = []) {
+// withShop opens the shop page (html) in a new tab of the harness's
+// browser with a clean slate (no cookies, no local storage) and a desktop
+// Chrome's user agent, records the tab's requests to spur's /ingest/ paths
+// (wire: {method, path, query, headers, gzip, body (decoded JSON),
+// status}, in the order sent) and its console messages, runs
+// fn({tab, wire, logs, settled}) and closes the tab. Then the console
+// must hold no error but those allowed lists (each matched once).
+async function withShop(html, allowed, fn) {
   const ctx = page.context();
   await ctx.clearCookies();
   const tab = await ctx.newPage();
@@ -97,36 +98,37 @@ async function openShop(html, allowed = []) {
   });
   tab.on('pageerror', (e) => logs.push({ type: 'pageerror', text: e.message }));
   tab.on('console', (m) => logs.push({ type: m.type(), text: m.text() }));
+  // A desktop Chrome's user agent (the header and navigator.userAgent),
+  // not headless Chromium's, which user-agent parsers class as a bot.
+  const cdp = await ctx.newCDPSession(tab);
+  await cdp.send('Emulation.setUserAgentOverride', { userAgent: (await tab.evaluate(() => navigator.userAgent)).replace('HeadlessChrome/', 'Chrome/') });
+  // The SDKs keep their ids in the shop origin's storage too.
+  await tab.addInitScript(() => localStorage.clear());
   await tab.goto(shopURL + html);
-  return {
-    tab, wire, logs,
-    // settled waits until n capture requests (not flags, config or
-    // settings) have their answers.
-    async settled(n, isCapture) {
-      const t0 = Date.now();
-      for (;;) {
-        const caps = wire.filter(isCapture);
-        if (caps.length >= n && caps.every((w) => w.status !== undefined)) return caps;
-        assert.ok(Date.now() - t0 < 30_000, `waited 30 s for ${n} capture requests; saw ${JSON.stringify(wire.map((w) => [w.method, w.path, w.status]))}; console: ${JSON.stringify(logs)}`);
-        await tab.waitForTimeout(100);
-      }
-    },
-    // close closes the tab and checks its console: no error but those
-    // allowed (each matched once, in any order).
-    async close() {
-      await tab.close();
-      const errors = logs.filter((l) => l.type === 'error' || l.type === 'pageerror');
-      const left = [...allowed];
-      const unexpected = errors.filter((e) => {
-        const i = left.findIndex((re) => re.test(e.text));
-        if (i < 0) return true;
-        left.splice(i, 1);
-        return false;
-      });
-      assert.deepEqual(unexpected, [], 'the page logged errors');
-      assert.deepEqual(left, [], 'expected console errors not logged');
-    },
+  // settled waits until n capture requests (isCapture: not flags,
+  // config or settings) have their answers, and returns them.
+  const settled = async (n, isCapture) => {
+    const t0 = Date.now();
+    for (;;) {
+      const caps = wire.filter(isCapture);
+      if (caps.length >= n && caps.every((w) => w.status !== undefined)) return caps;
+      assert.ok(Date.now() - t0 < 30_000, `waited 30 s for ${n} capture requests; saw ${JSON.stringify(wire.map((w) => [w.method, w.path, w.status]))}; console: ${JSON.stringify(logs)}`);
+      await tab.waitForTimeout(100);
+    }
   };
+  try {
+    await fn({ tab, wire, logs, settled });
+  } finally {
+    await tab.close();
+  }
+  const left = [...allowed];
+  const unexpected = logs.filter((l) => l.type === 'error' || l.type === 'pageerror').filter((e) => {
+    const i = left.findIndex((re) => re.test(e.text));
+    if (i >= 0) left.splice(i, 1);
+    return i < 0;
+  });
+  assert.deepEqual(unexpected, [], 'the page logged errors');
+  assert.deepEqual(left, [], 'expected console errors not logged');
 }
 
 // goJSON is Go's encoding/json text of a decoded JSON value: object keys
@@ -255,55 +257,282 @@ function loadPostHog(tab, key, extra = {}) {
 test('posthog-js: capture, identify, alias and person properties arrive exactly, as one person', async () => {
   const app = 'sdk-posthog';
   const key = await createIngestKey(app);
-  const shop = await openShop('posthog.html');
-  // Flags on (posthog-js's default): spur's /flags/ answers "no flags".
-  const anon = await loadPostHog(shop.tab, key);
-  assert.match(anon, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-/, 'an anonymous UUIDv7 distinct id');
-  await shop.tab.evaluate(() => {
-    const ph = window.posthog;
-    ph.capture('signup', { plan: 'free', n: 1, price: 9.5, trial: true, tags: ['a', 'b'], address: { city: 'Oslo', zip: '0150' } });
-    ph.identify('user-1', { email: 'u1@example.com', plan: 'free' }, { first_seen: '2026-01-01' });
-    ph.capture('purchase', { amount: 42, currency: 'EUR' });
-    ph.alias('alias-1');
-    ph.setPersonProperties({ plan: 'pro' }, { signup_source: 'ads', first_seen: 'never' });
+  await withShop('posthog.html', [], async (shop) => {
+    // Flags on (posthog-js's default): spur's /flags/ answers "no flags".
+    const anon = await loadPostHog(shop.tab, key);
+    assert.match(anon, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-/, 'an anonymous UUIDv7 distinct id');
+    await shop.tab.evaluate(() => {
+      const ph = window.posthog;
+      ph.capture('signup', { plan: 'free', n: 1, price: 9.5, trial: true, tags: ['a', 'b'], address: { city: 'Oslo', zip: '0150' } });
+      ph.identify('user-1', { email: 'u1@example.com', plan: 'free' }, { first_seen: '2026-01-01' });
+      ph.capture('purchase', { amount: 42, currency: 'EUR' });
+      ph.alias('alias-1');
+      ph.setPersonProperties({ plan: 'pro' }, { signup_source: 'ads', first_seen: 'never' });
+    });
+    const caps = await shop.settled(5, isPostHogCapture);
+    assert.deepEqual(caps.map((w) => w.status), [200, 200, 200, 200, 200]);
+    for (const w of caps) {
+      assert.ok(w.gzip, 'posthog-js sends gzip bodies ...');
+      assert.equal(w.headers['content-encoding'], undefined, '... without Content-Encoding');
+      assert.match(w.headers['content-type'], /^text\/plain/, '... as text/plain');
+    }
+    const sent = posthogEvents(shop.wire);
+    assert.deepEqual(sent.map((e) => [e.event, e.properties.distinct_id]),
+      [['signup', anon], ['$identify', 'user-1'], ['purchase', 'user-1'], ['$create_alias', 'user-1'], ['$set', 'user-1']]);
+    assert.equal(sent[1].properties.$anon_distinct_id, anon);
+    // posthog-js 1.449 sends an ISO timestamp (and the batch's sent_at)
+    // besides the UUIDv7 uuid; spur stores the timestamp (within
+    // --max-clock-skew) and the uuid as the insert id.
+    for (const e of sent) assert.match(e.timestamp, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+
+    // The person: every distinct id, and the events of all of them.
+    const trail = await personEvents(app, 'user-1', 5);
+    assert.deepEqual(trail.distinct_ids, ['alias-1', anon, 'user-1'].sort());
+    const want = sent.map(posthogStored).sort((a, b) => a.time.localeCompare(b.time));
+    assert.deepEqual(trail.events.map(({ event, distinct_id, time, insert_id, properties }) => ({ event, distinct_id, time, insert_id, properties })), want);
+    const byName = Object.fromEntries(trail.events.map((e) => [e.event, e]));
+    assert.deepEqual(
+      { plan: byName.signup.properties.plan, n: byName.signup.properties.n, price: byName.signup.properties.price, trial: byName.signup.properties.trial,
+        tags: byName.signup.properties.tags, address: byName.signup.properties.address, amount: byName.purchase.properties.amount },
+      { plan: 'free', n: 1, price: 9.5, trial: true, tags: '["a","b"]', address: '{"city":"Oslo","zip":"0150"}', amount: 42 });
+    assert.equal(byName.$identify.properties.$anon_distinct_id, anon);
+    assert.equal(byName.$create_alias.properties.alias, 'alias-1');
+
+    for (const id of [anon, 'user-1', 'alias-1']) {
+      const person = await getJSON(`api/apps/${app}/persons/${encodeURIComponent(id)}`);
+      assert.equal(person.person_id, trail.person_id, `${id} is the person's`);
+      assert.deepEqual(person.distinct_ids, trail.distinct_ids);
+      assert.deepEqual(person.properties, posthogPersonProps(sent));
+      assert.deepEqual([person.properties.email, person.properties.plan, person.properties.first_seen, person.properties.signup_source],
+        ['u1@example.com', 'pro', '2026-01-01', 'ads']);
+    }
+    assert.deepEqual(await trendTotals(app), [5, 1]);
   });
-  const caps = await shop.settled(5, isPostHogCapture);
-  assert.deepEqual(caps.map((w) => w.status), [200, 200, 200, 200, 200]);
-  for (const w of caps) {
-    assert.ok(w.gzip, 'posthog-js sends gzip bodies ...');
-    assert.equal(w.headers['content-encoding'], undefined, '... without Content-Encoding');
-    assert.match(w.headers['content-type'], /^text\/plain/, '... as text/plain');
-  }
-  const sent = posthogEvents(shop.wire);
-  assert.deepEqual(sent.map((e) => [e.event, e.properties.distinct_id]),
-    [['signup', anon], ['$identify', 'user-1'], ['purchase', 'user-1'], ['$create_alias', 'user-1'], ['$set', 'user-1']]);
-  assert.equal(sent[1].properties.$anon_distinct_id, anon);
-  // posthog-js 1.449 sends an ISO timestamp (and the batch's sent_at)
-  // besides the UUIDv7 uuid; spur stores the timestamp (within
-  // --max-clock-skew) and the uuid as the insert id.
-  for (const e of sent) assert.match(e.timestamp, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
-
-  // The person: every distinct id, and the events of all of them.
-  const trail = await personEvents(app, 'user-1', 5);
-  assert.deepEqual(trail.distinct_ids, ['alias-1', anon, 'user-1'].sort());
-  const want = sent.map(posthogStored).sort((a, b) => a.time.localeCompare(b.time));
-  assert.deepEqual(trail.events.map(({ event, distinct_id, time, insert_id, properties }) => ({ event, distinct_id, time, insert_id, properties })), want);
-  const byName = Object.fromEntries(trail.events.map((e) => [e.event, e]));
-  assert.deepEqual(
-    { plan: byName.signup.properties.plan, n: byName.signup.properties.n, price: byName.signup.properties.price, trial: byName.signup.properties.trial,
-      tags: byName.signup.properties.tags, address: byName.signup.properties.address, amount: byName.purchase.properties.amount },
-    { plan: 'free', n: 1, price: 9.5, trial: true, tags: '["a","b"]', address: '{"city":"Oslo","zip":"0150"}', amount: 42 });
-  assert.equal(byName.$identify.properties.$anon_distinct_id, anon);
-  assert.equal(byName.$create_alias.properties.alias, 'alias-1');
-
-  for (const id of [anon, 'user-1', 'alias-1']) {
-    const person = await getJSON(`api/apps/${app}/persons/${encodeURIComponent(id)}`);
-    assert.equal(person.person_id, trail.person_id, `${id} is the person's`);
-    assert.deepEqual(person.distinct_ids, trail.distinct_ids);
-    assert.deepEqual(person.properties, posthogPersonProps(sent));
-    assert.deepEqual([person.properties.email, person.properties.plan, person.properties.first_seen, person.properties.signup_source],
-      ['u1@example.com', 'pro', '2026-01-01', 'ads']);
-  }
-  assert.deepEqual(await trendTotals(app), [5, 1]);
-  await shop.close();
 });
+
+// failOnce makes the next request of tab to a path pathRe fail with 503
+// and Retry-After: 1, spur's backpressure answer: forward false fails it
+// before spur sees it, forward true lets spur store it and replaces the
+// answer (a lost acknowledgement). It resolves to spur's answer to the
+// forwarded request. Without keep the route serves that request only,
+// so the SDK's resend goes to spur untouched, CORS preflight included;
+// with keep it stays (passing later requests on), and playwright answers
+// the CORS preflights itself while a route is set.
+function failOnce(tab, pathRe, forward, keep = false) {
+  let used = false;
+  return new Promise((resolve, reject) => {
+    tab.route((u) => pathRe.test(u.pathname), async (route) => {
+      if (used) return route.fallback();
+      used = true;
+      try {
+        let answer = null;
+        const headers = { 'Retry-After': '1', 'Content-Type': 'application/json', 'Access-Control-Allow-Origin': '*' };
+        if (forward) {
+          const resp = await route.fetch();
+          answer = { status: resp.status(), body: await resp.json() };
+        }
+        await route.fulfill({ status: 503, headers, body: '{"error":{"code":"unavailable","message":"test: try again"}}' });
+        resolve(answer);
+      } catch (err) {
+        reject(err);
+      }
+    }, { times: keep ? undefined : 1 });
+  });
+}
+
+const failed503 = /Failed to load resource: the server responded with a status of 503/;
+
+test('posthog-js: a send answered 503 is resent and stored once, whether spur stored it or not', async () => {
+  const app = 'sdk-posthog-retry';
+  const key = await createIngestKey(app);
+  await withShop('posthog.html', [failed503, failed503], async (shop) => {
+    // Flags off (posthog-js's advanced_disable_flags): no /flags/ request.
+    const anon = await loadPostHog(shop.tab, key, { advanced_disable_flags: true });
+    const path = /^\/ingest\/posthog\/e\/?$/;
+    const lost = failOnce(shop.tab, path, false);
+    await shop.tab.evaluate(() => window.posthog.capture('first', { k: 1 }));
+    assert.equal(await lost, null);
+    const stored = failOnce(shop.tab, path, true);
+    await shop.tab.evaluate(() => window.posthog.capture('second', { k: 2 }));
+    assert.deepEqual(await stored, { status: 200, body: { status: 1 } }, 'spur stored the second send');
+    // posthog-js resends from its retry queue after Retry-After and its
+    // backoff (3 s ± 50%), with ?retry_count=1.
+    const caps = await shop.settled(4, isPostHogCapture);
+    assert.deepEqual(caps.map((w) => w.status), [503, 503, 200, 200]);
+    assert.ok(shop.wire.every((w) => w.path !== '/ingest/posthog/flags/'), 'no flags request');
+    const sent = posthogEvents(shop.wire);
+    assert.deepEqual(sent.map((e) => [e.event, e.status, shop.wire[e.request].query.get('retry_count')]).sort(),
+      [['first', 200, '1'], ['first', 503, null], ['second', 200, '1'], ['second', 503, null]]);
+    for (const name of ['first', 'second']) {
+      const [a, b] = sent.filter((e) => e.event === name);
+      assert.deepEqual(b, { ...a, request: b.request, status: b.status }, `${name}: the resend carries the same event (uuid, timestamp, properties)`);
+    }
+
+    const trail = await personEvents(app, anon, 2);
+    const want = ['first', 'second'].map((n) => posthogStored(sent.find((e) => e.event === n)));
+    assert.deepEqual(trail.events.map(({ event, distinct_id, time, insert_id, properties }) => ({ event, distinct_id, time, insert_id, properties })), want);
+    assert.deepEqual(await trendTotals(app), [2, 1]);
+    await shop.tab.waitForTimeout(1000);
+    assert.equal((await personEvents(app, anon, 2)).total, 2, 'no late copy');
+  });
+});
+
+// ---- Segment ---------------------------------------------------------
+
+const isSegmentCapture = (w) => /^\/ingest\/segment\/v1\/[tipsgab]$/.test(w.path);
+
+const SEGMENT_EVENT = { page: '$pageview', screen: '$screen', identify: '$identify', alias: '$create_alias', group: '$groupidentify' };
+
+// segmentStored is what spur stores of an analytics-next message (but
+// the $browser, $os and $device_type spur derives from
+// context.userAgent): page and screen name and category, identify's
+// $anon_distinct_id, alias's alias (previousId), the properties, the
+// context flattened as context.* properties.
+function segmentStored(m) {
+  const props = {};
+  if (m.type === 'page' || m.type === 'screen') putAll(props, { name: m.name, category: m.category });
+  if (m.type === 'identify' && m.userId && m.anonymousId) props.$anon_distinct_id = m.anonymousId;
+  if (m.type === 'alias') props.alias = m.previousId;
+  putAll(props, m.properties, { skip: (k) => k in props });
+  putAll(props, m.context, { prefix: 'context.', flat: true });
+  return {
+    event: m.type === 'track' ? m.event : SEGMENT_EVENT[m.type], distinct_id: m.userId || m.anonymousId,
+    time: micros(Date.parse(m.timestamp)), insert_id: m.messageId, properties: props,
+  };
+}
+
+// storedEvents is a trail's events as segmentStored describes them, after
+// checking the user-agent properties spur derives from context.userAgent
+// (desktop Chrome on Linux, named as posthog-js names them) and leaving
+// them out.
+function storedEvents(trail) {
+  return trail.events.map(({ event, distinct_id, time, insert_id, properties }) => {
+    const { $browser, $os, $device_type, ...rest } = properties;
+    assert.deepEqual([$browser, $os, $device_type], ['Chrome', 'Linux', 'Desktop'], 'derived from context.userAgent');
+    return { event, distinct_id, time, insert_id, properties: rest };
+  });
+}
+
+// loadSegment loads analytics-next in tab with settings and options
+// (AnalyticsBrowser.load's arguments) and answers its anonymous id.
+function loadSegment(tab, settings, options = {}) {
+  return tab.evaluate(async ([settings, options]) => {
+    const [analytics] = await window.AnalyticsNext.AnalyticsBrowser.load(settings, options);
+    window.ajs = analytics;
+    return analytics.user().anonymousId();
+  }, [settings, options]);
+}
+
+test('analytics-next: track, page, alias and identify arrive exactly, as one person, with the settings served by spur', async () => {
+  const app = 'sdk-segment';
+  const key = await createIngestKey(app);
+  await withShop('segment.html', [], async (shop) => {
+    // cdnURL at spur: analytics-next fetches its settings from
+    // {cdnURL}/v1/projects/{key}/settings, whose Segment.io integration
+    // points its events back at spur.
+    const anon = await loadSegment(shop.tab, { writeKey: key, cdnURL: base + 'ingest/segment' });
+    assert.match(anon, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-/, 'an anonymous UUIDv4');
+    await shop.tab.evaluate(async () => {
+      const a = window.ajs;
+      await a.track('signup', { plan: 'free', n: 1, price: 9.5, trial: true, tags: ['a', 'b'], address: { city: 'Oslo', zip: '0150' } });
+      await a.page('Docs', 'Intro', { section: 'start' });
+      // Segment's order: alias the new id to the anonymous one, then
+      // identify. (After identify, analytics-next 1.84.3 sends alias(x)
+      // with userId and previousId both the identified id: its event
+      // factory puts the user's id over the alias's userId.)
+      await a.alias('user-1');
+      await a.identify('user-1', { email: 'u1@example.com', plan: 'pro' });
+      await a.track('purchase', { amount: 42, currency: 'EUR' });
+    });
+    const caps = await shop.settled(5, isSegmentCapture);
+    assert.deepEqual(shop.wire[0].path, `/ingest/segment/v1/projects/${key}/settings`);
+    assert.deepEqual(caps.map((w) => [w.path, w.status]).sort(),
+      [['/ingest/segment/v1/a', 200], ['/ingest/segment/v1/i', 200], ['/ingest/segment/v1/p', 200], ['/ingest/segment/v1/t', 200], ['/ingest/segment/v1/t', 200]]);
+    for (const w of caps) {
+      assert.equal(w.headers.authorization, `Basic ${btoa(key + ':')}`, 'the write key in Basic auth (a CORS preflight)');
+      assert.match(w.headers['content-type'], /^text\/plain/);
+    }
+    const sent = caps.map((w) => w.body);
+    const byType = Object.fromEntries(sent.map((m) => [m.type === 'track' ? m.event : m.type, m]));
+    assert.deepEqual([byType.signup.userId, byType.page.userId, byType.alias.userId, byType.alias.previousId, byType.identify.userId, byType.purchase.userId],
+      [null, null, 'user-1', anon, 'user-1', 'user-1']);
+    assert.ok(sent.every((m) => m.anonymousId === anon && m.writeKey === key));
+
+    const trail = await personEvents(app, 'user-1', 5);
+    assert.deepEqual(trail.distinct_ids, [anon, 'user-1'].sort());
+    const want = sent.map(segmentStored).sort((a, b) => a.time.localeCompare(b.time) || a.insert_id.localeCompare(b.insert_id));
+    const got = storedEvents(trail);
+    assert.deepEqual([...got].sort((a, b) => a.time.localeCompare(b.time) || a.insert_id.localeCompare(b.insert_id)), want);
+    const byName = Object.fromEntries(got.map((e) => [e.event, e]));
+    assert.deepEqual(
+      { plan: byName.signup.properties.plan, n: byName.signup.properties.n, price: byName.signup.properties.price, trial: byName.signup.properties.trial,
+        tags: byName.signup.properties.tags, address: byName.signup.properties['address'], amount: byName.purchase.properties.amount,
+        page: [byName.$pageview.properties.name, byName.$pageview.properties.category, byName.$pageview.properties.section],
+        library: byName.signup.properties['context.library.name'] },
+      { plan: 'free', n: 1, price: 9.5, trial: true, tags: '["a","b"]', address: '{"city":"Oslo","zip":"0150"}', amount: 42,
+        page: ['Intro', 'Docs', 'start'], library: 'analytics.js' });
+    assert.equal(byName.$identify.properties.$anon_distinct_id, anon);
+    assert.equal(byName.$create_alias.properties.alias, anon);
+
+    for (const id of [anon, 'user-1']) {
+      const person = await getJSON(`api/apps/${app}/persons/${encodeURIComponent(id)}`);
+      assert.equal(person.person_id, trail.person_id, `${id} is the person's`);
+      assert.deepEqual(person.distinct_ids, trail.distinct_ids);
+      assert.deepEqual(person.properties, { email: 'u1@example.com', plan: 'pro' }, 'the identify call\'s traits');
+    }
+    assert.deepEqual(await trendTotals(app), [5, 1]);
+  });
+});
+
+// segmentRetry sends two events with analytics-next, the first failed
+// with 503 before spur sees it, the second stored by spur and answered
+// 503 (failOnce; keep: playwright answers the resends' CORS preflights),
+// and checks that analytics-next resends each (at once, 100–600 ms
+// later, with X-Retry-Count: 1 and the same messageId and timestamp) and
+// that spur stores each once.
+async function segmentRetry(app, keep) {
+  const key = await createIngestKey(app);
+  await withShop('segment.html', [failed503, failed503], async (shop) => {
+    // The Segment.io integration given at load (and the settings too: no
+    // settings request).
+    const host = new URL(base).host;
+    const anon = await loadSegment(shop.tab,
+      { writeKey: key, cdnSettings: { integrations: { 'Segment.io': { apiKey: key } } } },
+      { integrations: { 'Segment.io': { apiHost: `${host}/ingest/segment/v1`, protocol: 'http' } } });
+    const path = /^\/ingest\/segment\/v1\/t$/;
+    const lost = failOnce(shop.tab, path, false, keep);
+    await shop.tab.evaluate(() => window.ajs.track('first', { k: 1 }));
+    assert.equal(await lost, null);
+    await shop.settled(2, isSegmentCapture);
+    const stored = failOnce(shop.tab, path, true, keep);
+    await shop.tab.evaluate(() => window.ajs.track('second', { k: 2 }));
+    assert.deepEqual(await stored, { status: 200, body: { success: true } }, 'spur stored the second send');
+    const caps = await shop.settled(4, isSegmentCapture);
+    assert.equal(shop.wire.filter((w) => w.path.includes('/projects/')).length, 0, 'no settings request');
+    assert.deepEqual(caps.map((w) => [w.body.event, w.status, w.headers['x-retry-count'] ?? null]),
+      [['first', 503, null], ['first', 200, '1'], ['second', 503, null], ['second', 200, '1']]);
+    for (const [a, b] of [[caps[0], caps[1]], [caps[2], caps[3]]]) {
+      assert.deepEqual({ ...b.body, sentAt: undefined, _metadata: undefined }, { ...a.body, sentAt: undefined, _metadata: undefined },
+        'the resend carries the same message (messageId, timestamp)');
+      assert.equal(b.body._metadata.retryCount, 2);
+    }
+    const trail = await personEvents(app, anon, 2);
+    assert.deepEqual(storedEvents(trail), [caps[0].body, caps[2].body].map(segmentStored));
+    assert.deepEqual(await trendTotals(app), [2, 1]);
+    await shop.tab.waitForTimeout(1000);
+    assert.equal((await personEvents(app, anon, 2)).total, 2, 'no late copy');
+  });
+}
+
+test('analytics-next: a send answered 503 is resent with the same messageId and stored once, whether spur stored it or not', () =>
+  segmentRetry('sdk-segment-retry', true));
+
+// The same with the resends' real CORS preflights: spur's preflight
+// answer (server/guard.go preflight) allows Authorization, Content-Type
+// and Content-Encoding, not the X-Retry-Count header analytics-next adds
+// to a resend, so Chromium refuses every resend ("Request header field
+// x-retry-count is not allowed by Access-Control-Allow-Headers in
+// preflight response") and an event whose first send failed is lost.
+test('analytics-next: a resend (X-Retry-Count) passes spur\'s CORS preflight',
+  { todo: 'spur\'s capture preflight does not allow X-Retry-Count (server/guard.go)' },
+  () => segmentRetry('sdk-segment-retry-cors', false));
