@@ -13,7 +13,8 @@
 // a request the server stored) is resent by the SDK and stored once; and
 // that the page logs no error but the SDKs' own notes and the failed
 // loads of those 503s. Run through e2e/run.sh (after ui.test.mjs and
-// analyses.test.mjs: the store's admin key is theirs).
+// analyses.test.mjs: the store's admin key is theirs); SPUR_SDK_LOGS=1
+// prints each page's console and requests to spur.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -103,15 +104,22 @@ async function withShop(html, allowed, fn) {
   const cdp = await ctx.newCDPSession(tab);
   await cdp.send('Emulation.setUserAgentOverride', { userAgent: (await tab.evaluate(() => navigator.userAgent)).replace('HeadlessChrome/', 'Chrome/') });
   // The SDKs keep their ids in the shop origin's storage too.
-  await tab.addInitScript(() => localStorage.clear());
+  await tab.addInitScript(() => {
+    try {
+      localStorage.clear();
+    } catch {
+      // about:blank has none
+    }
+  });
   await tab.goto(shopURL + html);
   // settled waits until n capture requests (isCapture: not flags,
-  // config or settings) have their answers, and returns them.
-  const settled = async (n, isCapture) => {
+  // config or settings; count: counts them) have their answers, and
+  // returns them.
+  const settled = async (n, isCapture, count = (caps) => caps.length) => {
     const t0 = Date.now();
     for (;;) {
       const caps = wire.filter(isCapture);
-      if (caps.length >= n && caps.every((w) => w.status !== undefined)) return caps;
+      if (count(caps) >= n && caps.every((w) => w.status !== undefined)) return caps;
       assert.ok(Date.now() - t0 < 30_000, `waited 30 s for ${n} capture requests; saw ${JSON.stringify(wire.map((w) => [w.method, w.path, w.status]))}; console: ${JSON.stringify(logs)}`);
       await tab.waitForTimeout(100);
     }
@@ -121,6 +129,7 @@ async function withShop(html, allowed, fn) {
   } finally {
     await tab.close();
   }
+  if (process.env.SPUR_SDK_LOGS) console.log(html, JSON.stringify(logs), JSON.stringify(wire.map((w) => [w.method, w.path + (w.query.size ? '?' + w.query : ''), w.status])));
   const left = [...allowed];
   const unexpected = logs.filter((l) => l.type === 'error' || l.type === 'pageerror').filter((e) => {
     const i = left.findIndex((re) => re.test(e.text));
@@ -198,19 +207,20 @@ async function trendTotals(app) {
 
 const POSTHOG_TRANSPORT = new Set(['token', 'distinct_id', '$set', '$set_once', '$unset']);
 
+const isPostHogCapture = (w) => /^\/ingest\/posthog\/(e|i\/v0\/e)\/?$/.test(w.path);
+
 // posthogEvents are the events of the wire's capture requests (/e/),
-// each with the request's index and status.
+// each with the request's index and status (a beacon's body is not
+// seen: beaconEvents).
 function posthogEvents(wire) {
   const out = [];
   wire.forEach((w, i) => {
-    if (!/^\/ingest\/posthog\/(e|i\/v0\/e)\/?$/.test(w.path)) return;
+    if (!isPostHogCapture(w) || !w.body) return;
     const b = w.body;
     for (const ev of Array.isArray(b) ? b : b.batch ?? [b]) out.push({ ...ev, request: i, status: w.status });
   });
   return out;
 }
-
-const isPostHogCapture = (w) => /^\/ingest\/posthog\/(e|i\/v0\/e)\/?$/.test(w.path);
 
 // posthogStored is what spur stores of a posthog-js event: its name,
 // distinct id, time (its timestamp, else the UUIDv7's), insert id (uuid)
@@ -306,6 +316,64 @@ test('posthog-js: capture, identify, alias and person properties arrive exactly,
       assert.deepEqual([person.properties.email, person.properties.plan, person.properties.first_seen, person.properties.signup_source],
         ['u1@example.com', 'pro', '2026-01-01', 'ads']);
     }
+    assert.deepEqual(await trendTotals(app), [5, 1]);
+  });
+});
+
+// spyBeacons records the bodies the page hands to navigator.sendBeacon
+// (which still sends them): playwright reports a beacon's request but not
+// its body. beaconBodies returns them decoded.
+const spyBeacons = (tab) => tab.evaluate(() => {
+  const send = navigator.sendBeacon.bind(navigator);
+  window.spurBeacons = [];
+  navigator.sendBeacon = (url, data) => {
+    window.spurBeacons.push({ url, data });
+    return send(url, data);
+  };
+});
+
+async function beaconBodies(tab) {
+  const raw = await tab.evaluate(() => Promise.all(window.spurBeacons.map(async (b) => ({
+    url: b.url, bytes: [...new Uint8Array(await new Response(b.data).arrayBuffer())],
+  }))));
+  return raw.map(({ url, bytes }) => {
+    const buf = Buffer.from(bytes);
+    return { path: new URL(url).pathname, body: JSON.parse((buf[0] === 0x1f && buf[1] === 0x8b ? gunzipSync(buf) : buf).toString('utf8')) };
+  });
+}
+
+test('posthog-js with its defaults: batched events, and the queue sent by sendBeacon on pagehide, arrive exactly', async () => {
+  const app = 'sdk-posthog-defaults';
+  const key = await createIngestKey(app);
+  await withShop('posthog.html', [], async (shop) => {
+    await spyBeacons(shop.tab);
+    // Only the host (and the bot filter off: posthog-js takes the
+    // automated browser for a bot): posthog-js's defaults batch events
+    // (flushed every 3 s), send a $pageview at start and a $pageleave on
+    // pagehide, and load the remote config and flags from spur.
+    const anon = await shop.tab.evaluate(([key, host]) => new Promise((resolve) => {
+      window.posthog.init(key, { api_host: host, opt_out_useragent_filter: true, loaded: (ph) => resolve(ph.get_distinct_id()) });
+    }), [key, base + 'ingest/posthog']);
+    await shop.settled(1, isPostHogCapture);
+    // Three events in the queue, then the page is hidden as when it is
+    // left (the event, not a navigation: playwright does not report a
+    // departed page's requests): posthog-js sends the queue and a
+    // $pageleave with navigator.sendBeacon.
+    await shop.tab.evaluate(() => {
+      for (let i = 0; i < 3; i++) window.posthog.capture('step', { i });
+      window.dispatchEvent(new PageTransitionEvent('pagehide', { persisted: false }));
+    });
+    const beacons = await beaconBodies(shop.tab);
+    const caps = await shop.settled(1 + beacons.length, isPostHogCapture);
+    assert.deepEqual(caps.map((w) => [w.path, w.status, w.body === null]), [['/ingest/posthog/e/', 200, false],
+      ...beacons.map((b) => [b.path, 200, true])], 'the $pageview by fetch, the rest by beacons, all answered 200');
+    const sent = [...posthogEvents(shop.wire), ...posthogEvents(beacons)];
+    assert.deepEqual(sent.map((e) => e.event).sort(), ['$pageleave', '$pageview', 'step', 'step', 'step']);
+    const trail = await personEvents(app, anon, 5);
+    assert.deepEqual(trail.events.map(({ event, distinct_id, time, insert_id, properties }) => ({ event, distinct_id, time, insert_id, properties })),
+      sent.map(posthogStored).sort((a, b) => a.time.localeCompare(b.time) || a.insert_id.localeCompare(b.insert_id)));
+    assert.deepEqual(trail.events.filter((e) => e.event === 'step').map((e) => e.properties.i), [0, 1, 2]);
+    assert.deepEqual((await getJSON(`api/apps/${app}/persons/${anon}`)).properties, {}, 'anonymous events make no person (identified_only)');
     assert.deepEqual(await trendTotals(app), [5, 1]);
   });
 });
