@@ -176,8 +176,7 @@ const micros = (ms) => new Date(ms).toISOString().replace('Z', '000Z');
 const uuidv7Millis = (u) => parseInt(u.replaceAll('-', '').slice(0, 12), 16);
 
 // personEvents polls the persons API until person id has n events, and
-// returns its trail; a moment later the count must not have grown (no
-// late duplicate).
+// returns its trail, which must hold exactly n.
 async function personEvents(app, id, n) {
   const path = `api/apps/${app}/persons/${encodeURIComponent(id)}/events?limit=1000`;
   const t0 = Date.now();
@@ -190,6 +189,22 @@ async function personEvents(app, id, n) {
   }
   assert.equal(got.total, n, `${path}: the events`);
   return got;
+}
+
+// rows are events as the persons API lists them, in (time, insert id)
+// order (spur's order is time, then arrival); userAgent false leaves
+// out the $browser, $os and $device_type spur derives from a Segment
+// message's context.userAgent after checking them (desktop Chrome on
+// Linux, named as posthog-js names them).
+function rows(events, userAgent = true) {
+  return events.map(({ event, distinct_id, time, insert_id, properties }) => {
+    if (!userAgent) {
+      const { $browser, $os, $device_type, ...rest } = properties;
+      assert.deepEqual([$browser, $os, $device_type], ['Chrome', 'Linux', 'Desktop'], 'derived from context.userAgent');
+      properties = rest;
+    }
+    return { event, distinct_id, time, insert_id, properties };
+  }).sort((a, b) => a.time.localeCompare(b.time) || a.insert_id.localeCompare(b.insert_id));
 }
 
 // trendTotals asks spur for app's events and users over everything.
@@ -211,7 +226,7 @@ const isPostHogCapture = (w) => /^\/ingest\/posthog\/(e|i\/v0\/e)\/?$/.test(w.pa
 
 // posthogEvents are the events of the wire's capture requests (/e/),
 // each with the request's index and status (a beacon's body is not
-// seen: beaconEvents).
+// seen: beaconBodies).
 function posthogEvents(wire) {
   const out = [];
   wire.forEach((w, i) => {
@@ -298,8 +313,7 @@ test('posthog-js: capture, identify, alias and person properties arrive exactly,
     // The person: every distinct id, and the events of all of them.
     const trail = await personEvents(app, 'user-1', 5);
     assert.deepEqual(trail.distinct_ids, ['alias-1', anon, 'user-1'].sort());
-    const want = sent.map(posthogStored).sort((a, b) => a.time.localeCompare(b.time));
-    assert.deepEqual(trail.events.map(({ event, distinct_id, time, insert_id, properties }) => ({ event, distinct_id, time, insert_id, properties })), want);
+    assert.deepEqual(rows(trail.events), rows(sent.map(posthogStored)));
     const byName = Object.fromEntries(trail.events.map((e) => [e.event, e]));
     assert.deepEqual(
       { plan: byName.signup.properties.plan, n: byName.signup.properties.n, price: byName.signup.properties.price, trial: byName.signup.properties.trial,
@@ -370,8 +384,7 @@ test('posthog-js with its defaults: batched events, and the queue sent by sendBe
     const sent = [...posthogEvents(shop.wire), ...posthogEvents(beacons)];
     assert.deepEqual(sent.map((e) => e.event).sort(), ['$pageleave', '$pageview', 'step', 'step', 'step']);
     const trail = await personEvents(app, anon, 5);
-    assert.deepEqual(trail.events.map(({ event, distinct_id, time, insert_id, properties }) => ({ event, distinct_id, time, insert_id, properties })),
-      sent.map(posthogStored).sort((a, b) => a.time.localeCompare(b.time) || a.insert_id.localeCompare(b.insert_id)));
+    assert.deepEqual(rows(trail.events), rows(sent.map(posthogStored)));
     assert.deepEqual(trail.events.filter((e) => e.event === 'step').map((e) => e.properties.i), [0, 1, 2]);
     assert.deepEqual((await getJSON(`api/apps/${app}/persons/${anon}`)).properties, {}, 'anonymous events make no person (identified_only)');
     assert.deepEqual(await trendTotals(app), [5, 1]);
@@ -438,7 +451,7 @@ test('posthog-js: a send answered 503 is resent and stored once, whether spur st
 
     const trail = await personEvents(app, anon, 2);
     const want = ['first', 'second'].map((n) => posthogStored(sent.find((e) => e.event === n)));
-    assert.deepEqual(trail.events.map(({ event, distinct_id, time, insert_id, properties }) => ({ event, distinct_id, time, insert_id, properties })), want);
+    assert.deepEqual(rows(trail.events), rows(want));
     assert.deepEqual(await trendTotals(app), [2, 1]);
     await shop.tab.waitForTimeout(1000);
     assert.equal((await personEvents(app, anon, 2)).total, 2, 'no late copy');
@@ -467,18 +480,6 @@ function segmentStored(m) {
     event: m.type === 'track' ? m.event : SEGMENT_EVENT[m.type], distinct_id: m.userId || m.anonymousId,
     time: micros(Date.parse(m.timestamp)), insert_id: m.messageId, properties: props,
   };
-}
-
-// storedEvents is a trail's events as segmentStored describes them, after
-// checking the user-agent properties spur derives from context.userAgent
-// (desktop Chrome on Linux, named as posthog-js names them) and leaving
-// them out.
-function storedEvents(trail) {
-  return trail.events.map(({ event, distinct_id, time, insert_id, properties }) => {
-    const { $browser, $os, $device_type, ...rest } = properties;
-    assert.deepEqual([$browser, $os, $device_type], ['Chrome', 'Linux', 'Desktop'], 'derived from context.userAgent');
-    return { event, distinct_id, time, insert_id, properties: rest };
-  });
 }
 
 // loadSegment loads analytics-next in tab with settings and options
@@ -528,9 +529,8 @@ test('analytics-next: track, page, alias and identify arrive exactly, as one per
 
     const trail = await personEvents(app, 'user-1', 5);
     assert.deepEqual(trail.distinct_ids, [anon, 'user-1'].sort());
-    const want = sent.map(segmentStored).sort((a, b) => a.time.localeCompare(b.time) || a.insert_id.localeCompare(b.insert_id));
-    const got = storedEvents(trail);
-    assert.deepEqual([...got].sort((a, b) => a.time.localeCompare(b.time) || a.insert_id.localeCompare(b.insert_id)), want);
+    const got = rows(trail.events, false);
+    assert.deepEqual(got, rows(sent.map(segmentStored)));
     const byName = Object.fromEntries(got.map((e) => [e.event, e]));
     assert.deepEqual(
       { plan: byName.signup.properties.plan, n: byName.signup.properties.n, price: byName.signup.properties.price, trial: byName.signup.properties.trial,
@@ -585,7 +585,7 @@ async function segmentRetry(app, keep) {
       assert.equal(b.body._metadata.retryCount, 2);
     }
     const trail = await personEvents(app, anon, 2);
-    assert.deepEqual(storedEvents(trail), [caps[0].body, caps[2].body].map(segmentStored));
+    assert.deepEqual(rows(trail.events, false), rows([caps[0].body, caps[2].body].map(segmentStored)));
     assert.deepEqual(await trendTotals(app), [2, 1]);
     await shop.tab.waitForTimeout(1000);
     assert.equal((await personEvents(app, anon, 2)).total, 2, 'no late copy');
