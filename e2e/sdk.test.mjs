@@ -3,16 +3,18 @@
 // pins them) and loaded from their prebuilt browser bundles, run in
 // headless Chromium on a shop page served by a small node server at
 // http://localhost:PORT — another origin and another site than the spur
-// serve of the harness (127.0.0.1), so every capture request is a real
-// cross-site CORS request — and send to spur's /ingest/ paths with an
+// serve of the harness (127.0.0.1), so capture requests are real
+// cross-site CORS requests — and send to spur's /ingest/ paths with an
 // ingest key created through the admin API. The tests read the SDKs'
 // requests as they went on the wire and check, through the persons API
 // and a trend query, that the events, their properties, the persons'
 // distinct ids and properties come out exactly as sent; that a failed
 // send (a 503 before the server saw it, and a 503 replacing the answer to
-// a request the server stored) is resent by the SDK and stored once; and
-// that the page logs no error but the SDKs' own notes and the failed
-// loads of those 503s. Run through e2e/run.sh (after ui.test.mjs and
+// a request the server stored) is resent by the SDK and stored once; that
+// the page sends nothing to other hosts; and that it logs no error but
+// the failed loads of those 503s. Two tests are marked todo: what spur
+// does not do yet for analytics-next (a resend's CORS preflight, its
+// usage metrics). Run through e2e/run.sh (after ui.test.mjs and
 // analyses.test.mjs: the store's admin key is theirs); SPUR_SDK_LOGS=1
 // prints each page's console and requests to spur.
 
@@ -72,16 +74,20 @@ async function getJSON(path) {
 // Chrome's user agent, records the tab's requests to spur's /ingest/ paths
 // (wire: {method, path, query, headers, gzip, body (decoded JSON),
 // status}, in the order sent) and its console messages, runs
-// fn({tab, wire, logs, settled}) and closes the tab. Then the console
-// must hold no error but those allowed lists (each matched once).
-async function withShop(html, allowed, fn) {
+// fn({tab, wire, logs, settled}) and closes the tab. Then the tab must
+// have sent nothing to other hosts than spur and the shop, and its
+// console must hold no error but those allowed lists (each matched
+// once). clock: playwright's fake clock is installed first (tab.clock).
+async function withShop(html, { allowed = [], clock = false }, fn) {
   const ctx = page.context();
   await ctx.clearCookies();
   const tab = await ctx.newPage();
   const wire = [];
   const logs = [];
+  const elsewhere = [];
   const ingest = base + 'ingest/';
   tab.on('request', (req) => {
+    if (!req.url().startsWith(base) && !req.url().startsWith(shopURL) && !req.url().startsWith('about:')) elsewhere.push(`${req.method()} ${req.url()}`);
     if (!req.url().startsWith(ingest)) return;
     const raw = req.postDataBuffer();
     const gzip = raw?.[0] === 0x1f && raw?.[1] === 0x8b;
@@ -111,6 +117,7 @@ async function withShop(html, allowed, fn) {
       // about:blank has none
     }
   });
+  if (clock) await tab.clock.install();
   await tab.goto(shopURL + html);
   // settled waits until n capture requests (isCapture: not flags,
   // config or settings; count: counts them) have their answers, and
@@ -130,6 +137,7 @@ async function withShop(html, allowed, fn) {
     await tab.close();
   }
   if (process.env.SPUR_SDK_LOGS) console.log(html, JSON.stringify(logs), JSON.stringify(wire.map((w) => [w.method, w.path + (w.query.size ? '?' + w.query : ''), w.status])));
+  assert.deepEqual(elsewhere, [], 'the tab sent requests to other hosts');
   const left = [...allowed];
   const unexpected = logs.filter((l) => l.type === 'error' || l.type === 'pageerror').filter((e) => {
     const i = left.findIndex((re) => re.test(e.text));
@@ -282,7 +290,7 @@ function loadPostHog(tab, key, extra = {}) {
 test('posthog-js: capture, identify, alias and person properties arrive exactly, as one person', async () => {
   const app = 'sdk-posthog';
   const key = await createIngestKey(app);
-  await withShop('posthog.html', [], async (shop) => {
+  await withShop('posthog.html', {}, async (shop) => {
     // Flags on (posthog-js's default): spur's /flags/ answers "no flags".
     const anon = await loadPostHog(shop.tab, key);
     assert.match(anon, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-/, 'an anonymous UUIDv7 distinct id');
@@ -359,7 +367,7 @@ async function beaconBodies(tab) {
 test('posthog-js with its defaults: batched events, and the queue sent by sendBeacon on pagehide, arrive exactly', async () => {
   const app = 'sdk-posthog-defaults';
   const key = await createIngestKey(app);
-  await withShop('posthog.html', [], async (shop) => {
+  await withShop('posthog.html', {}, async (shop) => {
     await spyBeacons(shop.tab);
     // Only the host (and the bot filter off: posthog-js takes the
     // automated browser for a bot): posthog-js's defaults batch events
@@ -426,7 +434,7 @@ const failed503 = /Failed to load resource: the server responded with a status o
 test('posthog-js: a send answered 503 is resent and stored once, whether spur stored it or not', async () => {
   const app = 'sdk-posthog-retry';
   const key = await createIngestKey(app);
-  await withShop('posthog.html', [failed503, failed503], async (shop) => {
+  await withShop('posthog.html', { allowed: [failed503, failed503] }, async (shop) => {
     // Flags off (posthog-js's advanced_disable_flags): no /flags/ request.
     const anon = await loadPostHog(shop.tab, key, { advanced_disable_flags: true });
     const path = /^\/ingest\/posthog\/e\/?$/;
@@ -495,7 +503,7 @@ function loadSegment(tab, settings, options = {}) {
 test('analytics-next: track, page, alias and identify arrive exactly, as one person, with the settings served by spur', async () => {
   const app = 'sdk-segment';
   const key = await createIngestKey(app);
-  await withShop('segment.html', [], async (shop) => {
+  await withShop('segment.html', {}, async (shop) => {
     // cdnURL at spur: analytics-next fetches its settings from
     // {cdnURL}/v1/projects/{key}/settings, whose Segment.io integration
     // points its events back at spur.
@@ -560,7 +568,7 @@ test('analytics-next: track, page, alias and identify arrive exactly, as one per
 // that spur stores each once.
 async function segmentRetry(app, keep) {
   const key = await createIngestKey(app);
-  await withShop('segment.html', [failed503, failed503], async (shop) => {
+  await withShop('segment.html', { allowed: [failed503, failed503] }, async (shop) => {
     // The Segment.io integration given at load (and the settings too: no
     // settings request).
     const host = new URL(base).host;
@@ -604,3 +612,20 @@ test('analytics-next: a send answered 503 is resent with the same messageId and 
 test('analytics-next: a resend (X-Retry-Count) passes spur\'s CORS preflight',
   { todo: 'spur\'s capture preflight does not allow X-Retry-Count (server/guard.go)' },
   () => segmentRetry('sdk-segment-retry-cors', false));
+
+// With cdnURL at spur analytics-next takes its settings from spur, and
+// with them where its usage metrics go: spur's settings name none (no
+// "metrics" member), so analytics-next posts them every 30 s (its
+// "analytics_js.invoke" counters) to its default, https://api.segment.io/v1/m.
+test('analytics-next pointed at spur (cdnURL) sends nothing to Segment: no usage metrics to api.segment.io',
+  { todo: 'spur\'s Segment settings (server/capture.go handleSegmentSettings) leave analytics-next\'s metrics on, sent to api.segment.io' },
+  async () => {
+    const key = await createIngestKey('sdk-segment-metrics');
+    await withShop('segment.html', { clock: true }, async (shop) => {
+      await loadSegment(shop.tab, { writeKey: key, cdnURL: base + 'ingest/segment' });
+      await shop.tab.evaluate(() => window.ajs.track('signup'));
+      await shop.settled(1, isSegmentCapture);
+      await shop.tab.clock.runFor(31_000);
+      await shop.tab.waitForTimeout(500);
+    });
+  });
