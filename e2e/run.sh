@@ -6,7 +6,9 @@
 # installs, purchases, page views) and the app "people" (persons.ndjson:
 # three persons of several distinct ids, joined by $identify events, and
 # one refused merge), and runs the tests with node's test
-# runner, one file after the other. Exits non-zero on failure.
+# runner, one file after the other; sdk.test.mjs drives the real
+# posthog-js and @segment/analytics-next (npm packages pinned in
+# package.json) against the same server. Exits non-zero on failure.
 # SPUR_SCREENSHOTS=DIR keeps a PNG of each view.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +34,6 @@ go build -o "$tmp/spur" ./cmd/spur
 cd e2e
 # One file after the other, ui.test.mjs first: its first test signs in
 # through the login URL of the store's first start.
-for f in ui.test.mjs analyses.test.mjs; do
+for f in ui.test.mjs analyses.test.mjs sdk.test.mjs; do
   SPUR_BIN="$tmp/spur" SPUR_DATA="$tmp/data" node --test --test-reporter=spec "$f"
 done
