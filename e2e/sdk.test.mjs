@@ -12,9 +12,7 @@
 // send (a 503 before the server saw it, and a 503 replacing the answer to
 // a request the server stored) is resent by the SDK and stored once; that
 // the page sends nothing to other hosts; and that it logs no error but
-// the failed loads of those 503s. Two tests are marked todo: what spur
-// does not do yet for analytics-next (a resend's CORS preflight, its
-// usage metrics). Run through e2e/run.sh (after ui.test.mjs and
+// the failed loads of those 503s. Run through e2e/run.sh (after ui.test.mjs and
 // analyses.test.mjs: the store's admin key is theirs); SPUR_SDK_LOGS=1
 // prints each page's console and requests to spur.
 
@@ -603,22 +601,18 @@ async function segmentRetry(app, keep) {
 test('analytics-next: a send answered 503 is resent with the same messageId and stored once, whether spur stored it or not', () =>
   segmentRetry('sdk-segment-retry', true));
 
-// The same with the resends' real CORS preflights: spur's preflight
-// answer (server/guard.go preflight) allows Authorization, Content-Type
-// and Content-Encoding, not the X-Retry-Count header analytics-next adds
-// to a resend, so Chromium refuses every resend ("Request header field
-// x-retry-count is not allowed by Access-Control-Allow-Headers in
-// preflight response") and an event whose first send failed is lost.
+// The same with the resends' real CORS preflights: analytics-next adds
+// X-Retry-Count to a resend, which spur's preflight answer must allow
+// (server/guard.go preflight), else Chromium refuses every resend and an
+// event whose first send failed is lost.
 test('analytics-next: a resend (X-Retry-Count) passes spur\'s CORS preflight',
-  { todo: 'spur\'s capture preflight does not allow X-Retry-Count (server/guard.go)' },
   () => segmentRetry('sdk-segment-retry-cors', false));
 
 // With cdnURL at spur analytics-next takes its settings from spur, and
-// with them where its usage metrics go: spur's settings name none (no
-// "metrics" member), so analytics-next posts them every 30 s (its
+// with them where its usage metrics go: without spur's "metrics":
+// {"sampleRate": 0} it would post them every 30 s (its
 // "analytics_js.invoke" counters) to its default, https://api.segment.io/v1/m.
 test('analytics-next pointed at spur (cdnURL) sends nothing to Segment: no usage metrics to api.segment.io',
-  { todo: 'spur\'s Segment settings (server/capture.go handleSegmentSettings) leave analytics-next\'s metrics on, sent to api.segment.io' },
   async () => {
     const key = await createIngestKey('sdk-segment-metrics');
     await withShop('segment.html', { clock: true }, async (shop) => {

@@ -32,7 +32,8 @@ import (
 //	                    flags/ decide/ (POST, GET): no flags;
 //	                    array/{token}/config (GET): an empty remote config
 //	/ingest/segment/v1/ batch b track identify page screen group alias
-//	                    t i p s g a (POST); projects/{key}/settings (GET)
+//	                    t i p s g a (POST); projects/{key}/settings (GET);
+//	                    m (analytics-next's usage metrics: dropped)
 //	/ingest/amplitude/  2/httpapi batch (POST)
 //	/ingest/mixpanel/   track engage groups import (POST, and GET ?data=
 //	                    but for import); group updates are answered,
@@ -108,6 +109,7 @@ func (s *Server) registerCapture(rt *router) {
 		}, p == "b")
 	}
 	rt.handle("GET", "/ingest/segment/v1/projects/{key}/settings", anyOrigin, open, s.handleSegmentSettings)
+	rt.handle("POST", "/ingest/segment/v1/m", anyOrigin, open, s.handleSegmentMetrics)
 
 	for _, p := range []string{"2/httpapi", "batch"} {
 		s.captureRoute(rt, "/ingest/amplitude/"+p, amp, func(body []byte, r *captureReq, opt capture.Options) (*capture.Batch, error) {
@@ -438,7 +440,17 @@ func (s *Server) handleSegmentSettings(w http.ResponseWriter, r *http.Request) {
 		"plan":                 map[string]any{"track": map[string]any{"__default": map[string]any{"enabled": true}}},
 		"edgeFunction":         map[string]any{},
 		"analyticsNextEnabled": true,
+		// No usage metrics: analytics-next would post them to Segment.
+		"metrics": map[string]any{"sampleRate": 0},
 	})
+}
+
+// handleSegmentMetrics takes analytics-next's usage metrics (POST
+// /ingest/segment/v1/m, when its settings did not turn them off) and
+// drops them: they are the SDK's, not the app's.
+func (s *Server) handleSegmentMetrics(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
+	writeJSON(w, http.StatusOK, map[string]bool{"success": true})
 }
 
 // posthogProtocol answers as PostHog's capture does: exactly 200

@@ -281,6 +281,7 @@ func TestCaptureSideEndpoints(t *testing.T) {
 		{"POST", "ingest/posthog/decide/?v=3", `"sessionRecording":false`},
 		{"GET", "ingest/posthog/array/phc_x/config", `"supportedCompression":["gzip","gzip-js"]`},
 		{"GET", "ingest/segment/v1/projects/wk/settings", `"Segment.io":{"apiHost":"`},
+		{"GET", "ingest/segment/v1/projects/wk/settings", `"metrics":{"sampleRate":0}`},
 	} {
 		code, hdr, b := ts.do(t, c.method, c.path, "{}", "Authorization", "", "Origin", "https://shop.example")
 		if code != 200 || !strings.Contains(string(b), c.want) || hdr.Get("Access-Control-Allow-Origin") != "*" {
@@ -290,6 +291,21 @@ func TestCaptureSideEndpoints(t *testing.T) {
 	code, hdr, _ := ts.do(t, "OPTIONS", "ingest/posthog/e/", "", "Origin", "https://shop.example", "Access-Control-Request-Method", "POST")
 	if code != 204 || hdr.Get("Access-Control-Allow-Origin") != "*" {
 		t.Errorf("preflight: %d %v", code, hdr)
+	}
+	// analytics-next's resend adds X-Retry-Count: the preflight allows the
+	// headers asked for, when they are header names.
+	for ask, want := range map[string]string{
+		"authorization,content-type,x-retry-count": "authorization,content-type,x-retry-count",
+		"x-a, x b:1": "Authorization, Content-Type, Content-Encoding",
+	} {
+		_, hdr, _ = ts.do(t, "OPTIONS", "ingest/segment/v1/t", "", "Origin", "https://shop.example",
+			"Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", ask)
+		if got := hdr.Get("Access-Control-Allow-Headers"); got != want {
+			t.Errorf("preflight asking %q: allows %q, want %q", ask, got, want)
+		}
+	}
+	if code, _, b := ts.do(t, "POST", "ingest/segment/v1/m", `{"series":[]}`, "Origin", "https://shop.example"); code != 200 {
+		t.Errorf("metrics: %d %s", code, b)
 	}
 }
 

@@ -175,17 +175,48 @@ func guardRoute(policy crossSite, h http.Handler) http.Handler {
 }
 
 // preflight answers a CORS preflight (OPTIONS) for an anyOrigin route
-// whose method is method: any origin, the headers an SDK sends.
+// whose method is method: any origin, and the request headers the
+// preflight asks for (SDKs add their own, such as analytics-next's
+// X-Retry-Count on a resend) — these routes take no cookies, and their
+// keys travel in headers or bodies the page already holds — else the
+// ones the events endpoint needs.
 func preflight(method string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Access-Control-Allow-Origin", "*")
 		h.Set("Access-Control-Allow-Methods", method+", OPTIONS")
-		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Content-Encoding")
+		allow := "Authorization, Content-Type, Content-Encoding"
+		if req := r.Header.Get("Access-Control-Request-Headers"); req != "" && headerList(req) {
+			allow = req
+		}
+		h.Set("Access-Control-Allow-Headers", allow)
+		h.Add("Vary", "Access-Control-Request-Headers")
 		h.Set("Access-Control-Max-Age", corsMaxAge)
 		h.Set("Allow", method+", OPTIONS")
 		w.WriteHeader(http.StatusNoContent)
 	}
+}
+
+// headerList reports whether s is a comma-separated list of header
+// names (RFC 9110 tokens), at most 1 KiB: what a preflight answer may
+// echo.
+func headerList(s string) bool {
+	if len(s) > 1<<10 {
+		return false
+	}
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			return false
+		}
+		for i := 0; i < len(name); i++ {
+			c := name[i]
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // checkHost answers 403 forbidden for a request whose Host hosts does not
