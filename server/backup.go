@@ -18,9 +18,10 @@ const maxBackupBody = 64 << 10
 // the body {"to": DIR, "copy": false} names a directory on the server's
 // own filesystem, absolute, empty or holding an earlier backup; the
 // server writes a consistent snapshot of the whole store into it
-// (storage.Store.Backup: every live layer flushed first, one version per
-// app, segment files hard-linked there or copied, with "copy" always
-// copied) while it keeps taking writes, and answers the
+// (storage.Store.Backup: one version per app — every event acknowledged
+// before the request — its segment files hard-linked there or copied,
+// with "copy" always copied, and its live events' write-ahead-log
+// records copied) while it keeps taking writes, and answers the
 // storage.BackupReport (apps, files linked, copied, kept and removed,
 // bytes, duration). Errors: 400 invalid_input for a bad body or an
 // unsuitable directory (field "to"), 409 conflict while another backup
@@ -65,6 +66,6 @@ func (s *Server) handleBackup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("backup written", "to", rep.Dir, "apps", len(rep.Apps), "linked", rep.FilesLinked, "copied", rep.FilesCopied,
-		"kept", rep.FilesKept, "removed", rep.FilesRemoved, "ms", rep.DurationMS)
+		"kept", rep.FilesKept, "removed", rep.FilesRemoved, "log_records", rep.LogRecords, "ms", rep.DurationMS)
 	writeJSON(w, http.StatusOK, rep)
 }

@@ -2,8 +2,8 @@ package storage
 
 // Backup and restore (docs/storage.md §8, "Backup and restore"): a backup
 // directory is itself a store — DIR/apps/APP/{CATALOG, SETTINGS, IDGRAPH,
-// IDGRAPH.COPY, seg/*.seg, meta/COLL/ID.doc} and DIR/meta/COLL/ID.doc —
-// holding one published version of every app, plus two files of its own:
+// IDGRAPH.COPY, seg/*.seg, wal/, meta/COLL/ID.doc} and DIR/meta/COLL/ID.doc —
+// holding one version of every app, plus two files of its own:
 //
 //	DIR/BACKUP-IN-PROGRESS  written (and synced) first, removed (and the
 //	                        directory synced) last: while it exists the
@@ -12,10 +12,15 @@ package storage
 //	                        checksummed document (meta.go's format, id
 //	                        "backup") whose body is a BackupRecord
 //
-// A backup pins one version per app (App.Acquire) after flushing its live
-// layer, so it never stops writes and holds every event acknowledged
-// before it started; segment files are immutable, so they are hard-linked
-// when the directory is on the store's filesystem and copied otherwise.
+// A backup pins one version per app (App.Acquire), which holds every event
+// acknowledged before it started: the published catalog's segment files —
+// immutable, so hard-linked when the directory is on the store's
+// filesystem and copied otherwise — and, for the live layer, the
+// write-ahead-log records after the catalog's position up to the last one
+// the version holds, copied into the backup's own log (wal.Copy). It
+// never stops or waits for writes, and never writes to the store.
+// Restore replays that log and flushes it, so the new store answers
+// exactly as the pinned version did.
 // A second backup into the same directory places only the segment files
 // it lacks, writes the new catalogs atomically, and only then removes
 // the files the new snapshot does not reference.
@@ -35,6 +40,7 @@ import (
 	"time"
 
 	"github.com/spurdb/spur/storage/vfs"
+	"github.com/spurdb/spur/storage/wal"
 )
 
 // Files of a backup directory's top level.
@@ -91,9 +97,10 @@ type BackupReport struct {
 	Bytes     int64 `json:"bytes"`
 	MetaBytes int64 `json:"meta_bytes"`
 	Documents int   `json:"documents"` // documents in the snapshot (keys, saved objects)
-	// FlushMS is the time spent flushing live layers first, DurationMS
-	// the whole backup's, milliseconds.
-	FlushMS    float64 `json:"flush_ms"`
+	// LogRecords is the number of live write-ahead-log records copied
+	// (every app's).
+	LogRecords uint64 `json:"log_records"`
+	// DurationMS is the whole backup's time, milliseconds.
 	DurationMS float64 `json:"duration_ms"`
 }
 
@@ -101,7 +108,11 @@ type BackupReport struct {
 type BackupApp struct {
 	App        string `json:"app"`
 	Generation uint64 `json:"generation"` // of the catalog backed up
-	LogSeq     uint64 `json:"log_seq"`    // the write-ahead-log record it covers
+	// LogSeq is the last write-ahead-log record the version holds;
+	// LogRecords of them (those after the catalog's position) are in the
+	// backup's log, the others in its segments.
+	LogSeq     uint64 `json:"log_seq"`
+	LogRecords uint64 `json:"log_records"`
 	Segments   int    `json:"segments"`
 	Events     int64  `json:"events"`    // rows of events segments
 	UserRows   int64  `json:"user_rows"` // rows of users segments
@@ -152,11 +163,12 @@ func ReadBackup(fsys vfs.FS, dir string) (*BackupRecord, error) {
 }
 
 // Backup writes a consistent snapshot of the whole store into directory
-// dir (docs/storage.md §8): for every app, the live layer flushed first
-// (so every event acknowledged before the call is in it), one version
-// pinned (App.Acquire) and its published catalog, settings, id graph
-// prefix and segment files, and its documents; the store's documents
-// (keys). Writes go on meanwhile. dir is created when missing; it must be
+// dir (docs/storage.md §8): for every app, one version pinned
+// (App.Acquire: every event acknowledged before the call) — its published
+// catalog, settings, id graph prefix and segment files, and the live
+// layer's write-ahead-log records after the catalog's position (in the
+// backup's log: Restore applies them) — and its documents; the store's
+// documents (keys). Writes go on meanwhile. dir is created when missing; it must be
 // empty or hold a previous backup (then only the segment files it lacks
 // are placed, and the files the new snapshot does not reference are
 // removed once the new catalogs are written). Segment files are
@@ -164,7 +176,8 @@ func ReadBackup(fsys vfs.FS, dir string) (*BackupRecord, error) {
 // else copied and fsynced. The store's filesystem (Config.FS) writes dir.
 // A crash at any instant leaves dir the old snapshot, the new one, or
 // marked incomplete (BackupMarker; ReadBackup). Errors: a store whose
-// Metastore is not the files (backup lists their document collections),
+// Metastore or (with live events) LogStore is not the files (backup lists
+// their document collections, and reads the log's files),
 // dir not a backup directory, the store itself, damaged source files
 // (named), I/O, ctx.Err().
 func (s *Store) Backup(ctx context.Context, dir string, opt BackupOptions) (*BackupReport, error) {
@@ -273,15 +286,6 @@ func (b *backup) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
-	// Flush first, every app, so that the events acknowledged before the
-	// backup started are in segments before any version is pinned.
-	flushStart := time.Now()
-	for _, name := range names {
-		if err := s.FlushLive(ctx, name); err != nil && !errors.Is(err, ErrNotFound) {
-			return fmt.Errorf("backup: flush the live events of app %q: %w", name, err)
-		}
-	}
-	b.rep.FlushMS = float64(time.Since(flushStart).Microseconds()) / 1000
 	for _, name := range names {
 		if err := b.app(ctx, name); err != nil {
 			return err
@@ -323,22 +327,36 @@ func (b *backup) app(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
-	v, err := a.Acquire()
-	if err != nil {
-		return fmt.Errorf("backup: app %q: %w", name, err)
-	}
-	defer v.Release()
-	c := v.Published()
 	appDir := filepath.Join(b.dir, "apps", name)
 	segs := filepath.Join(appDir, segDir)
 	if err := vfs.MkdirAllSync(b.s.fs, segs, 0o755); err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
+	// The version, and its log records after the catalog's position. A
+	// flush that publishes them meanwhile may release them from the log
+	// before they are read: then the next version holds them in segments.
+	var v *Version
+	var logRecs uint64
+	for try := 0; ; try++ {
+		if v, err = a.Acquire(); err != nil {
+			return fmt.Errorf("backup: app %q: %w", name, err)
+		}
+		logRecs, err = b.log(ctx, a, v, appDir)
+		if err == nil {
+			break
+		}
+		v.Release()
+		if !errors.Is(err, fs.ErrNotExist) || try == 10 {
+			return fmt.Errorf("backup: app %q: copy its write-ahead log: %w", name, err)
+		}
+	}
+	defer v.Release()
+	c := v.Published()
 	have, err := b.s.fs.List(segs)
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
-	ba := BackupApp{App: name, Generation: c.Generation, LogSeq: c.LogSeq, Segments: len(c.Segments),
+	ba := BackupApp{App: name, Generation: c.Generation, LogSeq: max(c.LogSeq, v.LogSeq), LogRecords: logRecs, Segments: len(c.Segments),
 		Events: c.Rows(KindEvents), UserRows: c.Rows(KindUsers), Bytes: c.Bytes()}
 	keepSegs := make(map[string]bool, len(c.Segments))
 	placed := false
@@ -382,7 +400,20 @@ func (b *backup) app(ctx context.Context, name string) error {
 	if err := b.legacyCohorts(name, appDir); err != nil {
 		return err
 	}
-	// The catalog (and SETTINGS) last: every file it names is durable.
+	// The log in place, then the catalog (and SETTINGS) last: every file
+	// it names is durable.
+	if err := b.removeAll(filepath.Join(appDir, logDir)); err != nil {
+		return err
+	}
+	if logRecs > 0 {
+		if err := b.s.fs.Rename(filepath.Join(appDir, logDir+tmpSuffix), filepath.Join(appDir, logDir)); err != nil {
+			return fmt.Errorf("backup: app %q: %w", name, err)
+		}
+		if err := vfs.SyncDir(b.s.fs, appDir); err != nil {
+			return fmt.Errorf("backup: %w", err)
+		}
+	}
+	b.rep.LogRecords += logRecs
 	if _, err := b.dst.Publish(ctx, name, nil, c); err != nil {
 		return fmt.Errorf("backup: app %q: write its catalog: %w", name, err)
 	}
@@ -403,6 +434,35 @@ func (b *backup) app(ctx context.Context, name string) error {
 		}
 	}
 	return vfs.SyncDir(b.s.fs, appDir)
+}
+
+// log copies the write-ahead-log records version v holds after its
+// published catalog's position into appDir/wal.tmp (removed first), and
+// returns how many. In a restore (the source is a backup, whose log no
+// one appends to) it copies the whole log after that position.
+func (b *backup) log(ctx context.Context, a *App, v *Version, appDir string) (uint64, error) {
+	after, upTo := v.Published().LogSeq, v.LogSeq
+	src := filepath.Join(b.src.appDir(a.name), logDir)
+	if b.opt.restore {
+		if ok, err := vfs.Exists(b.s.fs, src); err != nil || !ok {
+			return 0, err
+		}
+		upTo = 0 // to the end
+	} else if upTo <= after {
+		return 0, nil
+	}
+	if _, ok := b.s.logs.(fileLogs); !ok {
+		return 0, errors.New("backup: live events need the file log (Config.Logs nil)")
+	}
+	tmp := filepath.Join(appDir, logDir+tmpSuffix)
+	if err := b.removeAll(tmp); err != nil {
+		return 0, err
+	}
+	segSize := int64(0)
+	if b.s.cfg.Live != nil {
+		segSize = b.s.cfg.Live.withDefaults().LogFileSize
+	}
+	return wal.Copy(ctx, b.s.fs, src, tmp, wal.CopyOptions{After: after, UpTo: upTo, SegmentSize: segSize})
 }
 
 // place puts segment ref of app a at path: a hard link to the store's
@@ -775,7 +835,9 @@ func (r *RestoreReport) Findings() int {
 // and a non-empty to; hard-links (or with opt.Copy copies) each app's
 // segment files and writes its catalog, settings, id graph and documents,
 // and the store's documents, as Store.Backup does (a crash leaves to
-// marked incomplete); then runs Store.Verify on every app of the new
+// marked incomplete); replays the backup's write-ahead-log records
+// (live events the backed-up version held) and flushes them, as spur
+// serve would at start; then runs Store.Verify on every app of the new
 // store. The versions restored must be the record's. A restore whose
 // copy succeeded returns the report also when verify has findings
 // (RestoreReport.Findings), with an error saying how many.
@@ -800,18 +862,31 @@ func Restore(ctx context.Context, from, to string, opt RestoreOptions) (*Restore
 	if err != nil {
 		return rep, fmt.Errorf("restore %s into %s: %w", from, to, err)
 	}
-	got := map[string]uint64{}
+	got := map[string]BackupApp{}
+	live := false
 	for _, a := range rep.Copy.Apps {
-		got[a.App] = a.Generation
+		got[a.App] = a
+		live = live || a.LogRecords > 0
 	}
 	for _, a := range rec.Apps {
-		if g, ok := got[a.App]; !ok || g != a.Generation {
-			return rep, fmt.Errorf("restore: the backup record names app %q at catalog generation %d, the backup holds %d (0: none): the backup directory was changed or damaged: %w",
-				a.App, a.Generation, g, ErrCorruption)
+		if g, ok := got[a.App]; !ok || g.Generation != a.Generation || g.LogRecords != a.LogRecords {
+			return rep, fmt.Errorf("restore: the backup record names app %q at catalog generation %d with %d log records, the backup holds %d with %d (0: none): the backup directory was changed or damaged: %w",
+				a.App, a.Generation, a.LogRecords, g.Generation, g.LogRecords, ErrCorruption)
 		}
 	}
 	if len(got) != len(rec.Apps) {
 		return rep, fmt.Errorf("restore: the backup holds %d apps, its record %d: the backup directory was changed: %w", len(got), len(rec.Apps), ErrCorruption)
+	}
+	if live {
+		// Apply the backed-up log records as spur serve would at start,
+		// and flush them: the new store holds them in segments.
+		w, err := Open(Config{Dir: to, FS: fsys, Writer: true, Live: &LiveOptions{}, Logger: opt.Logger, Holder: "spur restore"})
+		if err != nil {
+			return rep, fmt.Errorf("restore: replay the backup's write-ahead logs: %w", err)
+		}
+		if err := w.CloseContext(ctx); err != nil {
+			return rep, fmt.Errorf("restore: flush the backup's write-ahead logs: %w", err)
+		}
 	}
 	dst, err := Open(Config{Dir: to, FS: fsys, ReadOnly: true, Logger: opt.Logger})
 	if err != nil {
@@ -823,6 +898,10 @@ func Restore(ctx context.Context, from, to string, opt RestoreOptions) (*Restore
 		return rep, fmt.Errorf("restore: %w", err)
 	}
 	for _, app := range apps {
+		if a, err := dst.App(app); err == nil && a.Current().LogSeq < got[app].LogSeq {
+			return rep, fmt.Errorf("restore: app %q holds the write-ahead-log records up to %d, the backup up to %d: its log was not applied (see the log above): %w",
+				app, a.Current().LogSeq, got[app].LogSeq, ErrCorruption)
+		}
 		v, err := dst.Verify(ctx, app)
 		if err != nil {
 			return rep, fmt.Errorf("restore: verify app %q: %w", app, err)

@@ -75,10 +75,10 @@ func docIDs(t *testing.T, st *Store) (insights, keys []string) {
 
 // TestBackupDuringIngestionThenRestore (docs/storage.md §8): a backup taken
 // while live requests keep arriving holds every request acknowledged
-// before it started — flushed or not, with the id graph, the documents —
-// and restores into a store that verifies clean, answers exactly as the
-// same requests imported from files (every person's trail), and takes
-// live events again.
+// before it started — flushed or only in the log, with the id graph, the
+// documents — and restores into a store that verifies clean, answers
+// exactly as the version the backup pinned (the same requests imported
+// from files: every person's trail), and takes live events again.
 func TestBackupDuringIngestionThenRestore(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
@@ -157,9 +157,15 @@ func TestBackupDuringIngestionThenRestore(t *testing.T) {
 		}
 		return appTrails(t, rs)
 	}()
-	k := slices.IndexFunc(want, func(w map[string]string) bool { return maps.Equal(w, got) })
-	if k < before || k > after+1 {
-		t.Fatalf("the restored store answers as %d requests (-1: none), want between %d (acknowledged before the backup) and %d", k, before, after+1)
+	// Exactly the version the backup pinned: its requests, each one log
+	// record.
+	k := int(rep.Apps[0].LogSeq)
+	if k < before || k > after+1 || rep.Apps[0].LogRecords == 0 {
+		t.Fatalf("the backup holds %d requests (%d in its log), want between %d (acknowledged before the backup) and %d", k, rep.Apps[0].LogRecords, before, after+1)
+	}
+	if !maps.Equal(got, want[k]) {
+		t.Fatalf("the restored store answers as %d requests (-1: none), not as the %d the backup holds",
+			slices.IndexFunc(want, func(w map[string]string) bool { return maps.Equal(w, got) }), k)
 	}
 
 	// The restored store takes live events after the backup's log position.
@@ -331,7 +337,7 @@ func TestBackupIncremental(t *testing.T) {
 
 // TestBackupCrashAtEverySyncPoint simulates a power loss at every sync
 // point of a first backup and of an incremental one (hard links, or
-// copies), with only synced data surviving and with 30 % of unsynced
+// copies; with live events in the log, or none), with only synced data surviving and with 30 % of unsynced
 // blocks and directory entries surviving too: on each crashed filesystem
 // the backup directory is the old complete snapshot, the new complete
 // one (which restores, verifies clean and answers as the store did at
@@ -339,20 +345,43 @@ func TestBackupIncremental(t *testing.T) {
 // Restore.
 func TestBackupCrashAtEverySyncPoint(t *testing.T) {
 	ctx := context.Background()
-	for seed := range 2 {
+	for seed := range 3 {
 		for _, unsynced := range []int{0, 30} {
-			t.Run(fmt.Sprintf("seed%d-unsynced%d-copy%v", seed, unsynced, seed == 1), func(t *testing.T) {
+			copyFiles, live := seed == 1, seed > 0
+			t.Run(fmt.Sprintf("seed%d-unsynced%d-copy%v-live%v", seed, unsynced, copyFiles, live), func(t *testing.T) {
 				r := rand.New(rand.NewPCG(uint64(seed), 31))
 				fsys := crashfs.New()
-				st := openOn(t, fsys, 2)
+				var st *Store
+				if live {
+					st = openLiveOn(t, fsys, 2, quietLive)
+				} else {
+					st = openOn(t, fsys, 2)
+				}
 				var ids idPool
-				for k := range 2 {
-					req := newLiveRequest(r, 60, 20, 1_600_000_000_000_000+int64(k)*5_000_000, &ids)
+				// write adds a request: live (flushed or left in the log at
+				// random), or imported.
+				write := func(req liveRequest) {
+					if !live {
+						importRequest(t, st, req)
+						return
+					}
+					ingestRequest(t, st, req)
+					if r.IntN(2) == 0 {
+						if err := st.FlushLive(ctx, "app"); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				for k := range 3 {
+					req := newLiveRequest(r, 40, 20, 1_600_000_000_000_000+int64(k)*5_000_000, &ids)
 					req.identify(r)
-					importRequest(t, st, req)
+					write(req)
+				}
+				if live { // a request only in the log
+					ingestRequest(t, st, newLiveRequest(r, 20, 20, 1_600_000_050_000_000, &ids))
 				}
 				putDocs(t, st, "a")
-				opt := BackupOptions{Copy: seed == 1}
+				opt := BackupOptions{Copy: copyFiles}
 				type snapshot struct {
 					gen    uint64
 					trails map[string]string
@@ -414,8 +443,12 @@ func TestBackupCrashAtEverySyncPoint(t *testing.T) {
 				}
 
 				first := snap()
+				var logged uint64 // log records backed up
 				states, err := crashStates(t, fsys, unsynced, r, func() error {
-					_, err := st.Backup(ctx, "bk", opt)
+					rep, err := st.Backup(ctx, "bk", opt)
+					if err == nil {
+						logged += rep.LogRecords
+					}
 					return err
 				})
 				if err != nil {
@@ -424,7 +457,12 @@ func TestBackupCrashAtEverySyncPoint(t *testing.T) {
 				check("first backup", states, nil, first)
 
 				// New data, a compaction, documents changed.
-				importRequest(t, st, newLiveRequest(r, 40, 20, 1_600_000_100_000_000, &ids))
+				write(newLiveRequest(r, 40, 20, 1_600_000_100_000_000, &ids))
+				if live {
+					if err := st.FlushLive(ctx, "app"); err != nil {
+						t.Fatal(err)
+					}
+				}
 				if _, err := st.Compact(ctx, "app", CompactOptions{Force: true, only: map[shardKind]bool{{1, KindEvents}: true}}); err != nil {
 					t.Fatal(err)
 				}
@@ -434,16 +472,25 @@ func TestBackupCrashAtEverySyncPoint(t *testing.T) {
 					t.Fatal(err)
 				}
 				putDocs(t, st, "b")
+				if live {
+					ingestRequest(t, st, newLiveRequest(r, 20, 20, 1_600_000_200_000_000, &ids)) // only in the log
+				}
 				second := snap()
 				states, err = crashStates(t, fsys, unsynced, r, func() error {
 					rep, err := st.Backup(ctx, "bk", opt)
 					if err == nil && (rep.FilesKept == 0 || rep.FilesRemoved == 0) {
 						t.Errorf("the second backup kept %d files and removed %d", rep.FilesKept, rep.FilesRemoved)
 					}
+					if err == nil {
+						logged += rep.LogRecords
+					}
 					return err
 				})
 				if err != nil {
 					t.Fatal(err)
+				}
+				if live && logged == 0 {
+					t.Fatal("no backup held live records of the log")
 				}
 				check("incremental backup", states, &first, second)
 			})

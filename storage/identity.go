@@ -264,13 +264,8 @@ func walkIdentity(path string, b []byte, fn func(payload []byte, ops uint32, log
 // publication to the id graph file and its copy (each replaced
 // atomically) and sets next.Identity to the new prefix: called by
 // writeTxn.publish before the catalog is swapped, so that a catalog never
-// names bytes the files lack. upTo, when not nil, is a flush's: the
-// operations recorded when it took the live records up to upTo.LogSeq
-// (upTo.Ops of them); later ones stay for the next publication, so that
-// the graph the catalog publishes covers the same log records as its
-// segments (a backup, or a reader of the files alone, sees no operation
-// whose events are only in the log).
-func (a *App) persistIdentity(next *Catalog, upTo *IdentityPos) error {
+// names bytes the files lack.
+func (a *App) persistIdentity(next *Catalog) error {
 	id := &a.ident
 	id.mu.Lock()
 	g, logSeq, disk, file := id.graph, id.logSeq, id.disk, id.file
@@ -280,10 +275,6 @@ func (a *App) persistIdentity(next *Catalog, upTo *IdentityPos) error {
 		return nil
 	}
 	rec := g.Snapshot().Recorded()
-	if upTo != nil && upTo.Ops < rec {
-		rec = max(upTo.Ops, disk.Ops)
-		logSeq = max(upTo.LogSeq, disk.LogSeq)
-	}
 	if rec == disk.Ops {
 		// Only Noop operations since: the log position moves on, unless
 		// no frame was ever written (a position of no bytes must be the

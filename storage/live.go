@@ -872,12 +872,6 @@ func (l *liveApp) flush(ctx context.Context) (int64, error) {
 	l.mu.Lock()
 	segs := slices.Clone(l.segs)
 	logSeq := l.applied
-	// The id graph as of the same record (operations are applied under
-	// l.mu): the publication names no later operation.
-	idUpTo := IdentityPos{LogSeq: logSeq}
-	if snap := a.ident.snapshot(); snap != nil {
-		idUpTo.Ops = snap.Recorded()
-	}
 	l.oldest = time.Time{}
 	// The outputs take an arrival rank of their own, after every rank
 	// handed out so far and before those of later seals: a flush output's
@@ -896,7 +890,6 @@ func (l *liveApp) flush(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	defer t.end()
-	t.identUpTo = &idUpTo
 	base := t.base
 	v, err := a.Acquire() // pins segs: no one else removes live segments
 	if err != nil {

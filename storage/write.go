@@ -30,9 +30,6 @@ type writeTxn struct {
 	// force makes the next publish replace whatever catalog is there
 	// (recovery), not only base's generation (Metastore.Publish).
 	force bool
-	// identUpTo, set by a flush, limits the id graph it publishes to the
-	// operations of the log records its segments hold (persistIdentity).
-	identUpTo *IdentityPos
 }
 
 // beginWrite takes app a's writer role and returns the write. It refuses
@@ -286,7 +283,7 @@ func (t *writeTxn) publish(next *Catalog) error {
 			return fmt.Errorf("app %q: sync segment directory: %w", a.name, err)
 		}
 	}
-	if err := a.persistIdentity(next, t.identUpTo); err != nil {
+	if err := a.persistIdentity(next); err != nil {
 		return err
 	}
 	prev := t.base

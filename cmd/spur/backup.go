@@ -23,8 +23,9 @@ func newBackupCmd(g *globals) *cobra.Command {
 		Use:   "backup --to DIR [--copy] [--url URL --key ADMINKEY]",
 		Short: "Write a consistent snapshot of the whole store into a directory (incremental)",
 		Long: `backup writes a consistent snapshot of the whole store into DIR: every event
-acknowledged before it started (live layers are flushed first), each app's
-catalog, settings, id graph and segment files, saved cohorts, insights and
+acknowledged before it started (the live layer's events still in the write-ahead
+log are copied from it, and applied by restore), each app's catalog, settings, id
+graph and segment files, saved cohorts, insights and
 dashboards, and the store's keys — one version per app, taken while writes go on.
 DIR is itself a store: ` + "`spur restore --from DIR --data NEW`" + ` makes a new store of it.
 
@@ -80,15 +81,15 @@ the running server writes the snapshot into DIR on its own filesystem (an admin
 	return cmd
 }
 
-// localBackup opens the --data store as its writer, replaying and then
-// flushing the write-ahead logs of live events as spur serve would, and
-// backs it up into to.
+// localBackup opens the --data store as its writer, replaying the
+// write-ahead logs of live events as spur serve would (its Close flushes
+// them), and backs it up into to.
 func localBackup(cmd *cobra.Command, g *globals, to string, copyFiles bool) (*storage.BackupReport, error) {
 	if _, err := os.Stat(filepath.Join(g.dataDir, "apps")); err != nil {
 		return nil, fmt.Errorf("--data %s: no Spur store there: %w", g.dataDir, err)
 	}
 	cfg := storeConfig(g, serveStore, "spur backup")
-	cfg.Live = &storage.LiveOptions{} // the logs' unflushed events are backed up too
+	cfg.Live = &storage.LiveOptions{} // the logs' unflushed events are replayed and backed up too
 	st, err := storage.Open(cfg)
 	if err != nil {
 		if errors.Is(err, storage.ErrLocked) {
@@ -109,12 +110,12 @@ func localBackup(cmd *cobra.Command, g *globals, to string, copyFiles bool) (*st
 // printBackup writes a backup report for people: a summary line, then one
 // line per app.
 func printBackup(w io.Writer, rep *storage.BackupReport) {
-	fmt.Fprintf(w, "backed up %d apps into %s in %.2f s (live layers flushed in %.0f ms): %d segment files, %s: %d linked, %d copied (%s), %d kept from the previous backup, %d files removed; %d documents\n",
-		len(rep.Apps), rep.Dir, rep.DurationMS/1000, rep.FlushMS, rep.FilesLinked+rep.FilesCopied+rep.FilesKept, mib(rep.Bytes),
-		rep.FilesLinked, rep.FilesCopied, mib(rep.BytesCopied), rep.FilesKept, rep.FilesRemoved, rep.Documents)
+	fmt.Fprintf(w, "backed up %d apps into %s in %.2f s: %d segment files, %s: %d linked, %d copied (%s), %d kept from the previous backup, %d files removed; %d live log records; %d documents\n",
+		len(rep.Apps), rep.Dir, rep.DurationMS/1000, rep.FilesLinked+rep.FilesCopied+rep.FilesKept, mib(rep.Bytes),
+		rep.FilesLinked, rep.FilesCopied, mib(rep.BytesCopied), rep.FilesKept, rep.FilesRemoved, rep.LogRecords, rep.Documents)
 	for _, a := range rep.Apps {
-		fmt.Fprintf(w, "app %s: catalog generation %d, log position %d, %d events, %d user property rows, %d segments, %s, %d documents\n",
-			a.App, a.Generation, a.LogSeq, a.Events, a.UserRows, a.Segments, mib(a.Bytes), a.Documents)
+		fmt.Fprintf(w, "app %s: catalog generation %d and %d live log records up to %d, %d events in segments, %d user property rows, %d segments, %s, %d documents\n",
+			a.App, a.Generation, a.LogRecords, a.LogSeq, a.Events, a.UserRows, a.Segments, mib(a.Bytes), a.Documents)
 	}
 }
 

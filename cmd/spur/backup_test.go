@@ -185,7 +185,7 @@ func TestBackupThroughServer(t *testing.T) {
 
 	bk := filepath.Join(dir, "backup")
 	rep := backupReport(t, "backup", "--url", url, "--key", key, "--to", bk)
-	if len(rep.Apps) != 1 || rep.Apps[0].LogSeq == 0 || rep.FilesLinked == 0 {
+	if len(rep.Apps) != 1 || rep.Apps[0].LogSeq == 0 || rep.LogRecords == 0 || rep.FilesLinked == 0 {
 		t.Fatalf("backup through the server: %+v", rep)
 	}
 	// Refusals through the API: a relative path; a directory that is not a backup.
