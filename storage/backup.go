@@ -213,7 +213,8 @@ func (s *Store) Backup(ctx context.Context, dir string, opt BackupOptions) (*Bac
 		return b.rep, err
 	}
 	if !opt.restore {
-		rec := BackupRecord{Format: 1, Source: s.cfg.Dir, Started: start.UTC(), Finished: time.Now().UTC(), Apps: b.rep.Apps}
+		src, _ := filepath.Abs(s.cfg.Dir) // checkBackupDir made it absolute: no error
+		rec := BackupRecord{Format: 1, Source: src, Started: start.UTC(), Finished: time.Now().UTC(), Apps: b.rep.Apps}
 		body, _ := json.Marshal(rec) // plain fields: cannot fail
 		now := time.Now().UTC().Format("2006-01-02T15:04:05.000Z")
 		doc := encodeDoc(&Doc{ID: backupDocID, Version: 1, Created: now, Updated: now, Body: body})

@@ -52,8 +52,8 @@ if anything is wrong. Start spur serve --data NEW on the result.`,
 				b.Source, b.Finished.Format(time.RFC3339), g.dataDir, time.Since(start).Seconds(), len(rep.Copy.Apps),
 				rep.Copy.FilesLinked+rep.Copy.FilesCopied, mib(rep.Copy.Bytes), rep.Copy.FilesLinked, rep.Copy.FilesCopied, rep.Copy.Documents)
 			for _, a := range rep.Copy.Apps {
-				fmt.Fprintf(out, "app %s: catalog generation %d, %d events, %d user property rows, %d segments, %d documents\n",
-					a.App, a.Generation, a.Events, a.UserRows, a.Segments, a.Documents)
+				fmt.Fprintf(out, "app %s: catalog generation %d, %d events and %d user property rows in %d segments, %d live log records replayed (up to record %d), %d documents\n",
+					a.App, a.Generation, a.Events, a.UserRows, a.Segments, a.LogRecords, a.LogSeq, a.Documents)
 			}
 			for _, v := range rep.Verify {
 				for _, f := range v.Findings {
