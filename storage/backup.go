@@ -623,7 +623,9 @@ func (b *backup) writeIfChanged(dir, name string, data []byte) error {
 	if err := vfs.MkdirAllSync(b.s.fs, dir, 0o755); err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
-	if err := vfs.WriteFileAtomic(b.s.fs, dir, name, data); err != nil {
+	// A copy: data stays the caller's (written twice for the id graph; a
+	// test filesystem in a race build scrambles what it was given).
+	if err := vfs.WriteFileAtomic(b.s.fs, dir, name, slices.Clone(data)); err != nil {
 		return fmt.Errorf("backup: write %s: %w", filepath.Join(dir, name), err)
 	}
 	b.rep.MetaBytes += int64(len(data))

@@ -177,6 +177,20 @@ func TestBackupDuringIngestionThenRestore(t *testing.T) {
 	}
 }
 
+// compactAndDelete compacts the events of shard shard of app "app" (its
+// files replaced) and deletes the app's insight "i-a".
+func compactAndDelete(t *testing.T, st *Store, shard int) {
+	t.Helper()
+	if _, err := st.Compact(context.Background(), "app", CompactOptions{Force: true, only: map[shardKind]bool{{shard, KindEvents}: true}}); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := st.App("app")
+	c, _ := a.Collection("insights")
+	if err := c.Delete("i-a", 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // segNames returns the segment file names of app "app"'s current catalog.
 func segNames(t *testing.T, st *Store) []string {
 	t.Helper()
@@ -233,14 +247,7 @@ func TestBackupIncremental(t *testing.T) {
 	req := newLiveRequest(r, 60, 30, 1_600_000_100_000_000, &ids)
 	importRequest(t, st, req)
 	mid := segNames(t, st)
-	if _, err := st.Compact(ctx, "app", CompactOptions{Force: true, only: map[shardKind]bool{{0, KindEvents}: true}}); err != nil {
-		t.Fatal(err)
-	}
-	a, _ := st.App("app")
-	c, _ := a.Collection("insights")
-	if err := c.Delete("i-a", 0); err != nil {
-		t.Fatal(err)
-	}
+	compactAndDelete(t, st, 0)
 	last := segNames(t, st)
 	var added, gone, common int
 	for _, n := range last {
@@ -424,7 +431,13 @@ func TestBackupCrashAtEverySyncPoint(t *testing.T) {
 						}
 						rrep, err := Restore(ctx, "bk", "r", RestoreOptions{FS: cfs, Logger: slog.New(slog.DiscardHandler)})
 						if err != nil {
-							t.Fatalf("%s: sync point %d: restore: %v (%+v)", what, i, err, rrep)
+							var found []Finding
+							if rrep != nil {
+								for _, v := range rrep.Verify {
+									found = append(found, v.Findings...)
+								}
+							}
+							t.Fatalf("%s: sync point %d: restore: %v %v", what, i, err, found)
 						}
 						rs := openDir(t, cfs, "r", false, nil)
 						if got := appTrails(t, rs); !maps.Equal(got, w.trails) {
@@ -463,14 +476,7 @@ func TestBackupCrashAtEverySyncPoint(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				if _, err := st.Compact(ctx, "app", CompactOptions{Force: true, only: map[shardKind]bool{{1, KindEvents}: true}}); err != nil {
-					t.Fatal(err)
-				}
-				a, _ := st.App("app")
-				c, _ := a.Collection("insights")
-				if err := c.Delete("i-a", 0); err != nil {
-					t.Fatal(err)
-				}
+				compactAndDelete(t, st, 1)
 				putDocs(t, st, "b")
 				if live {
 					ingestRequest(t, st, newLiveRequest(r, 20, 20, 1_600_000_200_000_000, &ids)) // only in the log
