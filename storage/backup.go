@@ -357,7 +357,7 @@ func (b *backup) app(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
-	ba := BackupApp{App: name, Generation: c.Generation, LogSeq: max(c.LogSeq, v.LogSeq), LogRecords: logRecs, Segments: len(c.Segments),
+	ba := BackupApp{App: name, Generation: c.Generation, LogSeq: max(v.LogSeq, c.LogSeq+logRecs), LogRecords: logRecs, Segments: len(c.Segments),
 		Events: c.Rows(KindEvents), UserRows: c.Rows(KindUsers), Bytes: c.Bytes()}
 	keepSegs := make(map[string]bool, len(c.Segments))
 	placed := false
@@ -761,10 +761,15 @@ func (b *backup) remove(path string) error {
 	return fmt.Errorf("backup: %w", err)
 }
 
-// removeAll removes directory path of the backup with everything in it,
-// its catalog first (so that it stops being an app at once), and syncs
-// its parent.
+// removeAll removes directory path of the backup, when it exists, with
+// everything in it, its catalog first (so that it stops being an app at
+// once), and syncs its parent.
 func (b *backup) removeAll(path string) error {
+	if ok, err := vfs.Exists(b.s.fs, path); err != nil {
+		return fmt.Errorf("backup: %w", err)
+	} else if !ok {
+		return nil
+	}
 	if err := b.remove(filepath.Join(path, catalogName)); err != nil {
 		return err
 	}
@@ -872,7 +877,7 @@ func Restore(ctx context.Context, from, to string, opt RestoreOptions) (*Restore
 		live = live || a.LogRecords > 0
 	}
 	for _, a := range rec.Apps {
-		if g, ok := got[a.App]; !ok || g.Generation != a.Generation || g.LogRecords != a.LogRecords {
+		if g, ok := got[a.App]; !ok || g.Generation != a.Generation || g.LogRecords != a.LogRecords || g.LogSeq != a.LogSeq {
 			return rep, fmt.Errorf("restore: the backup record names app %q at catalog generation %d with %d log records, the backup holds %d with %d (0: none): the backup directory was changed or damaged: %w",
 				a.App, a.Generation, a.LogRecords, g.Generation, g.LogRecords, ErrCorruption)
 		}
