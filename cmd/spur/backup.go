@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spurdb/spur/storage"
@@ -92,7 +93,7 @@ func localBackup(cmd *cobra.Command, g *globals, to string, copyFiles bool) (*st
 	cfg.Live = &storage.LiveOptions{} // the logs' unflushed events are replayed and backed up too
 	st, err := storage.Open(cfg)
 	if err != nil {
-		if errors.Is(err, storage.ErrLocked) {
+		if errors.Is(err, storage.ErrLocked) && strings.Contains(err.Error(), "spur serve") {
 			return nil, fmt.Errorf("%w: back up through it with --url and an admin --key", err)
 		}
 		return nil, err
