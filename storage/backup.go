@@ -83,15 +83,15 @@ type BackupOptions struct {
 // BackupReport says what Store.Backup wrote. Counts are of segment files;
 // bytes are of segment files unless named otherwise.
 type BackupReport struct {
-	Dir          string      `json:"dir"`
-	Apps         []BackupApp `json:"apps"`
+	Dir          string      `json:"dir"`           // the backup directory, as given
+	Apps         []BackupApp `json:"apps"`          // the apps backed up, by name
 	FilesLinked  int         `json:"files_linked"`  // hard-linked from the store
 	FilesCopied  int         `json:"files_copied"`  // copied (another filesystem, Copy, or a link refused)
 	FilesKept    int         `json:"files_kept"`    // already in the directory from a previous backup
-	FilesRemoved int         `json:"files_removed"` // removed: not in the new snapshot (segments, documents, apps)
-	BytesLinked  int64       `json:"bytes_linked"`
-	BytesCopied  int64       `json:"bytes_copied"`
-	BytesKept    int64       `json:"bytes_kept"`
+	FilesRemoved int         `json:"files_removed"` // removed: not in the new snapshot (segments, documents, logs, apps)
+	BytesLinked  int64       `json:"bytes_linked"`  // of the files linked
+	BytesCopied  int64       `json:"bytes_copied"`  // of the files copied
+	BytesKept    int64       `json:"bytes_kept"`    // of the files kept
 	// Bytes is the size of the snapshot's segment files; MetaBytes that
 	// of the catalogs, settings, id graphs and documents written.
 	Bytes     int64 `json:"bytes"`
@@ -106,14 +106,14 @@ type BackupReport struct {
 
 // BackupApp is one app of a backup: the version it holds.
 type BackupApp struct {
-	App        string `json:"app"`
+	App        string `json:"app"`        // its name
 	Generation uint64 `json:"generation"` // of the catalog backed up
 	// LogSeq is the last write-ahead-log record the version holds;
 	// LogRecords of them (those after the catalog's position) are in the
 	// backup's log, the others in its segments.
 	LogSeq     uint64 `json:"log_seq"`
 	LogRecords uint64 `json:"log_records"`
-	Segments   int    `json:"segments"`
+	Segments   int    `json:"segments"`  // segment files of the catalog
 	Events     int64  `json:"events"`    // rows of events segments
 	UserRows   int64  `json:"user_rows"` // rows of users segments
 	Bytes      int64  `json:"bytes"`     // of its segment files
@@ -122,11 +122,11 @@ type BackupApp struct {
 
 // BackupRecord is the content of a complete backup's BACKUP file.
 type BackupRecord struct {
-	Format   int         `json:"format"` // 1
-	Source   string      `json:"source"` // the store directory backed up
-	Started  time.Time   `json:"started"`
-	Finished time.Time   `json:"finished"`
-	Apps     []BackupApp `json:"apps"`
+	Format   int         `json:"format"`   // 1
+	Source   string      `json:"source"`   // the store directory backed up, absolute
+	Started  time.Time   `json:"started"`  // when the backup began (UTC)
+	Finished time.Time   `json:"finished"` // when it had written everything but this record (UTC)
+	Apps     []BackupApp `json:"apps"`     // the versions it holds, by app name
 }
 
 // ReadBackup reads the record of the complete backup in directory dir of
