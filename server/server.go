@@ -561,6 +561,7 @@ func (s *Server) routes() http.Handler {
 	rt.handle("GET", "/api/keys", sameOriginOnly, access{scope: ScopeAdmin}, s.handleListKeys)
 	rt.handle("POST", "/api/keys", sameOriginOnly, access{scope: ScopeAdmin}, s.handleCreateKey)
 	rt.handle("DELETE", "/api/keys/{id}", sameOriginOnly, access{scope: ScopeAdmin}, s.handleRevokeKey)
+	rt.handle("POST", "/api/backup", sameOriginOnly, access{scope: ScopeAdmin}, s.handleBackup)
 	rt.handle("GET", "/healthz", sameOriginOnly, open, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"github.com/spurdb/spur/storage"
 )
 
 func newVerifyCmd(g *globals) *cobra.Command {
@@ -18,8 +20,8 @@ CHECK TABLE does: the catalog and settings files (checksums, strict decoding), a
 every segment completely — header, trailer, footer and chunk checksums (CRC-32C),
 users sorted, time ranges, event counts and bitsets, dictionary codes — and
 cross-checks each catalog entry against its segment's footer and size. It lists
-every finding (catalog, settings, missing file, orphan file, mismatch, corruption)
-with file and offset instead of stopping at the first, and exits non-zero if there
+every finding (catalog, settings, missing file, orphan file, mismatch, corruption;
+for a backup directory, a backup that did not complete) with file and offset instead of stopping at the first, and exits non-zero if there
 is any. Queries check the checksum of every chunk they read; verify checks all.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -36,6 +38,17 @@ is any. Queries check the checksum of every chunk they read; verify checks all.`
 			}
 			out := cmd.OutOrStdout()
 			bad := 0
+			// A backup directory (spur backup) must not be an interrupted one.
+			if _, err := storage.ReadBackup(nil, g.dataDir); errors.Is(err, storage.ErrIncompleteBackup) || errors.Is(err, storage.ErrCorruption) {
+				bad++
+				if asJSON {
+					if err := json.NewEncoder(out).Encode(storage.Finding{Kind: "backup", File: g.dataDir, Offset: -1, Message: err.Error()}); err != nil {
+						return err
+					}
+				} else {
+					fmt.Fprintf(out, "backup: %v\n", err)
+				}
+			}
 			for _, name := range apps {
 				rep, err := st.Verify(cmd.Context(), name)
 				if err != nil {

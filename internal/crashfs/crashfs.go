@@ -138,6 +138,10 @@ func (f *FS) List(dir string) ([]string, error) {
 	return names, err
 }
 
+// Link implements vfs.Linker: a hard link, durable after a sync of its
+// directory, like a create.
+func (f *FS) Link(oldname, newname string) error { return f.mem.Link(oldname, newname) }
+
 // Stat implements vfs.FS.
 func (f *FS) Stat(name string) (fs.FileInfo, error) { return f.mem.Stat(name) }
 
