@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from pathlib import Path
 from typing import Any, Dict
 
 import httpx
@@ -281,3 +282,20 @@ def test_persons_merge_and_trail(client: Client) -> None:
     with pytest.raises(SpurError) as e:
         client.merge("pypersons", "u2", "")
     assert e.value.status == 400 and e.value.field == "ids[1]"
+
+
+def test_property_warnings_and_backup(client: Client, server_url: str, tmp_path: Path) -> None:
+    # A PostHog batch through the capture path: n is an int, then a string (dropped, event kept).
+    body = {"api_key": "pycapture", "batch": [
+        {"event": "e", "distinct_id": "c1", "uuid": "c-1", "timestamp": "2026-01-01T10:00:00Z", "properties": {"n": 1}},
+        {"event": "e", "distinct_id": "c1", "uuid": "c-2", "timestamp": "2026-01-01T10:00:01Z", "properties": {"n": "x"}}]}
+    key = client._call("POST", "api/keys", json={"scope": "ingest", "app": "pycapture"}).json()["key"]
+    body["api_key"] = key
+    r = httpx.post(server_url + "ingest/posthog/batch/", json=body)
+    assert (r.status_code, r.json()) == (200, {"status": 1})
+    w = client.property_warnings("pycapture")
+    assert w["total"] == 1 and (w["warnings"][0]["kind"], w["warnings"][0]["field"]) == ("property", "properties.n")
+    rep = client.backup(str(tmp_path / "bk"))
+    assert "pycapture" in [a["app"] for a in rep["apps"]] and rep["files_linked"] + rep["files_copied"] > 0
+    again = client.backup(str(tmp_path / "bk"))
+    assert again["files_linked"] + again["files_copied"] == 0 and again["files_kept"] > 0

@@ -293,6 +293,23 @@ class Client:
         params = {"kind": "identity", "offset": offset, "limit": limit}
         return dict(self._call("GET", f"api/apps/{app}/warnings", params=params).json())
 
+    def property_warnings(self, app: str, offset: int = 0, limit: int = 100) -> JSON:
+        """The SDK capture paths' warnings for the app (docs/sdks.md, "Bad values"), newest first:
+        ``{"total", "warnings": [{"time", "kind", "index", "field", "message"}], …}`` — kind
+        ``"property"`` for a value dropped from a stored event, ``"event"`` for a message left out;
+        kept in the server's memory, the newest 1,000 per app since it started."""
+        params = {"kind": "property", "offset": offset, "limit": limit}
+        return dict(self._call("GET", f"api/apps/{app}/warnings", params=params).json())
+
+    def backup(self, to: str, copy: bool = False) -> JSON:
+        """Has the server write a consistent snapshot of the whole store into directory ``to`` on
+        its own filesystem (``POST /api/backup``, docs/storage.md §8; an admin key): absolute,
+        empty or holding an earlier backup, which is updated incrementally. With ``copy`` the
+        segment files are copied, not hard-linked. Returns the report: ``{"dir", "apps",
+        "files_linked", "files_copied", "files_kept", "files_removed", "bytes", …,
+        "duration_ms"}``. ``spur restore --from DIR --data NEW`` makes a store of it."""
+        return dict(self._call("POST", "api/backup", json={"to": to, "copy": copy}).json())
+
     def export(self, app: str, users: bool = False, since: Optional[str] = None, until: Optional[str] = None) -> pd.DataFrame:
         """An app's events, or with ``users=True`` its users' current properties, as one DataFrame.
 
