@@ -20,7 +20,8 @@ import (
 //	query   GET /api/apps (lists the key's app), schema, query, insights,
 //	        dashboards, cohorts, users: the key's app only
 //	admin   everything on every app, plus GET/POST /api/keys,
-//	        DELETE /api/keys/{id} and GET /metrics
+//	        DELETE /api/keys/{id}, DELETE /api/apps/{app}, POST
+//	        /api/backup and GET /metrics
 //	any key GET /api/key (the key's own record), and the 404/405 answers
 //	        of /api/ (an unauthenticated client learns nothing)
 //	none    GET /healthz, the web UI's files, CORS preflights; /metrics

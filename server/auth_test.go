@@ -86,6 +86,9 @@ func TestAuthMatrix(t *testing.T) {
 			}
 		}
 		for kname, key := range keys {
+			if kname == "admin" && rt.method == "DELETE" && rt.path == "/api/apps/{app}" {
+				continue // it would delete the app and its keys: TestDeleteApp
+			}
 			code, e := call(rt.method, path, "Bearer "+key)
 			var allowed bool
 			switch kname {

@@ -638,6 +638,13 @@ func (c *captureWarnings) add(app string, ws []captureWarning) {
 	}
 }
 
+// forget drops app's warnings (the app was deleted).
+func (c *captureWarnings) forget(app string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.byApp, app)
+}
+
 // page returns app's total and the warnings newest first from offset,
 // at most limit.
 func (c *captureWarnings) page(app string, offset, limit int) (uint64, []captureWarning) {

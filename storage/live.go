@@ -258,6 +258,9 @@ func (a *App) openLive() (*liveApp, error) {
 	if l := a.live.Load(); l != nil {
 		return l, nil
 	}
+	if a.deleted.Load() {
+		return nil, fmt.Errorf("app %q: %w", a.name, ErrAppDeleted)
+	}
 	if s.role == nil {
 		return nil, fmt.Errorf("app %q: live ingestion needs the store's writer role (storage.Config.Writer, as spur serve holds it)", a.name)
 	}
@@ -353,6 +356,9 @@ func (a *App) allocSeq(min int64) int64 {
 func (l *liveApp) ingestOps(ctx context.Context, evs []event.Event, users []UserWrite, ids []IdentityWrite, opt IngestOptions) (*IngestReport, error) {
 	if err := l.err(); err != nil {
 		return nil, err
+	}
+	if l.a.deleted.Load() {
+		return nil, fmt.Errorf("app %q: %w", l.a.name, ErrAppDeleted)
 	}
 	if l.mem.Load() >= l.opt.Memory {
 		l.signal()
@@ -1078,6 +1084,18 @@ func (l *liveApp) close(ctx context.Context) error {
 		}
 	}
 	return l.log.Close()
+}
+
+// drop stops the live layer of an app being deleted (Store.DeleteApp):
+// its background work ends, nothing is flushed, the log is closed.
+func (l *liveApp) drop() {
+	close(l.stop)
+	<-l.done
+	l.maint.Lock()
+	defer l.maint.Unlock()
+	if err := l.log.Close(); err != nil {
+		l.a.store.log.Warn("deleted app: closing its write-ahead log", "app", l.a.name, "err", err)
+	}
 }
 
 // props returns the live schema of kind's properties.

@@ -142,9 +142,10 @@ type Store struct {
 	meta   Metastore // catalogs, apps, leases, documents: Config.Metastore or the files
 	logs   LogStore  // the apps' write-ahead logs: Config.Logs or the files
 
-	mu     sync.Mutex // guards apps (the map, not the apps' versions) and collMu
-	apps   map[string]*App
-	collMu map[string]*sync.Mutex // per store-level document collection: this process's writers (Store.Collection)
+	mu       sync.Mutex // guards apps (the map, not the apps' versions), deleting and collMu
+	apps     map[string]*App
+	deleting map[string]bool        // apps DeleteApp is removing (deleteapp.go)
+	collMu   map[string]*sync.Mutex // per store-level document collection: this process's writers (Store.Collection)
 
 	// scanners hold per-worker scan states with their decode buffers
 	// between scans, arenas the person join's copied parts
@@ -259,6 +260,9 @@ func Open(cfg Config) (*Store, error) {
 			return nil, s.storeLocked(err)
 		}
 		s.role = role
+		if cfg.Metastore == nil {
+			s.removeDeletedApps()
+		}
 	}
 	if cfg.Live != nil {
 		if err := s.openLogs(); err != nil {
@@ -384,6 +388,9 @@ func (s *Store) app(name string, create bool) (*App, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.deleting[name] {
+		return nil, fmt.Errorf("app %q: %w", name, ErrAppDeleted)
+	}
 	if a := s.apps[name]; a != nil {
 		return a, nil
 	}
@@ -450,6 +457,7 @@ type App struct {
 	roleOK bool                   // this process holds the app's writer role now
 	collMu map[string]*sync.Mutex // per document collection: this process's writers (Collection)
 
+	deleted  atomic.Bool             // Store.DeleteApp removes the app: writes refuse (ErrAppDeleted)
 	ident    appIdentity             // the id graph (identity.go)
 	live     atomic.Pointer[liveApp] // the live layer, once the app has taken live events (Store.Ingest)
 	liveOpen sync.Mutex              // serializes openLive

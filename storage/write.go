@@ -100,6 +100,9 @@ func (a *App) lockRole() (_ *writeTxn, err error) {
 			t.end()
 		}
 	}()
+	if a.deleted.Load() {
+		return nil, fmt.Errorf("app %q: %w", a.name, ErrAppDeleted)
+	}
 	if s.role == nil {
 		ctx := context.Background()
 		l, err := s.meta.Lease(ctx, LeaseName{}, true, "")

@@ -1,0 +1,56 @@
+package server
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestDeleteApp: DELETE /api/apps/{app} needs an admin key; it revokes
+// the app's keys and removes the app, whose schema is then 404 and whose
+// name starts a new app on the next event; another app is untouched.
+func TestDeleteApp(t *testing.T) {
+	ts := start(t, Config{Store: liveStore(t)})
+	ingest, query := ingestKey(t, ts, "gone"), ""
+	var err error
+	if query, _, err = ts.srv.Keys().Create(ScopeQuery, "gone", ""); err != nil {
+		t.Fatal(err)
+	}
+	other := ingestKey(t, ts, "kept")
+	for key, app := range map[string]string{ingest: "gone", other: "kept"} {
+		if code, _, b := ts.do(t, "POST", "api/apps/"+app+"/events", `[{"user_id":"u","event":"e","timestamp":"2026-01-01T00:00:00Z"}]`, "Authorization", "Bearer "+key); code != 200 {
+			t.Fatalf("%s: %d %s", app, code, b)
+		}
+	}
+	if code, _, _ := ts.do(t, "DELETE", "api/apps/gone", "", "Authorization", "Bearer "+query); code != 403 {
+		t.Errorf("a query key deleted the app: %d", code)
+	}
+	code, _, b := ts.do(t, "DELETE", "api/apps/gone", "")
+	var ans struct {
+		App         string `json:"app"`
+		Files       int    `json:"files"`
+		KeysRevoked int    `json:"keys_revoked"`
+	}
+	if code != 200 || json.Unmarshal(b, &ans) != nil || ans.App != "gone" || ans.Files == 0 || ans.KeysRevoked != 2 {
+		t.Fatalf("delete: %d %s", code, b)
+	}
+	if code, _, b := ts.do(t, "POST", "api/apps/gone/events", `[{"user_id":"u","event":"e"}]`, "Authorization", "Bearer "+ingest); code != 401 {
+		t.Errorf("the deleted app's ingest key: %d %s", code, b)
+	}
+	if code, _, _ := ts.do(t, "GET", "api/apps/gone/schema", ""); code != 404 {
+		t.Errorf("schema of the deleted app: %d", code)
+	}
+	if code, _, _ := ts.do(t, "DELETE", "api/apps/gone", ""); code != 404 {
+		t.Errorf("second delete: %d", code)
+	}
+	if code, _, b := ts.do(t, "GET", "api/apps/kept/schema", ""); code != 200 || !strings.Contains(string(b), `"events":1`) {
+		t.Errorf("the other app: %d %s", code, b)
+	}
+	// The name again: a new app.
+	if code, _, b := ts.do(t, "POST", "api/apps/gone/events", `[{"user_id":"v","event":"f","timestamp":"2026-01-02T00:00:00Z"},{"user_id":"v","event":"f","timestamp":"2026-01-03T00:00:00Z"}]`); code != 200 {
+		t.Fatalf("%d %s", code, b)
+	}
+	if code, _, b := ts.do(t, "GET", "api/apps/gone/schema", ""); code != 200 || !strings.Contains(string(b), `"events":2`) || strings.Contains(string(b), `"e"`) {
+		t.Errorf("the new app: %d %s", code, b)
+	}
+}
