@@ -713,3 +713,27 @@ test('SDKs: the app page shows each SDK\'s snippet pointing at this server; a ne
   await page.waitForSelector('section.snippet[data-sdk="posthog-js"] pre');
   assert.ok(!(await page.content()).includes(key));
 });
+
+test('Admin: the app\'s size, and deleting an app asks for its name typed, then removes it and its keys', async () => {
+  // A throwaway app, with an ingest key.
+  let resp = await fetchAPI('api/keys', { method: 'POST', body: JSON.stringify({ scope: 'ingest', app: 'e2e-doomed' }) });
+  const { key } = await resp.json();
+  resp = await fetch(`${base}api/apps/e2e-doomed/events`, { method: 'POST', headers: { Authorization: `Bearer ${key}` },
+    body: JSON.stringify([{ user_id: 'u', event: 'e', timestamp: '2026-01-01T00:00:00Z' }, { user_id: 'v', event: 'e', timestamp: '2026-01-02T00:00:00Z' }]) });
+  assert.equal(resp.status, 200);
+  await page.goto(`${base}apps/e2e-doomed/admin`);
+  await page.waitForSelector('main.admin-page [data-testid="events"]');
+  assert.equal((await page.textContent('[data-testid="events"]')).trim(), '2', 'live events counted');
+  await shot('admin');
+  const button = 'main.admin-page button.danger';
+  assert.ok(await page.isDisabled(button), 'enabled before the name is typed');
+  await page.fill('input[aria-label="App name to confirm"]', 'e2e-doome');
+  assert.ok(await page.isDisabled(button), 'enabled by a wrong name');
+  await page.fill('input[aria-label="App name to confirm"]', 'e2e-doomed');
+  await page.click(button);
+  await page.waitForURL((u) => !u.pathname.includes('e2e-doomed'));
+  const apps = (await apiGet('api/apps')).apps.map((a) => a.name);
+  assert.ok(!apps.includes('e2e-doomed') && apps.includes('cardano'), apps.join(','));
+  resp = await fetch(`${base}api/apps/e2e-doomed/events`, { method: 'POST', headers: { Authorization: `Bearer ${key}` }, body: '[]' });
+  assert.equal(resp.status, 401, 'the app\'s key is revoked');
+});

@@ -126,7 +126,9 @@ func bodyError(w http.ResponseWriter, err error, limit int64) *apiError {
 		Message: "read request body: " + err.Error()}
 }
 
-// appSummary is one entry of GET /api/apps. Times are UTC microseconds.
+// appSummary is one entry of GET /api/apps: events, users rows and the
+// time range as queries see them (live events included), segments and
+// bytes as published on disk. Times are UTC microseconds.
 type appSummary struct {
 	Name     string `json:"name"`
 	TZ       string `json:"tz"`
@@ -155,13 +157,21 @@ func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {
 			s.internal(w, r, err)
 			return
 		}
+		// Rows and times as a query sees them (live events included);
+		// segments and bytes as stored (published).
+		v, err := app.Acquire()
+		if err != nil {
+			s.internal(w, r, err)
+			return
+		}
 		m := app.Current()
-		as := appSummary{Name: n, TZ: m.TZ, Events: m.Rows(storage.KindEvents), UserRows: m.Rows(storage.KindUsers),
+		as := appSummary{Name: n, TZ: m.TZ, Events: v.Rows(storage.KindEvents), UserRows: v.Rows(storage.KindUsers),
 			Segments: len(m.Segments)}
 		for _, ref := range m.Segments {
 			as.Bytes += ref.Bytes
 		}
-		as.MinTime, as.MaxTime, _ = m.TimeRange(storage.KindEvents)
+		as.MinTime, as.MaxTime, _ = v.TimeRange(storage.KindEvents)
+		v.Release()
 		out = append(out, as)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"apps": out})

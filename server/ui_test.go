@@ -51,6 +51,8 @@ func TestUIRoutes(t *testing.T) {
 		{"apps/cardano/sdks", `<div id="root">`, 200},
 		{"app.js", "preact-iso", 200},
 		{"pages/sdks.js", "sdk-snippets", 200},
+		{"apps/cardano/admin", `<div id="root">`, 200},
+		{"pages/admin.js", "deleteApp", 200},
 		{"vendor/preact.mjs", "createElement", 200},
 		{"nope.js", "404", 404},
 	} {

@@ -11,6 +11,7 @@
 //   /apps/:app/persons/:id             one person (by any distinct id): its ids, properties and merged trail
 //   /apps/:app/users/:id               the same page (the older address)
 //   /apps/:app/sdks                    the lines that point each SDK at the server (a new ingest key on request)
+//   /apps/:app/admin                   the app's size; deleting the app (its name typed to confirm)
 //
 // Without an API key, or with one the server refuses, it shows the login
 // form (Login); a login URL (…/#key=spur_…) signs in at once.
@@ -27,6 +28,7 @@ import { InsightsPage, DashboardsPage, DashboardPage, CohortsPage } from './page
 import { PersonPage } from './pages/person.js';
 import { PersonsPage } from './pages/persons.js';
 import { SDKsPage } from './pages/sdks.js';
+import { AdminPage } from './pages/admin.js';
 
 const schemas = new Map(); // app → schema promise (refetched on reload)
 
@@ -46,6 +48,7 @@ function Shell({ apps, app, children }) {
         <a class=${here('cohorts')} href=${`/apps/${a}/cohorts`}>Cohorts</a>
         <a class=${here('persons') || here('users')} href=${`/apps/${a}/persons`}>Persons</a>
         <a class=${here('sdks')} href=${`/apps/${a}/sdks`}>SDKs</a>
+        <a class=${here('admin')} href=${`/apps/${a}/admin`}>Admin</a>
       </nav>` : null}
       <button class="link signout" onClick=${signOut}>Sign out</button>
     </header>${children}`;
@@ -110,7 +113,7 @@ const NotFound = ({ apps }) => html`<${Shell} apps=${apps}><main class="page"><$
 const routed = (Page) => (props) => html`<${AppRoute} page=${Page} ...${props} />`;
 const QueryRoute = routed(QueryPage), InsightsRoute = routed(InsightsPage), DashboardsRoute = routed(DashboardsPage),
   DashboardRoute = routed(DashboardPage), CohortsRoute = routed(CohortsPage), PersonRoute = routed(PersonPage),
-  PersonsRoute = routed(PersonsPage), SDKsRoute = routed(SDKsPage);
+  PersonsRoute = routed(PersonsPage), SDKsRoute = routed(SDKsPage), AdminRoute = routed(AdminPage);
 
 function App() {
   const [apps, setApps] = useState(null);
@@ -134,6 +137,7 @@ function App() {
     <${Route} path="/apps/:app/persons/:id" component=${PersonRoute} apps=${apps} />
     <${Route} path="/apps/:app/users/:id" component=${PersonRoute} apps=${apps} />
     <${Route} path="/apps/:app/sdks" component=${SDKsRoute} apps=${apps} />
+    <${Route} path="/apps/:app/admin" component=${AdminRoute} apps=${apps} />
     <${Route} default component=${NotFound} apps=${apps} />
   <//><//>`;
 }

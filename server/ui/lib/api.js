@@ -109,6 +109,9 @@ export const api = {
   // createKey creates a key (admin keys only): {scope, app, name} →
   // {key (shown this once), id, scope, app, name, created}.
   createKey: (body) => request('POST', '/api/keys', { body }),
+  // deleteApp removes the app whole and revokes its keys (admin keys
+  // only): {app, files, bytes, keys_revoked}.
+  deleteApp: (a) => request('DELETE', app(a)),
 };
 
 // noPersons is set once a server answered 404 for /persons/…: one before
