@@ -299,3 +299,14 @@ def test_property_warnings_and_backup(client: Client, server_url: str, tmp_path:
     assert "pycapture" in [a["app"] for a in rep["apps"]] and rep["files_linked"] + rep["files_copied"] > 0
     again = client.backup(str(tmp_path / "bk"))
     assert again["files_linked"] + again["files_copied"] == 0 and again["files_kept"] > 0
+
+
+def test_delete_app(client: Client) -> None:
+    client.send_events("pydoomed", [{"user_id": "u", "event": "e", "timestamp": "2026-01-01T00:00:00Z"}])
+    assert "pydoomed" in [a["name"] for a in client.apps()]
+    out = client.delete_app("pydoomed")
+    assert out["app"] == "pydoomed" and out["files"] > 0
+    assert "pydoomed" not in [a["name"] for a in client.apps()]
+    with pytest.raises(SpurError) as e:
+        client.delete_app("pydoomed")
+    assert e.value.status == 404

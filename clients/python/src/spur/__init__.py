@@ -310,6 +310,12 @@ class Client:
         "duration_ms"}``. ``spur restore --from DIR --data NEW`` makes a store of it."""
         return dict(self._call("POST", "api/backup", json={"to": to, "copy": copy}).json())
 
+    def delete_app(self, app: str) -> JSON:
+        """Deletes the app whole — events, users, persons, saved objects — and revokes its keys
+        (``DELETE /api/apps/{app}``, docs/storage.md §7; an admin key). There is no undo but a
+        backup. Returns ``{"app", "files", "bytes", "keys_revoked"}``."""
+        return dict(self._call("DELETE", f"api/apps/{app}").json())
+
     def export(self, app: str, users: bool = False, since: Optional[str] = None, until: Optional[str] = None) -> pd.DataFrame:
         """An app's events, or with ``users=True`` its users' current properties, as one DataFrame.
 
