@@ -736,6 +736,36 @@ func TestPersonsOrderIndependent(t *testing.T) {
 	})
 }
 
+// TestPersonsUserOpsOrderIndependent is TestPersonsOrderIndependent
+// with user writes of every operation (testutil.WithUserOps: set-once,
+// unset, add, delete beside sets): the person properties fold the writes
+// of all of a person's ids in (time, distinct id, arrival) order
+// (docs/identity.md §3), so every interleaving answers alike and as the
+// naive reference (testutil.CurrentUsers) does.
+func TestPersonsUserOpsOrderIndependent(t *testing.T) {
+	runSeeds(t, 150, 20, func(t *testing.T, seed int64) {
+		pc := newPersonsCase(seed)
+		pc.users = testutil.WithUserOps(seed, pc.users)
+		data, np := pc.naive()
+		var first []string
+		for v, bias := range []int{0, 1, 2} {
+			r := rand.New(rand.NewPCG(uint64(seed), uint64(v)+0x0b5))
+			st := pc.deliver(t, r, pc.script(r, bias))
+			pc.checkPersons(t, st, np)
+			var answers []string
+			q := rand.New(rand.NewPCG(uint64(seed), 0x0de))
+			personsQueries(t, q, data, New(st, Config{Workers: 1 + r.IntN(3)}), personsRunner(q, np, &answers))
+			if v == 0 {
+				first = answers
+				continue
+			}
+			if !slices.Equal(answers, first) {
+				t.Fatalf("interleaving %d (bias %d) answers differently from the first:\n%s", v, bias, diffAnswers(first, answers))
+			}
+		}
+	})
+}
+
 // diffAnswers returns the first differing pair of two answer lists.
 func diffAnswers(a, b []string) string {
 	for i := range max(len(a), len(b)) {

@@ -407,7 +407,7 @@ func (sc *shardScanner) joinInStep(ctx context.Context, ucs []*cursor, b *segmen
 		// with writes but no rows here. A user's writes mostly fit in
 		// one block: userWrites only for those that do not.
 		if match && visited {
-			sc.startCollect(ucs[:1])
+			sc.startCollect(ucs[:1], uc.hash(), id)
 		}
 		if uc.continues() {
 			if err := sc.userWrites(ctx, uc, match && visited); err != nil {
@@ -537,7 +537,7 @@ func (sc *shardScanner) joinUserValues(ctx context.Context, ucs []*cursor, h uin
 	if len(at) > 1 {
 		slices.SortFunc(at, func(a, b *cursor) int { return cmp.Compare(a.seq, b.seq) })
 	}
-	sc.startCollect(at)
+	sc.startCollect(at, h, id)
 	for _, uc := range at {
 		if err := sc.userWrites(ctx, uc, true); err != nil {
 			return nil, err

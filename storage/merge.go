@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/spurdb/spur/identity"
 	"github.com/spurdb/spur/internal/userfold"
 	"github.com/spurdb/spur/storage/segment"
 	"github.com/spurdb/spur/trail"
@@ -48,6 +49,7 @@ type shardScanner struct {
 	ucollect bool
 	uops     [][]userfold.Write[ubits]
 	urank    int64
+	joined   *identity.Snapshot // the persons join's graph, nil without one
 	// keepTimes reads users blocks with their times also when a shard has
 	// one users chain: the person join needs each value's write time.
 	keepTimes bool
@@ -240,7 +242,7 @@ func (sc *shardScanner) mergeUser(ctx context.Context) error {
 	sc.id = append(sc.id[:0], first.id()...) // the blocks holding it may be replaced below
 	key := UserKey{Hash: first.hash(), ID: sc.id}
 	long := false
-	sc.startCollect(group)
+	sc.startCollect(group, key.Hash, key.ID)
 	for _, c := range group {
 		if c.users {
 			if err := sc.userWrites(ctx, c, true); err != nil {
@@ -535,16 +537,22 @@ func addBits(cur, d ubits) (ubits, bool) {
 	return cur, false
 }
 
-// startCollect sets the fold of the user about to be joined from its users
-// cursors cs: exact (collecting its writes) when one of them has writes
-// the fast fold cannot apply.
-func (sc *shardScanner) startCollect(cs []*cursor) {
+// startCollect sets the fold of user (h, id), about to be joined from
+// its users cursors cs: exact (collecting its writes) when one of them
+// has writes the fast fold cannot apply, or when the scan joins persons
+// (sc.joined) and the id is one of a joined person's, whose values fold
+// with its other ids' (personMerge.foldUserValues needs every write).
+func (sc *shardScanner) startCollect(cs []*cursor, h uint64, id []byte) {
 	sc.ucollect = false
 	for _, c := range cs {
 		if c.users && c.userOps() {
 			sc.ucollect = true
 			break
 		}
+	}
+	if !sc.ucollect && sc.joined != nil && len(cs) > 0 && sc.joined.MayBeJoined(h) {
+		p := sc.joined.LookupHash(h, id)
+		sc.ucollect = p != nil && len(p.DistinctIDs) > 1
 	}
 	if !sc.ucollect {
 		return

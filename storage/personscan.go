@@ -23,6 +23,7 @@ import (
 	"sync"
 
 	"github.com/spurdb/spur/identity"
+	"github.com/spurdb/spur/internal/userfold"
 	"github.com/spurdb/spur/storage/segment"
 	"github.com/spurdb/spur/trail"
 )
@@ -41,20 +42,21 @@ type personPart struct {
 // partArena holds the copied rows of one worker's parts, column by
 // column, so that copying a part allocates nothing once the arena has
 // grown: times, masks, the query's columns, and per part its user values
-// with when each was written (setAt for a SetEvent write, math.MinInt64
-// when none or unknown; onceAt for the value of a SetOnceEvent write,
-// math.MaxInt64 when none).
+// (the distinct id's own) with, for each, the id's writes of the
+// property: ops[opsFrom[i]:opsTo[i]] for user value i, each with its
+// time and its rank in the id's arrival order (shardScanner.uops).
 type partArena struct {
-	times         []int64
-	mask          []uint64
-	cols          []trail.Column
-	user          []trail.Value
-	setAt, onceAt []int64
+	times          []int64
+	mask           []uint64
+	cols           []trail.Column
+	user           []trail.Value
+	opsFrom, opsTo []int32
+	ops            []userfold.Write[ubits]
 }
 
 // reset empties the arena, keeping its memory.
 func (a *partArena) reset() {
-	a.times, a.mask, a.user, a.setAt, a.onceAt = a.times[:0], a.mask[:0], a.user[:0], a.setAt[:0], a.onceAt[:0]
+	a.times, a.mask, a.user, a.opsFrom, a.opsTo, a.ops = a.times[:0], a.mask[:0], a.user[:0], a.opsFrom[:0], a.opsTo[:0], a.ops[:0]
 	for k := range a.cols {
 		a.cols[k].Set, a.cols[k].Bits = a.cols[k].Set[:0], a.cols[k].Bits[:0]
 	}
@@ -62,7 +64,7 @@ func (a *partArena) reset() {
 
 // bytes is the memory the arena holds.
 func (a *partArena) bytes() int64 {
-	n := int64(cap(a.times))*8 + int64(cap(a.mask))*8 + int64(cap(a.user))*16 + int64(cap(a.setAt)+cap(a.onceAt))*8
+	n := int64(cap(a.times))*8 + int64(cap(a.mask))*8 + int64(cap(a.user))*16 + int64(cap(a.opsFrom)+cap(a.opsTo))*4 + int64(cap(a.ops))*32
 	for _, c := range a.cols {
 		n += int64(cap(c.Set)) + int64(cap(c.Bits))*8
 	}
@@ -147,19 +149,18 @@ func (j *joinVisitor) Visit(u UserKey, t *trail.Trail) {
 	}
 }
 
-// userValues appends the user values of t and their write times.
+// userValues appends the user values of t and the writes they fold: the
+// scanner collected them (shardScanner.startCollect: the id is a joined
+// person's), or the id has none.
 func (j *joinVisitor) userValues(t *trail.Trail) {
 	a, sc := j.arena, j.sc
 	for k, v := range t.User {
-		setAt, onceAt := int64(math.MinInt64), int64(math.MaxInt64)
-		if k < len(sc.ubest) && sc.ubest[k] != math.MinInt64 {
-			setAt = sc.ubest[k]
-		} else if v.Set && k < len(sc.uonceAt) {
-			onceAt = sc.uonceAt[k]
-		}
 		a.user = append(a.user, v)
-		a.setAt = append(a.setAt, setAt)
-		a.onceAt = append(a.onceAt, onceAt)
+		a.opsFrom = append(a.opsFrom, int32(len(a.ops)))
+		if sc.ucollect && k < len(sc.uops) {
+			a.ops = append(a.ops, sc.uops[k]...)
+		}
+		a.opsTo = append(a.opsTo, int32(len(a.ops)))
 	}
 }
 
@@ -300,8 +301,8 @@ func (pj *personJoin) missingParts(ctx context.Context, parts []personPart, nuse
 		base := int32(len(a.user))
 		for range nuser {
 			a.user = append(a.user, trail.Value{})
-			a.setAt = append(a.setAt, math.MinInt64)
-			a.onceAt = append(a.onceAt, math.MaxInt64)
+			a.opsFrom = append(a.opsFrom, 0)
+			a.opsTo = append(a.opsTo, 0)
 		}
 		parts = append(parts, personPart{person: p, idx: idx, worker: w, user: base})
 	}
@@ -332,7 +333,14 @@ func (pj *personJoin) missingParts(ctx context.Context, parts []personPart, nuse
 	}
 	slices.SortStableFunc(refs, func(x, y SegmentRef) int { return cmp.Compare(x.SeqMax, y.SeqMax) }) // arrival order
 	var keys, blk segment.Block
-	once := make([]trail.Value, len(a.user)) // the earliest set-once values, beside a.user
+	// The writes met, tagged with their user value's index in a.user,
+	// ranked in arrival order (refs are, a block's rows too).
+	type ownedWrite struct {
+		at int32
+		w  userfold.Write[ubits]
+	}
+	var owned []ownedWrite
+	var rank int64
 	shards := v.Shards
 	for _, ref := range refs {
 		if err := ctx.Err(); err != nil {
@@ -356,7 +364,8 @@ func (pj *personJoin) missingParts(ctx context.Context, parts []personPart, nuse
 		}
 		m := r.Meta()
 		var plan *UserSegmentPlan
-		onceCode := slices.Index(m.EventNames, SetOnceEvent)
+		codes := [...]int{slices.Index(m.EventNames, SetOnceEvent), slices.Index(m.EventNames, UnsetEvent),
+			slices.Index(m.EventNames, AddEvent), slices.Index(m.EventNames, DeleteEvent)}
 		for bi := range m.Blocks {
 			bm := &m.Blocks[bi]
 			k, _ := slices.BinarySearchFunc(miss[lo:hi], bm.FirstHash, func(x missing, h uint64) int { return cmp.Compare(x.hash, h) })
@@ -402,36 +411,47 @@ func (pj *personJoin) missingParts(ctx context.Context, parts []personPart, nuse
 				base := int(parts[x.part].user)
 				from, to := int(blk.UserStarts[u]), int(blk.UserStarts[u+1])
 				for c, src := range plan.Cols {
-					if src.Prop < 0 || c >= nuser {
+					if c >= nuser {
 						continue
 					}
-					pd := &blk.Props[src.Prop]
+					var pd *segment.PropData
+					if src.Prop >= 0 {
+						pd = &blk.Props[src.Prop]
+					}
 					for row := from; row < to; row++ {
-						if pd.Present[row>>6]>>(row&63)&1 == 0 {
+						w := userfold.Write[ubits]{Time: blk.Times[row], Rank: rank + int64(row-from)}
+						code := int(blk.Events[row])
+						if code == codes[3] {
+							w.Op = userfold.Delete
+						} else if pd == nil || pd.Present[row>>6]>>(row&63)&1 == 0 {
 							continue
-						}
-						val := trail.Value{Set: true, Bits: columnBits(pd, src, row)}
-						t := blk.Times[row]
-						if onceCode >= 0 && int(blk.Events[row]) == onceCode {
-							if t < a.onceAt[base+c] {
-								a.onceAt[base+c], once[base+c] = t, val
+						} else {
+							w.Op = userfold.Set
+							if k := slices.Index(codes[:3], code); k >= 0 {
+								w.Op = [...]userfold.Op{userfold.SetOnce, userfold.Unset, userfold.Add}[k]
 							}
-						} else if t >= a.setAt[base+c] {
-							a.setAt[base+c], a.user[base+c] = t, val
+							w.Value = ubits{bits: columnBits(pd, src, row), kind: src.Kind}
 						}
+						owned = append(owned, ownedWrite{at: int32(base + c), w: w})
 					}
 				}
+				rank += int64(to - from)
 			}
 		}
 	}
-	// As the scan (userValues, finishUserValues): a set wins; else the
-	// earliest set-once.
-	for i, val := range a.user {
-		if val.Set {
-			a.onceAt[i] = math.MaxInt64
-		} else if once[i].Set {
-			a.user[i] = once[i]
+	// Each user value's writes, contiguous; its own value (the id's fold).
+	slices.SortStableFunc(owned, func(x, y ownedWrite) int { return cmp.Compare(x.at, y.at) })
+	for i := 0; i < len(owned); {
+		k := i
+		at := owned[i].at
+		a.opsFrom[at] = int32(len(a.ops))
+		for ; k < len(owned) && owned[k].at == at; k++ {
+			a.ops = append(a.ops, owned[k].w)
 		}
+		a.opsTo[at] = int32(len(a.ops))
+		v, set := userfold.Fold(a.ops[a.opsFrom[at]:a.opsTo[at]], addBits)
+		a.user[at] = trail.Value{Set: set, Bits: v.bits}
+		i = k
 	}
 	return parts, nil
 }
@@ -443,7 +463,8 @@ type personMerge struct {
 	ncols  int // columns per trail
 	t      trail.Trail
 	chunk  trail.Trail
-	heads  []int32 // per part: its next row
+	heads  []int32                 // per part: its next row
+	uops   []userfold.Write[ubits] // foldUserValues' scratch
 }
 
 // visit merges one person's parts (sorted by distinct id) into one trail
@@ -567,36 +588,32 @@ func (m *personMerge) chunks(key UserKey, limit int, visit func(UserKey, *trail.
 
 // foldUserValues returns the person's user values from its parts'
 // (sorted by distinct id; docs/identity.md §3: a fold over the writes of all of
-// its ids): per property the latest SetEvent write across the parts, else
-// the earliest SetOnceEvent write. Writes of two distinct ids at one
-// instant: the SetEvent write of the greater distinct id wins, the
-// SetOnceEvent write of the smaller (docs/decisions.md): an order that
-// depends neither on where the parts are stored nor on the arrival of
-// the operations. (A value's bits cannot decide: a string's are a
-// query-wide id given in the order the scan meets the strings.)
+// its ids): per property the writes of every part in (time, distinct id,
+// arrival) order, folded (internal/userfold). Writes of two distinct ids
+// at one instant apply in the order of the ids, so the set of the
+// greater distinct id wins and the set-once of the smaller
+// (docs/decisions.md): an order that depends neither on where the parts
+// are stored nor on the arrival of the operations. (A value's bits
+// cannot decide: a string's are a query-wide id given in the order the
+// scan meets the strings.)
 func (m *personMerge) foldUserValues(dst []trail.Value, parts []personPart) []trail.Value {
 	for k := range m.nuser {
-		var best, once trail.Value
-		bestAt, onceAt := int64(math.MinInt64), int64(math.MaxInt64)
+		ws := m.uops[:0]
 		for _, pt := range parts {
 			a, r := m.arenas[pt.worker], int(pt.user)+k
-			v := a.user[r]
-			if !v.Set {
-				continue
-			}
-			switch {
-			case a.setAt[r] != math.MinInt64 || a.onceAt[r] == math.MaxInt64:
-				if !best.Set || a.setAt[r] >= bestAt {
-					best, bestAt = v, a.setAt[r]
-				}
-			case a.onceAt[r] < onceAt:
-				once, onceAt = v, a.onceAt[r]
+			for _, w := range a.ops[a.opsFrom[r]:a.opsTo[r]] {
+				w.Rank |= int64(pt.idx) << personRankShift
+				ws = append(ws, w)
 			}
 		}
-		if !best.Set {
-			best = once
-		}
-		dst = append(dst, best)
+		v, set := userfold.Fold(ws, addBits)
+		dst = append(dst, trail.Value{Set: set, Bits: v.bits})
+		m.uops = ws
 	}
 	return dst
 }
+
+// personRankShift places a write's distinct id (its index in the
+// person's ids) above its arrival rank within the id in the person
+// fold's rank: ids have fewer than 2^40 writes.
+const personRankShift = 40

@@ -297,11 +297,11 @@ func (s *Version) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) (
 			sc := s.app.store.scanners.get()
 			sc.snap, sc.spec, sc.v, sc.st = s, &spec, scanners[w], &ws[w]
 			if join != nil {
-				join.workers[w].sc, sc.keepTimes = sc, true
+				join.workers[w].sc, sc.keepTimes, sc.joined = sc, true, join.snap
 			}
 			sc.chunkEvents, sc.held = cmp.Or(spec.ChunkEvents, DefaultChunkEvents), 0
 			defer func() {
-				sc.snap, sc.spec, sc.v, sc.st, sc.keepTimes = nil, nil, nil, nil, false
+				sc.snap, sc.spec, sc.v, sc.st, sc.keepTimes, sc.joined = nil, nil, nil, nil, false, nil
 				for _, c := range sc.free {
 					c.chain, c.r, c.meta, c.masks, c.plan, c.uplan, c.own = nil, nil, nil, nil, nil, nil, SegmentPlan{}
 				}

@@ -77,10 +77,9 @@ func randomOpRequest(r *rand.Rand, n, users int, t0 int64, first bool) ([]event.
 	return evs, uws, model
 }
 
-// foldModel returns each user's properties after its writes, applied in
-// (time, arrival) order by the rules of docs/identity.md §3, rendered as
-// scanTrails renders a trail's user values.
-func foldModel(ws []opWrite) map[string]string {
+// foldState returns each user's properties after its writes, applied in
+// (time, arrival) order by the rules of docs/identity.md §3.
+func foldState(ws []opWrite) map[string]map[string]event.Value {
 	sorted := slices.Clone(ws)
 	slices.SortStableFunc(sorted, func(a, b opWrite) int { return int(a.time>>10) - int(b.time>>10) })
 	state := map[string]map[string]event.Value{}
@@ -117,6 +116,13 @@ func foldModel(ws []opWrite) map[string]string {
 			}
 		}
 	}
+	return state
+}
+
+// foldModel is foldState rendered as scanTrails renders a trail's user
+// values.
+func foldModel(ws []opWrite) map[string]string {
+	state := foldState(ws)
 	out := map[string]string{}
 	for u, p := range state {
 		var b []byte
@@ -181,6 +187,7 @@ func TestIngestUserOpsFold(t *testing.T) {
 				if got := userLines(appTrails(t, st)); !mapsEqualDiff(t, fmt.Sprintf("after request %d", b), got, want) {
 					return
 				}
+				checkUserProperties(t, st, fmt.Sprintf("after request %d", b), foldState(model))
 				switch r.IntN(4) {
 				case 0:
 					if err := st.FlushLive(ctx, "app"); err != nil {
@@ -230,4 +237,36 @@ func mapsEqualDiff(t *testing.T, when string, got, want map[string]string) bool 
 		}
 	}
 	return ok
+}
+
+// checkUserProperties compares UserProperties of every user of want with
+// want (the page's answer: the same fold, by name).
+func checkUserProperties(t *testing.T, st *Store, when string, want map[string]map[string]event.Value) {
+	t.Helper()
+	a, err := st.App("app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := a.Acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Release()
+	for u, props := range want {
+		got, err := v.UserProperties(context.Background(), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var w []event.Prop
+		for n, x := range props {
+			if x.Type == event.TypeFloat && x.Float == 0 {
+				x.Float = 0
+			}
+			w = append(w, event.Prop{Name: n, Value: x})
+		}
+		slices.SortFunc(w, func(x, y event.Prop) int { return strings.Compare(x.Name, y.Name) })
+		if fmt.Sprint(got) != fmt.Sprint(w) {
+			t.Errorf("%s: UserProperties(%s) = %v, want %v", when, u, got, w)
+		}
+	}
 }
