@@ -411,6 +411,7 @@ func (l *liveApp) check(evs []event.Event, users []UserWrite, rep *IngestReport,
 	}
 	l.schemaMu.Lock()
 	defer l.schemaMu.Unlock()
+	var hints map[string]event.Type // prepareUserOp's, made when needed
 	for i := range evs {
 		ev := &evs[i]
 		reject := func(field, msg string) {
@@ -429,7 +430,7 @@ func (l *liveApp) check(evs []event.Event, users []UserWrite, rep *IngestReport,
 		for _, j := range byEvent[i] {
 			u := &users[j]
 			prefix := userOpFields[u.op()]
-			if err := l.prepareUserOp(u, drop, i, prefix, rep); err != nil {
+			if err := l.prepareUserOp(u, users, &hints, drop, i, prefix, rep); err != nil {
 				f, msg := rowField(err, prefix)
 				reject(f, msg)
 				good = false
@@ -461,17 +462,37 @@ var userOpFields = [...]string{UserSet: "user_properties.", UserSetOnce: "user_p
 // prepareUserOp readies the properties of a write that is not a set
 // (l.schemaMu held), into a new slice (the caller's is not changed): an
 // unset's values become the zero value of each property's type (they
-// only mark the property; one the schema does not know is dropped, no
-// user has it), a delete's properties are removed, and an add's values
-// must be numbers (int or float) of a property typed int or float, or
-// new: a bad one is dropped (recorded in rep.Dropped for event index,
-// the field prefixed) with drop, else returned as an *event.RowError.
-func (l *liveApp) prepareUserOp(u *UserWrite, drop bool, index int, prefix string, rep *IngestReport) error {
+// only mark the property). A property the schema does not know takes
+// the type of its first value among the request's other writes (all,
+// the request's writes; *hints caches them), which it will have once
+// they are applied; one no write of the request has either is dropped
+// (no user has it: there is nothing to clear). A delete's properties are
+// removed, and an add's values must be numbers (int or float) of a
+// property typed int or float, or new: a bad one is dropped (recorded in
+// rep.Dropped for event index, the field prefixed) with drop, else
+// returned as an *event.RowError.
+func (l *liveApp) prepareUserOp(u *UserWrite, all []UserWrite, hints *map[string]event.Type, drop bool, index int, prefix string, rep *IngestReport) error {
 	switch u.op() {
 	case UserUnset:
 		ps := make([]event.Prop, 0, len(u.Props))
 		for _, p := range u.Props {
-			if t, ok := l.userSchema.Type(p.Name); ok {
+			t, ok := l.userSchema.Type(p.Name)
+			if !ok {
+				if *hints == nil {
+					*hints = map[string]event.Type{}
+					for i := range all {
+						if op := all[i].op(); op == UserSet || op == UserSetOnce || op == UserAdd {
+							for _, q := range all[i].Props {
+								if _, seen := (*hints)[q.Name]; !seen && q.Value.Type != event.TypeNone {
+									(*hints)[q.Name] = q.Value.Type
+								}
+							}
+						}
+					}
+				}
+				t, ok = (*hints)[p.Name]
+			}
+			if ok {
 				ps = append(ps, event.Prop{Name: p.Name, Value: event.Value{Type: t}})
 			}
 		}
