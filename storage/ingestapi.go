@@ -23,10 +23,12 @@ import (
 
 // UserWrite is a write of user properties carried by an event
 // (docs/ingest.md §1): the user and time are those of the event evs[Index].
-// Without Once (user_properties) the latest write by timestamp wins
-// (SetEvent); with Once (user_properties_once) a property is set only
-// where the user has no value from a SetEvent write, the earliest write
-// winning (SetOnceEvent), also for back-filled events. Props' names are
+// A user's properties are the fold of its writes in (timestamp,
+// arrival) order (docs/identity.md §3, internal/userfold): without Once
+// (user_properties) a write replaces (SetEvent: the latest wins); with
+// Once (user_properties_once) it sets a property only where the user
+// has none at its timestamp (SetOnceEvent: without unsets, the earliest
+// write wins), also for back-filled events. Props' names are
 // valid property names (event.ValidatePropName), not repeated; values
 // are untyped JSON values as the event's properties are (string, int,
 // float, bool; arrays and objects as JSON text).
