@@ -731,15 +731,10 @@ func (p *EventsParser) names(dst *[]event.Prop, field string) bool {
 		if !slices.ContainsFunc(*dst, func(q event.Prop) bool { return q.Name == k.name }) {
 			*dst = append(*dst, event.Prop{Name: k.name})
 		}
-		switch s.ws() {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			return true
-		default:
-			s.fail(s.i, "expected ',' or ']'")
+		if more, ok := s.moreItems(); !ok {
 			return p.syntaxErr()
+		} else if !more {
+			return true
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/internal/crashfs"
+	"github.com/spurdb/spur/internal/testutil"
 )
 
 // opWrite is one user property write of the model: its user, time,
@@ -78,45 +79,25 @@ func randomOpRequest(r *rand.Rand, n, users int, t0 int64, first bool) ([]event.
 }
 
 // foldState returns each user's properties after its writes, applied in
-// (time, arrival) order by the rules of docs/identity.md §3.
+// (time, arrival) order by the rules of docs/identity.md §3: the naive
+// reference's (testutil.CurrentUsers).
 func foldState(ws []opWrite) map[string]map[string]event.Value {
-	sorted := slices.Clone(ws)
-	slices.SortStableFunc(sorted, func(a, b opWrite) int { return int(a.time>>10) - int(b.time>>10) })
-	state := map[string]map[string]event.Value{}
-	for _, w := range sorted {
-		p := state[w.user]
-		if p == nil {
-			p = map[string]event.Value{}
-			state[w.user] = p
-		}
-		switch w.op {
-		case UserDelete:
-			clear(p)
-		}
-		for _, x := range w.props {
-			cur, ok := p[x.Name]
-			switch w.op {
-			case UserSet:
-				p[x.Name] = x.Value
-			case UserSetOnce:
-				if !ok {
-					p[x.Name] = x.Value
-				}
-			case UserUnset:
-				delete(p, x.Name)
-			case UserAdd:
-				switch {
-				case !ok:
-					p[x.Name] = x.Value
-				case cur.Type == event.TypeInt:
-					p[x.Name] = event.Int(cur.Int + x.Value.Int)
-				default:
-					p[x.Name] = event.Float(cur.Float + x.Value.Float)
-				}
+	us := make([]testutil.UserWrite, len(ws))
+	for i, w := range ws {
+		props := map[string]event.Value{}
+		for _, p := range w.props {
+			props[p.Name] = p.Value
+			if props[p.Name].Type == event.TypeNone {
+				props[p.Name] = event.Bool(true) // an unset's mark
 			}
 		}
+		op := userOpEvents[w.op]
+		if op == SetEvent {
+			op = ""
+		}
+		us[i] = testutil.UserWrite{User: w.user, Time: w.time, Props: props, Op: op}
 	}
-	return state
+	return testutil.CurrentUsers(us)
 }
 
 // foldModel is foldState rendered as scanTrails renders a trail's user
@@ -188,21 +169,7 @@ func TestIngestUserOpsFold(t *testing.T) {
 					return
 				}
 				checkUserProperties(t, st, fmt.Sprintf("after request %d", b), foldState(model))
-				switch r.IntN(4) {
-				case 0:
-					if err := st.FlushLive(ctx, "app"); err != nil {
-						t.Fatal(err)
-					}
-				case 1:
-					a, _ := st.App("app")
-					if err := a.live.Load().mergeMemory(ctx, r.IntN(2) == 0); err != nil {
-						t.Fatal(err)
-					}
-				case 2:
-					if _, err := st.Compact(ctx, "app", CompactOptions{Force: true}); err != nil {
-						t.Fatal(err)
-					}
-				}
+				liveStep(t, st, r, r.IntN(4))
 			}
 			want := foldModel(model)
 			crashed := openLiveOn(t, fs.Crash(0, nil), 2, quietLive)
@@ -247,11 +214,7 @@ func checkUserProperties(t *testing.T, st *Store, when string, want map[string]m
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := a.Acquire()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Release()
+	v := snapOf(t, a)
 	for u, props := range want {
 		got, err := v.UserProperties(context.Background(), u)
 		if err != nil {
