@@ -42,21 +42,27 @@ type personPart struct {
 // partArena holds the copied rows of one worker's parts, column by
 // column, so that copying a part allocates nothing once the arena has
 // grown: times, masks, the query's columns, and per part its user values
-// (the distinct id's own) with, for each, the id's writes of the
-// property: ops[opsFrom[i]:opsTo[i]] for user value i, each with its
-// time and its rank in the id's arrival order (shardScanner.uops).
+// (the distinct id's own) with what the person fold needs of them. When
+// the version has no unset, add or delete writes (personJoin.ops false):
+// when each was written (setAt for a SetEvent write, math.MinInt64 when
+// none or unknown; onceAt for the value of a SetOnceEvent write,
+// math.MaxInt64 when none). Else the id's writes of the property:
+// ops[opsFrom[i]:opsTo[i]] for user value i, each with its time and its
+// rank in the id's arrival order (shardScanner.uops).
 type partArena struct {
 	times          []int64
 	mask           []uint64
 	cols           []trail.Column
 	user           []trail.Value
+	setAt, onceAt  []int64
 	opsFrom, opsTo []int32
 	ops            []userfold.Write[ubits]
 }
 
 // reset empties the arena, keeping its memory.
 func (a *partArena) reset() {
-	a.times, a.mask, a.user, a.opsFrom, a.opsTo, a.ops = a.times[:0], a.mask[:0], a.user[:0], a.opsFrom[:0], a.opsTo[:0], a.ops[:0]
+	a.times, a.mask, a.user, a.setAt, a.onceAt = a.times[:0], a.mask[:0], a.user[:0], a.setAt[:0], a.onceAt[:0]
+	a.opsFrom, a.opsTo, a.ops = a.opsFrom[:0], a.opsTo[:0], a.ops[:0]
 	for k := range a.cols {
 		a.cols[k].Set, a.cols[k].Bits = a.cols[k].Set[:0], a.cols[k].Bits[:0]
 	}
@@ -64,7 +70,8 @@ func (a *partArena) reset() {
 
 // bytes is the memory the arena holds.
 func (a *partArena) bytes() int64 {
-	n := int64(cap(a.times))*8 + int64(cap(a.mask))*8 + int64(cap(a.user))*16 + int64(cap(a.opsFrom)+cap(a.opsTo))*4 + int64(cap(a.ops))*32
+	n := int64(cap(a.times))*8 + int64(cap(a.mask))*8 + int64(cap(a.user))*16 + int64(cap(a.setAt)+cap(a.onceAt))*8 +
+		int64(cap(a.opsFrom)+cap(a.opsTo))*4 + int64(cap(a.ops))*32
 	for _, c := range a.cols {
 		n += int64(cap(c.Set)) + int64(cap(c.Bits))*8
 	}
@@ -77,6 +84,7 @@ type joinVisitor struct {
 	snap  *identity.Snapshot
 	sc    *shardScanner // the worker's scanner: the user values' write times
 	grow  func(int64) error
+	ops   bool  // the join folds every write (personJoin.ops)
 	w     int32 // the worker's index
 	arena *partArena
 	parts []personPart
@@ -149,18 +157,33 @@ func (j *joinVisitor) Visit(u UserKey, t *trail.Trail) {
 	}
 }
 
-// userValues appends the user values of t and the writes they fold: the
-// scanner collected them (shardScanner.startCollect: the id is a joined
-// person's), or the id has none.
+// userValues appends the user values of t and their write times, or
+// (j.ops) the writes they fold: the scanner collected them
+// (shardScanner.startCollect: the id is a joined person's), or the id
+// has none.
 func (j *joinVisitor) userValues(t *trail.Trail) {
 	a, sc := j.arena, j.sc
-	for k, v := range t.User {
-		a.user = append(a.user, v)
-		a.opsFrom = append(a.opsFrom, int32(len(a.ops)))
-		if sc.ucollect && k < len(sc.uops) {
-			a.ops = append(a.ops, sc.uops[k]...)
+	if j.ops {
+		for k, v := range t.User {
+			a.user = append(a.user, v)
+			a.opsFrom = append(a.opsFrom, int32(len(a.ops)))
+			if sc.ucollect && k < len(sc.uops) {
+				a.ops = append(a.ops, sc.uops[k]...)
+			}
+			a.opsTo = append(a.opsTo, int32(len(a.ops)))
 		}
-		a.opsTo = append(a.opsTo, int32(len(a.ops)))
+		return
+	}
+	for k, v := range t.User {
+		setAt, onceAt := int64(math.MinInt64), int64(math.MaxInt64)
+		if k < len(sc.ubest) && sc.ubest[k] != math.MinInt64 {
+			setAt = sc.ubest[k]
+		} else if v.Set && k < len(sc.uonceAt) {
+			onceAt = sc.uonceAt[k]
+		}
+		a.user = append(a.user, v)
+		a.setAt = append(a.setAt, setAt)
+		a.onceAt = append(a.onceAt, onceAt)
 	}
 }
 
@@ -171,6 +194,11 @@ type personJoin struct {
 	spec    *ScanSpec // the scan's (prepare)
 	snap    *identity.Snapshot
 	workers []*joinVisitor
+	// ops: a users segment of the version holds unset, add or delete
+	// writes (usersHaveOps), so user values fold every write of a
+	// person's ids (userfold), not the latest set and earliest set-once
+	// of each.
+	ops bool
 	// missing holds the user values of the distinct ids of visited
 	// persons that no row of the scan reached (missingParts).
 	missing partArena
@@ -197,6 +225,28 @@ func (pj *personJoin) release() {
 	}
 }
 
+// usersHaveOps reports whether a users segment of v holds writes the
+// latest-set, earliest-set-once fold cannot apply (UnsetEvent, AddEvent,
+// DeleteEvent rows), reading the segments' footers (opened once per
+// version). Errors: those of Version.Reader.
+func usersHaveOps(v *Version) (bool, error) {
+	for _, ref := range v.Segments {
+		if ref.Kind != KindUsers || ref.Rows == 0 {
+			continue
+		}
+		r, err := v.Reader(ref)
+		if err != nil {
+			return false, err
+		}
+		for _, name := range r.Meta().EventNames {
+			if name == UnsetEvent || name == AddEvent || name == DeleteEvent {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
 // newPersonJoin returns the join of a scan of a version whose graph is
 // snap, or nil when it joins nothing.
 func newPersonJoin(v *Version) *personJoin {
@@ -212,7 +262,7 @@ func newPersonJoin(v *Version) *personJoin {
 func (pj *personJoin) wrap(vs []Visitor, grow func(int64) error) []Visitor {
 	out := make([]Visitor, len(vs))
 	for w, v := range vs {
-		j := &joinVisitor{inner: v, snap: pj.snap, grow: grow, w: int32(w), arena: pj.st.arenas.get()}
+		j := &joinVisitor{inner: v, snap: pj.snap, grow: grow, ops: pj.ops, w: int32(w), arena: pj.st.arenas.get()}
 		pj.workers = append(pj.workers, j)
 		out[w] = j
 		if _, ok := v.(PrepassVisitor); ok {
@@ -260,7 +310,7 @@ func (pj *personJoin) visit(ctx context.Context, chunkEvents int, nuser int) err
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			m := personMerge{arenas: arenas, nuser: nuser, ncols: pj.spec.Cols}
+			m := personMerge{arenas: arenas, nuser: nuser, ncols: pj.spec.Cols, ops: pj.ops}
 			for g := w; g < len(groups); g += len(pj.workers) {
 				if ctx.Err() != nil {
 					return
@@ -301,6 +351,8 @@ func (pj *personJoin) missingParts(ctx context.Context, parts []personPart, nuse
 		base := int32(len(a.user))
 		for range nuser {
 			a.user = append(a.user, trail.Value{})
+			a.setAt = append(a.setAt, math.MinInt64)
+			a.onceAt = append(a.onceAt, math.MaxInt64)
 			a.opsFrom = append(a.opsFrom, 0)
 			a.opsTo = append(a.opsTo, 0)
 		}
@@ -341,6 +393,10 @@ func (pj *personJoin) missingParts(ctx context.Context, parts []personPart, nuse
 	}
 	var owned []ownedWrite
 	var rank int64
+	var once []trail.Value // without pj.ops: the earliest set-once values, beside a.user
+	if !pj.ops {
+		once = make([]trail.Value, len(a.user))
+	}
 	shards := v.Shards
 	for _, ref := range refs {
 		if err := ctx.Err(); err != nil {
@@ -418,6 +474,26 @@ func (pj *personJoin) missingParts(ctx context.Context, parts []personPart, nuse
 					if src.Prop >= 0 {
 						pd = &blk.Props[src.Prop]
 					}
+					if !pj.ops {
+						if pd == nil {
+							continue
+						}
+						for row := from; row < to; row++ {
+							if pd.Present[row>>6]>>(row&63)&1 == 0 {
+								continue
+							}
+							val := trail.Value{Set: true, Bits: columnBits(pd, src, row)}
+							t := blk.Times[row]
+							if codes[0] >= 0 && int(blk.Events[row]) == codes[0] {
+								if t < a.onceAt[base+c] {
+									a.onceAt[base+c], once[base+c] = t, val
+								}
+							} else if t >= a.setAt[base+c] {
+								a.setAt[base+c], a.user[base+c] = t, val
+							}
+						}
+						continue
+					}
 					for row := from; row < to; row++ {
 						w := userfold.Write[ubits]{Time: blk.Times[row], Rank: rank + int64(row-from)}
 						code := int(blk.Events[row])
@@ -438,6 +514,18 @@ func (pj *personJoin) missingParts(ctx context.Context, parts []personPart, nuse
 				rank += int64(to - from)
 			}
 		}
+	}
+	if !pj.ops {
+		// As the scan (userValues, finishUserValues): a set wins; else the
+		// earliest set-once.
+		for i, val := range a.user {
+			if val.Set {
+				a.onceAt[i] = math.MaxInt64
+			} else if once[i].Set {
+				a.user[i] = once[i]
+			}
+		}
+		return parts, nil
 	}
 	// Each user value's writes, contiguous; its own value (the id's fold).
 	slices.SortStableFunc(owned, func(x, y ownedWrite) int { return cmp.Compare(x.at, y.at) })
@@ -465,6 +553,7 @@ type personMerge struct {
 	chunk  trail.Trail
 	heads  []int32                 // per part: its next row
 	uops   []userfold.Write[ubits] // foldUserValues' scratch
+	ops    bool                    // personJoin.ops
 }
 
 // visit merges one person's parts (sorted by distinct id) into one trail
@@ -597,6 +686,9 @@ func (m *personMerge) chunks(key UserKey, limit int, visit func(UserKey, *trail.
 // cannot decide: a string's are a query-wide id given in the order the
 // scan meets the strings.)
 func (m *personMerge) foldUserValues(dst []trail.Value, parts []personPart) []trail.Value {
+	if !m.ops {
+		return m.foldLatest(dst, parts)
+	}
 	for k := range m.nuser {
 		ws := m.uops[:0]
 		for _, pt := range parts {
@@ -609,6 +701,39 @@ func (m *personMerge) foldUserValues(dst []trail.Value, parts []personPart) []tr
 		v, set := userfold.Fold(ws, addBits)
 		dst = append(dst, trail.Value{Set: set, Bits: v.bits})
 		m.uops = ws
+	}
+	return dst
+}
+
+// foldLatest is foldUserValues for a version without unset, add or
+// delete writes (personJoin.ops false), from each part's latest set and
+// earliest set-once (the same answer, without sorting writes): per
+// property the latest set across the parts, else the earliest set-once;
+// at one instant the set of the greater distinct id wins, the set-once of
+// the smaller.
+func (m *personMerge) foldLatest(dst []trail.Value, parts []personPart) []trail.Value {
+	for k := range m.nuser {
+		var best, once trail.Value
+		bestAt, onceAt := int64(math.MinInt64), int64(math.MaxInt64)
+		for _, pt := range parts {
+			a, r := m.arenas[pt.worker], int(pt.user)+k
+			v := a.user[r]
+			if !v.Set {
+				continue
+			}
+			switch {
+			case a.setAt[r] != math.MinInt64 || a.onceAt[r] == math.MaxInt64:
+				if !best.Set || a.setAt[r] >= bestAt {
+					best, bestAt = v, a.setAt[r]
+				}
+			case a.onceAt[r] < onceAt:
+				once, onceAt = v, a.onceAt[r]
+			}
+		}
+		if !best.Set {
+			best = once
+		}
+		dst = append(dst, best)
 	}
 	return dst
 }
