@@ -8,6 +8,7 @@ import (
 
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/identity"
+	"github.com/spurdb/spur/ingest"
 )
 
 // Amplitude's HTTP V2 API and Batch Event Upload (amplitude.com/docs/apis/
@@ -123,9 +124,20 @@ func (bd *builder) amplitudeEvent(i int, m *fastjson.Object, minLen int) {
 	}
 	e := bd.add(i, event.Event{UserID: id, Name: name, Time: ts, InsertID: insertID, Props: ps})
 	if up := object(m.Get("user_properties")); up != nil {
+		// At one instant the operations apply in this order
+		// (docs/sdks.md §3): $clearAll, $unset, set, $setOnce, $add.
 		plain := bd.amplitudeUserOps(i, up)
+		if up.Get("$clearAll") != nil {
+			bd.userDelete(e)
+		}
+		if v := up.Get("$unset"); v != nil {
+			bd.userOp(e, ingest.UserUnset, bd.unsetNames(i, "user_properties.$unset", v))
+		}
 		bd.users(e, setProps(plain, object(up.Get("$set"))), false)
 		bd.users(e, setProps(object(up.Get("$setOnce"))), true)
+		if v := up.Get("$add"); v != nil {
+			bd.userOp(e, ingest.UserAdd, bd.addNumbers(i, "user_properties.$add", v))
+		}
 	}
 	if user != "" && device != "" && user != device {
 		bd.op(e, identity.Identify, id, truncateID(device))
@@ -133,13 +145,17 @@ func (bd *builder) amplitudeEvent(i int, m *fastjson.Object, minLen int) {
 }
 
 // amplitudeUserOps lists the operations of user_properties other than
-// $set and $setOnce as dropped, and returns an object of its plain keys
-// (set), or nil when it has none.
+// $set, $setOnce, $unset, $add and $clearAll (the list operations) as
+// dropped, and returns an object of its plain keys (set), or nil when it
+// has none.
 func (bd *builder) amplitudeUserOps(i int, up *fastjson.Object) *fastjson.Object {
 	plain := false
 	up.Visit(func(k []byte, _ *fastjson.Value) {
+		switch string(k) {
+		case "$set", "$setOnce", "$unset", "$add", "$clearAll":
+			return
+		}
 		switch {
-		case string(k) == "$set" || string(k) == "$setOnce":
 		case len(k) > 0 && k[0] == '$':
 			bd.dropped(i, "user_properties."+string(k), string(k)+" is not applied yet (docs/sdks.md)")
 		default:

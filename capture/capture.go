@@ -89,7 +89,8 @@ type Batch struct {
 	// field and what was wrong.
 	Invalid []Problem
 	// Dropped lists values left out of kept events (an operation Spur
-	// does not apply, such as $unset), by request position.
+	// does not apply, such as Mixpanel's $append, or a bad operand), by
+	// request position.
 	Dropped []Problem
 	// Total counts the request's messages.
 	Total int
@@ -170,6 +171,71 @@ func (bd *builder) users(e int, props []event.Prop, once bool) {
 	if len(props) > 0 {
 		bd.b.Users = append(bd.b.Users, ingest.UserProps{Event: e, Props: props, Once: once})
 	}
+}
+
+// userOp appends a write of operation op (unset, add) of event e, when
+// it names a property.
+func (bd *builder) userOp(e int, op ingest.UserOp, props []event.Prop) {
+	if len(props) > 0 {
+		bd.b.Users = append(bd.b.Users, ingest.UserProps{Event: e, Props: props, Op: op})
+	}
+}
+
+// userDelete appends a write of event e that clears every property of
+// its user (Mixpanel's $delete, Amplitude's $clearAll).
+func (bd *builder) userDelete(e int) {
+	bd.b.Users = append(bd.b.Users, ingest.UserProps{Event: e, Op: ingest.UserDelete})
+}
+
+// unsetNames returns the property names of an unset — a list of names
+// (PostHog, Mixpanel) or an object's keys (Amplitude's {"name": "-"}) —
+// as properties without a value, in name order, repeats removed; names
+// that are not strings are listed in Dropped under field.
+func (bd *builder) unsetNames(i int, field string, v *fastjson.Value) []event.Prop {
+	var out []event.Prop
+	switch v.Type() {
+	case fastjson.TypeArray:
+		for _, x := range v.GetArray() {
+			if x.Type() != fastjson.TypeString || len(x.GetStringBytes()) == 0 {
+				bd.dropped(i, field, "want property names (strings), found "+string(x.MarshalTo(nil)))
+				continue
+			}
+			out = append(out, event.Prop{Name: str(x)})
+		}
+	case fastjson.TypeObject:
+		o, _ := v.Object()
+		o.Visit(func(k []byte, _ *fastjson.Value) { out = append(out, event.Prop{Name: string(k)}) })
+	case fastjson.TypeString:
+		if s := str(v); s != "" {
+			out = append(out, event.Prop{Name: s})
+		}
+	default:
+		bd.dropped(i, field, "want a list of property names, found "+string(v.MarshalTo(nil)))
+	}
+	slices.SortFunc(out, func(a, b event.Prop) int { return strings.Compare(a.Name, b.Name) })
+	return slices.CompactFunc(out, func(a, b event.Prop) bool { return a.Name == b.Name })
+}
+
+// addNumbers returns the numbers of an add ({"name": number}) as
+// properties, in name order; a value that is not a number is listed in
+// Dropped under field.name.
+func (bd *builder) addNumbers(i int, field string, v *fastjson.Value) []event.Prop {
+	o := object(v)
+	if o == nil {
+		bd.dropped(i, field, "want an object of numbers, found "+string(v.MarshalTo(nil)))
+		return nil
+	}
+	var out []event.Prop
+	o.Visit(func(k []byte, x *fastjson.Value) {
+		val, ok := value(x)
+		if x.Type() != fastjson.TypeNumber || !ok || (val.Type != event.TypeInt && val.Type != event.TypeFloat) {
+			bd.dropped(i, field+"."+string(k), "an add needs a number, found "+string(x.MarshalTo(nil)))
+			return
+		}
+		out = append(out, event.Prop{Name: string(k), Value: val})
+	})
+	slices.SortStableFunc(out, func(a, b event.Prop) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // op appends an identity operation of event e; identify(T, A) with A == T

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +33,11 @@ func render(b *Batch) string {
 		}
 	}
 	for _, u := range b.Users {
-		fmt.Fprintf(&sb, "users of event %d once=%v:", u.Event, u.Once)
+		if u.Op.Simple() {
+			fmt.Fprintf(&sb, "users of event %d once=%v:", u.Event, u.Once)
+		} else {
+			fmt.Fprintf(&sb, "users of event %d op=%v:", u.Event, u.Op)
+		}
 		for _, p := range u.Props {
 			fmt.Fprintf(&sb, " %s=%q", p.Name, p.Value.String())
 		}
@@ -343,4 +348,53 @@ func BenchmarkDecodePostHog(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)*1000/b.Elapsed().Seconds(), "events/s")
+}
+
+// TestUserOps: the user property operations of each protocol become
+// writes of their operation, in the order the decoder documents (what
+// applies at one instant, docs/sdks.md §3); list operations and bad
+// operands are listed in Dropped.
+func TestUserOps(t *testing.T) {
+	opt := Options{Now: receipt}
+	for _, c := range []struct {
+		name   string
+		decode func([]byte) (*Batch, error)
+		body   string
+		want   []string
+	}{
+		{"posthog", func(b []byte) (*Batch, error) { return DecodePostHog(b, opt, false) },
+			`{"api_key": "k", "batch": [{"event": "e", "distinct_id": "u1", "timestamp": "2026-11-22T05:00:00Z",
+			  "$unset": ["b"], "properties": {"$set": {"a": 1}, "$unset": ["c", "a", "c", 7]}}]}`,
+			[]string{`users of event 0 once=false: a="1"`, `users of event 0 op=unset: b="(none)"`, `users of event 0 op=unset: a="(none)" c="(none)"`,
+				`dropped msg 0 properties.$unset: want property names (strings), found 7`}},
+		{"amplitude", func(b []byte) (*Batch, error) { return DecodeAmplitude(b, opt) },
+			`{"api_key": "k", "events": [{"event_type": "e", "user_id": "user-1", "time": 1763632800000,
+			  "user_properties": {"$clearAll": "-", "$unset": {"z": "-"}, "plain": "p", "$setOnce": {"o": 1}, "$add": {"n": 1}, "$append": {"l": 2}}}]}`,
+			[]string{`users of event 0 op=delete:`, `users of event 0 op=unset: z="(none)"`, `users of event 0 once=false: plain="p"`,
+				`users of event 0 once=true: o="1"`, `users of event 0 op=add: n="1"`,
+				`dropped msg 0 user_properties.$append: $append is not applied yet (docs/sdks.md)`}},
+		{"mixpanel", func(b []byte) (*Batch, error) { return DecodeMixpanelEngage(b, opt) },
+			`[{"$token": "k", "$distinct_id": "u1", "$time": 1795326463000, "$delete": ""},
+			  {"$token": "k", "$distinct_id": "u1", "$time": 1795326463000, "$unset": ["x", "y"]},
+			  {"$token": "k", "$distinct_id": "u1", "$time": 1795326463000, "$add": {"n": 2, "m": -0.5, "s": "3"}},
+			  {"$token": "k", "$distinct_id": "u1", "$time": 1795326463000, "$union": {"l": [1]}}]`,
+			[]string{`users of event 0 op=delete:`, `users of event 1 op=unset: x="(none)" y="(none)"`, `users of event 2 op=add: m="-0.5" n="2"`,
+				`dropped msg 2 $add.s: an add needs a number, found "3"`, `dropped msg 3 $union: $union is not applied yet (docs/sdks.md)`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b, err := c.decode([]byte(c.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, l := range strings.Split(render(b), "\n") {
+				if strings.HasPrefix(l, "users ") || strings.HasPrefix(l, "dropped ") || strings.HasPrefix(l, "invalid ") {
+					got = append(got, l)
+				}
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+			}
+		})
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/identity"
+	"github.com/spurdb/spur/ingest"
 )
 
 // Mixpanel's ingestion API (docs.mixpanel.com/reference/track-event):
@@ -239,12 +240,23 @@ func DecodeMixpanelEngage(body []byte, opt Options) (*Batch, error) {
 		}
 		e := bd.add(i, event.Event{UserID: id, Name: "$set", Time: ts,
 			InsertID: derivedInsertID(bd.b.Key, id, "$set", clientTime, m)})
+		// At one instant the operations apply in this order
+		// (docs/sdks.md §3): $delete, $unset, $set, $set_once, $add.
+		if m.Get("$delete") != nil {
+			bd.userDelete(e)
+		}
+		if v := m.Get("$unset"); v != nil {
+			bd.userOp(e, ingest.UserUnset, bd.unsetNames(i, "$unset", v))
+		}
 		bd.users(e, setProps(object(m.Get("$set"))), false)
 		bd.users(e, setProps(object(m.Get("$set_once"))), true)
+		if v := m.Get("$add"); v != nil {
+			bd.userOp(e, ingest.UserAdd, bd.addNumbers(i, "$add", v))
+		}
 		var ops []string
 		m.Visit(func(k []byte, _ *fastjson.Value) {
 			switch string(k) {
-			case "$set", "$set_once", "$token", "$distinct_id", "$time", "$ip", "$ignore_time", "$ignore_alias":
+			case "$set", "$set_once", "$unset", "$add", "$delete", "$token", "$distinct_id", "$time", "$ip", "$ignore_time", "$ignore_alias":
 			default:
 				ops = append(ops, string(k))
 			}

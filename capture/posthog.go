@@ -9,6 +9,7 @@ import (
 
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/identity"
+	"github.com/spurdb/spur/ingest"
 )
 
 // PostHog capture (v0: /batch/, /e/, /i/v0/e/, /capture/, /engage/;
@@ -144,10 +145,17 @@ func (bd *builder) posthogEvent(i int, o *fastjson.Object, shift int64, engage b
 	if v := get(ps, "$process_person_profile"); v != nil && v.Type() == fastjson.TypeFalse {
 		return nil
 	}
+	// At one instant the writes apply in PostHog's order (docs/sdks.md
+	// §3): set, set-once, then unset.
 	bd.users(e, setProps(object(o.Get("$set")), object(get(ps, "$set"))), false)
 	bd.users(e, setProps(object(o.Get("$set_once")), object(get(ps, "$set_once"))), true)
-	if get(ps, "$unset") != nil {
-		bd.dropped(i, "properties.$unset", "$unset is not applied yet (docs/sdks.md)")
+	for _, u := range [...]struct {
+		field string
+		v     *fastjson.Value
+	}{{"$unset", o.Get("$unset")}, {"properties.$unset", get(ps, "$unset")}} {
+		if u.v != nil {
+			bd.userOp(e, ingest.UserUnset, bd.unsetNames(i, u.field, u.v))
+		}
 	}
 	switch name {
 	case "$identify":

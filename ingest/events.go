@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"time"
 	"unsafe"
@@ -12,6 +13,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 
 	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/internal/userfold"
 )
 
 // Events request bodies (docs/ingest.md §1): the body of POST
@@ -121,12 +123,29 @@ type EventsBatch struct {
 
 // UserProps is one event's user property writes: user_properties, or
 // with Once user_properties_once, of Events[Event] (whose user id and
-// timestamp they take).
+// timestamp they take). Op, when not UserSet, is the operation instead
+// (docs/identity.md §3; the capture decoders' $unset, $add, $delete…):
+// UserUnset names the properties to clear in Props (values ignored),
+// UserAdd gives the numbers to add, UserDelete clears every property
+// (Props empty).
 type UserProps struct {
 	Event int
 	Props []event.Prop
 	Once  bool
+	Op    UserOp
 }
+
+// UserOp is the operation of a UserProps (storage.UserOp).
+type UserOp = userfold.Op
+
+// The operations of a UserProps, as storage's UserWrite takes them.
+const (
+	UserSet     = userfold.Set
+	UserSetOnce = userfold.SetOnce
+	UserUnset   = userfold.Unset
+	UserAdd     = userfold.Add
+	UserDelete  = userfold.Delete
+)
 
 // AnonID is the anonymous id of Events[Event] (field anonymous_id),
 // valid as a user id (event.ValidateUserID).
@@ -215,13 +234,13 @@ type apiRow struct {
 	user, name, insert, timeStr span
 	timeUS                      int64
 	timeNum                     bool
-	seen                        uint8 // seen* bits: fields given, to refuse repeats
+	seen                        uint16 // seen* bits: fields given, to refuse repeats
 
 	anon span // anonymous_id
 }
 
 const (
-	seenUser uint8 = 1 << iota
+	seenUser uint16 = 1 << iota
 	seenEvent
 	seenTime
 	seenInsert
@@ -229,6 +248,8 @@ const (
 	seenUserProps
 	seenUserPropsOnce
 	seenAnon
+	seenUserPropsUnset
+	seenUserPropsAdd
 )
 
 // NewEventsParser returns a parser with empty buffers.
@@ -499,7 +520,7 @@ func (p *EventsParser) parseEvent(b []byte, ev *event.Event, n int) bool {
 // member parses the value of the top-level key in p.buf.
 func (p *EventsParser) member(ev *event.Event, n int) bool {
 	r := &p.row
-	var bit uint8
+	var bit uint16
 	var sp *span
 	field := ""
 	switch string(p.buf) {
@@ -519,8 +540,12 @@ func (p *EventsParser) member(ev *event.Event, n int) bool {
 		bit, field = seenUserProps, "user_properties"
 	case "user_properties_once":
 		bit, field = seenUserPropsOnce, "user_properties_once"
+	case "user_properties_unset":
+		bit, field = seenUserPropsUnset, "user_properties_unset"
+	case "user_properties_add":
+		bit, field = seenUserPropsAdd, "user_properties_add"
 	default:
-		return p.reject(string(p.buf), "unknown field (an event has user_id, event, timestamp, insert_id, anonymous_id, properties, user_properties and user_properties_once; event properties go in \"properties\")")
+		return p.reject(string(p.buf), "unknown field (an event has user_id, event, timestamp, insert_id, anonymous_id, properties, user_properties, user_properties_once, user_properties_unset and user_properties_add; event properties go in \"properties\")")
 	}
 	if r.seen&bit != 0 {
 		return p.reject(field, "given twice")
@@ -530,8 +555,12 @@ func (p *EventsParser) member(ev *event.Event, n int) bool {
 		return p.column(field, sp)
 	}
 	s := &p.sc
+	open, want := byte('{'), "an object of property names and values"
+	if bit == seenUserPropsUnset {
+		open, want = '[', "an array of property names"
+	}
 	switch c := s.ws(); c {
-	case '{':
+	case open:
 		s.i++
 	case 'n':
 		if _, ok := s.literal(); !ok {
@@ -542,7 +571,7 @@ func (p *EventsParser) member(ev *event.Event, n int) bool {
 		if !s.skip(0) {
 			return p.syntaxErr()
 		}
-		return p.reject(field, "expected an object of property names and values, found "+jsonKind(c))
+		return p.reject(field, "expected "+want+", found "+jsonKind(c))
 	}
 	if bit == seenProps {
 		return p.props(&ev.Props, "properties.")
@@ -555,9 +584,27 @@ func (p *EventsParser) member(ev *event.Event, n int) bool {
 		bt.Users = append(bt.Users, UserProps{})
 	}
 	u := &bt.Users[k]
-	u.Event, u.Once, u.Props = n, bit == seenUserPropsOnce, u.Props[:0]
-	if !p.props(&u.Props, field+".") {
-		return false
+	u.Event, u.Once, u.Op, u.Props = n, bit == seenUserPropsOnce, UserSet, u.Props[:0]
+	switch bit {
+	case seenUserPropsUnset:
+		u.Op = UserUnset
+		if !p.names(&u.Props, field) {
+			return false
+		}
+	case seenUserPropsAdd:
+		u.Op = UserAdd
+		if !p.props(&u.Props, field+".") {
+			return false
+		}
+		for _, q := range u.Props {
+			if q.Value.Type != event.TypeInt && q.Value.Type != event.TypeFloat {
+				return p.reject(field+"."+q.Name, "an add needs a number, found "+q.Value.Type.String())
+			}
+		}
+	default:
+		if !p.props(&u.Props, field+".") {
+			return false
+		}
 	}
 	if len(u.Props) == 0 {
 		bt.Users = bt.Users[:k] // {} or only nulls: no write
@@ -649,6 +696,42 @@ func (p *EventsParser) props(dst *[]event.Prop, prefix string) bool {
 			*dst = append(*dst, event.Prop{Name: k.name, Value: v})
 		}
 		if more, ok := s.more(); !ok {
+			return p.syntaxErr()
+		} else if !more {
+			return true
+		}
+	}
+}
+
+// names parses the rest of an array of property names (after its '[')
+// into dst, as properties without a value; a name given twice counts
+// once.
+func (p *EventsParser) names(dst *[]event.Prop, field string) bool {
+	s := &p.sc
+	if s.ws() == ']' {
+		s.i++
+		return true
+	}
+	for {
+		if c := s.ws(); c != '"' {
+			if !s.skip(0) {
+				return p.syntaxErr()
+			}
+			return p.reject(field, "expected property names (strings), found "+jsonKind(c))
+		}
+		var ok bool
+		if p.buf, ok = s.str(p.buf[:0]); !ok {
+			return p.syntaxErr()
+		}
+		k := p.keys.lookup(p.keyPos, p.buf)
+		p.keyPos++
+		if k.bad != "" {
+			return p.reject(field, k.bad)
+		}
+		if !slices.ContainsFunc(*dst, func(q event.Prop) bool { return q.Name == k.name }) {
+			*dst = append(*dst, event.Prop{Name: k.name})
+		}
+		if more, ok := s.moreItems(); !ok {
 			return p.syntaxErr()
 		} else if !more {
 			return true

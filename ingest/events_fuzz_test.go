@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -92,7 +93,8 @@ func refEvent(e []byte, opt EventsOptions) (string, string, bool) {
 		var raw json.RawMessage
 		dec.Decode(&raw)
 		switch key {
-		case "user_id", "event", "timestamp", "insert_id", "properties", "user_properties", "user_properties_once":
+		case "user_id", "event", "timestamp", "insert_id", "properties", "user_properties", "user_properties_once",
+			"user_properties_unset", "user_properties_add":
 		default:
 			return "", key, false
 		}
@@ -101,8 +103,32 @@ func refEvent(e []byte, opt EventsOptions) (string, string, bool) {
 		}
 		seen[key] = true
 		c := raw[0]
+		if key == "user_properties_unset" {
+			if c == 'n' {
+				continue
+			}
+			if c != '[' {
+				return "", key, false
+			}
+			var elems []json.RawMessage
+			json.Unmarshal(raw, &elems)
+			var props []event.Prop
+			for _, x := range elems {
+				var name string
+				if x[0] != '"' || json.Unmarshal(x, &name) != nil || event.ValidatePropName(name) != nil {
+					return "", key, false
+				}
+				if !slices.ContainsFunc(props, func(q event.Prop) bool { return q.Name == name }) {
+					props = append(props, event.Prop{Name: name})
+				}
+			}
+			if len(props) > 0 {
+				users = append(users, fmt.Sprintf("%s%v", key, props))
+			}
+			continue
+		}
 		switch key {
-		case "properties", "user_properties", "user_properties_once":
+		case "properties", "user_properties", "user_properties_once", "user_properties_add":
 			if c == 'n' {
 				continue
 			}
@@ -112,6 +138,13 @@ func refEvent(e []byte, opt EventsOptions) (string, string, bool) {
 			props, field, ok := refProps(raw, key+".", maxBytes)
 			if !ok {
 				return "", field, false
+			}
+			if key == "user_properties_add" {
+				for _, q := range props {
+					if q.Value.Type != event.TypeInt && q.Value.Type != event.TypeFloat {
+						return "", key + "." + q.Name, false
+					}
+				}
 			}
 			if key == "properties" {
 				ev.Props = props
@@ -257,7 +290,12 @@ func renderBatch(b *EventsBatch) (accepted, rejected []string) {
 		for _, u := range b.Users {
 			if u.Event == i {
 				key := "user_properties"
-				if u.Once {
+				switch {
+				case u.Op == UserUnset:
+					key = "user_properties_unset"
+				case u.Op == UserAdd:
+					key = "user_properties_add"
+				case u.Once:
 					key = "user_properties_once"
 				}
 				users = append(users, fmt.Sprintf("%s%v", key, u.Props))
@@ -320,6 +358,7 @@ func FuzzEventsParser(f *testing.F) {
 		`{"user_id": "u", "event": "e", "timestamp": "1990-01-01", "insert_id": 12, "properties": null}`,
 		`[{"user_id": "\ud800\u0041", "event": "\u00e9", "timestamp": 99999999999999999}, "x", null]`,
 		`[{"user_id": "u", "event": "e", "properties": {"$x": 1, "n": 1e400, "m": 123456789012345678901}}]`,
+		`[{"user_id": "u", "event": "e", "user_properties_unset": ["a", "b", "a"], "user_properties_add": {"n": 1, "f": -0.5}}, {"user_id": "u", "event": "e", "user_properties_unset": [1]}, {"user_id": "u", "event": "e", "user_properties_add": {"s": "1"}}, {"user_id": "u", "event": "e", "user_properties_unset": {"a": 1}}]`,
 		"\ufeff[{\"user_id\": \"u\", \"event\": \"e\"} ,\r\n {\"user_id\":\"v\",\"event\":\"e\",\"timestamp\":\"2126-01-01T00:00:00Z\"}]",
 	} {
 		f.Add([]byte(s))

@@ -291,6 +291,21 @@ func (s *scanner) more() (more, ok bool) {
 	return false, s.fail(s.i, "expected ',' or '}'")
 }
 
+// moreItems consumes what follows an array element: ',' (more elements:
+// true) or ']' (the array's end: false). Anything else is recorded as an
+// error and ok is false.
+func (s *scanner) moreItems() (more, ok bool) {
+	switch s.ws() {
+	case ',':
+		s.i++
+		return true, true
+	case ']':
+		s.i++
+		return false, true
+	}
+	return false, s.fail(s.i, "expected ',' or ']'")
+}
+
 // epochNumber converts a JSON number (raw, from number) holding a Unix
 // epoch timestamp to UTC microseconds by the magnitude rule
 // (event.EpochToMicros, event.EpochFloatToMicros).
@@ -385,14 +400,10 @@ func (s *scanner) skip(depth int) bool {
 			if !s.skip(depth + 1) {
 				return false
 			}
-			switch s.ws() {
-			case ',':
-				s.i++
-			case ']':
-				s.i++
+			if more, ok := s.moreItems(); !ok {
+				return false
+			} else if !more {
 				return true
-			default:
-				return s.fail(s.i, "expected ',' or ']'")
 			}
 		}
 	case c == '{':

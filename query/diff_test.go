@@ -47,7 +47,7 @@ func (s *userSource) Next(ev *event.Event) error {
 	}
 	w := s.ws[s.i]
 	s.i++
-	*ev = event.Event{UserID: w.User, Time: w.Time, Props: sortedProps(w.Props), Pos: event.Pos{File: "users", Line: int64(s.i)}}
+	*ev = event.Event{UserID: w.User, Time: w.Time, Name: w.Op, Props: sortedProps(w.Props), Pos: event.Pos{File: "users", Line: int64(s.i)}}
 	return nil
 }
 

@@ -715,24 +715,46 @@ func TestPersonsAgainstNaive(t *testing.T) {
 // set of queries of every kind (which also equal the naive reference).
 func TestPersonsOrderIndependent(t *testing.T) {
 	runSeeds(t, 150, 20, func(t *testing.T, seed int64) {
-		pc := newPersonsCase(seed)
-		data, np := pc.naive()
-		var first []string
-		for v, bias := range []int{0, 1, 2, 2} {
-			r := rand.New(rand.NewPCG(uint64(seed), uint64(v)))
-			st := pc.deliver(t, r, pc.script(r, bias))
-			pc.checkPersons(t, st, np)
-			var answers []string
-			q := rand.New(rand.NewPCG(uint64(seed), 0x0de))
-			personsQueries(t, q, data, New(st, Config{Workers: 1 + r.IntN(3)}), personsRunner(q, np, &answers))
-			if v == 0 {
-				first = answers
-				continue
-			}
-			if !slices.Equal(answers, first) {
-				t.Fatalf("interleaving %d (bias %d) answers differently from the first:\n%s", v, bias, diffAnswers(first, answers))
-			}
+		checkInterleavings(t, seed, newPersonsCase(seed), []int{0, 1, 2, 2}, 0)
+	})
+}
+
+// checkInterleavings delivers pc in one interleaving per bias (the
+// delivery's random stream of interleaving v drawn from (seed, v+salt)):
+// the id graphs must equal the naive one and the JSON answers to one set
+// of queries must be equal (and equal the naive reference's).
+func checkInterleavings(t *testing.T, seed int64, pc *personsCase, biases []int, salt uint64) {
+	t.Helper()
+	data, np := pc.naive()
+	var first []string
+	for v, bias := range biases {
+		r := rand.New(rand.NewPCG(uint64(seed), uint64(v)+salt))
+		st := pc.deliver(t, r, pc.script(r, bias))
+		pc.checkPersons(t, st, np)
+		var answers []string
+		q := rand.New(rand.NewPCG(uint64(seed), 0x0de))
+		personsQueries(t, q, data, New(st, Config{Workers: 1 + r.IntN(3)}), personsRunner(q, np, &answers))
+		if v == 0 {
+			first = answers
+			continue
 		}
+		if !slices.Equal(answers, first) {
+			t.Fatalf("interleaving %d (bias %d) answers differently from the first:\n%s", v, bias, diffAnswers(first, answers))
+		}
+	}
+}
+
+// TestPersonsUserOpsOrderIndependent is TestPersonsOrderIndependent
+// with user writes of every operation (testutil.WithUserOps: set-once,
+// unset, add, delete beside sets): the person properties fold the writes
+// of all of a person's ids in (time, distinct id, arrival) order
+// (docs/identity.md §3), so every interleaving answers alike and as the
+// naive reference (testutil.CurrentUsers) does.
+func TestPersonsUserOpsOrderIndependent(t *testing.T) {
+	runSeeds(t, 150, 20, func(t *testing.T, seed int64) {
+		pc := newPersonsCase(seed)
+		pc.users = testutil.WithUserOps(seed, pc.users)
+		checkInterleavings(t, seed, pc, []int{0, 1, 2}, 0x0b5)
 	})
 }
 

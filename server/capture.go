@@ -370,7 +370,7 @@ func (s *Server) storeCapture(ctx context.Context, app string, b *capture.Batch)
 	}
 	users := make([]storage.UserWrite, len(b.Users))
 	for i, u := range b.Users {
-		users[i] = storage.UserWrite{Index: u.Event, Props: u.Props, Once: u.Once}
+		users[i] = storage.UserWrite{Index: u.Event, Props: u.Props, Once: u.Once, Op: u.Op}
 	}
 	ids := make([]storage.IdentityWrite, len(b.Ops))
 	for i, o := range b.Ops {

@@ -333,3 +333,73 @@ func TestCaptureMemory(t *testing.T) {
 		t.Fatalf("%d %s", code, b)
 	}
 }
+
+// TestUserPropertyOps: the operations unset, add and delete reach the
+// store from the native endpoint (user_properties_unset,
+// user_properties_add) and from the SDK protocols (PostHog $unset,
+// Amplitude $add/$unset/$clearAll, Mixpanel /engage $add/$unset/$delete),
+// and the user's properties are their fold in time order whatever the
+// arrival order (docs/identity.md §3).
+func TestUserPropertyOps(t *testing.T) {
+	ts, key, _ := captureServer(t)
+	auth := "Bearer " + key
+	send := func(path, body, ctype string) {
+		t.Helper()
+		code, _, b := ts.do(t, "POST", path, body, "Content-Type", ctype, "Authorization", auth)
+		if code != 200 {
+			t.Fatalf("%s: %d %s", path, code, b)
+		}
+	}
+	props := func(id string) string {
+		t.Helper()
+		code, _, b := ts.do(t, "GET", "api/apps/sdk/users?id="+id, "")
+		if code != 200 {
+			t.Fatalf("users: %d %s", code, b)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	// Native: sent latest first; the fold goes by timestamp.
+	send("api/apps/sdk/events", `[{"user_id": "n1", "event": "e", "timestamp": "2026-01-05T00:00:00Z", "user_properties_add": {"logins": 2, "ltv": 1.5}},
+		{"user_id": "n1", "event": "e", "timestamp": "2026-01-04T00:00:00Z", "user_properties_unset": ["plan", "logins"]},
+		{"user_id": "n1", "event": "e", "timestamp": "2026-01-03T00:00:00Z", "user_properties": {"plan": "pro", "logins": 10, "ltv": 2.0, "tier": "a"}}]`, "application/json")
+	if got, want := props("n1"), `{"users":[{"user_id":"n1","properties":{"logins":2,"ltv":3.5,"tier":"a"}}]}`; got != want {
+		t.Errorf("native: %s, want %s", got, want)
+	}
+	code, _, b := ts.do(t, "POST", "api/apps/sdk/events", `[{"user_id": "n1", "event": "e", "user_properties_add": {"tier": 1}}]`, "Authorization", auth)
+	if code != 200 || !strings.Contains(string(b), `"user_properties_add.tier"`) {
+		t.Errorf("an add to a string property: %d %s", code, b)
+	}
+	// PostHog $unset (top level), after a $set in an earlier batch.
+	send("ingest/posthog/batch/", fmt.Sprintf(`{"api_key":%q,"batch":[{"event":"x","distinct_id":"p1","uuid":"ph-1","timestamp":"2026-01-03T00:00:00Z","properties":{"$set":{"plan":"pro","tier":"b"}}}]}`, key), "application/json")
+	send("ingest/posthog/batch/", fmt.Sprintf(`{"api_key":%q,"batch":[{"event":"y","distinct_id":"p1","uuid":"ph-2","timestamp":"2026-01-04T00:00:00Z","$unset":["plan"]}]}`, key), "application/json")
+	if got, want := props("p1"), `{"users":[{"user_id":"p1","properties":{"tier":"b"}}]}`; got != want {
+		t.Errorf("posthog: %s, want %s", got, want)
+	}
+	// Amplitude: $add twice, $unset, then $clearAll and a set at once.
+	send("ingest/amplitude/2/httpapi", fmt.Sprintf(`{"api_key":%q,"events":[
+		{"event_type":"e","user_id":"amp-1","insert_id":"a1","time":1767225600000,"user_properties":{"$set":{"plan":"pro"},"$add":{"logins":1}}},
+		{"event_type":"e","user_id":"amp-1","insert_id":"a2","time":1767225601000,"user_properties":{"$add":{"logins":4}}}]}`, key), "application/json")
+	if got, want := props("amp-1"), `{"users":[{"user_id":"amp-1","properties":{"logins":5,"plan":"pro"}}]}`; got != want {
+		t.Errorf("amplitude adds: %s, want %s", got, want)
+	}
+	send("ingest/amplitude/2/httpapi", fmt.Sprintf(`{"api_key":%q,"events":[
+		{"event_type":"e","user_id":"amp-1","insert_id":"a3","time":1767225602000,"user_properties":{"$clearAll":"-","$set":{"tier":"c"}}}]}`, key), "application/json")
+	if got, want := props("amp-1"), `{"users":[{"user_id":"amp-1","properties":{"tier":"c"}}]}`; got != want {
+		t.Errorf("amplitude $clearAll: %s, want %s", got, want)
+	}
+	// Mixpanel /engage: $delete, then $add and $unset.
+	engage := func(body string) {
+		t.Helper()
+		send("ingest/mixpanel/engage", url.Values{"data": {body}}.Encode(), "application/x-www-form-urlencoded")
+	}
+	engage(fmt.Sprintf(`[{"$token":%q,"$distinct_id":"mp-1","$time":1767225600000,"$set":{"plan":"pro","n":1}}]`, key))
+	engage(fmt.Sprintf(`[{"$token":%q,"$distinct_id":"mp-1","$time":1767225601000,"$add":{"n":2}},
+		{"$token":%q,"$distinct_id":"mp-1","$time":1767225602000,"$unset":["plan"]}]`, key, key))
+	if got, want := props("mp-1"), `{"users":[{"user_id":"mp-1","properties":{"n":3}}]}`; got != want {
+		t.Errorf("mixpanel: %s, want %s", got, want)
+	}
+	engage(fmt.Sprintf(`[{"$token":%q,"$distinct_id":"mp-1","$time":1767225603000,"$delete":""}]`, key))
+	if got, want := props("mp-1"), `{"users":[{"user_id":"mp-1","properties":{}}]}`; got != want {
+		t.Errorf("mixpanel $delete: %s, want %s", got, want)
+	}
+}

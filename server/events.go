@@ -213,7 +213,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	if len(b.Events) > 0 {
 		users := work.users[:0]
 		for _, u := range b.Users {
-			users = append(users, storage.UserWrite{Index: u.Event, Props: u.Props, Once: u.Once})
+			users = append(users, storage.UserWrite{Index: u.Event, Props: u.Props, Once: u.Once, Op: u.Op})
 		}
 		work.users = users
 		var rep *storage.IngestReport

@@ -81,9 +81,35 @@ type cursor struct {
 	// onceCode is the event code of SetOnceEvent in a users segment, -1
 	// when it has no such rows.
 	onceCode int
+	// unsetCode, addCode and delCode are the event codes of UnsetEvent,
+	// AddEvent and DeleteEvent in a users segment, -1 when it has no such
+	// rows; hasOps says one of them is ≥ 0 (userOps).
+	unsetCode, addCode, delCode int
+	hasOps                      bool
 	// bytes is what blk and rowMask hold (capacities), as of the last
 	// block read or deltas unpacked (shardScanner.bufferBytes).
 	bytes int64
+}
+
+// userOps reports whether users cursor c's current user has, in its
+// current block, writes the fast fold (shardScanner.userValues) cannot
+// apply — unset, add or delete — or may have: its rows continue in the
+// next block. It reads the user's event codes only in segments holding
+// such writes.
+func (c *cursor) userOps() bool {
+	if !c.hasOps {
+		return false
+	}
+	if c.continues() {
+		return true
+	}
+	b := &c.blk
+	for _, code := range b.Events[b.UserStarts[c.user]:b.UserStarts[c.user+1]] {
+		if k := int(code); k == c.unsetCode || k == c.addCode || k == c.delCode {
+			return true
+		}
+	}
+	return false
 }
 
 // continues reports whether c's current user has more rows in the
@@ -168,6 +194,10 @@ func (sc *shardScanner) open(c *cursor, ref SegmentRef, r *segment.Reader) (bool
 		}
 		c.uplan = up
 		c.onceCode = slices.Index(meta.EventNames, SetOnceEvent)
+		c.unsetCode = slices.Index(meta.EventNames, UnsetEvent)
+		c.addCode = slices.Index(meta.EventNames, AddEvent)
+		c.delCode = slices.Index(meta.EventNames, DeleteEvent)
+		c.hasOps = c.unsetCode >= 0 || c.addCode >= 0 || c.delCode >= 0
 		if c.onceCode >= 0 {
 			c.noTimes = false // set-once writes need their times
 		}

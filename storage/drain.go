@@ -406,6 +406,9 @@ func (sc *shardScanner) joinInStep(ctx context.Context, ucs []*cursor, b *segmen
 		// Past a match (its writes applied when visited), or past a user
 		// with writes but no rows here. A user's writes mostly fit in
 		// one block: userWrites only for those that do not.
+		if match && visited {
+			sc.startCollect(ucs[:1], uc.hash(), id)
+		}
 		if uc.continues() {
 			if err := sc.userWrites(ctx, uc, match && visited); err != nil {
 				return nil, err
@@ -462,6 +465,7 @@ func (sc *shardScanner) gatherCols(c *cursor) {
 // they came from) before a user's are joined.
 func (sc *shardScanner) unsetUserValues() {
 	once := sc.onceSeen // else the set-once values hold nothing
+	sc.ucollect = false
 	for j := range sc.trail.User {
 		sc.trail.User[j] = trail.Value{}
 		sc.ubest[j] = math.MinInt64
@@ -533,6 +537,7 @@ func (sc *shardScanner) joinUserValues(ctx context.Context, ucs []*cursor, h uin
 	if len(at) > 1 {
 		slices.SortFunc(at, func(a, b *cursor) int { return cmp.Compare(a.seq, b.seq) })
 	}
+	sc.startCollect(at, h, id)
 	for _, uc := range at {
 		if err := sc.userWrites(ctx, uc, true); err != nil {
 			return nil, err

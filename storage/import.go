@@ -26,6 +26,20 @@ const SetEvent = "$set"
 // then arrival) wins.
 const SetOnceEvent = "$set_once"
 
+// UnsetEvent, AddEvent and DeleteEvent are the event names of the users
+// rows of the other user property operations (docs/identity.md §3): an
+// UnsetEvent row clears the properties it has (their values, the zero
+// value of the property's type, mean nothing), an AddEvent row adds its
+// numbers to the properties (from 0 when unset), a DeleteEvent row
+// clears every property of the user (it needs none). A user with such
+// rows has its writes folded in (timestamp, arrival) order
+// (internal/userfold).
+const (
+	UnsetEvent  = "$unset"
+	AddEvent    = "$add"
+	DeleteEvent = "$delete"
+)
+
 // Source yields input rows; ingest.Reader satisfies it. Next fills ev
 // (reused, valid until the next call), returns io.EOF at the end, an
 // *event.RowError for a bad row (the source stays usable) and any other
@@ -532,11 +546,12 @@ func (im *importer) add(ev *event.Event, rep *ImportReport) error {
 	name := ev.Name
 	if im.opt.Kind == KindUsers {
 		// A users row names no event (or SetEvent); SetOnceEvent marks a
-		// set-once write (live ingestion's user_properties_once).
+		// set-once write (live ingestion's user_properties_once),
+		// UnsetEvent, AddEvent and DeleteEvent the other operations.
 		u := *ev
 		switch name = SetEvent; u.Name {
-		case SetOnceEvent:
-			name, u.Name = SetOnceEvent, ""
+		case SetOnceEvent, UnsetEvent, AddEvent, DeleteEvent:
+			name, u.Name = u.Name, ""
 		case SetEvent:
 			u.Name = ""
 		}

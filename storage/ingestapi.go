@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/internal/userfold"
 )
 
 // The live ingestion contract between the events endpoint (package
@@ -22,18 +23,54 @@ import (
 
 // UserWrite is a write of user properties carried by an event
 // (docs/ingest.md §1): the user and time are those of the event evs[Index].
-// Without Once (user_properties) the latest write by timestamp wins
-// (SetEvent); with Once (user_properties_once) a property is set only
-// where the user has no value from a SetEvent write, the earliest write
-// winning (SetOnceEvent), also for back-filled events. Props' names are
+// A user's properties are the fold of its writes in (timestamp,
+// arrival) order (docs/identity.md §3, internal/userfold): without Once
+// (user_properties) a write replaces (SetEvent: the latest wins); with
+// Once (user_properties_once) it sets a property only where the user
+// has none at its timestamp (SetOnceEvent: without unsets, the earliest
+// write wins), also for back-filled events. Props' names are
 // valid property names (event.ValidatePropName), not repeated; values
 // are untyped JSON values as the event's properties are (string, int,
 // float, bool; arrays and objects as JSON text).
+//
+// Op says what the write does (docs/identity.md §3); Once with Op
+// UserSet is UserSetOnce (the older spelling). UserUnset clears the
+// properties named in Props (their values are ignored; a property no
+// user of the app has ever had is skipped: there is nothing to clear);
+// UserAdd adds Props' numbers (int or float values) to the properties,
+// from 0 when unset — a value of another type, or a property the app
+// types other than int or float, fails as a bad value does;
+// UserDelete clears every property of the user (Props is ignored).
 type UserWrite struct {
 	Index int
 	Props []event.Prop
 	Once  bool
+	Op    UserOp
 }
+
+// UserOp is the operation of a UserWrite: userfold's numbering, which is
+// also the live record's.
+type UserOp = userfold.Op
+
+// The operations of a UserWrite.
+const (
+	UserSet     = userfold.Set     // replaces the value
+	UserSetOnce = userfold.SetOnce // sets the value if unset at the write's time
+	UserUnset   = userfold.Unset   // clears the value
+	UserAdd     = userfold.Add     // adds a number (from 0 when unset)
+	UserDelete  = userfold.Delete  // clears every property of the user
+)
+
+// op returns the write's operation, Once folded in.
+func (u *UserWrite) op() UserOp {
+	if u.Op == UserSet && u.Once {
+		return UserSetOnce
+	}
+	return u.Op
+}
+
+// userOpEvents are the users-row event names of the operations.
+var userOpEvents = [...]string{UserSet: SetEvent, UserSetOnce: SetOnceEvent, UserUnset: UnsetEvent, UserAdd: AddEvent, UserDelete: DeleteEvent}
 
 // IngestReport is what an Ingest stored. Accepted counts the events
 // stored; Rejected lists, in Index order, those refused by the app's

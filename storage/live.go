@@ -417,6 +417,7 @@ func (l *liveApp) check(evs []event.Event, users []UserWrite, rep *IngestReport,
 	}
 	l.schemaMu.Lock()
 	defer l.schemaMu.Unlock()
+	var hints map[string]event.Type // prepareUserOp's, made when needed
 	for i := range evs {
 		ev := &evs[i]
 		reject := func(field, msg string) {
@@ -434,9 +435,12 @@ func (l *liveApp) check(evs []event.Event, users []UserWrite, rep *IngestReport,
 		good := true
 		for _, j := range byEvent[i] {
 			u := &users[j]
-			prefix := "user_properties."
-			if u.Once {
-				prefix = "user_properties_once."
+			prefix := userOpFields[u.op()]
+			if err := l.prepareUserOp(u, users, &hints, drop, i, prefix, rep); err != nil {
+				f, msg := rowField(err, prefix)
+				reject(f, msg)
+				good = false
+				break
 			}
 			uev := event.Event{UserID: ev.UserID, Time: ev.Time, Props: u.Props}
 			err := coerceDropping(&uev, l.userSchema, event.ValidateUser, drop, i, prefix, rep)
@@ -454,6 +458,74 @@ func (l *liveApp) check(evs []event.Event, users []UserWrite, rep *IngestReport,
 		}
 	}
 	return ok
+}
+
+// userOpFields are the field prefixes of the operations' properties in
+// rejections (the native endpoint's keys, docs/ingest.md §1).
+var userOpFields = [...]string{UserSet: "user_properties.", UserSetOnce: "user_properties_once.",
+	UserUnset: "user_properties_unset.", UserAdd: "user_properties_add.", UserDelete: "user_properties_delete."}
+
+// prepareUserOp readies the properties of a write that is not a set
+// (l.schemaMu held), into a new slice (the caller's is not changed): an
+// unset's values become the zero value of each property's type (they
+// only mark the property). A property the schema does not know takes
+// the type of its first value among the request's other writes (all,
+// the request's writes; *hints caches them), which it will have once
+// they are applied; one no write of the request has either is dropped
+// (no user has it: there is nothing to clear). A delete's properties are
+// removed, and an add's values must be numbers (int or float) of a
+// property typed int or float, or new: a bad one is dropped (recorded in
+// rep.Dropped for event index, the field prefixed) with drop, else
+// returned as an *event.RowError.
+func (l *liveApp) prepareUserOp(u *UserWrite, all []UserWrite, hints *map[string]event.Type, drop bool, index int, prefix string, rep *IngestReport) error {
+	switch u.op() {
+	case UserUnset:
+		ps := make([]event.Prop, 0, len(u.Props))
+		for _, p := range u.Props {
+			t, ok := l.userSchema.Type(p.Name)
+			if !ok {
+				if *hints == nil {
+					*hints = map[string]event.Type{}
+					for i := range all {
+						if op := all[i].op(); op == UserSet || op == UserSetOnce || op == UserAdd {
+							for _, q := range all[i].Props {
+								if _, seen := (*hints)[q.Name]; !seen && q.Value.Type != event.TypeNone {
+									(*hints)[q.Name] = q.Value.Type
+								}
+							}
+						}
+					}
+				}
+				t, ok = (*hints)[p.Name]
+			}
+			if ok {
+				ps = append(ps, event.Prop{Name: p.Name, Value: event.Value{Type: t}})
+			}
+		}
+		u.Props = ps
+	case UserDelete:
+		u.Props = nil
+	case UserAdd:
+		ps := make([]event.Prop, 0, len(u.Props))
+		for _, p := range u.Props {
+			msg := ""
+			if t := p.Value.Type; t != event.TypeInt && t != event.TypeFloat {
+				msg = fmt.Sprintf("an add needs a number, found %s", p.Value.Type)
+			} else if t, ok := l.userSchema.Type(p.Name); ok && t != event.TypeInt && t != event.TypeFloat {
+				msg = fmt.Sprintf("an add needs a number property, %s is %s", event.Quote(p.Name), t)
+			}
+			if msg == "" {
+				ps = append(ps, p)
+				continue
+			}
+			if !drop {
+				return &event.RowError{Field: p.Name, Msg: msg}
+			}
+			rep.Dropped = append(rep.Dropped, IngestRejection{Index: index, Field: prefix + p.Name, Message: msg})
+		}
+		u.Props = ps
+	}
+	return nil
 }
 
 // coerceDropping validates ev and coerces it to schema; with drop, each
@@ -632,10 +704,7 @@ func (l *liveApp) applyLocked(seq uint64, rec []byte) error {
 	for i := range lb.users {
 		u := &lb.users[i]
 		ev := &lb.evs[u.ev]
-		name := SetEvent
-		if u.once {
-			name = SetOnceEvent
-		}
+		name := userOpEvents[u.op]
 		l.uev = event.Event{UserID: ev.UserID, Time: ev.Time, Name: name, Props: u.props}
 		if err := l.userTail.add(&l.uev, &rep); err != nil {
 			return fmt.Errorf("record %d user write %d: %w", seq, i, err)

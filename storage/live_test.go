@@ -124,7 +124,6 @@ func ingestRequest(t *testing.T, st *Store, req liveRequest) {
 // every trail (events, properties, user properties), duplicates dropped,
 // visible as soon as Ingest returns.
 func TestIngestEqualsImport(t *testing.T) {
-	ctx := context.Background()
 	for seed := range 4 {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(seed), 5))
@@ -139,21 +138,7 @@ func TestIngestEqualsImport(t *testing.T) {
 				importRequest(t, ref, req)
 				// Visible on return.
 				sameTrails(t, fmt.Sprintf("after request %d", b), appTrails(t, st), appTrails(t, ref))
-				switch r.IntN(5) {
-				case 0:
-					if err := st.FlushLive(ctx, "app"); err != nil {
-						t.Fatal(err)
-					}
-				case 1:
-					a, _ := st.App("app")
-					if err := a.live.Load().mergeMemory(ctx, r.IntN(2) == 0); err != nil {
-						t.Fatal(err)
-					}
-				case 2:
-					if _, err := st.Compact(ctx, "app", CompactOptions{Force: true}); err != nil {
-						t.Fatal(err)
-					}
-				}
+				liveStep(t, st, r, r.IntN(5))
 			}
 			want := appTrails(t, ref)
 			sameTrails(t, "at the end", appTrails(t, st), want)
@@ -171,6 +156,29 @@ func TestIngestEqualsImport(t *testing.T) {
 			again := openOn(t, fs.Crash(0, nil), 2) // no live layer: only what was published
 			sameTrails(t, "after Close, without the log", appTrails(t, again), want)
 		})
+	}
+}
+
+// liveStep moves app "app" of st on by step k: 0 flushes the live layer,
+// 1 merges its memory segments (a random kind of merge, drawn from r), 2
+// compacts; any other k does nothing.
+func liveStep(t *testing.T, st *Store, r *rand.Rand, k int) {
+	t.Helper()
+	ctx := context.Background()
+	switch k {
+	case 0:
+		if err := st.FlushLive(ctx, "app"); err != nil {
+			t.Fatal(err)
+		}
+	case 1:
+		a, _ := st.App("app")
+		if err := a.live.Load().mergeMemory(ctx, r.IntN(2) == 0); err != nil {
+			t.Fatal(err)
+		}
+	case 2:
+		if _, err := st.Compact(ctx, "app", CompactOptions{Force: true}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/identity"
 	"github.com/spurdb/spur/internal/bin"
+	"github.com/spurdb/spur/internal/userfold"
 )
 
 // The write-ahead-log record of one Ingest call (docs/ingest.md §2): its
@@ -22,7 +24,8 @@ import (
 //	       str user id, str event name, varint time (UTC µs), str insert id,
 //	       uvarint properties; per property: str name, value
 //	uvarint user writes; per write:
-//	       uvarint event index, [1] once (0 or 1),
+//	       uvarint event index, [1] operation (UserOp: 0 set, 1 set-once;
+//	       version ≥ 3 also 2 unset, 3 add, 4 delete),
 //	       uvarint properties; per property: str name, value
 //	(version ≥ 2) uvarint identity operations; per operation:
 //	       [1] kind (identity.Kind), str T, str O, varint time (UTC µs)
@@ -31,8 +34,11 @@ import (
 // (event.TypeString … event.TypeTime) and a str (string), a varint (int,
 // time), 8 little-endian bytes of the IEEE 754 bits (float) or a byte 0/1
 // (bool). The log's own framing checksums each record.
-// Version 1 records (no identity operations) are still read.
-const liveRecordVersion = 2
+// Version 1 records (no identity operations) and version 2 ones (only
+// set and set-once writes) are still read; a record whose writes are all
+// set or set-once is written as version 2, so the records of inputs an
+// older build accepted stay readable by it.
+const liveRecordVersion = 3
 
 // liveBatch is a decoded record, its slices reused from record to record.
 type liveBatch struct {
@@ -45,14 +51,21 @@ type liveBatch struct {
 // at the time of evs[ev].
 type liveUserWrite struct {
 	ev    int
-	once  bool
+	op    UserOp
 	props []event.Prop
 }
 
 // appendLiveRecord appends the record of evs, users (UserWrite.Index
 // into evs) and the identity operations ops to dst.
 func appendLiveRecord(dst []byte, evs []event.Event, users []UserWrite, ops []identity.Op) []byte {
-	dst = append(dst, liveRecordVersion)
+	v := byte(2)
+	for i := range users {
+		if !users[i].op().Simple() {
+			v = liveRecordVersion
+			break
+		}
+	}
+	dst = append(dst, v)
 	dst = binary.AppendUvarint(dst, uint64(len(evs)))
 	for i := range evs {
 		ev := &evs[i]
@@ -63,13 +76,10 @@ func appendLiveRecord(dst []byte, evs []event.Event, users []UserWrite, ops []id
 		dst = appendRecordProps(dst, ev.Props)
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(users)))
-	for _, u := range users {
+	for i := range users {
+		u := &users[i]
 		dst = binary.AppendUvarint(dst, uint64(u.Index))
-		once := byte(0)
-		if u.Once {
-			once = 1
-		}
-		dst = append(dst, once)
+		dst = append(dst, byte(u.op()))
 		dst = appendRecordProps(dst, u.Props)
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(ops)))
@@ -155,15 +165,14 @@ func decodeLiveRecord(rec []byte, lb *liveBatch) error {
 			d.FailAt(at, "user write of event %d of %d", idx, n)
 		}
 		u.ev = int(idx)
-		switch d.U8() {
-		case 0:
-			u.once = false
-		case 1:
-			u.once = true
-		default:
-			d.FailAt(d.Pos()-1, "user write once flag")
+		u.op = UserOp(d.U8())
+		if d.Err() == nil && (u.op >= userfold.NumOps || v < 3 && !u.op.Simple()) {
+			d.FailAt(d.Pos()-1, "user write operation %d (version %d)", u.op, v)
 		}
 		u.props = decodeRecordProps(&d, u.props)
+	}
+	if d.Err() == nil && v >= 3 && !slices.ContainsFunc(lb.users, func(u liveUserWrite) bool { return !u.op.Simple() }) {
+		d.Fail("version %d record with only set and set-once writes (written as version 2)", v)
 	}
 	lb.ops = lb.ops[:0]
 	if v >= 2 {

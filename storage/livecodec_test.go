@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/internal/userfold"
 )
 
 // liveRecordSample returns n events over users u0..u(n/3) with the four
@@ -42,7 +43,21 @@ func TestLiveRecordRoundTrip(t *testing.T) {
 	for seed := range uint64(20) {
 		n := int(seed*7) % 40
 		evs, users := liveRecordSample(n, seed)
+		if seed%2 == 1 { // every operation (version 3)
+			for k := range users {
+				users[k].Op, users[k].Once = UserOp(k%int(userfold.NumOps)), false
+			}
+		}
 		rec := appendLiveRecord(nil, evs, users, nil)
+		wantV := byte(2)
+		for k := range users {
+			if !users[k].op().Simple() {
+				wantV = 3
+			}
+		}
+		if rec[0] != wantV {
+			t.Fatalf("seed %d: record version %d, want %d", seed, rec[0], wantV)
+		}
 		if err := decodeLiveRecord(rec, &lb); err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
@@ -56,7 +71,7 @@ func TestLiveRecordRoundTrip(t *testing.T) {
 		}
 		for i, u := range users {
 			got := lb.users[i]
-			if got.ev != u.Index || got.once != u.Once || !reflect.DeepEqual(got.props, u.Props) {
+			if got.ev != u.Index || got.op != u.op() || !reflect.DeepEqual(got.props, u.Props) {
 				t.Fatalf("seed %d user write %d: %+v, want %+v", seed, i, got, u)
 			}
 		}
@@ -67,6 +82,33 @@ func TestLiveRecordRoundTrip(t *testing.T) {
 		}
 		if err := decodeLiveRecord(append(rec, 0), &lb); !errors.Is(err, errLiveRecord) {
 			t.Fatalf("seed %d, a byte appended: %v", seed, err)
+		}
+	}
+}
+
+// TestLiveRecordVersions: a record with only set and set-once writes is
+// version 2, as older builds wrote and read it; version 2 and 1 records
+// cannot carry the other operations, and a version 3 record must carry
+// one.
+func TestLiveRecordVersions(t *testing.T) {
+	evs := []event.Event{{UserID: "u", Name: "e", Time: 1}}
+	var lb liveBatch
+	for _, tc := range []struct {
+		op      UserOp
+		version byte
+	}{{UserSet, 2}, {UserSetOnce, 2}, {UserUnset, 3}, {UserAdd, 3}, {UserDelete, 3}} {
+		users := []UserWrite{{Index: 0, Op: tc.op, Props: []event.Prop{{Name: "n", Value: event.Int(1)}}}}
+		rec := appendLiveRecord(nil, evs, users, nil)
+		if rec[0] != tc.version {
+			t.Fatalf("%v: version %d, want %d", tc.op, rec[0], tc.version)
+		}
+		if err := decodeLiveRecord(rec, &lb); err != nil || lb.users[0].op != tc.op {
+			t.Fatalf("%v: decoded %v, %v", tc.op, lb.users, err)
+		}
+		other := append([]byte(nil), rec...)
+		other[0] = 5 - tc.version // 2 ↔ 3
+		if err := decodeLiveRecord(other, &lb); !errors.Is(err, errLiveRecord) {
+			t.Fatalf("%v as version %d: %v", tc.op, other[0], err)
 		}
 	}
 }
@@ -88,7 +130,7 @@ func FuzzDecodeLiveRecord(f *testing.F) {
 		}
 		users := make([]UserWrite, len(lb.users))
 		for i, u := range lb.users {
-			users[i] = UserWrite{Index: u.ev, Once: u.once, Props: u.props}
+			users[i] = UserWrite{Index: u.ev, Op: u.op, Props: u.props}
 		}
 		if re := appendLiveRecord(nil, lb.evs, users, lb.ops); string(re) != string(b) {
 			t.Fatalf("re-encoded %x, decoded from %x", re, b)

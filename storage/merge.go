@@ -3,8 +3,11 @@ package storage
 import (
 	"bytes"
 	"context"
+	"math"
 	"slices"
 
+	"github.com/spurdb/spur/identity"
+	"github.com/spurdb/spur/internal/userfold"
 	"github.com/spurdb/spur/storage/segment"
 	"github.com/spurdb/spur/trail"
 )
@@ -38,6 +41,15 @@ type shardScanner struct {
 	uonce    []trail.Value
 	uonceAt  []int64
 	onceSeen bool
+	// The exact fold of a user with unset, add or delete writes
+	// (ucollect, set per user from cursor.userOps): collectUserValues
+	// gathers its writes per user value in arrival order (urank numbers
+	// the rows gathered so far) and finishUserValues folds them
+	// (internal/userfold). uops is reused from user to user.
+	ucollect bool
+	uops     [][]userfold.Write[ubits]
+	urank    int64
+	joined   *identity.Snapshot // the persons join's graph, nil without one
 	// keepTimes reads users blocks with their times also when a shard has
 	// one users chain: the person join needs each value's write time.
 	keepTimes bool
@@ -230,6 +242,7 @@ func (sc *shardScanner) mergeUser(ctx context.Context) error {
 	sc.id = append(sc.id[:0], first.id()...) // the blocks holding it may be replaced below
 	key := UserKey{Hash: first.hash(), ID: sc.id}
 	long := false
+	sc.startCollect(group, key.Hash, key.ID)
 	for _, c := range group {
 		if c.users {
 			if err := sc.userWrites(ctx, c, true); err != nil {
@@ -440,6 +453,10 @@ type partSrc struct {
 // aside, the earliest winning (a tie to the earlier arrival), for
 // finishUserValues to use where no SetEvent write set the property.
 func (sc *shardScanner) userValues(c *cursor) {
+	if sc.ucollect {
+		sc.collectUserValues(c)
+		return
+	}
 	b := &c.blk
 	s, e := int(b.UserStarts[c.user]), int(b.UserStarts[c.user+1])
 	times := len(b.Times) > 0
@@ -475,6 +492,13 @@ func (sc *shardScanner) userValues(c *cursor) {
 // finishUserValues gives the properties no SetEvent write set the
 // earliest SetOnceEvent write, once all of the user's writes are applied.
 func (sc *shardScanner) finishUserValues() {
+	if sc.ucollect {
+		for j := range sc.trail.User {
+			v, set := userfold.Fold(sc.uops[j], addBits)
+			sc.trail.User[j] = trail.Value{Set: set, Bits: v.bits}
+		}
+		return
+	}
 	if !sc.onceSeen {
 		return
 	}
@@ -483,6 +507,108 @@ func (sc *shardScanner) finishUserValues() {
 			sc.trail.User[j] = sc.uonce[j]
 		}
 	}
+}
+
+// ubits is a user value's bits as the fold carries them: Kind says how
+// an add sums them (addBits).
+type ubits struct {
+	bits uint64
+	kind ColumnKind
+}
+
+// addBits is userfold's add for trail bits: int columns add as int64
+// (wrapping), float ones as float64; other kinds are not numbers (the add
+// is ignored). The sum takes cur's kind.
+func addBits(cur, d ubits) (ubits, bool) {
+	switch cur.kind {
+	case ColInt:
+		if d.kind == ColInt {
+			return ubits{bits: uint64(int64(cur.bits) + int64(d.bits)), kind: ColInt}, true
+		}
+	case ColFloat, ColIntFloat:
+		if d.kind == ColFloat || d.kind == ColIntFloat {
+			s := math.Float64frombits(cur.bits) + math.Float64frombits(d.bits)
+			if s == 0 {
+				s = 0 // -0 as +0, as columnBits
+			}
+			return ubits{bits: math.Float64bits(s), kind: cur.kind}, true
+		}
+	}
+	return cur, false
+}
+
+// startCollect sets the fold of user (h, id), about to be joined from
+// its users cursors cs: exact (collecting its writes) when one of them
+// has writes the fast fold cannot apply, or when the scan joins persons
+// (sc.joined) and the id is one of a joined person's, whose values fold
+// with its other ids' (personMerge.foldUserValues needs every write).
+func (sc *shardScanner) startCollect(cs []*cursor, h uint64, id []byte) {
+	sc.ucollect = false
+	for _, c := range cs {
+		if c.users && c.userOps() {
+			sc.ucollect = true
+			break
+		}
+	}
+	if !sc.ucollect && sc.joined != nil && len(cs) > 0 && sc.joined.MayBeJoined(h) {
+		p := sc.joined.LookupHash(h, id)
+		sc.ucollect = p != nil && len(p.DistinctIDs) > 1
+	}
+	if !sc.ucollect {
+		return
+	}
+	if len(sc.uops) != len(sc.trail.User) {
+		sc.uops = make([][]userfold.Write[ubits], len(sc.trail.User))
+	}
+	for j := range sc.uops {
+		sc.uops[j] = sc.uops[j][:0]
+	}
+	sc.urank = 0
+}
+
+// collectUserValues appends the current user's writes in users cursor c
+// to sc.uops: per user value, each row with the property (a DeleteEvent
+// row: every row) as a write of its time (0 in a block read without
+// times, whose rows are in time order and the user's only ones) and
+// arrival rank (cursors come in Seq order, a user's rows in (time,
+// arrival) order).
+func (sc *shardScanner) collectUserValues(c *cursor) {
+	b := &c.blk
+	s, e := int(b.UserStarts[c.user]), int(b.UserStarts[c.user+1])
+	times := len(b.Times) > 0
+	for j, src := range c.uplan.Cols {
+		var pd *segment.PropData
+		if src.Prop >= 0 {
+			pd = &b.Props[src.Prop]
+		}
+		ws := sc.uops[j]
+		for r := s; r < e; r++ {
+			w := userfold.Write[ubits]{Rank: sc.urank + int64(r-s)}
+			if times {
+				w.Time = b.Times[r]
+			}
+			switch code := int(b.Events[r]); {
+			case code == c.delCode:
+				w.Op = userfold.Delete
+				ws = append(ws, w)
+				continue
+			case pd == nil || pd.Present[r>>6]>>(r&63)&1 == 0:
+				continue
+			case code == c.onceCode:
+				w.Op = userfold.SetOnce
+			case code == c.unsetCode:
+				w.Op = userfold.Unset
+			case code == c.addCode:
+				w.Op = userfold.Add
+			default:
+				w.Op = userfold.Set
+			}
+			w.Value = ubits{bits: columnBits(pd, src, r), kind: src.Kind}
+			ws = append(ws, w)
+		}
+		sc.uops[j] = ws
+	}
+	sc.urank += int64(e - s)
 }
 
 // mergeParts orders the trail buffer, made of time-sorted parts (one per

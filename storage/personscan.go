@@ -23,6 +23,7 @@ import (
 	"sync"
 
 	"github.com/spurdb/spur/identity"
+	"github.com/spurdb/spur/internal/userfold"
 	"github.com/spurdb/spur/storage/segment"
 	"github.com/spurdb/spur/trail"
 )
@@ -41,20 +42,27 @@ type personPart struct {
 // partArena holds the copied rows of one worker's parts, column by
 // column, so that copying a part allocates nothing once the arena has
 // grown: times, masks, the query's columns, and per part its user values
-// with when each was written (setAt for a SetEvent write, math.MinInt64
-// when none or unknown; onceAt for the value of a SetOnceEvent write,
-// math.MaxInt64 when none).
+// (the distinct id's own) with what the person fold needs of them. When
+// the version has no unset, add or delete writes (personJoin.ops false):
+// when each was written (setAt for a SetEvent write, math.MinInt64 when
+// none or unknown; onceAt for the value of a SetOnceEvent write,
+// math.MaxInt64 when none). Else the id's writes of the property:
+// ops[opsFrom[i]:opsTo[i]] for user value i, each with its time and its
+// rank in the id's arrival order (shardScanner.uops).
 type partArena struct {
-	times         []int64
-	mask          []uint64
-	cols          []trail.Column
-	user          []trail.Value
-	setAt, onceAt []int64
+	times          []int64
+	mask           []uint64
+	cols           []trail.Column
+	user           []trail.Value
+	setAt, onceAt  []int64
+	opsFrom, opsTo []int32
+	ops            []userfold.Write[ubits]
 }
 
 // reset empties the arena, keeping its memory.
 func (a *partArena) reset() {
 	a.times, a.mask, a.user, a.setAt, a.onceAt = a.times[:0], a.mask[:0], a.user[:0], a.setAt[:0], a.onceAt[:0]
+	a.opsFrom, a.opsTo, a.ops = a.opsFrom[:0], a.opsTo[:0], a.ops[:0]
 	for k := range a.cols {
 		a.cols[k].Set, a.cols[k].Bits = a.cols[k].Set[:0], a.cols[k].Bits[:0]
 	}
@@ -62,7 +70,8 @@ func (a *partArena) reset() {
 
 // bytes is the memory the arena holds.
 func (a *partArena) bytes() int64 {
-	n := int64(cap(a.times))*8 + int64(cap(a.mask))*8 + int64(cap(a.user))*16 + int64(cap(a.setAt)+cap(a.onceAt))*8
+	n := int64(cap(a.times))*8 + int64(cap(a.mask))*8 + int64(cap(a.user))*16 + int64(cap(a.setAt)+cap(a.onceAt))*8 +
+		int64(cap(a.opsFrom)+cap(a.opsTo))*4 + int64(cap(a.ops))*32
 	for _, c := range a.cols {
 		n += int64(cap(c.Set)) + int64(cap(c.Bits))*8
 	}
@@ -75,6 +84,7 @@ type joinVisitor struct {
 	snap  *identity.Snapshot
 	sc    *shardScanner // the worker's scanner: the user values' write times
 	grow  func(int64) error
+	ops   bool  // the join folds every write (personJoin.ops)
 	w     int32 // the worker's index
 	arena *partArena
 	parts []personPart
@@ -147,9 +157,23 @@ func (j *joinVisitor) Visit(u UserKey, t *trail.Trail) {
 	}
 }
 
-// userValues appends the user values of t and their write times.
+// userValues appends the user values of t and their write times, or
+// (j.ops) the writes they fold: the scanner collected them
+// (shardScanner.startCollect: the id is a joined person's), or the id
+// has none.
 func (j *joinVisitor) userValues(t *trail.Trail) {
 	a, sc := j.arena, j.sc
+	if j.ops {
+		for k, v := range t.User {
+			a.user = append(a.user, v)
+			a.opsFrom = append(a.opsFrom, int32(len(a.ops)))
+			if sc.ucollect && k < len(sc.uops) {
+				a.ops = append(a.ops, sc.uops[k]...)
+			}
+			a.opsTo = append(a.opsTo, int32(len(a.ops)))
+		}
+		return
+	}
 	for k, v := range t.User {
 		setAt, onceAt := int64(math.MinInt64), int64(math.MaxInt64)
 		if k < len(sc.ubest) && sc.ubest[k] != math.MinInt64 {
@@ -170,6 +194,11 @@ type personJoin struct {
 	spec    *ScanSpec // the scan's (prepare)
 	snap    *identity.Snapshot
 	workers []*joinVisitor
+	// ops: a users segment of the version holds unset, add or delete
+	// writes (usersHaveOps), so user values fold every write of a
+	// person's ids (userfold), not the latest set and earliest set-once
+	// of each.
+	ops bool
 	// missing holds the user values of the distinct ids of visited
 	// persons that no row of the scan reached (missingParts).
 	missing partArena
@@ -196,6 +225,28 @@ func (pj *personJoin) release() {
 	}
 }
 
+// usersHaveOps reports whether a users segment of v holds writes the
+// latest-set, earliest-set-once fold cannot apply (UnsetEvent, AddEvent,
+// DeleteEvent rows), reading the segments' footers (opened once per
+// version). Errors: those of Version.Reader.
+func usersHaveOps(v *Version) (bool, error) {
+	for _, ref := range v.Segments {
+		if ref.Kind != KindUsers || ref.Rows == 0 {
+			continue
+		}
+		r, err := v.Reader(ref)
+		if err != nil {
+			return false, err
+		}
+		for _, name := range r.Meta().EventNames {
+			if name == UnsetEvent || name == AddEvent || name == DeleteEvent {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
 // newPersonJoin returns the join of a scan of a version whose graph is
 // snap, or nil when it joins nothing.
 func newPersonJoin(v *Version) *personJoin {
@@ -211,7 +262,7 @@ func newPersonJoin(v *Version) *personJoin {
 func (pj *personJoin) wrap(vs []Visitor, grow func(int64) error) []Visitor {
 	out := make([]Visitor, len(vs))
 	for w, v := range vs {
-		j := &joinVisitor{inner: v, snap: pj.snap, grow: grow, w: int32(w), arena: pj.st.arenas.get()}
+		j := &joinVisitor{inner: v, snap: pj.snap, grow: grow, ops: pj.ops, w: int32(w), arena: pj.st.arenas.get()}
 		pj.workers = append(pj.workers, j)
 		out[w] = j
 		if _, ok := v.(PrepassVisitor); ok {
@@ -259,7 +310,7 @@ func (pj *personJoin) visit(ctx context.Context, chunkEvents int, nuser int) err
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			m := personMerge{arenas: arenas, nuser: nuser, ncols: pj.spec.Cols}
+			m := personMerge{arenas: arenas, nuser: nuser, ncols: pj.spec.Cols, ops: pj.ops}
 			for g := w; g < len(groups); g += len(pj.workers) {
 				if ctx.Err() != nil {
 					return
@@ -302,6 +353,8 @@ func (pj *personJoin) missingParts(ctx context.Context, parts []personPart, nuse
 			a.user = append(a.user, trail.Value{})
 			a.setAt = append(a.setAt, math.MinInt64)
 			a.onceAt = append(a.onceAt, math.MaxInt64)
+			a.opsFrom = append(a.opsFrom, 0)
+			a.opsTo = append(a.opsTo, 0)
 		}
 		parts = append(parts, personPart{person: p, idx: idx, worker: w, user: base})
 	}
@@ -332,7 +385,18 @@ func (pj *personJoin) missingParts(ctx context.Context, parts []personPart, nuse
 	}
 	slices.SortStableFunc(refs, func(x, y SegmentRef) int { return cmp.Compare(x.SeqMax, y.SeqMax) }) // arrival order
 	var keys, blk segment.Block
-	once := make([]trail.Value, len(a.user)) // the earliest set-once values, beside a.user
+	// The writes met, tagged with their user value's index in a.user,
+	// ranked in arrival order (refs are, a block's rows too).
+	type ownedWrite struct {
+		at int32
+		w  userfold.Write[ubits]
+	}
+	var owned []ownedWrite
+	var rank int64
+	var once []trail.Value // without pj.ops: the earliest set-once values, beside a.user
+	if !pj.ops {
+		once = make([]trail.Value, len(a.user))
+	}
 	shards := v.Shards
 	for _, ref := range refs {
 		if err := ctx.Err(); err != nil {
@@ -356,7 +420,8 @@ func (pj *personJoin) missingParts(ctx context.Context, parts []personPart, nuse
 		}
 		m := r.Meta()
 		var plan *UserSegmentPlan
-		onceCode := slices.Index(m.EventNames, SetOnceEvent)
+		codes := [...]int{slices.Index(m.EventNames, SetOnceEvent), slices.Index(m.EventNames, UnsetEvent),
+			slices.Index(m.EventNames, AddEvent), slices.Index(m.EventNames, DeleteEvent)}
 		for bi := range m.Blocks {
 			bm := &m.Blocks[bi]
 			k, _ := slices.BinarySearchFunc(miss[lo:hi], bm.FirstHash, func(x missing, h uint64) int { return cmp.Compare(x.hash, h) })
@@ -402,36 +467,79 @@ func (pj *personJoin) missingParts(ctx context.Context, parts []personPart, nuse
 				base := int(parts[x.part].user)
 				from, to := int(blk.UserStarts[u]), int(blk.UserStarts[u+1])
 				for c, src := range plan.Cols {
-					if src.Prop < 0 || c >= nuser {
+					if c >= nuser {
 						continue
 					}
-					pd := &blk.Props[src.Prop]
-					for row := from; row < to; row++ {
-						if pd.Present[row>>6]>>(row&63)&1 == 0 {
+					var pd *segment.PropData
+					if src.Prop >= 0 {
+						pd = &blk.Props[src.Prop]
+					}
+					if !pj.ops {
+						if pd == nil {
 							continue
 						}
-						val := trail.Value{Set: true, Bits: columnBits(pd, src, row)}
-						t := blk.Times[row]
-						if onceCode >= 0 && int(blk.Events[row]) == onceCode {
-							if t < a.onceAt[base+c] {
-								a.onceAt[base+c], once[base+c] = t, val
+						for row := from; row < to; row++ {
+							if pd.Present[row>>6]>>(row&63)&1 == 0 {
+								continue
 							}
-						} else if t >= a.setAt[base+c] {
-							a.setAt[base+c], a.user[base+c] = t, val
+							val := trail.Value{Set: true, Bits: columnBits(pd, src, row)}
+							t := blk.Times[row]
+							if codes[0] >= 0 && int(blk.Events[row]) == codes[0] {
+								if t < a.onceAt[base+c] {
+									a.onceAt[base+c], once[base+c] = t, val
+								}
+							} else if t >= a.setAt[base+c] {
+								a.setAt[base+c], a.user[base+c] = t, val
+							}
 						}
+						continue
+					}
+					for row := from; row < to; row++ {
+						w := userfold.Write[ubits]{Time: blk.Times[row], Rank: rank + int64(row-from)}
+						code := int(blk.Events[row])
+						if code == codes[3] {
+							w.Op = userfold.Delete
+						} else if pd == nil || pd.Present[row>>6]>>(row&63)&1 == 0 {
+							continue
+						} else {
+							w.Op = userfold.Set
+							if k := slices.Index(codes[:3], code); k >= 0 {
+								w.Op = [...]userfold.Op{userfold.SetOnce, userfold.Unset, userfold.Add}[k]
+							}
+							w.Value = ubits{bits: columnBits(pd, src, row), kind: src.Kind}
+						}
+						owned = append(owned, ownedWrite{at: int32(base + c), w: w})
 					}
 				}
+				rank += int64(to - from)
 			}
 		}
 	}
-	// As the scan (userValues, finishUserValues): a set wins; else the
-	// earliest set-once.
-	for i, val := range a.user {
-		if val.Set {
-			a.onceAt[i] = math.MaxInt64
-		} else if once[i].Set {
-			a.user[i] = once[i]
+	if !pj.ops {
+		// As the scan (userValues, finishUserValues): a set wins; else the
+		// earliest set-once.
+		for i, val := range a.user {
+			if val.Set {
+				a.onceAt[i] = math.MaxInt64
+			} else if once[i].Set {
+				a.user[i] = once[i]
+			}
 		}
+		return parts, nil
+	}
+	// Each user value's writes, contiguous; its own value (the id's fold).
+	slices.SortStableFunc(owned, func(x, y ownedWrite) int { return cmp.Compare(x.at, y.at) })
+	for i := 0; i < len(owned); {
+		k := i
+		at := owned[i].at
+		a.opsFrom[at] = int32(len(a.ops))
+		for ; k < len(owned) && owned[k].at == at; k++ {
+			a.ops = append(a.ops, owned[k].w)
+		}
+		a.opsTo[at] = int32(len(a.ops))
+		v, set := userfold.Fold(a.ops[a.opsFrom[at]:a.opsTo[at]], addBits)
+		a.user[at] = trail.Value{Set: set, Bits: v.bits}
+		i = k
 	}
 	return parts, nil
 }
@@ -443,7 +551,9 @@ type personMerge struct {
 	ncols  int // columns per trail
 	t      trail.Trail
 	chunk  trail.Trail
-	heads  []int32 // per part: its next row
+	heads  []int32                 // per part: its next row
+	uops   []userfold.Write[ubits] // foldUserValues' scratch
+	ops    bool                    // personJoin.ops
 }
 
 // visit merges one person's parts (sorted by distinct id) into one trail
@@ -567,14 +677,41 @@ func (m *personMerge) chunks(key UserKey, limit int, visit func(UserKey, *trail.
 
 // foldUserValues returns the person's user values from its parts'
 // (sorted by distinct id; docs/identity.md §3: a fold over the writes of all of
-// its ids): per property the latest SetEvent write across the parts, else
-// the earliest SetOnceEvent write. Writes of two distinct ids at one
-// instant: the SetEvent write of the greater distinct id wins, the
-// SetOnceEvent write of the smaller (docs/decisions.md): an order that
-// depends neither on where the parts are stored nor on the arrival of
-// the operations. (A value's bits cannot decide: a string's are a
-// query-wide id given in the order the scan meets the strings.)
+// its ids): per property the writes of every part in (time, distinct id,
+// arrival) order, folded (internal/userfold). Writes of two distinct ids
+// at one instant apply in the order of the ids, so the set of the
+// greater distinct id wins and the set-once of the smaller
+// (docs/decisions.md): an order that depends neither on where the parts
+// are stored nor on the arrival of the operations. (A value's bits
+// cannot decide: a string's are a query-wide id given in the order the
+// scan meets the strings.)
 func (m *personMerge) foldUserValues(dst []trail.Value, parts []personPart) []trail.Value {
+	if !m.ops {
+		return m.foldLatest(dst, parts)
+	}
+	for k := range m.nuser {
+		ws := m.uops[:0]
+		for _, pt := range parts {
+			a, r := m.arenas[pt.worker], int(pt.user)+k
+			for _, w := range a.ops[a.opsFrom[r]:a.opsTo[r]] {
+				w.Rank |= int64(pt.idx) << personRankShift
+				ws = append(ws, w)
+			}
+		}
+		v, set := userfold.Fold(ws, addBits)
+		dst = append(dst, trail.Value{Set: set, Bits: v.bits})
+		m.uops = ws
+	}
+	return dst
+}
+
+// foldLatest is foldUserValues for a version without unset, add or
+// delete writes (personJoin.ops false), from each part's latest set and
+// earliest set-once (the same answer, without sorting writes): per
+// property the latest set across the parts, else the earliest set-once;
+// at one instant the set of the greater distinct id wins, the set-once of
+// the smaller.
+func (m *personMerge) foldLatest(dst []trail.Value, parts []personPart) []trail.Value {
 	for k := range m.nuser {
 		var best, once trail.Value
 		bestAt, onceAt := int64(math.MinInt64), int64(math.MaxInt64)
@@ -600,3 +737,8 @@ func (m *personMerge) foldUserValues(dst []trail.Value, parts []personPart) []tr
 	}
 	return dst
 }
+
+// personRankShift places a write's distinct id (its index in the
+// person's ids) above its arrival rank within the id in the person
+// fold's rank: ids have fewer than 2^40 writes.
+const personRankShift = 40

@@ -276,6 +276,12 @@ func (s *Version) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) (
 		join = newPersonJoin(s)
 	}
 	scanners := visitors
+	if join != nil && spec.UserProps > 0 {
+		var err error
+		if join.ops, err = usersHaveOps(s); err != nil {
+			return stats, err
+		}
+	}
 	if join != nil {
 		join.prepare(&spec)
 		scanners = join.wrap(visitors, spec.Grow)
@@ -298,10 +304,13 @@ func (s *Version) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) (
 			sc.snap, sc.spec, sc.v, sc.st = s, &spec, scanners[w], &ws[w]
 			if join != nil {
 				join.workers[w].sc, sc.keepTimes = sc, true
+				if join.ops {
+					sc.joined = join.snap
+				}
 			}
 			sc.chunkEvents, sc.held = cmp.Or(spec.ChunkEvents, DefaultChunkEvents), 0
 			defer func() {
-				sc.snap, sc.spec, sc.v, sc.st, sc.keepTimes = nil, nil, nil, nil, false
+				sc.snap, sc.spec, sc.v, sc.st, sc.keepTimes, sc.joined = nil, nil, nil, nil, false, nil
 				for _, c := range sc.free {
 					c.chain, c.r, c.meta, c.masks, c.plan, c.uplan, c.own = nil, nil, nil, nil, nil, nil, SegmentPlan{}
 				}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/internal/userfold"
 	"github.com/spurdb/spur/storage/segment"
 )
 
@@ -233,102 +234,104 @@ func dedupUserRows(rows []userRow) []userRow {
 	return out
 }
 
-// UserProperties returns user id's current user properties (docs/analytics.md §1: the
-// latest SetEvent write by its timestamp wins, a tie goes to the later
-// arrival; a property no SetEvent write sets has the earliest
-// SetOnceEvent write, a tie to the earlier arrival), sorted by name,
-// newly allocated; empty for a user without any. It reads the users
-// segments of the user's shard, the blocks whose hash range holds the
-// user. Errors: corruption, I/O errors, ctx.Err().
+// UserProperties returns user id's current user properties
+// (docs/identity.md §3: the user's writes folded in (timestamp, arrival)
+// order — a set replaces, a set-once sets if unset, an unset clears, an
+// add adds to a number, a delete clears every property; with sets and
+// set-onces only: the latest set wins, a tie to the later arrival, else
+// the earliest set-once, a tie to the earlier), sorted by name, newly
+// allocated; empty for a user without any. It reads the users segments
+// of the user's shard, the blocks whose hash range holds the user.
+// Errors: corruption, I/O errors, ctx.Err().
 func (s *Version) UserProperties(ctx context.Context, id string) ([]event.Prop, error) {
 	return s.PersonProperties(ctx, []string{id})
 }
 
 // PersonProperties returns the current properties of the person of
 // distinct ids ids (docs/identity.md §3: a fold over the writes made under
-// all of them): per property, the latest SetEvent write by timestamp,
-// else the earliest SetOnceEvent write. Within one id a tie goes as in
-// UserProperties (arrival); between ids, as the scan's person join
-// decides (personscan.go, docs/decisions.md), a set of the greater
-// distinct id wins and a set-once of the smaller, so that the answer
-// depends neither on arrival nor on where the ids are stored. Sorted by
-// name, newly allocated. Errors: as UserProperties.
+// all of them): the writes of all the ids folded in (timestamp, distinct
+// id, arrival) order, as UserProperties folds one id's. Between ids at
+// one instant the order is the ids' (as the scan's person join,
+// personscan.go, docs/decisions.md): a set of the greater distinct id
+// wins and a set-once of the smaller, so that the answer depends neither
+// on arrival nor on where the ids are stored. Sorted by name, newly
+// allocated. Errors: as UserProperties.
 func (s *Version) PersonProperties(ctx context.Context, ids []string) ([]event.Prop, error) {
 	ids = slices.Clone(ids)
 	slices.Sort(ids)
-	cur := map[string]*propWrites{}
-	own := map[string]*propWrites{}
+	pw := personWrites{props: map[string][]userfold.Write[event.Value]{}}
 	var blk segment.Block
-	for _, id := range ids {
-		clear(own)
-		if err := s.userWrites(ctx, id, own, &blk); err != nil {
+	for i, id := range ids {
+		if err := s.userWrites(ctx, id, int64(i)<<personRankShift, &pw, &blk); err != nil {
 			return nil, err
 		}
-		for name, w := range own {
-			c := cur[name]
-			if c == nil {
-				cur[name] = w
-				continue
-			}
-			// ids ascend: a set's tie goes to the later id, a set-once's to
-			// the earlier.
-			if w.hasSet && (!c.hasSet || w.setAt >= c.setAt) {
-				c.set, c.setAt, c.hasSet = w.set, w.setAt, true
-			}
-			if w.hasOnce && (!c.hasOnce || w.onceAt < c.onceAt) {
-				c.once, c.onceAt, c.hasOnce = w.once, w.onceAt, true
-			}
-		}
 	}
-	out := make([]event.Prop, 0, len(cur))
-	for name, w := range cur {
-		v := w.once
-		if w.hasSet {
-			v = w.set
+	out := make([]event.Prop, 0, len(pw.props))
+	for name, ws := range pw.props {
+		ws = append(ws, pw.deletes...)
+		if v, ok := userfold.Fold(ws, addValues); ok {
+			out = append(out, event.Prop{Name: name, Value: v})
 		}
-		out = append(out, event.Prop{Name: name, Value: v})
 	}
 	slices.SortFunc(out, func(x, y event.Prop) int { return strings.Compare(x.Name, y.Name) })
 	return out, nil
 }
 
-// propWrites is what the writes of one property made: the winning
-// SetEvent write and SetOnceEvent write, with their timestamps.
-type propWrites struct {
-	set, once       event.Value
-	setAt, onceAt   int64
-	hasSet, hasOnce bool
+// personWrites gathers the user property writes of a person: by
+// property name, and the deletes (which apply to every property).
+type personWrites struct {
+	props   map[string][]userfold.Write[event.Value]
+	deletes []userfold.Write[event.Value]
 }
 
-// userWrites adds to cur, by property name, the winning writes of user
-// id's users rows (see UserProperties), reading blocks into blk.
-func (s *Version) userWrites(ctx context.Context, id string, cur map[string]*propWrites, blk *segment.Block) error {
+// addValues is userfold's add for event values: two ints add as int64,
+// numbers with a float as float64; anything else is not a number.
+func addValues(cur, d event.Value) (event.Value, bool) {
+	switch {
+	case cur.Type == event.TypeInt && d.Type == event.TypeInt:
+		return event.Int(cur.Int + d.Int), true
+	case (cur.Type == event.TypeInt || cur.Type == event.TypeFloat) && (d.Type == event.TypeInt || d.Type == event.TypeFloat):
+		f := func(v event.Value) float64 {
+			if v.Type == event.TypeInt {
+				return float64(v.Int)
+			}
+			return v.Float
+		}
+		return event.Float(f(cur) + f(d) + 0), true
+	}
+	return cur, false
+}
+
+// userWrites adds user id's users rows to pw, each write ranked base
+// plus its arrival order within the id, reading blocks into blk.
+func (s *Version) userWrites(ctx context.Context, id string, base int64, pw *personWrites, blk *segment.Block) error {
+	rank := base
 	return s.eachUserBlock(ctx, s.userSegments(KindUsers, id), id, nil, blk, func(_, _ int, r *segment.Reader, b *segment.Block, from, to int) error {
 		m := r.Meta()
-		once := int32(slices.Index(m.EventNames, SetOnceEvent))
+		ops := make([]userfold.Op, len(m.EventNames))
+		for c, name := range m.EventNames {
+			ops[c] = UserSet
+			if k := slices.Index(userOpEvents[:], name); k >= 0 {
+				ops[c] = UserOp(k)
+			}
+		}
+		// Later segments and later rows arrive later.
+		for i := from; i < to; i++ {
+			if op := ops[b.Events[i]]; op == UserDelete {
+				pw.deletes = append(pw.deletes, userfold.Write[event.Value]{Time: b.Times[i], Rank: rank + int64(i-from), Op: op})
+			}
+		}
 		for j := range m.Props {
 			for i := from; i < to; i++ {
 				v, ok := propValue(&m.Props[j], &b.Props[j], i)
 				if !ok {
 					continue
 				}
-				w := cur[m.Props[j].Name]
-				if w == nil {
-					w = &propWrites{}
-					cur[m.Props[j].Name] = w
-				}
-				t := b.Times[i]
-				// Later segments and later rows arrive later: a set's
-				// tie goes to them (>=), a set-once's to the earlier (<).
-				if once >= 0 && int32(b.Events[i]) == once {
-					if !w.hasOnce || t < w.onceAt {
-						w.once, w.onceAt, w.hasOnce = v, t, true
-					}
-				} else if !w.hasSet || t >= w.setAt {
-					w.set, w.setAt, w.hasSet = v, t, true
-				}
+				name := m.Props[j].Name
+				pw.props[name] = append(pw.props[name], userfold.Write[event.Value]{Time: b.Times[i], Rank: rank + int64(i-from), Op: ops[b.Events[i]], Value: v})
 			}
 		}
+		rank += int64(to - from)
 		return nil
 	})
 }

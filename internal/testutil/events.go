@@ -11,6 +11,7 @@ package testutil
 
 import (
 	"cmp"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -33,12 +34,56 @@ type Ev struct {
 }
 
 // UserWrite is one write of user properties (a row of a users file): at
-// Time the user's properties in Props are set. A slice of UserWrite is in
-// arrival order.
+// Time the user's properties in Props are set — or, by Op (the users
+// row's event name, docs/identity.md §3), set once ("$set_once"), unset
+// ("$unset": Props' values only mark the names), added to ("$add":
+// numbers) or all deleted ("$delete": Props ignored). A slice of
+// UserWrite is in arrival order.
 type UserWrite struct {
 	User  string
 	Time  int64 // UTC microseconds
 	Props map[string]event.Value
+	Op    string // "" (or "$set"), "$set_once", "$unset", "$add", "$delete"
+}
+
+// WithUserOps returns a copy of ws (RandomUsers') where about half the
+// writes after each user's first have another operation: set once, unset
+// (the same names, their values mere marks), add (to the write's number
+// properties, "age" int and "score" float; an int delta to an int) or
+// delete (no properties). Drawn from seed.
+func WithUserOps(seed int64, ws []UserWrite) []UserWrite {
+	r := rand.New(rand.NewPCG(uint64(seed), 0x0b5))
+	out := make([]UserWrite, len(ws))
+	seen := map[string]bool{}
+	for i, w := range ws {
+		w.Props = maps.Clone(w.Props)
+		first := !seen[w.User]
+		seen[w.User] = true
+		if !first && r.IntN(2) == 0 {
+			switch k := r.IntN(8); {
+			case k < 2:
+				w.Op = "$set_once"
+			case k < 4:
+				w.Op = "$unset"
+			case k < 7:
+				w.Op = "$add"
+				for n := range w.Props {
+					switch n {
+					case "age":
+						w.Props[n] = event.Int(int64(r.IntN(7) - 3))
+					case "score":
+						w.Props[n] = event.Float(float64(r.IntN(17)-8) / 4)
+					default:
+						delete(w.Props, n)
+					}
+				}
+			default:
+				w.Op, w.Props = "$delete", nil
+			}
+		}
+		out[i] = w
+	}
+	return out
 }
 
 // Data is a test data set: events and user property writes, each in

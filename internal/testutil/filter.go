@@ -91,36 +91,62 @@ func (m Matcher) Matches(e Ev, user map[string]event.Value) bool {
 	return true
 }
 
-// CurrentUsers returns every user's current properties (docs/analytics.md §1: per
-// property, the write with the latest time; equal times: the later
-// arrival).
+// CurrentUsers returns every user's current properties (docs/analytics.md §1,
+// docs/identity.md §3): the writes applied in (time, arrival) order — a
+// set replaces, a set-once sets if unset, an unset clears, an add adds to
+// a number (from 0 when unset; int + int is an int, with a float a
+// float; to a value not a number it is ignored), a delete clears every
+// property. With sets only: per property, the write with the latest
+// time, equal times to the later arrival.
 func CurrentUsers(ws []UserWrite) map[string]map[string]event.Value {
-	type held struct {
-		v event.Value
-		t int64
-	}
-	best := map[string]map[string]held{}
-	for _, w := range ws {
-		if best[w.User] == nil {
-			best[w.User] = map[string]held{}
+	sorted := slices.Clone(ws)
+	slices.SortStableFunc(sorted, func(a, b UserWrite) int { return cmp.Compare(a.Time, b.Time) })
+	out := map[string]map[string]event.Value{}
+	for _, w := range sorted {
+		p := out[w.User]
+		if p == nil {
+			p = map[string]event.Value{}
+			out[w.User] = p
+		}
+		if w.Op == "$delete" {
+			clear(p)
+			continue
 		}
 		for n, v := range w.Props {
 			if v.Type == event.TypeNone {
 				continue
 			}
-			if h, ok := best[w.User][n]; !ok || w.Time >= h.t {
-				best[w.User][n] = held{v, w.Time}
+			cur, ok := p[n]
+			switch w.Op {
+			case "", "$set":
+				p[n] = v
+			case "$set_once":
+				if !ok {
+					p[n] = v
+				}
+			case "$unset":
+				delete(p, n)
+			case "$add":
+				switch {
+				case !ok:
+					p[n] = v
+				case cur.Type == event.TypeInt && v.Type == event.TypeInt:
+					p[n] = event.Int(cur.Int + v.Int)
+				case (cur.Type == event.TypeInt || cur.Type == event.TypeFloat) && (v.Type == event.TypeInt || v.Type == event.TypeFloat):
+					p[n] = event.Float(num(cur) + num(v) + 0)
+				}
 			}
 		}
 	}
-	out := map[string]map[string]event.Value{}
-	for u, m := range best {
-		out[u] = map[string]event.Value{}
-		for n, h := range m {
-			out[u][n] = h.v
-		}
-	}
 	return out
+}
+
+// num is an int or float value as a float64.
+func num(v event.Value) float64 {
+	if v.Type == event.TypeInt {
+		return float64(v.Int)
+	}
+	return v.Float
 }
 
 // Render renders a property value as results show breakdown values:
