@@ -125,7 +125,7 @@ func (bd *builder) amplitudeEvent(i int, m *fastjson.Object, minLen int) {
 	e := bd.add(i, event.Event{UserID: id, Name: name, Time: ts, InsertID: insertID, Props: ps})
 	if up := object(m.Get("user_properties")); up != nil {
 		// At one instant the operations apply in this order
-		// (docs/sdks.md §3): $clearAll, $unset, set, $setOnce, $add.
+		// (docs/sdks.md, "What is mapped how"): $clearAll, $unset, set, $setOnce, $add.
 		plain := bd.amplitudeUserOps(i, up)
 		if up.Get("$clearAll") != nil {
 			bd.userDelete(e)

@@ -352,7 +352,7 @@ func BenchmarkDecodePostHog(b *testing.B) {
 
 // TestUserOps: the user property operations of each protocol become
 // writes of their operation, in the order the decoder documents (what
-// applies at one instant, docs/sdks.md §3); list operations and bad
+// applies at one instant, docs/sdks.md "What is mapped how"); list operations and bad
 // operands are listed in Dropped.
 func TestUserOps(t *testing.T) {
 	opt := Options{Now: receipt}

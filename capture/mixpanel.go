@@ -241,7 +241,7 @@ func DecodeMixpanelEngage(body []byte, opt Options) (*Batch, error) {
 		e := bd.add(i, event.Event{UserID: id, Name: "$set", Time: ts,
 			InsertID: derivedInsertID(bd.b.Key, id, "$set", clientTime, m)})
 		// At one instant the operations apply in this order
-		// (docs/sdks.md §3): $delete, $unset, $set, $set_once, $add.
+		// (docs/sdks.md, "What is mapped how"): $delete, $unset, $set, $set_once, $add.
 		if m.Get("$delete") != nil {
 			bd.userDelete(e)
 		}

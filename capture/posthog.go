@@ -145,8 +145,8 @@ func (bd *builder) posthogEvent(i int, o *fastjson.Object, shift int64, engage b
 	if v := get(ps, "$process_person_profile"); v != nil && v.Type() == fastjson.TypeFalse {
 		return nil
 	}
-	// At one instant the writes apply in PostHog's order (docs/sdks.md
-	// §3): set, set-once, then unset.
+	// At one instant the writes apply in PostHog's order (docs/sdks.md,
+	// "What is mapped how"): set, set-once, then unset.
 	bd.users(e, setProps(object(o.Get("$set")), object(get(ps, "$set"))), false)
 	bd.users(e, setProps(object(o.Get("$set_once")), object(get(ps, "$set_once"))), true)
 	for _, u := range [...]struct {

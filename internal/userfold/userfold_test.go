@@ -47,7 +47,7 @@ func show(v num, set bool) string {
 	return v.String()
 }
 
-// TestFoldGolden pins the fold of identity.md §3: writes sorted by time,
+// TestFoldGolden pins the fold of docs/identity.md §3: writes sorted by time,
 // set replaces, set_once sets if unset, unset clears, add adds to a
 // number (0 when unset), delete unsets.
 func TestFoldGolden(t *testing.T) {
