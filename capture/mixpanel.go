@@ -108,29 +108,7 @@ func mixpanelMessages(body []byte, ndjson bool) ([]*fastjson.Value, func(), erro
 // out of a form by MixpanelData); /import's NDJSON with ndjson. Errors:
 // *BodyError, *KeyError, ErrNoEvents.
 func DecodeMixpanel(body []byte, opt Options, ndjson bool) (*Batch, error) {
-	msgs, release, err := mixpanelMessages(body, ndjson)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	if len(msgs) == 0 {
-		return nil, ErrNoEvents
-	}
-	bd := &builder{b: &Batch{Total: len(msgs)}, opt: opt}
-	if err := bd.key(opt.Key); err != nil {
-		return nil, err
-	}
-	for i, m := range msgs {
-		o := object(m)
-		if o == nil {
-			bd.invalid(i, "", "an event is not a JSON object")
-			continue
-		}
-		if err := bd.mixpanelEvent(i, o); err != nil {
-			return nil, err
-		}
-	}
-	return bd.b, nil
+	return decodeMixpanelEach(body, opt, ndjson, "an event", (*builder).mixpanelEvent)
 }
 
 // mixpanelID returns the distinct id of an event's properties.
@@ -227,16 +205,19 @@ func (bd *builder) mixpanelEvent(i int, me *fastjson.Object) error {
 // each people update becomes an event "$set" (see above). Errors:
 // *BodyError, *KeyError, ErrNoEvents.
 func DecodeMixpanelEngage(body []byte, opt Options) (*Batch, error) {
-	return decodeMixpanelUpdates(body, opt, "a people update", func(bd *builder, i int, m *fastjson.Object) {
+	return decodeMixpanelEach(body, opt, false, "a people update", func(bd *builder, i int, m *fastjson.Object) error {
+		if err := bd.key(str(m.Get("$token"))); err != nil {
+			return err
+		}
 		id := truncateID(strings.TrimPrefix(str(m.Get("$distinct_id")), "$device:"))
 		if id == "" {
 			bd.invalid(i, "$distinct_id", "missing $distinct_id")
-			return
+			return nil
 		}
 		ts, clientTime, err := bd.mixpanelTime(m.Get("$time"))
 		if err != nil {
 			bd.invalid(i, "$time", "want epoch seconds or milliseconds: "+err.Error())
-			return
+			return nil
 		}
 		e := bd.add(i, event.Event{UserID: id, Name: "$set", Time: ts,
 			InsertID: derivedInsertID(bd.b.Key, id, "$set", clientTime, m)})
@@ -265,6 +246,7 @@ func DecodeMixpanelEngage(body []byte, opt Options) (*Batch, error) {
 		for _, k := range ops {
 			bd.dropped(i, k, k+" is not applied yet (docs/sdks.md)")
 		}
+		return nil
 	})
 }
 
@@ -274,16 +256,20 @@ func DecodeMixpanelEngage(body []byte, opt Options) (*Batch, error) {
 // batch carries the key so that the request is authenticated and
 // answered. Errors: *BodyError, *KeyError, ErrNoEvents.
 func DecodeMixpanelGroups(body []byte, opt Options) (*Batch, error) {
-	return decodeMixpanelUpdates(body, opt, "a group update", func(bd *builder, i int, m *fastjson.Object) {
+	return decodeMixpanelEach(body, opt, false, "a group update", func(bd *builder, i int, m *fastjson.Object) error {
+		if err := bd.key(str(m.Get("$token"))); err != nil {
+			return err
+		}
 		bd.dropped(i, "$group_id", "group profile updates are not stored (docs/sdks.md)")
+		return nil
 	})
 }
 
-// decodeMixpanelUpdates decodes the profile updates of /engage and
-// /groups ({"$token", …}, what names them in messages): each update's
-// key is checked, then each adds what it carries.
-func decodeMixpanelUpdates(body []byte, opt Options, what string, each func(bd *builder, i int, m *fastjson.Object)) (*Batch, error) {
-	msgs, release, err := mixpanelMessages(body, false)
+// decodeMixpanelEach parses a Mixpanel body (mixpanelMessages), checks
+// opt.Key, and hands each message that is an object to each (checking
+// its own key, what names the messages), listing the others invalid.
+func decodeMixpanelEach(body []byte, opt Options, ndjson bool, what string, each func(bd *builder, i int, m *fastjson.Object) error) (*Batch, error) {
+	msgs, release, err := mixpanelMessages(body, ndjson)
 	if err != nil {
 		return nil, err
 	}
@@ -292,16 +278,18 @@ func decodeMixpanelUpdates(body []byte, opt Options, what string, each func(bd *
 		return nil, ErrNoEvents
 	}
 	bd := &builder{b: &Batch{Total: len(msgs)}, opt: opt}
+	if err := bd.key(opt.Key); err != nil {
+		return nil, err
+	}
 	for i, v := range msgs {
 		m := object(v)
 		if m == nil {
 			bd.invalid(i, "", what+" is not a JSON object")
 			continue
 		}
-		if err := bd.key(str(m.Get("$token"))); err != nil {
+		if err := each(bd, i, m); err != nil {
 			return nil, err
 		}
-		each(bd, i, m)
 	}
 	return bd.b, nil
 }

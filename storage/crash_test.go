@@ -45,20 +45,10 @@ func openOn(t *testing.T, fs *crashfs.FS, shards int) *Store {
 	return st
 }
 
-// appTrails returns every user's trail of app "app" in st, or nil when
-// the app does not exist.
+// appTrails returns every user's trail of app "app" in st.
 func appTrails(t *testing.T, st *Store) map[string]string {
 	t.Helper()
-	a, err := st.App("app")
-	if err != nil {
-		t.Fatalf("open app after a crash: %v", err)
-	}
-	v, err := a.Acquire()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Release()
-	return recordTrails(t, v)
+	return trailsOf(t, st, "app")
 }
 
 // TestCrashAtEverySyncPoint simulates a power loss at every sync point of
