@@ -52,6 +52,7 @@ func (s *Server) endpoints() []endpoint {
 		endpoint{"GET", "/api/apps/{app}/users/{id}/events", ScopeQuery, s.handleUserEvents},
 		endpoint{"GET", "/api/apps/{app}/persons/{id}", ScopeQuery, s.handleUser},
 		endpoint{"GET", "/api/apps/{app}/persons/{id}/events", ScopeQuery, s.handleUserEvents},
+		endpoint{"GET", "/api/apps/{app}/persons/{id}/export", ScopeQuery, s.handlePersonExport},
 		endpoint{"GET", "/api/apps/{app}/warnings", ScopeQuery, s.handleWarnings},
 		endpoint{"GET", "/api/apps/{app}/sdk-snippets", ScopeQuery, s.handleSDKSnippets},
 	)

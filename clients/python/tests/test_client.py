@@ -310,3 +310,14 @@ def test_delete_app(client: Client) -> None:
     with pytest.raises(SpurError) as e:
         client.delete_app("pydoomed")
     assert e.value.status == 404
+
+
+def test_person_export(client: Client) -> None:
+    client.send_events("pyexport", [
+        {"user_id": "d9", "event": "view", "timestamp": "2026-01-01T10:00:00Z", "insert_id": "a", "properties": {"page": "/"}},
+        {"user_id": "u9", "anonymous_id": "d9", "event": "signup", "timestamp": "2026-01-01T11:00:00Z",
+         "user_properties": {"plan": "pro"}}])
+    person, events = client.person_export("pyexport", "d9")
+    assert (person["person_id"], person["distinct_ids"], person["properties"]) == ("u9", ["d9", "u9"], {"plan": "pro"})
+    assert list(events.user_id) == ["d9", "u9"] and list(events.event) == ["view", "signup"]
+    assert events.page.iloc[0] == "/" and str(events.timestamp.iloc[1]) == "2026-01-01 11:00:00+00:00"

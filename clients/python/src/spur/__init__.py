@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 from urllib.parse import quote
 
 import httpx
@@ -309,6 +309,19 @@ class Client:
         "files_linked", "files_copied", "files_kept", "files_removed", "bytes", …,
         "duration_ms"}``. ``spur restore --from DIR --data NEW`` makes a store of it."""
         return dict(self._call("POST", "api/backup", json={"to": to, "copy": copy}).json())
+
+    def person_export(self, app: str, distinct_id: str) -> Tuple[JSON, pd.DataFrame]:
+        """A person's data (GDPR Art. 15/20; ``GET /api/apps/{app}/persons/{id}/export``, one
+        snapshot): the person ``{"person_id", "distinct_ids", "properties"}`` and its events as a
+        DataFrame (``user_id`` — the distinct id each was stored under —, ``event``, ``timestamp``
+        (UTC), ``insert_id``, one column per property)."""
+        resp = self._call("GET", f"api/apps/{app}/persons/{distinct_id}/export")
+        lines = [json.loads(line) for line in resp.text.splitlines() if line.strip()]
+        rows = [{"user_id": e["user_id"], "event": e["event"], "timestamp": e["timestamp"],
+                 "insert_id": e.get("insert_id"), **e.get("properties", {})} for e in lines[1:]]
+        df = pd.DataFrame(rows, columns=None if rows else ["user_id", "event", "timestamp", "insert_id"])
+        df["timestamp"] = pd.to_datetime(df["timestamp"], utc=True)
+        return lines[0], df
 
     def delete_app(self, app: str) -> JSON:
         """Deletes the app whole — events, users, persons, saved objects — and revokes its keys
