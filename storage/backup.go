@@ -773,34 +773,8 @@ func (b *backup) removeAll(path string) error {
 	if err := b.remove(filepath.Join(path, catalogName)); err != nil {
 		return err
 	}
-	var rm func(p string) error
-	rm = func(p string) error {
-		fi, err := b.s.fs.Stat(p)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("backup: %w", err)
-		}
-		if fi.IsDir() {
-			names, err := b.s.fs.List(p)
-			if err != nil {
-				return fmt.Errorf("backup: %w", err)
-			}
-			for _, n := range names {
-				if err := rm(filepath.Join(p, n)); err != nil {
-					return err
-				}
-			}
-			if err := b.s.fs.Remove(p); err != nil {
-				return fmt.Errorf("backup: %w", err)
-			}
-			return nil
-		}
-		return b.remove(p)
-	}
-	if err := rm(path); err != nil {
-		return err
+	if err := removeTree(b.s.fs, path, b.remove); err != nil {
+		return err // b.remove's are "backup: …", the rest name their path
 	}
 	return vfs.SyncDir(b.s.fs, filepath.Dir(path))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -123,7 +124,7 @@ func (s *Store) DeleteApp(ctx context.Context, name string) (*DeletedApp, error)
 			s.log.Warn("deleted app: closing its files", "app", name, "err", err)
 		}
 	}
-	if err := removeTree(s.fs, trash); err != nil {
+	if err := removeTree(s.fs, trash, nil); err != nil {
 		s.log.Warn("deleted app: removing its files (the next start removes the rest)", "app", name, "dir", trash, "err", err)
 	}
 	return out, nil
@@ -153,27 +154,30 @@ func (s *Store) sizeTree(dir string, d *DeletedApp) error {
 	return nil
 }
 
-// removeTree removes dir and everything under it.
-func removeTree(fsys vfs.FS, dir string) error {
+// removeTree removes dir and everything under it: its files with
+// removeFile (nil: fsys.Remove), then its directories, deepest first. A
+// path that is gone already is skipped.
+func removeTree(fsys vfs.FS, dir string, removeFile func(path string) error) error {
+	if removeFile == nil {
+		removeFile = fsys.Remove
+	}
+	fi, err := fsys.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case !fi.IsDir():
+		return removeFile(dir)
+	}
 	names, err := fsys.List(dir)
 	if err != nil {
 		return err
 	}
-	var errs []error
 	for _, n := range names {
-		p := filepath.Join(dir, n)
-		fi, err := fsys.Stat(p)
-		switch {
-		case err != nil:
-			errs = append(errs, err)
-		case fi.IsDir():
-			errs = append(errs, removeTree(fsys, p))
-		default:
-			errs = append(errs, fsys.Remove(p))
+		if err := removeTree(fsys, filepath.Join(dir, n), removeFile); err != nil {
+			return err
 		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
 	}
 	return fsys.Remove(dir)
 }
@@ -188,7 +192,7 @@ func (s *Store) removeDeletedApps() {
 	}
 	for _, n := range names {
 		if strings.HasPrefix(n, deletedPrefix) {
-			if err := removeTree(s.fs, filepath.Join(apps, n)); err != nil {
+			if err := removeTree(s.fs, filepath.Join(apps, n), nil); err != nil {
 				s.log.Warn("removing a deleted app's directory", "dir", n, "err", err)
 			}
 		}
