@@ -262,6 +262,13 @@ func parse(b []byte, want string) (*fastjson.Value, func(), error) {
 	return v, func() { parsers.Put(p) }, nil
 }
 
+// JSONBody reports whether b starts (after white space) as a JSON object
+// or array, rather than a form.
+func JSONBody(b []byte) bool {
+	c := firstByte(b)
+	return c == '{' || c == '['
+}
+
 // firstByte returns b's first non-space byte, or 0.
 func firstByte(b []byte) byte {
 	for _, c := range b {

@@ -49,7 +49,7 @@ func MixpanelData(body []byte, form func(string) string) ([]byte, error) {
 	if d == "" {
 		return body, nil
 	}
-	if c := firstByte([]byte(d)); c == '{' || c == '[' {
+	if JSONBody([]byte(d)) {
 		return []byte(d), nil
 	}
 	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(d))

@@ -162,19 +162,12 @@ func formValue(body []byte, r *http.Request) func(string) string {
 		}
 		if form == nil {
 			form = url.Values{}
-			if c := firstNonSpace(body); c != '{' && c != '[' {
+			if !capture.JSONBody(body) {
 				form, _ = url.ParseQuery(string(body))
 			}
 		}
 		return form.Get(k)
 	}
-}
-
-func firstNonSpace(b []byte) byte {
-	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) > 0 {
-		return t[0]
-	}
-	return 0
 }
 
 // handleCapture reads, decodes and stores one capture request.
