@@ -182,13 +182,20 @@ func liveStep(t *testing.T, st *Store, r *rand.Rand, k int) {
 	}
 }
 
-// TestIngestRejects: per-event rejection naming the field; the good events
-// of the request are stored.
-func TestIngestRejects(t *testing.T) {
+// openLiveAtNoon opens a one-shard live store whose clock stands at
+// 2026-11-25 12:00 UTC, returned too.
+func openLiveAtNoon(t *testing.T) (*Store, time.Time) {
+	t.Helper()
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	opt := quietLive
 	opt.Now = func() time.Time { return now }
-	st := openLiveOn(t, crashfs.New(), 1, opt)
+	return openLiveOn(t, crashfs.New(), 1, opt), now
+}
+
+// TestIngestRejects: per-event rejection naming the field; the good events
+// of the request are stored.
+func TestIngestRejects(t *testing.T) {
+	st, now := openLiveAtNoon(t)
 	ctx := context.Background()
 	t0 := now.Add(-time.Hour).UnixMicro()
 	evs := []event.Event{
@@ -241,10 +248,7 @@ func TestIngestRejects(t *testing.T) {
 // drops listed; events failing on their user id or timestamp are still
 // rejected.
 func TestIngestDropBadValues(t *testing.T) {
-	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	opt := quietLive
-	opt.Now = func() time.Time { return now }
-	st := openLiveOn(t, crashfs.New(), 1, opt)
+	st, now := openLiveAtNoon(t)
 	ctx := context.Background()
 	t0 := now.Add(-time.Hour).UnixMicro()
 	evs := []event.Event{

@@ -250,20 +250,8 @@ def refused_body(ep: Endpoint, app: str, kind: str) -> Tuple[bytes, Dict[str, st
 
 REFUSED = ["truncated", "undecodable", "gzip", "oversize", "key-not-an-app", "key-none"]
 
-# Server faults these tests found that are still open, as {(endpoint, kind): why}: the test is
-# expected to fail until the server is fixed (then it shows as XPASS: take the entry out).
-KNOWN: Dict[Tuple[str, str], str] = {}
 
-
-def refused_params():
-    for ep in ENDPOINTS:
-        for kind in REFUSED:
-            reason = KNOWN.get((ep.name, kind))
-            marks = [pytest.mark.xfail(reason=reason)] if reason else []
-            yield pytest.param(ep, kind, id=f"{ep.name}-{kind}", marks=marks)
-
-
-@pytest.mark.parametrize("ep,kind", list(refused_params()))
+@pytest.mark.parametrize("ep,kind", [pytest.param(ep, kind, id=f"{ep.name}-{kind}") for ep in ENDPOINTS for kind in REFUSED])
 def test_endpoint_refused_body(spur: Spur, app: str, ep: Endpoint, kind: str) -> None:
     """Truncated, undecodable, truncated-gzip, oversize and keyless bodies get the protocol's
     answer, and nothing is stored."""
