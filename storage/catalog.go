@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"math"
 	"math/bits"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -17,8 +18,10 @@ import (
 // CatalogFormatVersion is the newest catalog and settings file format this
 // build writes and reads; it reads every older one. Version 2 added the
 // log position to the settings file; version 3 the id graph's position
-// (Catalog.Identity) to the catalog.
-const CatalogFormatVersion = 3
+// (Catalog.Identity) to the catalog; version 4 the deletion requests
+// (Catalog.Deletions, also in the settings file) and the segments'
+// deletion numbers (SegmentRef.DelSeq).
+const CatalogFormatVersion = 4
 
 // catalogMagic starts every catalog and settings file.
 const (
@@ -109,6 +112,11 @@ type SegmentRef struct {
 	// which lets the scan read them one after the other with one cursor.
 	FirstHash uint64 `json:"first_hash,omitempty"`
 	LastHash  uint64 `json:"last_hash,omitempty"`
+	// DelSeq is the number of the newest deletion request (Deletion.Seq)
+	// the segment is clean of: written after it, or rewritten without
+	// its rows. A query hides the rows of pending requests numbered
+	// above it (deletion.go).
+	DelSeq uint64 `json:"del_seq,omitempty"`
 }
 
 // Catalog is one published state of an app (docs/storage.md §1 "version"): its
@@ -133,6 +141,13 @@ type Catalog struct {
 	// publishes (docs/storage.md, "the id graph"); zero when the app never
 	// applied an identity operation.
 	Identity IdentityPos `json:"identity"`
+	// DelSalt salts the hashes deletion records keep (hashID): 32 hex
+	// digits, "" until the app's first deletion request.
+	DelSalt string `json:"-"`
+	// Deletions are the app's deletion requests in request order
+	// (docs/storage.md §7): pending ones with the ids they erase, done
+	// ones with their id, times and salted hash.
+	Deletions []Deletion `json:"deletions,omitempty"`
 }
 
 // IdentityPos is the published prefix of an app's id graph file
@@ -197,6 +212,7 @@ func (c *Catalog) clone() *Catalog {
 	n.EventProps = append([]event.PropType(nil), c.EventProps...)
 	n.UserProps = append([]event.PropType(nil), c.UserProps...)
 	n.Segments = append([]SegmentRef(nil), c.Segments...)
+	n.Deletions = slices.Clip(c.Deletions) // its records are immutable; an append copies
 	return &n
 }
 
@@ -216,15 +232,29 @@ type Settings struct {
 	EventProps []event.PropType `json:"event_props"`
 	UserProps  []event.PropType `json:"user_props"`
 	LogSeq     uint64           `json:"log_seq"`
+	// DelSalt and Deletions are the catalog's (format version ≥ 4): a
+	// rebuilt catalog keeps the deletion requests.
+	DelSalt   string     `json:"-"`
+	Deletions []Deletion `json:"-"`
 }
 
 func (c *Catalog) settings() Settings {
-	return Settings{App: c.App, Shards: c.Shards, TZ: c.TZ, EventProps: c.EventProps, UserProps: c.UserProps, LogSeq: c.LogSeq}
+	return Settings{App: c.App, Shards: c.Shards, TZ: c.TZ, EventProps: c.EventProps, UserProps: c.UserProps, LogSeq: c.LogSeq,
+		DelSalt: c.DelSalt, Deletions: c.Deletions}
 }
 
 func (s *Settings) equal(o *Settings) bool {
 	return s.App == o.App && s.Shards == o.Shards && s.TZ == o.TZ && s.LogSeq == o.LogSeq &&
-		equalProps(s.EventProps, o.EventProps) && equalProps(s.UserProps, o.UserProps)
+		equalProps(s.EventProps, o.EventProps) && equalProps(s.UserProps, o.UserProps) &&
+		s.DelSalt == o.DelSalt && equalDeletions(s.Deletions, o.Deletions)
+}
+
+// equalDeletions compares deletion lists by their records' fields.
+func equalDeletions(a, b []Deletion) bool {
+	return slices.EqualFunc(a, b, func(x, y Deletion) bool {
+		return x.Seq == y.Seq && x.ID == y.ID && x.Kind == y.Kind && x.RequestedAt == y.RequestedAt && x.DoneAt == y.DoneAt &&
+			x.Suppress == y.Suppress && x.Hash == y.Hash && slices.Equal(x.IDs, y.IDs) && slices.Equal(x.Suppressed, y.Suppressed)
+	})
 }
 
 func equalProps(a, b []event.PropType) bool {
@@ -256,10 +286,13 @@ func equalProps(a, b []event.PropType) bool {
 //	    uvarint bytes, u64 first hash, u64 last hash
 //	  (version ≥ 3) uvarint id graph ops, uvarint id graph bytes,
 //	    uvarint id graph log seq (IdentityPos)
+//	  (version ≥ 4) the deletions (appendDeletions), then uvarint
+//	    segment count and per segment uvarint DelSeq (appendDelSeqs)
 //	u32 CRC-32C (Castagnoli) of every byte before it
 //
 // A settings file has the same frame with magic "SPURSET\n" and a body of
-// string app, uvarint shards, string tz and the two property lists.
+// string app, uvarint shards, string tz, the two property lists,
+// (version ≥ 2) uvarint log seq and (version ≥ 4) the deletions.
 
 // maxCatalogBytes bounds a catalog file: larger is corruption (or a store
 // no build of Spur writes). 1 GiB holds millions of segments.
@@ -321,6 +354,8 @@ func encodeCatalog(c *Catalog) []byte {
 	b = binary.AppendUvarint(b, c.Identity.Ops)
 	b = binary.AppendUvarint(b, uint64(c.Identity.Bytes))
 	b = binary.AppendUvarint(b, c.Identity.LogSeq)
+	b = appendDeletions(b, c.DelSalt, c.Deletions)
+	b = appendDelSeqs(b, c.Segments)
 	return frame(catalogMagic, b)
 }
 
@@ -333,6 +368,7 @@ func encodeSettings(s *Settings) []byte {
 	b = appendProps(b, s.EventProps)
 	b = appendProps(b, s.UserProps)
 	b = binary.AppendUvarint(b, s.LogSeq)
+	b = appendDeletions(b, s.DelSalt, s.Deletions)
 	return frame(settingsMagic, b)
 }
 
@@ -555,6 +591,10 @@ func decodeCatalog(path string, b []byte) (*Catalog, error) {
 		c.Identity.Bytes = int64(n)
 		c.Identity.LogSeq = d.Uvarint()
 	}
+	if d.version >= 4 {
+		c.DelSalt, c.Deletions = d.deletions()
+		d.delSeqs(c.Segments, lastDeletion(c.Deletions))
+	}
 	if err := d.done(); err != nil {
 		return nil, err
 	}
@@ -618,6 +658,9 @@ func decodeSettings(path string, b []byte) (*Settings, error) {
 	s.UserProps = d.props("user property")
 	if d.version >= 2 {
 		s.LogSeq = d.Uvarint()
+	}
+	if d.version >= 4 {
+		s.DelSalt, s.Deletions = d.deletions()
 	}
 	if err := d.done(); err != nil {
 		return nil, err

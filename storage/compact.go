@@ -99,6 +99,10 @@ type CompactOptions struct {
 	// only, if set, limits a round to these (shard, kind) pairs: those the
 	// previous round cut into batches.
 	only map[shardKind]bool
+	// erase rewrites the runs holding rows of pending deletions
+	// (planErase; Erase) instead; the other fields but Workers are
+	// ignored.
+	erase bool
 }
 
 // shardKind names one shard's segments of one kind.
@@ -212,7 +216,10 @@ func (a *App) compactRound(ctx context.Context, opt CompactOptions) (*CompactRep
 	// Nothing to do in the current version: no lock taken, so a no-op
 	// after every import costs nothing and cannot fail on a busy lock.
 	plan := planCompaction
-	if opt.Tiered {
+	switch {
+	case opt.erase:
+		plan = func(m *Catalog, _ CompactOptions) ([]compactGroup, map[shardKind]bool) { return planErase(m), nil }
+	case opt.Tiered:
 		plan = func(m *Catalog, _ CompactOptions) ([]compactGroup, map[shardKind]bool) { return planTiered(m), nil }
 	}
 	if cur := a.published(); len(first(plan(cur, opt))) == 0 {
@@ -237,7 +244,7 @@ func (a *App) compactRound(ctx context.Context, opt CompactOptions) (*CompactRep
 	}
 	defer v.Release()
 
-	out := compactOutput{sink: t, shards: base.Shards, gen: t.outputGen()}
+	out := compactOutput{sink: t, shards: base.Shards, gen: t.outputGen(), delSeq: lastDeletion(base.Deletions)}
 	written, dups, err := a.compactGroups(ctx, out, v, groups, opt)
 	if err == nil {
 		if cerr := ctx.Err(); cerr != nil {
@@ -397,6 +404,11 @@ type compactOutput struct {
 	shards int
 	gen    uint64
 	prefix string
+	// delSeq is the outputs' SegmentRef.DelSeq: the newest deletion
+	// request the catalog they are published in (or the live layer) has.
+	// The compactor hides the rows of every deletion the version pending
+	// in an input (compactCursor.erase), so outputs are clean of them.
+	delSeq uint64
 }
 
 // compactGroups runs the groups on opt.Workers goroutines and returns every
@@ -505,6 +517,11 @@ type compactCursor struct {
 	blk   *segment.Block
 	block int
 	user  int
+	// erase lists the users whose rows pending deletions hide in this
+	// input (eraseIndex.forSegment), in hash order; eraseAt is the
+	// first one not behind the cursor.
+	erase   []erasedUser
+	eraseAt int
 }
 
 func (c *compactCursor) hash() uint64 { return c.blk.UserHashes[c.user] }
@@ -654,6 +671,7 @@ func (cp *compactor) open() error {
 			meta = &m
 		}
 		c := &compactCursor{r: r, meta: meta, seq: ref.SeqMax, ord: i, block: -1, blk: cp.block(), iid: iid}
+		c.erase = cp.v.erasing().forSegment(nil, &ref, cp.out.shards)
 		cp.cursors = append(cp.cursors, c)
 		for j, p := range meta.Props {
 			switch t, ok := types[p.Name]; {
@@ -699,7 +717,7 @@ func capStringHints(specs []segment.PropSpec, total int) {
 func (cp *compactor) openOutput() error {
 	o := &cp.out
 	cp.ref = SegmentRef{File: o.prefix + segmentName(cp.g.kind, cp.g.shard, cp.g.seqMin, cp.g.seqMax, o.gen, len(cp.written)),
-		Kind: cp.g.kind, Shard: cp.g.shard, SeqMin: cp.g.seqMin, SeqMax: cp.g.seqMax, Generation: o.gen}
+		Kind: cp.g.kind, Shard: cp.g.shard, SeqMin: cp.g.seqMin, SeqMax: cp.g.seqMax, Generation: o.gen, DelSeq: o.delSeq}
 	f, err := o.sink.createSegment(cp.ref.File)
 	if err != nil {
 		return err
@@ -754,13 +772,18 @@ func (cp *compactor) block() *segment.Block {
 	return &segment.Block{}
 }
 
-// advance moves c to its next user; false when the segment is done.
+// advance moves c to its next user not erased; false when the segment
+// is done.
 func (cp *compactor) advance(ctx context.Context, c *compactCursor) (bool, error) {
-	c.user++
-	if c.user < len(c.blk.UserStarts)-1 {
-		return true, nil
+	for {
+		c.user++
+		if c.user >= len(c.blk.UserStarts)-1 {
+			return cp.nextBlock(ctx, c)
+		}
+		if !erasedAt(c.erase, &c.eraseAt, c.hash(), c.id()) {
+			return true, nil
+		}
 	}
-	return cp.nextBlock(ctx, c)
 }
 
 // nextBlock decodes c's next block with every property column.
@@ -774,7 +797,10 @@ func (cp *compactor) nextBlock(ctx context.Context, c *compactCursor) (bool, err
 		}
 		if len(c.blk.UserHashes) > 0 {
 			c.user = 0
-			return true, nil
+			if !erasedAt(c.erase, &c.eraseAt, c.hash(), c.id()) {
+				return true, nil
+			}
+			return cp.advance(ctx, c)
 		}
 	}
 	return false, nil

@@ -89,6 +89,19 @@ type cursor struct {
 	// bytes is what blk and rowMask hold (capacities), as of the last
 	// block read or deltas unpacked (shardScanner.bufferBytes).
 	bytes int64
+	// erase lists the users whose rows the version's pending deletions
+	// hide in the current segment (eraseIndex.forSegment), in hash
+	// order; eraseAt is the first one not behind the cursor. The cursor
+	// never stops at such a user (advance, nextBlock); a shard with any
+	// is scanned without drain (shardScanner.erasing).
+	erase   []erasedUser
+	eraseAt int
+}
+
+// erased reports whether c's current user is one its segment's pending
+// deletions hide.
+func (c *cursor) erased() bool {
+	return len(c.erase) > 0 && erasedAt(c.erase, &c.eraseAt, c.hash(), c.id())
 }
 
 // userOps reports whether users cursor c's current user has, in its
@@ -179,6 +192,7 @@ func less(a, b *cursor) bool {
 func (sc *shardScanner) open(c *cursor, ref SegmentRef, r *segment.Reader) (bool, error) {
 	meta := r.Meta()
 	c.r, c.meta, c.seq, c.block, c.user, c.hashUser = r, meta, ref.SeqMax, -1, 0, -1
+	c.erase, c.eraseAt = sc.snap.erasing().forSegment(c.erase, &ref, sc.snap.Shards), 0
 	c.users = ref.Kind == KindUsers && sc.spec.Kind != KindUsers
 	c.plan, c.uplan, c.rowWise, c.deltas = nil, nil, false, false
 	if c.users {
@@ -276,8 +290,11 @@ func (sc *shardScanner) open(c *cursor, ref SegmentRef, r *segment.Reader) (bool
 // current one is exhausted. It returns false when the segment is done.
 func (sc *shardScanner) advance(ctx context.Context, c *cursor) (bool, error) {
 	c.user++
-	if c.user < len(c.blk.UserStarts)-1 {
-		return true, nil
+	for c.user < len(c.blk.UserStarts)-1 {
+		if !c.erased() {
+			return true, nil
+		}
+		c.user++
 	}
 	if ok, err := sc.nextBlock(ctx, c); ok || err != nil {
 		return ok, err
@@ -386,6 +403,12 @@ func (sc *shardScanner) nextBlock(ctx context.Context, c *cursor) (bool, error) 
 			continue
 		}
 		c.user = 0
+		for c.user < len(c.blk.UserStarts)-1 && c.erased() {
+			c.user++
+		}
+		if c.user == len(c.blk.UserStarts)-1 {
+			continue
+		}
 		return true, nil
 	}
 	return false, nil

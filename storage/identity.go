@@ -286,27 +286,10 @@ func (a *App) persistIdentity(next *Catalog) error {
 		next.Identity = disk
 		return nil
 	}
-	ops := g.RecordedOps(disk.Ops, rec)
-	var b []byte
-	if len(file) == 0 {
-		b = append(b, identityMagic...)
-		b = binary.LittleEndian.AppendUint16(b, identityVersion)
-	} else {
-		b = append(b, file...)
+	b, err := appendIdentityFrame(slices.Clone(file), g.RecordedOps(disk.Ops, rec), logSeq)
+	if err != nil {
+		return fmt.Errorf("app %q: %w", a.name, err)
 	}
-	start := len(b)
-	b = append(b, make([]byte, identityFrameHeader)...)
-	for _, op := range ops {
-		b = identity.AppendOp(b, op)
-	}
-	n := len(b) - start - identityFrameHeader
-	if n > maxIdentityFrame {
-		return fmt.Errorf("app %q: %d bytes of identity operations in one publication, more than %d", a.name, n, maxIdentityFrame)
-	}
-	binary.LittleEndian.PutUint32(b[start:], uint32(n))
-	binary.LittleEndian.PutUint32(b[start+4:], uint32(len(ops)))
-	binary.LittleEndian.PutUint64(b[start+8:], logSeq)
-	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
 	if err := vfs.MkdirAllSync(a.store.fs, a.dir, 0o755); err != nil {
 		return fmt.Errorf("app %q: id graph: %w", a.name, err)
 	}
@@ -322,6 +305,94 @@ func (a *App) persistIdentity(next *Catalog) error {
 	id.disk, id.file = pos, b
 	id.mu.Unlock()
 	next.Identity = pos
+	return nil
+}
+
+// appendIdentityFrame appends to id graph file bytes b (empty: the
+// file's header first) a frame of ops covering the log up to logSeq.
+func appendIdentityFrame(b []byte, ops []identity.Op, logSeq uint64) ([]byte, error) {
+	if len(b) == 0 {
+		b = append(b, identityMagic...)
+		b = binary.LittleEndian.AppendUint16(b, identityVersion)
+	}
+	start := len(b)
+	b = append(b, make([]byte, identityFrameHeader)...)
+	for _, op := range ops {
+		b = identity.AppendOp(b, op)
+	}
+	n := len(b) - start - identityFrameHeader
+	if n > maxIdentityFrame {
+		return nil, fmt.Errorf("%d bytes of identity operations in one publication, more than %d", n, maxIdentityFrame)
+	}
+	binary.LittleEndian.PutUint32(b[start:], uint32(n))
+	binary.LittleEndian.PutUint32(b[start+4:], uint32(len(ops)))
+	binary.LittleEndian.PutUint64(b[start+8:], logSeq)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli)), nil
+}
+
+// tombstoneIdentity replaces, in every recorded operation of the app's
+// id graph, each id of erased by its tombstone (erased[id]), and
+// rebuilds the graph from them: the persons it forms are the same, the
+// erased ids appear nowhere (docs/storage.md §7). The id graph file is
+// rewritten (one frame with the published operations), not its copy:
+// until the catalog naming the new file is published, a reader of the
+// old catalog finds the file's length wrong and reads the copy; the
+// caller rewrites the copy after the publication (finishDeletions).
+// Live applies wait meanwhile.
+func (a *App) tombstoneIdentity(erased map[string]string) error {
+	id := &a.ident
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	if id.graph == nil {
+		return nil
+	}
+	rec := id.graph.Snapshot().Recorded()
+	ops := id.graph.RecordedOps(0, rec)
+	changed := false
+	for i := range ops {
+		if t, ok := erased[ops[i].T]; ok {
+			ops[i].T, changed = t, true
+		}
+		if t, ok := erased[ops[i].O]; ok {
+			ops[i].O, changed = t, true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	g := identity.New()
+	if err := g.Apply(ops, nil); err != nil {
+		return fmt.Errorf("app %q: rebuild the id graph without erased ids: %w", a.name, err)
+	}
+	disk := id.disk
+	var file []byte
+	if disk.Ops > 0 {
+		var err error
+		if file, err = appendIdentityFrame(nil, ops[:disk.Ops], disk.LogSeq); err != nil {
+			return fmt.Errorf("app %q: %w", a.name, err)
+		}
+		if err := vfs.WriteFileAtomic(a.store.fs, a.dir, identityName, slices.Clone(file)); err != nil {
+			return fmt.Errorf("app %q: write id graph %s: %w", a.name, identityName, err)
+		}
+		disk.Bytes = int64(len(file))
+	}
+	id.graph, id.disk, id.file = g, disk, file
+	return nil
+}
+
+// writeIdentityCopy rewrites the id graph's copy with the file's
+// published bytes (after tombstoneIdentity's publication).
+func (a *App) writeIdentityCopy() error {
+	id := &a.ident
+	id.mu.Lock()
+	file := slices.Clone(id.file)
+	id.mu.Unlock()
+	if len(file) == 0 {
+		return nil
+	}
+	if err := vfs.WriteFileAtomic(a.store.fs, a.dir, identityCopyName, file); err != nil {
+		return fmt.Errorf("app %q: write id graph %s: %w", a.name, identityCopyName, err)
+	}
 	return nil
 }
 

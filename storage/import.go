@@ -196,6 +196,12 @@ func (s *Store) Import(ctx context.Context, appName string, srcs []Source, opt I
 	}
 	rep.Duplicates = im.dups
 	next.Generation++
+	for i := range written {
+		// Published after every request the base has: clean of them.
+		// (A request still only in the live layer is not: its erased ids'
+		// rows of this import are hidden with the rest.)
+		written[i].DelSeq = lastDeletion(next.Deletions)
+	}
 	next.Segments = append(next.Segments, written...)
 	sortSegments(next.Segments)
 	props = im.schema.Props()

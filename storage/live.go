@@ -99,6 +99,10 @@ type LiveOptions struct {
 	// OnCompact, if set, is called after each background compaction that
 	// rewrote segments, with its duration and report.
 	OnCompact func(d time.Duration, rep *CompactReport)
+	// EraseWithin is how long a deletion request may stay pending before
+	// the background loop completes it (Store.Erase, --erase-within); 0
+	// means DefaultEraseWithin.
+	EraseWithin time.Duration
 }
 
 func (o LiveOptions) withDefaults() LiveOptions {
@@ -119,6 +123,9 @@ func (o LiveOptions) withDefaults() LiveOptions {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.EraseWithin <= 0 {
+		o.EraseWithin = DefaultEraseWithin
 	}
 	return o
 }
@@ -235,6 +242,14 @@ type liveApp struct {
 	batch     liveBatch // apply's decode buffer
 	uev       event.Event
 	failed    error // sticky: an apply could not read a record (Ingest refuses)
+	// delSeq is the number of the newest deletion request applied
+	// (published or in dels): tails sealed now are clean of it.
+	delSeq uint64
+	// dels are the deletion requests applied from the log and not yet
+	// published (flush publishes them), in order.
+	dels []Deletion
+	// eraseFailed is when the last background erasure failed (l.maint)
+	eraseFailed time.Time
 
 	mem  atomic.Int64 // tailBytes + segBytes, for Ingest's check without the lock
 	enc  sync.Pool    // record encode buffers (*[]byte)
@@ -304,6 +319,7 @@ func (a *App) openLive() (*liveApp, error) {
 	}
 	l.log = log
 	l.applied = c.LogSeq
+	l.delSeq = lastDeletion(c.Deletions)
 	start := time.Now()
 	var replayed int
 	l.mu.Lock()
@@ -686,6 +702,9 @@ func (l *liveApp) apply(first uint64, recs [][]byte) {
 
 // applyLocked adds record seq to the tails (l.mu held).
 func (l *liveApp) applyLocked(seq uint64, rec []byte) error {
+	if len(rec) > 0 && rec[0] == deletionRecordTag {
+		return l.applyDeletion(seq, rec)
+	}
 	lb := &l.batch
 	if err := decodeLiveRecord(rec, lb); err != nil {
 		return err
@@ -791,6 +810,7 @@ func (l *liveApp) sealLocked() error {
 			return fmt.Errorf("app %q: seal live events: %w", l.a.name, err)
 		}
 		for _, ref := range refs {
+			ref.DelSeq = l.delSeq
 			data := l.sink.take(ref.File)
 			l.segs = append(l.segs, liveSeg{ref: ref, data: data})
 			l.segBytes += int64(len(data))
@@ -806,7 +826,7 @@ func (l *liveApp) sealLocked() error {
 // viewLocked returns the live layer as a version shows it, without the
 // segments named in drop (l.mu held).
 func (l *liveApp) viewLocked(drop map[string]bool) *liveView {
-	lv := &liveView{logSeq: l.applied}
+	lv := &liveView{logSeq: l.applied, dels: slices.Clone(l.dels)}
 	for _, s := range l.segs {
 		if !drop[s.ref.File] {
 			lv.segs = append(lv.segs, s)
@@ -860,8 +880,9 @@ func (l *liveApp) maintain(ctx context.Context, force bool) {
 	defer l.maint.Unlock()
 	l.mu.Lock()
 	age := !l.oldest.IsZero() && l.opt.Now().Sub(l.oldest) >= l.opt.FlushAge
-	unflushed := l.tailRows > 0 || len(l.segs) > 0
+	unflushed := l.tailRows > 0 || len(l.segs) > 0 || len(l.dels) > 0
 	l.mu.Unlock()
+	defer l.eraseIfDue(ctx)
 	mem := l.mem.Load()
 	if unflushed && (force || age || mem >= l.opt.FlushBytes || mem >= l.opt.Memory/2) {
 		start := time.Now()
@@ -947,6 +968,7 @@ func (l *liveApp) flush(ctx context.Context) (int64, error) {
 	l.mu.Lock()
 	segs := slices.Clone(l.segs)
 	logSeq := l.applied
+	dels, delSeq := slices.Clone(l.dels), l.delSeq
 	l.oldest = time.Time{}
 	// The outputs take an arrival rank of their own, after every rank
 	// handed out so far and before those of later seals: a flush output's
@@ -954,7 +976,7 @@ func (l *liveApp) flush(ctx context.Context) (int64, error) {
 	// import's), whatever the live segments' own ranks.
 	seq := a.allocSeq(0)
 	l.mu.Unlock()
-	if len(segs) == 0 && !a.ident.unpersisted() {
+	if len(segs) == 0 && len(dels) == 0 && !a.ident.unpersisted() {
 		return 0, nil
 	}
 	t, err := a.beginWrite()
@@ -975,7 +997,7 @@ func (l *liveApp) flush(ctx context.Context) (int64, error) {
 	for i := range groups {
 		groups[i].seqMin, groups[i].seqMax = seq, seq
 	}
-	out := compactOutput{sink: t, shards: base.Shards, gen: t.outputGen()}
+	out := compactOutput{sink: t, shards: base.Shards, gen: t.outputGen(), delSeq: delSeq}
 	var written []SegmentRef
 	if len(groups) > 0 {
 		written, _, err = a.compactGroups(ctx, out, v, groups, CompactOptions{MaxSegmentRows: DefaultMaxSegmentRows, Workers: runtime.GOMAXPROCS(0)})
@@ -993,6 +1015,7 @@ func (l *liveApp) flush(ctx context.Context) (int64, error) {
 		rows += w.Rows
 	}
 	next.LogSeq = max(next.LogSeq, logSeq)
+	next.Deletions = append(slices.Clip(next.Deletions), dels...)
 	l.schemaMu.Lock()
 	next.EventProps, next.UserProps = l.evSchema.Props(), l.userSchema.Props()
 	l.schemaMu.Unlock()
@@ -1002,6 +1025,12 @@ func (l *liveApp) flush(ctx context.Context) (int64, error) {
 	}
 	if err := t.publish(next); err != nil {
 		return 0, fmt.Errorf("app %q: publish flushed live events: %w", a.name, err)
+	}
+	if len(dels) > 0 {
+		l.mu.Lock()
+		l.dels = slices.Delete(l.dels, 0, len(dels)) // published; later ones stay
+		l.dirty = true
+		l.mu.Unlock()
 	}
 	if err := l.log.Release(next.LogSeq); err != nil {
 		a.store.log.Warn("release write-ahead log (retried at the next flush)", "app", a.name, "upto", next.LogSeq, "err", err)
@@ -1023,6 +1052,20 @@ func (l *liveApp) compact(ctx context.Context) {
 	}
 	if rep.Written > 0 && l.opt.OnCompact != nil {
 		l.opt.OnCompact(time.Since(start), rep)
+	}
+}
+
+// eraseIfDue completes the app's pending deletion requests once one is
+// LiveOptions.EraseWithin old (l.maint held); after a failure it waits a
+// minute before trying again.
+func (l *liveApp) eraseIfDue(ctx context.Context) {
+	now := l.opt.Now()
+	if now.Sub(l.eraseFailed) < time.Minute || !eraseDue(l.a.published(), now, l.opt.EraseWithin) {
+		return
+	}
+	if _, err := l.a.erase(ctx, l); err != nil {
+		l.eraseFailed = now
+		l.a.store.log.Error("background erasure failed (retried in a minute)", "app", l.a.name, "err", err)
 	}
 }
 
@@ -1109,7 +1152,7 @@ func (l *liveApp) mergeMemory(ctx context.Context, all bool) error {
 			return err
 		}
 		c := v.Published()
-		out := compactOutput{sink: &l.sink, shards: c.Shards, gen: c.Generation + 1, prefix: livePrefix}
+		out := compactOutput{sink: &l.sink, shards: c.Shards, gen: c.Generation + 1, prefix: livePrefix, delSeq: lastDeletion(v.Deletions)}
 		written, _, err := a.compactGroups(ctx, out, v, groups, CompactOptions{MaxSegmentRows: 1 << 30, Workers: 1})
 		v.Release()
 		if err != nil {

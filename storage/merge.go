@@ -15,6 +15,9 @@ import (
 // shardScanner is one worker's reusable scan state.
 type shardScanner struct {
 	snap *Version
+	// erasing: pending deletions hide users in a segment of the shard
+	// being scanned (scanShard)
+	erasing bool
 	spec *ScanSpec
 	v    Visitor
 	st   *ScanStats
@@ -162,6 +165,18 @@ func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error 
 	}
 	sc.onceSeen = false
 	sc.unsetOnce()
+	// Pending deletions that hide users in one of the shard's segments
+	// send the whole shard down the general path, whose cursors skip
+	// them (cursor.erased); drain reads blocks whole.
+	sc.erasing = false
+	if x := sc.snap.erasing(); x != nil {
+		for i := range refs {
+			if x.holds(&refs[i], sc.snap.Shards) {
+				sc.erasing = true
+				break
+			}
+		}
+	}
 	chains := chainSegments(refs, &sc.chains)
 	// One chain with users segments: no user has writes in two of them,
 	// so its blocks are read without times from the first on (drain's
@@ -192,7 +207,7 @@ func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error 
 		}
 	}
 	for len(sc.heap) > 0 {
-		if ev := sc.drainable(); ev >= 0 {
+		if ev := sc.drainable(); ev >= 0 && !sc.erasing {
 			// One events cursor left (one chain, e.g. a compacted shard),
 			// maybe with users cursors: no user has event rows elsewhere,
 			// so its blocks are filtered whole and the user values are
@@ -206,10 +221,12 @@ func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error 
 			}
 			continue
 		}
-		if ok, err := sc.drainAhead(ctx); err != nil {
-			return err
-		} else if ok {
-			continue
+		if !sc.erasing {
+			if ok, err := sc.drainAhead(ctx); err != nil {
+				return err
+			} else if ok {
+				continue
+			}
 		}
 		if err := sc.mergeUser(ctx); err != nil {
 			return err

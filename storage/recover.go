@@ -274,6 +274,19 @@ func (s *Store) Recover(ctx context.Context, appName string) (*RecoverReport, er
 	}
 
 	c := &Catalog{App: appName, LogSeq: logSeq}
+	// Deletion requests: the old catalog's, else the settings file's. A
+	// segment keeps its deletion number from the old catalog; without
+	// it, 0 hides every pending request's ids in it (until Erase).
+	delSeq := map[string]uint64{}
+	switch {
+	case oerr == nil:
+		c.DelSalt, c.Deletions = old.DelSalt, old.Deletions
+		for _, r := range old.Segments {
+			delSeq[r.File] = r.DelSeq
+		}
+	case settings != nil:
+		c.DelSalt, c.Deletions = settings.DelSalt, settings.Deletions
+	}
 	if settings != nil {
 		c.Shards, c.TZ, c.EventProps, c.UserProps = settings.Shards, settings.TZ, settings.EventProps, settings.UserProps
 		if oerr != nil {
@@ -319,6 +332,7 @@ func (s *Store) Recover(ctx context.Context, appName string) (*RecoverReport, er
 			}
 			continue
 		}
+		r.DelSeq = delSeq[r.File]
 		c.Segments = append(c.Segments, r)
 		c.NextSeq = max(c.NextSeq, r.SeqMax+1)
 		c.Generation = max(c.Generation, r.Generation)

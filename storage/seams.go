@@ -88,6 +88,9 @@ type Log interface {
 	// Release lets the log delete every record up to seq upTo (published
 	// in a catalog: their events are in segments). It may keep some.
 	Release(upTo uint64) error
+	// Rotate makes the next append start a new log file, so that a
+	// Release past it can delete every record before it.
+	Rotate()
 	// Repair says what the open cut from a torn tail (a write never
 	// acknowledged), if anything.
 	Repair() (wal.Repair, bool)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sync"
 
 	"github.com/spurdb/spur/event"
@@ -34,6 +35,17 @@ type Version struct {
 	refs  int                 // readers plus 1 while current (App.mu)
 	// persons is the id graph as of the version (Persons).
 	persons *identity.Snapshot
+	// erase indexes the pending deletions of Deletions (eraseIndex),
+	// built on first use.
+	eraseOnce sync.Once
+	erase     *eraseIndex
+}
+
+// erasing returns the index of the version's pending deletions, nil when
+// none is pending.
+func (v *Version) erasing() *eraseIndex {
+	v.eraseOnce.Do(func() { v.erase = newEraseIndex(v.Deletions) })
+	return v.erase
 }
 
 // Published returns the catalog the version was made of, without the live
@@ -48,6 +60,7 @@ type liveView struct {
 	eventProps []event.PropType
 	userProps  []event.PropType
 	logSeq     uint64
+	dels       []Deletion // applied deletion requests not yet published
 }
 
 // liveSeg is a sealed segment of the live layer: its catalog entry
@@ -183,6 +196,9 @@ func (a *App) newVersion(c *Catalog, lv *liveView) (*Version, error) {
 		sortSegments(view.Segments)
 		view.EventProps, view.UserProps = lv.eventProps, lv.userProps
 		view.LogSeq = max(view.LogSeq, lv.logSeq)
+		if len(lv.dels) > 0 {
+			view.Deletions = append(slices.Clip(c.Deletions), lv.dels...)
+		}
 	}
 	v := &Version{Catalog: view, disk: c, app: a, files: make(map[string]*segFile, len(view.Segments)), refs: 1,
 		persons: a.ident.snapshot()}

@@ -134,6 +134,7 @@ type Log struct {
 	work    sync.Cond // queue grew or the log closed
 	queue   []*request
 	closed  bool
+	rotate  bool // Rotate: the next commit starts a new file
 	files   []logFile // oldest first
 	lastSeq uint64    // newest durable seq
 	stats   Stats     // counters (Files, Bytes, seqs filled in by Stats)
@@ -416,7 +417,11 @@ func (l *Log) commit(g *group) {
 // there is none or it is full) and fsyncs it, and the directory if the
 // file is new. It returns the file fsync's duration.
 func (l *Log) write(g *group) (time.Duration, error) {
-	if l.out.f == nil || l.out.size >= l.opt.SegmentSize {
+	l.mu.Lock()
+	rotate := l.rotate
+	l.rotate = false
+	l.mu.Unlock()
+	if l.out.f == nil || l.out.size >= l.opt.SegmentSize || rotate {
 		if err := l.startFile(g.first); err != nil {
 			return 0, err
 		}
@@ -731,6 +736,15 @@ func (l *Log) Release(upTo uint64) error {
 		l.stats.Syncs++
 		l.mu.Unlock()
 	}
+}
+
+// Rotate makes the next commit start a new file, so that Release can
+// delete every record before it (an erasure: docs/storage.md §7 wants
+// the erased bytes gone from the log).
+func (l *Log) Rotate() {
+	l.mu.Lock()
+	l.rotate = true
+	l.mu.Unlock()
 }
 
 // Stats returns the log's current figures.

@@ -1,0 +1,259 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/identity"
+	"github.com/spurdb/spur/internal/crashfs"
+	"github.com/spurdb/spur/storage/segment"
+	"github.com/spurdb/spur/trail"
+)
+
+// eventsByID counts the events of each distinct id a version shows, and
+// the user property values of each (as "id/prop=value" keys).
+func eventsByID(t *testing.T, st *Store, app string) map[string]int {
+	t.Helper()
+	a, err := st.App(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := a.Acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Release()
+	var mu sync.Mutex
+	out := map[string]int{}
+	spec := ScanSpec{From: -1 << 62, To: 1 << 62, DistinctIDs: true, AllUsers: true,
+		Masks: func(meta *segment.Meta) []uint64 { return allOnes(len(meta.EventNames)) }}
+	visit := visitFunc(func(u UserKey, tr *trail.Trail) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(tr.Times) > 0 {
+			out[string(u.ID)] += len(tr.Times)
+		}
+	})
+	if _, err := v.Scan(context.Background(), spec, []Visitor{visit}); err != nil {
+		t.Fatal(err)
+	}
+	// The users table: every id with a property write.
+	uspec := ScanSpec{Kind: KindUsers, From: -1 << 62, To: 1 << 62, DistinctIDs: true,
+		Masks: func(meta *segment.Meta) []uint64 { return allOnes(len(meta.EventNames)) }}
+	uvisit := visitFunc(func(u UserKey, tr *trail.Trail) {
+		mu.Lock()
+		defer mu.Unlock()
+		out["users:"+string(u.ID)] += len(tr.Times)
+	})
+	if _, err := v.Scan(context.Background(), uspec, []Visitor{uvisit}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func allOnes(n int) []uint64 {
+	m := make([]uint64, n)
+	for i := range m {
+		m[i] = 1
+	}
+	return m
+}
+
+// filesContaining returns the files under dir whose bytes contain s.
+func filesContaining(t *testing.T, dir, s string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(b, []byte(s)) {
+			out = append(out, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestErasePerson: an erased person (both of its distinct ids, joined by
+// an identify) is hidden from the next query — events in segment files,
+// in compacted ones and in the live layer, and its user properties —
+// stays hidden across a restart, events sent later for its id are a new
+// person, and after Erase no file of the store holds its ids or values.
+func TestErasePerson(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	opt := quietLive
+	opt.Now = func() time.Time { return now }
+	open := func() *Store {
+		st, err := Open(Config{Dir: dir, Shards: 4, Writer: true, Live: &opt, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	st := open()
+	defer func() { st.Close() }()
+	ctx := context.Background()
+	t0 := now.Add(-time.Hour).UnixMicro()
+	const anon, known = "anon-7f3a9c01-erase-me", "alice@example.test"
+	secret := event.Prop{Name: "note", Value: event.String("alice-secret-value-42")}
+	ingest := func(evs []event.Event, users []UserWrite, ids []IdentityWrite) {
+		t.Helper()
+		if _, err := st.IngestIdentity(ctx, "app", evs, users, ids); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var evs []event.Event
+	for i := range 40 {
+		for _, u := range []string{"bob", "carol", "dave", anon} {
+			evs = append(evs, event.Event{UserID: u, Name: "view", Time: t0 + int64(i), Props: []event.Prop{secret}})
+		}
+	}
+	ingest(evs, []UserWrite{{Index: 3, Props: []event.Prop{{Name: "plan", Value: event.String("alice-plan-secret")}}}}, nil)
+	if err := st.FlushLive(ctx, "app"); err != nil {
+		t.Fatal(err)
+	}
+	// The identify joins the ids; more events, some compacted, some live.
+	ingest([]event.Event{{UserID: known, Name: "signup", Time: t0 + 100}}, nil,
+		[]IdentityWrite{{Index: 0, Op: identity.Op{Kind: identity.Identify, T: known, O: anon, Time: t0 + 100}}})
+	ingest([]event.Event{{UserID: "bob", Name: "buy", Time: t0 + 200}, {UserID: anon, Name: "buy", Time: t0 + 200, Props: []event.Prop{secret}}}, nil, nil)
+	if err := st.FlushLive(ctx, "app"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Compact(ctx, "app", CompactOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ingest([]event.Event{{UserID: known, Name: "buy", Time: t0 + 300, Props: []event.Prop{secret}}, {UserID: "carol", Name: "buy", Time: t0 + 300}}, nil, nil)
+
+	before := eventsByID(t, st, "app")
+	if before[anon] != 41 || before[known] != 2 || before["users:"+anon] != 1 {
+		t.Fatalf("before: %v", before)
+	}
+	want := maps.Clone(before)
+	delete(want, anon)
+	delete(want, known)
+	delete(want, "users:"+anon)
+
+	dels, err := st.ErasePersons(ctx, "app", []string{known}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dels) != 1 || !dels[0].Pending() || len(dels[0].IDs) != 2 || dels[0].IDs[0] != known {
+		t.Fatalf("deletion: %+v", dels)
+	}
+	if got := eventsByID(t, st, "app"); !maps.Equal(got, want) {
+		t.Fatalf("after the request: %v, want %v", got, want)
+	}
+	// Idempotent: the pending request again.
+	again, err := st.ErasePersons(ctx, "app", []string{known}, false)
+	if err != nil || again[0].ID != dels[0].ID {
+		t.Fatalf("again: %+v %v", again, err)
+	}
+	// Later events of the id: a new person.
+	ingest([]event.Event{{UserID: known, Name: "view", Time: t0 + 400}}, nil, nil)
+	want[known] = 1
+	if got := eventsByID(t, st, "app"); !maps.Equal(got, want) {
+		t.Fatalf("after a later event: %v, want %v", got, want)
+	}
+	// A restart (the close publishes the request) keeps it.
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st = open()
+	if got := eventsByID(t, st, "app"); !maps.Equal(got, want) {
+		t.Fatalf("after a restart: %v, want %v", got, want)
+	}
+	rep, err := st.Erase(ctx, "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Done) != 1 || rep.Rewritten == 0 {
+		t.Fatalf("erase report: %+v", rep)
+	}
+	if got := eventsByID(t, st, "app"); !maps.Equal(got, want) {
+		t.Fatalf("after Erase: %v, want %v", got, want)
+	}
+	ds, err := st.Deletions("app")
+	if err != nil || len(ds) != 1 || ds[0].Pending() || ds[0].IDs != nil || len(ds[0].Hash) != 64 {
+		t.Fatalf("deletions: %+v %v", ds, err)
+	}
+	for _, s := range []string{anon, "alice-plan-secret"} {
+		if f := filesContaining(t, dir, s); len(f) > 0 {
+			t.Errorf("%q still in %v", s, f)
+		}
+	}
+	// The secret value stays in the files of bob, carol and dave's events.
+	if f := filesContaining(t, dir, "alice-secret-value-42"); len(f) == 0 {
+		t.Errorf("other users' values gone too")
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st = open()
+	if got := eventsByID(t, st, "app"); !maps.Equal(got, want) {
+		t.Fatalf("reopened after Erase: %v, want %v", got, want)
+	}
+	if vr, err := st.Verify(ctx, "app"); err != nil || len(vr.Findings) > 0 {
+		t.Fatalf("verify: %+v %v", vr, err)
+	}
+}
+
+// TestEraseReplay: a request acknowledged and never flushed is replayed
+// from the log after a crash, at its place: the events before it hidden,
+// those after it not.
+func TestEraseReplay(t *testing.T) {
+	fsys := crashfs.New()
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	opt := quietLive
+	opt.Now = func() time.Time { return now }
+	st := openLiveOn(t, fsys, 2, opt)
+	ctx := context.Background()
+	t0 := now.Add(-time.Hour).UnixMicro()
+	for i := range 3 {
+		if _, err := st.Ingest(ctx, "app", []event.Event{{UserID: "x", Name: "a", Time: t0 + int64(i)}, {UserID: "y", Name: "a", Time: t0}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if err := st.FlushLive(ctx, "app"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := st.ErasePersons(ctx, "app", []string{"x"}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Ingest(ctx, "app", []event.Event{{UserID: "x", Name: "b", Time: t0 + 9}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"x": 1, "y": 3}
+	if got := eventsByID(t, st, "app"); !maps.Equal(got, want) {
+		t.Fatalf("before the crash: %v, want %v", got, want)
+	}
+	st2 := openLiveOn(t, fsys.Crash(0, nil), 2, opt)
+	if got := eventsByID(t, st2, "app"); !maps.Equal(got, want) {
+		t.Fatalf("after the crash: %v, want %v", got, want)
+	}
+	if _, err := st2.Erase(ctx, "app"); err != nil {
+		t.Fatal(err)
+	}
+	if got := eventsByID(t, st2, "app"); !maps.Equal(got, want) {
+		t.Fatalf("after Erase: %v, want %v", got, want)
+	}
+}
