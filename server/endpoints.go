@@ -71,6 +71,8 @@ func (s *Server) registerEndpoints(rt *router) {
 		rt.handle(ep.method, ep.path, sameOriginOnly, needs(ep.scope), ep.h)
 	}
 	rt.handle("POST", mergePath, sameOriginOnly, needs(ScopeAdmin), s.handleMergePersons)
+	rt.handle("DELETE", "/api/apps/{app}/persons/{id}", sameOriginOnly, needs(ScopeAdmin), s.handleErasePerson)
+	rt.handle("GET", "/api/apps/{app}/deletions", sameOriginOnly, needs(ScopeAdmin), s.handleDeletions)
 	rt.noFallback[mergePath] = true
 }
 

@@ -65,7 +65,7 @@ type userEventJSON struct {
 // person id and distinct ids (sorted; shared, not to be modified), and
 // whether the graph holds it (else it is the person of id alone).
 func personOf(v *storage.Version, id string) (string, []string, bool) {
-	if ps := v.Persons(); ps != nil {
+	if ps := v.Persons(); ps != nil && !v.Erased(id) {
 		if p := ps.LookupString(id); p != nil {
 			ids := p.DistinctIDs
 			if !slices.IsSorted(ids) {

@@ -331,3 +331,27 @@ func erasedAt(erase []erasedUser, at *int, h uint64, id []byte) bool {
 	}
 	return false
 }
+
+// Erased reports whether a pending deletion request of the version names
+// distinct id (as one of its person's ids): the id's person, as the id
+// graph still holds it until the request is done, is no longer one a
+// query shows (its rows are hidden); events the id sent after the request
+// are a new person of that id alone.
+func (v *Version) Erased(id string) bool {
+	return v.erasing().hides(math.MaxUint64, UserHash(id), id)
+}
+
+// hides reports whether a pending deletion numbered above delSeq names
+// the distinct id (of UserHash h).
+func (x *eraseIndex) hides(delSeq, h uint64, id string) bool {
+	if x == nil {
+		return false
+	}
+	i, _ := slices.BinarySearchFunc(x.users, h, func(u erasedUser, h uint64) int { return cmp.Compare(u.hash, h) })
+	for ; i < len(x.users) && x.users[i].hash == h; i++ {
+		if u := x.users[i]; u.id == id && (delSeq == math.MaxUint64 || u.seq > delSeq) {
+			return true
+		}
+	}
+	return false
+}

@@ -18,9 +18,9 @@ type shardScanner struct {
 	// erasing: pending deletions hide users in a segment of the shard
 	// being scanned (scanShard)
 	erasing bool
-	spec *ScanSpec
-	v    Visitor
-	st   *ScanStats
+	spec    *ScanSpec
+	v       Visitor
+	st      *ScanStats
 
 	free   []*cursor // cursors (with their decode buffers) for reuse
 	heap   []*cursor

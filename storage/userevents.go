@@ -337,14 +337,15 @@ func (s *Version) userWrites(ctx context.Context, id string, base int64, pw *per
 }
 
 // userSegments returns the segments of kind in user id's shard whose
-// user-hash range may hold the user (an unknown range may), in arrival
-// (Seq) order.
+// user-hash range may hold the user (an unknown range may) and where no
+// pending deletion hides it, in arrival (Seq) order.
 func (s *Version) userSegments(kind SegmentKind, id string) []SegmentRef {
 	h := UserHash(id)
 	shard := ShardOfHash(h, s.Shards)
+	x := s.erasing()
 	var refs []SegmentRef
 	for _, ref := range s.Segments {
-		if ref.Kind != kind || ref.Shard != shard || ref.Rows == 0 {
+		if ref.Kind != kind || ref.Shard != shard || ref.Rows == 0 || x.hides(ref.DelSeq, h, id) {
 			continue
 		}
 		if ref.FirstHash != 0 || ref.LastHash != 0 {

@@ -134,7 +134,7 @@ type Log struct {
 	work    sync.Cond // queue grew or the log closed
 	queue   []*request
 	closed  bool
-	rotate  bool // Rotate: the next commit starts a new file
+	rotate  bool      // Rotate: the next commit starts a new file
 	files   []logFile // oldest first
 	lastSeq uint64    // newest durable seq
 	stats   Stats     // counters (Files, Bytes, seqs filled in by Stats)
