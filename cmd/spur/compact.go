@@ -12,8 +12,9 @@ import (
 func newCompactCmd(g *globals) *cobra.Command {
 	var app string
 	var opt storage.CompactOptions
+	var erase bool
 	cmd := &cobra.Command{
-		Use:   "compact --app NAME [--max-segment-rows N] [--force]",
+		Use:   "compact --app NAME [--max-segment-rows N] [--force] [--erase]",
 		Short: "Merge each shard's segments into one run of large segments, so queries merge fewer streams",
 		Long: `Compact rewrites, per shard and kind (events, users), all the shard's segments
 as a few segments of at most --max-segment-rows rows with disjoint user ranges
@@ -26,9 +27,29 @@ the next import or compaction of the app deletes them.
 
 spur import and spur gen --app compact automatically when some shard has more
 than one run of a kind (--no-compact skips that): a query over several runs
-per shard merges them user by user, 2-3 times slower than over one run.`,
+per shard merges them user by user, 2-3 times slower than over one run.
+
+With --erase it completes the app's pending erasures instead (docs/storage.md §7,
+` + "`spur persons delete`" + `): the segments that hold an erased person's rows are
+rewritten without them, the write-ahead log before the request released, the id
+graph rewritten with tombstones, and the requests marked done; afterwards no file
+of the app holds the erased ids or their events.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if erase {
+				st, err := openLiveStore(g, "spur compact --erase")
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				rep, err := st.Erase(cmd.Context(), app)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "app %q: %d erasure requests done in %s; %d segments (%d bytes) rewritten of %d (%d bytes)\n",
+					app, len(rep.Done), rep.Elapsed.Round(time.Millisecond), rep.Rewritten, rep.RewrittenBytes, rep.Segments, rep.Bytes)
+				return st.Close()
+			}
 			st, err := openStore(g, writeStore, "spur compact")
 			if err != nil {
 				return err
@@ -47,8 +68,19 @@ per shard merges them user by user, 2-3 times slower than over one run.`,
 	f.IntVar(&opt.MaxSegmentRows, "max-segment-rows", storage.DefaultMaxSegmentRows, "rows per output segment at most (one user's rows are never split); memory grows with it")
 	f.BoolVar(&opt.Force, "force", false, "also rewrite shards that are one run already (e.g. to apply a new --max-segment-rows)")
 	f.IntVar(&opt.Workers, "workers", 0, "shards compacted in parallel (0 = GOMAXPROCS); memory grows with it")
+	f.BoolVar(&erase, "erase", false, "complete the pending erasures: rewrite the segments holding erased persons (docs/storage.md §7)")
 	cmd.MarkFlagRequired("app")
 	return cmd
+}
+
+// openLiveStore opens the --data store with its writer role and the live
+// layer, as spur serve does (no server may hold it): for the commands
+// that go through the write-ahead log (erasure). Close publishes what
+// they logged.
+func openLiveStore(g *globals, holder string) (*storage.Store, error) {
+	cfg := storeConfig(g, writeStore, holder)
+	cfg.Writer, cfg.Live = true, &storage.LiveOptions{}
+	return openStoreConfig(g, writeStore, cfg)
 }
 
 // autoCompact applies the post-import policy: compact the app's shards

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -24,7 +26,7 @@ func newPersonsCmd(g *globals) *cobra.Command {
 	var app string
 	var rm remote
 	cmd := &cobra.Command{
-		Use:   "persons merge|show",
+		Use:   "persons merge|show|delete",
 		Short: "Merge two persons of an app by hand, or show the person of a distinct id",
 		Long: `Every distinct id (user_id) belongs to one person; identify and alias
 operations (an event's anonymous_id, $identify and $create_alias events) join
@@ -106,8 +108,85 @@ with --url through a running server (merge needs an admin --key).`,
 			return printPerson(cmd.OutOrStdout(), p)
 		},
 	}
-	cmd.AddCommand(merge, show)
+	var from string
+	var suppress bool
+	del := &cobra.Command{
+		Use:   "delete --app APP [--suppress] ID… | --from FILE",
+		Short: "Erase the persons of distinct ids: every event and property of each of their ids (docs/storage.md §7)",
+		Long: `Delete erases a person (GDPR Art. 17): every event and user property write of
+every distinct id of the person of each ID is hidden from every query from the
+answer on, and its bytes leave every file of the store at ` + "`spur compact --erase`" + `
+(or within spur serve's --erase-within). --suppress also drops later events of
+those ids. --from reads one id per line (blank lines skipped). Each person is one
+request, listed by GET /api/apps/{app}/deletions; a pending request for an id is
+answered again.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ids := args
+			if from != "" {
+				if len(args) > 0 {
+					return errors.New("give ids as arguments or --from FILE, not both")
+				}
+				b, err := os.ReadFile(from)
+				if err != nil {
+					return err
+				}
+				for _, line := range strings.Split(string(b), "\n") {
+					if line = strings.TrimSpace(line); line != "" {
+						ids = append(ids, line)
+					}
+				}
+			}
+			if len(ids) == 0 {
+				return errors.New("no id: give distinct ids as arguments or --from FILE")
+			}
+			var out []deletionAnswer
+			err := either(func() error {
+				for _, id := range ids {
+					var d deletionAnswer
+					path := "api/apps/" + url.PathEscape(app) + "/persons/" + url.PathEscape(id)
+					if suppress {
+						path += "?suppress=true"
+					}
+					if err := rm.requestJSON(cmd.Context(), "DELETE", path, nil, &d); err != nil {
+						return fmt.Errorf("erase %q through %s: %w", id, rm.url, err)
+					}
+					out = append(out, d)
+				}
+				return nil
+			}, func() error {
+				st, err := openLiveStore(g, "spur persons delete")
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				dels, err := st.ErasePersons(cmd.Context(), app, ids, suppress)
+				if err != nil {
+					return fmt.Errorf("erase in app %q: %w", app, err)
+				}
+				for _, d := range dels {
+					out = append(out, deletionAnswer{ID: d.ID, Status: "pending"})
+				}
+				return st.Close()
+			})
+			if err != nil {
+				return err
+			}
+			for i, d := range out {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: erasure %s %s\n", ids[i], d.ID, d.Status)
+			}
+			return nil
+		},
+	}
+	del.Flags().StringVar(&from, "from", "", "file of distinct ids, one per line")
+	del.Flags().BoolVar(&suppress, "suppress", false, "also drop the ids' later events at ingestion")
+	cmd.AddCommand(merge, show, del)
 	return cmd
+}
+
+// deletionAnswer is what `spur persons delete` prints of a request.
+type deletionAnswer struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
 }
 
 // localPerson returns the person of distinct id id in app's current

@@ -104,3 +104,44 @@ func TestPersonsImportAndMerge(t *testing.T) {
 		t.Fatalf("merge of an empty id through the server: %v", err)
 	}
 }
+
+// TestPersonsDelete: `spur persons delete` erases a person (both of its
+// ids, joined by the import's anonymous id) from the funnel at once, and
+// after `spur compact --erase` no file of the store holds its ids.
+func TestPersonsDelete(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "store")
+	csv := filepath.Join(dir, "persons.csv")
+	if err := os.WriteFile(csv, []byte(personsCSV), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, err := spur(t, "", "--data", data, "import", "--app", "shop", "--time", "ts", "--anonymous-id", "anon", csv); err != nil {
+		t.Fatalf("import: %v\n%s", err, stderr)
+	}
+	out, _, err := spur(t, "", "--data", data, "persons", "delete", "--app", "shop", "u1")
+	if err != nil || !strings.Contains(out, "u1: erasure del-") {
+		t.Fatalf("delete: %v\n%s", err, out)
+	}
+	if got := converted(t, data); got != "2,1" {
+		t.Fatalf("funnel after the erasure: %s, want 2,1 (only 42+7 converts; d2 views)", got)
+	}
+	if out, _, err = spur(t, "", "--data", data, "compact", "--app", "shop", "--erase"); err != nil || !strings.Contains(out, "1 erasure requests done") {
+		t.Fatalf("compact --erase: %v\n%s", err, out)
+	}
+	if got := converted(t, data); got != "2,1" {
+		t.Fatalf("funnel after compact --erase: %s, want 2,1", got)
+	}
+	err = filepath.WalkDir(data, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err == nil && (strings.Contains(string(b), "u1") || strings.Contains(string(b), "d1,")) {
+			t.Errorf("%s still holds an erased id", path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

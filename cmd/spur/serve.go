@@ -40,6 +40,7 @@ type serveLive struct {
 	flushBytes byteSize
 	flushAge   time.Duration
 	logFile    byteSize
+	eraseIn    time.Duration
 }
 
 func (l *serveLive) flags(f *pflag.FlagSet) {
@@ -48,13 +49,14 @@ func (l *serveLive) flags(f *pflag.FlagSet) {
 	f.Var(&l.flushBytes, "flush-bytes", "an app's live events are flushed into segment files once they take this much memory")
 	f.DurationVar(&l.flushAge, "flush-age", storage.DefaultFlushAge, "... or once the oldest of them was acknowledged this long ago")
 	f.Var(&l.logFile, "log-file-size", "write-ahead log files rotate at this size")
+	f.DurationVar(&l.eraseIn, "erase-within", storage.DefaultEraseWithin, "a person's erasure (DELETE /api/apps/{app}/persons/{id}) removes its bytes from every file within this; `spur compact --erase` does it at once")
 }
 
 // options returns the store's live options, with the events endpoint's
 // future limit and the metrics' hooks.
 func (l *serveLive) options(maxFuture time.Duration, obs *server.LiveObserver) *storage.LiveOptions {
 	return &storage.LiveOptions{Memory: int64(l.memory), FlushBytes: int64(l.flushBytes), FlushAge: l.flushAge,
-		LogFileSize: int64(l.logFile), MaxFuture: maxFuture, OnFlush: obs.OnFlush, OnCompact: obs.OnCompact}
+		LogFileSize: int64(l.logFile), MaxFuture: maxFuture, OnFlush: obs.OnFlush, OnCompact: obs.OnCompact, EraseWithin: l.eraseIn}
 }
 
 // serveEvents are the events endpoint's limits (server.Config's fields of
