@@ -415,3 +415,52 @@ func eraseDue(c *Catalog, now time.Time, within time.Duration) bool {
 	}
 	return false
 }
+
+// suppressSet is what Deletion.Suppress drops at ingestion: the ids of
+// pending suppress requests, and the salted hashes (hashID) of done ones.
+type suppressSet struct {
+	cat    *Catalog // the published catalog it was built of
+	live   int      // and the number of liveApp.dels
+	ids    map[string]bool
+	hashes map[string]bool
+	salt   string
+}
+
+// suppression returns the app's current suppressSet (nil when no request
+// suppresses), rebuilt when the deletions changed.
+func (l *liveApp) suppression() *suppressSet {
+	c := l.a.published()
+	l.mu.Lock()
+	dels := slices.Clip(l.dels)
+	l.mu.Unlock()
+	if s := l.supp.Load(); s != nil && s.cat == c && s.live == len(dels) {
+		return s
+	}
+	s := &suppressSet{cat: c, live: len(dels), salt: c.DelSalt}
+	for _, list := range [][]Deletion{c.Deletions, dels} {
+		for _, d := range list {
+			if !d.Suppress {
+				continue
+			}
+			if s.ids == nil {
+				s.ids, s.hashes = map[string]bool{}, map[string]bool{}
+			}
+			for _, id := range d.IDs {
+				s.ids[id] = true
+			}
+			for _, h := range d.Suppressed {
+				s.hashes[h] = true
+			}
+		}
+	}
+	l.supp.Store(s)
+	return s
+}
+
+// drops reports whether events of distinct id are suppressed.
+func (s *suppressSet) drops(id string) bool {
+	if s == nil || s.ids == nil {
+		return false
+	}
+	return s.ids[id] || len(s.hashes) > 0 && s.hashes[hashID(s.salt, id)]
+}

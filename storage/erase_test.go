@@ -257,3 +257,35 @@ func TestEraseReplay(t *testing.T) {
 		t.Fatalf("after Erase: %v, want %v", got, want)
 	}
 }
+
+// TestEraseSuppress: with suppress, later events of the ids are dropped
+// at ingestion (counted), before and after the request is done.
+func TestEraseSuppress(t *testing.T) {
+	st, now := openLiveAtNoon(t)
+	ctx := context.Background()
+	t0 := now.Add(-time.Hour).UnixMicro()
+	send := func(id string) *IngestReport {
+		t.Helper()
+		rep, err := st.Ingest(ctx, "app", []event.Event{{UserID: id, Name: "a", Time: t0}, {UserID: "other", Name: "a", Time: t0}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	send("s")
+	if _, err := st.ErasePersons(ctx, "app", []string{"s"}, true); err != nil {
+		t.Fatal(err)
+	}
+	if rep := send("s"); rep.Suppressed != 1 || rep.Accepted != 1 {
+		t.Fatalf("pending: %+v", rep)
+	}
+	if _, err := st.Erase(ctx, "app"); err != nil {
+		t.Fatal(err)
+	}
+	if rep := send("s"); rep.Suppressed != 1 || rep.Accepted != 1 {
+		t.Fatalf("done: %+v", rep)
+	}
+	if got := eventsByID(t, st, "app"); !maps.Equal(got, map[string]int{"other": 3}) {
+		t.Fatalf("events: %v", got)
+	}
+}

@@ -83,6 +83,10 @@ type IngestReport struct {
 	// events under IngestOptions.DropBadValues (Field the property's path,
 	// Message why); nil without it.
 	Dropped []IngestRejection
+	// Suppressed counts the events dropped, unstored and not rejected,
+	// because an erasure request with suppress names their distinct id
+	// (docs/storage.md §7); they are not in Accepted.
+	Suppressed int
 }
 
 // IngestOptions changes how Store.IngestWith treats a request's events.

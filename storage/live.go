@@ -250,6 +250,7 @@ type liveApp struct {
 	dels []Deletion
 	// eraseFailed is when the last background erasure failed (l.maint)
 	eraseFailed time.Time
+	supp        atomic.Pointer[suppressSet] // suppression's cache
 
 	mem  atomic.Int64 // tailBytes + segBytes, for Ingest's check without the lock
 	enc  sync.Pool    // record encode buffers (*[]byte)
@@ -385,6 +386,15 @@ func (l *liveApp) ingestOps(ctx context.Context, evs []event.Event, users []User
 	}
 	rep := &IngestReport{}
 	ok := l.check(evs, users, rep, opt.DropBadValues)
+	if sup := l.suppression(); sup.ids != nil {
+		for i := range evs {
+			if ok[i] && sup.drops(evs[i].UserID) {
+				ok[i] = false
+				rep.Accepted--
+				rep.Suppressed++
+			}
+		}
+	}
 	ops := identityOps(evs, ids, ok, rep, opt.ExplicitOps)
 	if snap := l.a.ident.snapshot(); snap != nil && len(ops) > 0 {
 		// An operation that is a no-op now stays one (persons never split):
