@@ -779,6 +779,26 @@ func (b *backup) removeAll(path string) error {
 	return vfs.SyncDir(b.s.fs, filepath.Dir(path))
 }
 
+// eraseIfPending completes app's pending erasures in st (Store.Erase),
+// if it has any (also those its write-ahead log replayed).
+func eraseIfPending(ctx context.Context, st *Store, app string) error {
+	a, err := st.App(app)
+	if err != nil {
+		return err
+	}
+	v, err := a.Acquire() // the live layer's requests too
+	if err != nil {
+		return err
+	}
+	pending := slices.ContainsFunc(v.Deletions, func(d Deletion) bool { return d.Pending() })
+	v.Release()
+	if !pending {
+		return nil
+	}
+	_, err = st.Erase(ctx, app)
+	return err
+}
+
 // RestoreOptions configures Restore.
 type RestoreOptions struct {
 	// FS is the filesystem of both directories; nil means the operating
@@ -819,7 +839,8 @@ func (r *RestoreReport) Findings() int {
 // and the store's documents, as Store.Backup does (a crash leaves to
 // marked incomplete); replays the backup's write-ahead-log records
 // (live events the backed-up version held) and flushes them, as spur
-// serve would at start; then runs Store.Verify on every app of the new
+// serve would at start, and completes the pending erasures (Store.Erase);
+// then runs Store.Verify on every app of the new
 // store. The versions restored must be the record's. A restore whose
 // copy succeeded returns the report also when verify has findings
 // (RestoreReport.Findings), with an error saying how many.
@@ -845,10 +866,8 @@ func Restore(ctx context.Context, from, to string, opt RestoreOptions) (*Restore
 		return rep, fmt.Errorf("restore %s into %s: %w", from, to, err)
 	}
 	got := map[string]BackupApp{}
-	live := false
 	for _, a := range rep.Copy.Apps {
 		got[a.App] = a
-		live = live || a.LogRecords > 0
 	}
 	for _, a := range rec.Apps {
 		if g, ok := got[a.App]; !ok || g.Generation != a.Generation || g.LogRecords != a.LogRecords || g.LogSeq != a.LogSeq {
@@ -859,16 +878,21 @@ func Restore(ctx context.Context, from, to string, opt RestoreOptions) (*Restore
 	if len(got) != len(rec.Apps) {
 		return rep, fmt.Errorf("restore: the backup holds %d apps, its record %d: the backup directory was changed: %w", len(got), len(rec.Apps), ErrCorruption)
 	}
-	if live {
-		// Apply the backed-up log records as spur serve would at start,
-		// and flush them: the new store holds them in segments.
-		w, err := Open(Config{Dir: to, FS: fsys, Writer: true, Live: &LiveOptions{}, Logger: opt.Logger, Holder: "spur restore"})
-		if err != nil {
-			return rep, fmt.Errorf("restore: replay the backup's write-ahead logs: %w", err)
+	// Apply the backed-up log records as spur serve would at start, and
+	// flush them: the new store holds them in segments. Then complete
+	// the pending erasures (docs/storage.md §8).
+	w, err := Open(Config{Dir: to, FS: fsys, Writer: true, Live: &LiveOptions{}, Logger: opt.Logger, Holder: "spur restore"})
+	if err != nil {
+		return rep, fmt.Errorf("restore: replay the backup's write-ahead logs: %w", err)
+	}
+	for _, a := range rec.Apps {
+		if err := eraseIfPending(ctx, w, a.App); err != nil {
+			w.Close()
+			return rep, fmt.Errorf("restore: complete the erasures: %w", err)
 		}
-		if err := w.CloseContext(ctx); err != nil {
-			return rep, fmt.Errorf("restore: flush the backup's write-ahead logs: %w", err)
-		}
+	}
+	if err := w.CloseContext(ctx); err != nil {
+		return rep, fmt.Errorf("restore: flush the backup's write-ahead logs: %w", err)
 	}
 	dst, err := Open(Config{Dir: to, FS: fsys, ReadOnly: true, Logger: opt.Logger})
 	if err != nil {

@@ -289,3 +289,50 @@ func TestEraseSuppress(t *testing.T) {
 		t.Fatalf("events: %v", got)
 	}
 }
+
+// TestEraseRestore: a backup taken while an erasure is pending holds the
+// request (in the write-ahead log); the restored store has completed it.
+func TestEraseRestore(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	opt := quietLive
+	opt.Now = func() time.Time { return now }
+	st, err := Open(Config{Dir: filepath.Join(dir, "src"), Shards: 2, Writer: true, Live: &opt, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	t0 := now.Add(-time.Hour).UnixMicro()
+	if _, err := st.Ingest(ctx, "app", []event.Event{{UserID: "gone-0xabcdef", Name: "a", Time: t0}, {UserID: "kept", Name: "a", Time: t0}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.FlushLive(ctx, "app"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ErasePersons(ctx, "app", []string{"gone-0xabcdef"}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Backup(ctx, filepath.Join(dir, "bk"), BackupOptions{Copy: true}); err != nil {
+		t.Fatal(err)
+	}
+	to := filepath.Join(dir, "restored")
+	if _, err := Restore(ctx, filepath.Join(dir, "bk"), to, RestoreOptions{Logger: slog.New(slog.DiscardHandler)}); err != nil {
+		t.Fatal(err)
+	}
+	if f := filesContaining(t, to, "gone-0xabcdef"); len(f) > 0 {
+		t.Errorf("the erased id is in the restored %v", f)
+	}
+	rs, err := Open(Config{Dir: to, ReadOnly: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	ds, err := rs.Deletions("app")
+	if err != nil || len(ds) != 1 || ds[0].Pending() {
+		t.Fatalf("restored deletions: %+v %v", ds, err)
+	}
+	if got := eventsByID(t, rs, "app"); !maps.Equal(got, map[string]int{"kept": 1}) {
+		t.Fatalf("restored: %v", got)
+	}
+}
