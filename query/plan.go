@@ -385,33 +385,9 @@ func (p *plan) compileSegment(ref storage.SegmentRef, meta *segment.Meta) (*stor
 		if len(codes) == 0 {
 			continue
 		}
-		var preds []pred
-		dead := false
-		for _, f := range m.efs {
-			mi := propIndex(meta, f.prop)
-			if mi < 0 {
-				if !absentHolds(f.op) {
-					dead = true
-					break
-				}
-				continue
-			}
-			if meta.Props[mi].Type != f.typ && !widenedCol(meta.Props[mi].Type, f.typ) {
-				return nil, fmt.Errorf("segment %s: property %q is %s, the app schema says %s", ref.File, f.prop, meta.Props[mi].Type, f.typ)
-			}
-			pr := compilePred(f, meta.Props[mi].Dict)
-			if meta.Props[mi].Type != f.typ {
-				pr.widen()
-			}
-			if pr.none {
-				dead = true
-				break
-			}
-			if pr.all {
-				continue
-			}
-			pr.col = need(mi)
-			preds = append(preds, pr)
+		preds, dead, err := segmentPreds(m.efs, ref.File, meta, need)
+		if err != nil {
+			return nil, err
 		}
 		if dead {
 			continue
@@ -475,6 +451,39 @@ func (p *plan) compileSegment(ref storage.SegmentRef, meta *segment.Meta) (*stor
 		}
 	}
 	return sp, nil
+}
+
+// segmentPreds compiles the event filters fs for one events segment
+// (file names it in errors): one pred per filter that some but not every
+// row can pass, its column given by col(meta property index); dead when
+// no row can pass them all (a filter on a property the segment lacks
+// that needs it, or on a string value absent from its dictionary).
+func segmentPreds(fs []*filter, file string, meta *segment.Meta, col func(mi int) int) (preds []pred, dead bool, err error) {
+	for _, f := range fs {
+		mi := propIndex(meta, f.prop)
+		if mi < 0 {
+			if !absentHolds(f.op) {
+				return nil, true, nil
+			}
+			continue
+		}
+		if meta.Props[mi].Type != f.typ && !widenedCol(meta.Props[mi].Type, f.typ) {
+			return nil, false, fmt.Errorf("segment %s: property %q is %s, the app schema says %s", file, f.prop, meta.Props[mi].Type, f.typ)
+		}
+		pr := compilePred(f, meta.Props[mi].Dict)
+		if meta.Props[mi].Type != f.typ {
+			pr.widen()
+		}
+		if pr.none {
+			return nil, true, nil
+		}
+		if pr.all {
+			continue
+		}
+		pr.col = col(mi)
+		preds = append(preds, pr)
+	}
+	return preds, false, nil
 }
 
 // compileUsers is the scan's ScanSpec.CompileUsers: where each user value

@@ -253,7 +253,8 @@ func (s *Settings) equal(o *Settings) bool {
 func equalDeletions(a, b []Deletion) bool {
 	return slices.EqualFunc(a, b, func(x, y Deletion) bool {
 		return x.Seq == y.Seq && x.ID == y.ID && x.Kind == y.Kind && x.RequestedAt == y.RequestedAt && x.DoneAt == y.DoneAt &&
-			x.Suppress == y.Suppress && x.Hash == y.Hash && slices.Equal(x.IDs, y.IDs) && slices.Equal(x.Suppressed, y.Suppressed)
+			x.Suppress == y.Suppress && x.Hash == y.Hash && slices.Equal(x.IDs, y.IDs) && slices.Equal(x.Suppressed, y.Suppressed) &&
+			(x.Match == nil) == (y.Match == nil) && (x.Match == nil || *x.Match == *y.Match)
 	})
 }
 

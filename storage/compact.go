@@ -496,6 +496,7 @@ type compactor struct {
 	group   []*compactCursor // the cursors at the user being merged, in arrival order
 	parts   []runPart        // their rows of that user in their current blocks
 	dups    int64            // duplicate events dropped
+	deleted int64            // events deleted by pending events deletions
 	tie     tieKeys          // events written at the current tie time
 
 	w       *segment.Writer  // the output being written, or nil
@@ -522,6 +523,9 @@ type compactCursor struct {
 	// first one not behind the cursor.
 	erase   []erasedUser
 	eraseAt int
+	// rowDels are the events deletions pending in the input: its rows
+	// they delete are not written (writeRun)
+	rowDels []rowDelete
 }
 
 func (c *compactCursor) hash() uint64 { return c.blk.UserHashes[c.user] }
@@ -672,6 +676,10 @@ func (cp *compactor) open() error {
 		}
 		c := &compactCursor{r: r, meta: meta, seq: ref.SeqMax, ord: i, block: -1, blk: cp.block(), iid: iid}
 		c.erase = cp.v.erasing().forSegment(nil, &ref, cp.out.shards)
+		// Every property column is decoded, each at its footer index.
+		if c.rowDels, err = cp.v.erasing().eventDeletes(nil, &ref, meta, func(mi int) int { return mi }); err != nil {
+			return fmt.Errorf("compact app %q: %w", cp.app.name, err)
+		}
 		cp.cursors = append(cp.cursors, c)
 		for j, p := range meta.Props {
 			switch t, ok := types[p.Name]; {
@@ -750,6 +758,14 @@ func widened(a, b event.Type) bool {
 func (cp *compactor) closeOutput() error {
 	w := cp.w
 	cp.w = nil
+	if w.Rows() == 0 {
+		// Every row it was given was deleted (an events deletion).
+		w.Abort()
+		if ms, ok := cp.out.sink.(*memSink); ok {
+			ms.take(cp.ref.File)
+		}
+		return nil
+	}
 	info, err := w.Close()
 	if err != nil {
 		return fmt.Errorf("compact app %q shard %d: write segment %s: %w", cp.app.name, cp.g.shard, cp.ref.File, err)
@@ -874,11 +890,22 @@ func (cp *compactor) mergeUser(ctx context.Context) error {
 func (cp *compactor) writeRun(p *runPart, end int, tied bool) error {
 	b, rm := p.c.blk, cp.remaps[p.c.ord]
 	times := b.Times
-	if !cp.tie.active(times[p.s]) && !tied || p.c.iid < 0 && !cp.tie.active(times[p.s]) {
+	dels := p.c.rowDels
+	if len(dels) == 0 && (!cp.tie.active(times[p.s]) && !tied || p.c.iid < 0 && !cp.tie.active(times[p.s])) {
 		return cp.w.AppendBlockRows(b, p.s, end, rm)
 	}
 	from := p.s
 	for r := p.s; r < end; r++ {
+		if len(dels) > 0 && slices.ContainsFunc(dels, func(d rowDelete) bool { return d.hit(b, r) }) {
+			if r > from {
+				if err := cp.w.AppendBlockRows(b, from, r, rm); err != nil {
+					return err
+				}
+			}
+			from = r + 1
+			cp.deleted++
+			continue
+		}
 		t := times[r]
 		if !cp.tie.active(t) && !(tied && t == times[end-1]) {
 			continue

@@ -96,6 +96,11 @@ type cursor struct {
 	// is scanned without drain (shardScanner.erasing).
 	erase   []erasedUser
 	eraseAt int
+	// rowDels are the events deletions pending in the segment
+	// (eraseIndex.eventDeletes); with any, plan is delPlan, which clears
+	// the masks of the rows they delete.
+	rowDels []rowDelete
+	delPlan SegmentPlan
 }
 
 // erased reports whether c's current user is one its segment's pending
@@ -230,6 +235,10 @@ func (sc *shardScanner) open(c *cursor, ref SegmentRef, r *segment.Reader) (bool
 		c.own = SegmentPlan{Masks: sc.spec.Masks(meta)}
 		c.plan = &c.own
 	}
+	var err error
+	if c.rowDels, err = sc.deletesIn(c, &ref, meta); err != nil {
+		return false, err
+	}
 	c.masks = c.plan.Masks
 	c.live = c.live[:0]
 	anyLive := false
@@ -245,6 +254,9 @@ func (sc *shardScanner) open(c *cursor, ref SegmentRef, r *segment.Reader) (bool
 			c.live[code>>6] |= 1 << (code & 63)
 			anyLive = true
 		}
+	}
+	if len(c.rowDels) > 0 {
+		c.rowWise = true
 	}
 	c.live8 = [8]uint64{}
 	copy(c.live8[:], c.live)
@@ -284,6 +296,33 @@ func (sc *shardScanner) open(c *cursor, ref SegmentRef, r *segment.Reader) (bool
 		return false, fmt.Errorf("storage: segment plan for %s has Cond bits but no Rows", ref.File)
 	}
 	return anyLive || sc.spec.AllUsers, nil
+}
+
+// deletesIn compiles the version's pending events deletions for events
+// cursor c at segment ref and, when some apply, makes c's plan clear the
+// rows they delete (cursor.deleteRows), their columns decoded after the
+// plan's.
+func (sc *shardScanner) deletesIn(c *cursor, ref *SegmentRef, meta *segment.Meta) ([]rowDelete, error) {
+	x := sc.snap.erasing()
+	if x == nil || len(x.events) == 0 {
+		return c.rowDels[:0], nil
+	}
+	props := slices.Clip(c.plan.Props)
+	col := func(mi int) int {
+		if j := slices.Index(props, mi); j >= 0 {
+			return j
+		}
+		props = append(props, mi)
+		return len(props) - 1
+	}
+	dels, err := x.eventDeletes(c.rowDels, ref, meta, col)
+	if err != nil || len(dels) == 0 {
+		return dels, err
+	}
+	p := c.deleteRows(c.plan, dels)
+	p.Props = props
+	c.plan = p
+	return dels, nil
 }
 
 // advance moves c to its next user, loading the next useful block when the

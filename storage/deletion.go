@@ -25,6 +25,8 @@ import (
 	"slices"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/spurdb/spur/event"
 )
 
 // DeletionKind says what a Deletion removes.
@@ -35,13 +37,17 @@ const (
 	// DeletePerson erases every event and property write of a person's
 	// distinct ids (Deletion.IDs).
 	DeletePerson DeletionKind = 1
+	// DeleteEvents deletes the events that match Deletion.Match.
+	DeleteEvents DeletionKind = 2
 )
 
-// String returns "person".
+// String returns "person" or "events".
 func (k DeletionKind) String() string {
 	switch k {
 	case DeletePerson:
 		return "person"
+	case DeleteEvents:
+		return "events"
 	}
 	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -75,6 +81,20 @@ type Deletion struct {
 	// request, kept when done so that later events of the ids are still
 	// dropped; sorted.
 	Suppressed []string `json:"-"`
+	// Match is what a DeleteEvents request deletes; kept when done.
+	Match *EventMatch `json:"match,omitempty"`
+}
+
+// EventMatch is the predicate of a DeleteEvents request (docs/storage.md
+// §7, "Events by predicate"): events named Event ("$any": every name)
+// with From ≤ time < To (UTC µs) whose event properties pass Where (a
+// JSON array of docs/analytics.md §2 filters, "" for none), compiled by
+// the WhereCompiler package query registers.
+type EventMatch struct {
+	Event string `json:"event"`
+	Where string `json:"where,omitempty"`
+	From  int64  `json:"from"`
+	To    int64  `json:"to"`
 }
 
 // Pending reports whether the request's bytes are not all gone yet.
@@ -111,7 +131,9 @@ func hashID(salt, id string) string {
 // file (format version ≥ 4): string salt, uvarint count, and per
 // deletion: uvarint seq, string id, byte kind, varint requested at,
 // varint done at, byte suppress (0/1), string hash, uvarint ids count and
-// the ids as strings, uvarint suppressed count and the hashes as strings.
+// the ids as strings, uvarint suppressed count and the hashes as strings,
+// and for kind 2 (events) string event, string where, varint from,
+// varint to.
 func appendDeletions(b []byte, salt string, dels []Deletion) []byte {
 	b = appendString(b, salt)
 	b = binary.AppendUvarint(b, uint64(len(dels)))
@@ -135,6 +157,12 @@ func appendDeletions(b []byte, salt string, dels []Deletion) []byte {
 		b = binary.AppendUvarint(b, uint64(len(d.Suppressed)))
 		for _, h := range d.Suppressed {
 			b = appendString(b, h)
+		}
+		if d.Kind == DeleteEvents {
+			b = appendString(b, d.Match.Event)
+			b = appendString(b, d.Match.Where)
+			b = binary.AppendVarint(b, d.Match.From)
+			b = binary.AppendVarint(b, d.Match.To)
 		}
 	}
 	return b
@@ -163,8 +191,8 @@ func (d *catalogDecoder) deletions() (string, []Deletion) {
 		x.ID = d.str("deletion id", 64)
 		at = d.Pos()
 		x.Kind = DeletionKind(d.U8())
-		if d.Err() == nil && x.Kind != DeletePerson {
-			d.FailAt(at, "deletion %s: kind %d, want 1 (person)", x.ID, x.Kind)
+		if d.Err() == nil && x.Kind != DeletePerson && x.Kind != DeleteEvents {
+			d.FailAt(at, "deletion %s: kind %d, want 1 (person) or 2 (events)", x.ID, x.Kind)
 		}
 		x.RequestedAt, x.DoneAt = d.Varint(), d.Varint()
 		at = d.Pos()
@@ -187,6 +215,17 @@ func (d *catalogDecoder) deletions() (string, []Deletion) {
 		sup := d.Count("deletion suppressed count", 1, maxDeletionIDs)
 		for range sup {
 			x.Suppressed = append(x.Suppressed, d.str("suppressed hash", 64))
+		}
+		if x.Kind == DeleteEvents {
+			m := &EventMatch{}
+			m.Event = d.str("deletion event", event.MaxEventNameBytes)
+			m.Where = d.str("deletion where", 1<<20)
+			at = d.Pos()
+			m.From, m.To = d.Varint(), d.Varint()
+			if d.Err() == nil && (m.Event == "" || m.From >= m.To) {
+				d.FailAt(at, "deletion %s: event %q, range [%d, %d)", x.ID, m.Event, m.From, m.To)
+			}
+			x.Match = m
 		}
 		dels = append(dels, x)
 	}
@@ -249,12 +288,15 @@ type erasedUser struct {
 // erased id by hash (then id, then number), so that a cursor collects
 // those of its segment by one range of hashes.
 type eraseIndex struct {
-	users []erasedUser
-	max   uint64 // the largest pending deletion number; 0: none pending
+	users  []erasedUser
+	events []eventDeletion // pending events deletions, in request order
+	max    uint64          // the largest pending deletion number; 0: none pending
 }
 
-// newEraseIndex indexes the pending deletions of dels.
-func newEraseIndex(dels []Deletion) *eraseIndex {
+// newEraseIndex indexes the pending deletions of dels, compiling the
+// filters of events deletions against the event properties props (a
+// filter that does not compile fails the scans it concerns).
+func newEraseIndex(dels []Deletion, props []event.PropType) *eraseIndex {
 	x := &eraseIndex{}
 	for i := range dels {
 		d := &dels[i]
@@ -262,6 +304,11 @@ func newEraseIndex(dels []Deletion) *eraseIndex {
 			continue
 		}
 		x.max = d.Seq
+		if d.Kind == DeleteEvents {
+			w, err := compileWhere(d.Match.Where, props)
+			x.events = append(x.events, eventDeletion{seq: d.Seq, match: d.Match, where: w, err: err})
+			continue
+		}
 		for _, id := range d.IDs {
 			x.users = append(x.users, erasedUser{hash: UserHash(id), id: id, seq: d.Seq})
 		}

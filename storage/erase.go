@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/internal/bin"
 )
 
@@ -23,16 +24,25 @@ import (
 // erases the same ones.
 const deletionRecordTag = 0xD0
 
+// eventsDeletionRecordTag starts the record of an events deletion
+// (Store.DeleteEvents):
+//
+//	[1] 0xD1, str request id, varint requested at (UTC µs),
+//	str event, str where, varint from, varint to (UTC µs)
+const eventsDeletionRecordTag = 0xD1
+
 // DefaultEraseWithin is LiveOptions.EraseWithin when it is 0
 // (docs/storage.md §7: the bytes of an erasure are gone within it).
 const DefaultEraseWithin = 24 * time.Hour
 
-// eraseRequest is one person to erase: the distinct id named, and
-// whether later events of the person's ids are dropped too.
+// eraseRequest is one deletion request of the log: a person to erase
+// (the distinct id named, and whether later events of the person's ids
+// are dropped too), or events to delete (match).
 type eraseRequest struct {
 	id, named string
 	at        int64
 	suppress  bool
+	match     *EventMatch
 }
 
 func appendDeletionRecord(dst []byte, r eraseRequest) []byte {
@@ -48,12 +58,34 @@ func appendDeletionRecord(dst []byte, r eraseRequest) []byte {
 	return appendStr(dst, r.named)
 }
 
+func appendEventsDeletionRecord(dst []byte, r eraseRequest) []byte {
+	dst = append(dst, eventsDeletionRecordTag)
+	dst = appendStr(dst, r.id)
+	dst = binary.AppendVarint(dst, r.at)
+	dst = appendStr(dst, r.match.Event)
+	dst = appendStr(dst, r.match.Where)
+	dst = binary.AppendVarint(dst, r.match.From)
+	return binary.AppendVarint(dst, r.match.To)
+}
+
 func decodeDeletionRecord(rec []byte) (eraseRequest, error) {
 	d := bin.NewDecoder(rec, 0)
 	var r eraseRequest
-	d.U8()
+	tag := d.U8()
 	r.id = d.String("request id")
 	r.at = d.Varint()
+	if tag == eventsDeletionRecordTag {
+		m := &EventMatch{Event: d.String("event"), Where: d.String("where")}
+		m.From, m.To = d.Varint(), d.Varint()
+		r.match = m
+		if d.Err() == nil && d.Left() > 0 {
+			d.Fail("%d trailing bytes", d.Left())
+		}
+		if e := d.Err(); e != nil {
+			return r, fmt.Errorf("%w: deletion record at byte %d: %s", errLiveRecord, e.Offset, e.Msg)
+		}
+		return r, nil
+	}
 	switch d.U8() {
 	case 0:
 	case 1:
@@ -86,6 +118,16 @@ func (l *liveApp) applyDeletion(seq uint64, rec []byte) error {
 	}
 	if err := l.sealLocked(); err != nil {
 		return err
+	}
+	if r.match != nil {
+		l.delSeq++
+		l.dels = append(l.dels, Deletion{Seq: l.delSeq, ID: r.id, Kind: DeleteEvents, RequestedAt: r.at, Match: r.match})
+		l.applied = seq
+		l.dirty = true
+		if l.oldest.IsZero() {
+			l.oldest = l.opt.Now()
+		}
+		return nil
 	}
 	var others []string
 	if snap := l.a.ident.snapshot(); snap != nil {
@@ -188,6 +230,54 @@ func (s *Store) ErasePersons(ctx context.Context, appName string, ids []string, 
 		out[i] = v.Deletions[j]
 	}
 	return out, nil
+}
+
+// DeleteEvents deletes the events of app appName that m matches and that
+// were stored before the request (docs/storage.md §7, "Events by
+// predicate": earlier in the write-ahead log, or in an import published
+// before it), the same way ErasePersons erases a person: hidden from
+// every query started after it returns, the bytes gone at Erase. m.Where
+// must compile against the app's event properties (the registered
+// WhereCompiler). It needs the live layer. Errors: an invalid match
+// (an empty event name, From ≥ To, a filter that does not compile,
+// naming the field), ErrLiveOff, ErrNotFound, log errors.
+func (s *Store) DeleteEvents(ctx context.Context, appName string, m EventMatch) (Deletion, error) {
+	if s.cfg.Live == nil {
+		return Deletion{}, ErrLiveOff
+	}
+	if err := event.ValidateEventName(m.Event); err != nil && m.Event != "$any" {
+		return Deletion{}, fmt.Errorf("delete events of app %q: event: %w", appName, err)
+	}
+	if m.From >= m.To {
+		return Deletion{}, fmt.Errorf("delete events of app %q: range [%d, %d) µs is empty", appName, m.From, m.To)
+	}
+	a, err := s.App(appName)
+	if err != nil {
+		return Deletion{}, err
+	}
+	l, err := a.openLive()
+	if err != nil {
+		return Deletion{}, err
+	}
+	if _, err := compileWhere(m.Where, l.props(KindEvents)); err != nil {
+		return Deletion{}, fmt.Errorf("delete events of app %q: %w", appName, err)
+	}
+	r := eraseRequest{id: newDeletionID(), at: l.opt.Now().UnixMicro(), match: &m}
+	if _, err := l.log.Append(ctx, appendEventsDeletionRecord(nil, r)); err != nil {
+		return Deletion{}, fmt.Errorf("app %q: delete events: write-ahead log: %w", appName, err)
+	}
+	if err := l.err(); err != nil {
+		return Deletion{}, err
+	}
+	v, err := a.Acquire()
+	if err != nil {
+		return Deletion{}, err
+	}
+	defer v.Release()
+	if j := slices.IndexFunc(v.Deletions, func(d Deletion) bool { return d.ID == r.id }); j >= 0 {
+		return v.Deletions[j], nil
+	}
+	return Deletion{}, fmt.Errorf("app %q: deletion request %s applied but not in the current version", appName, r.id)
 }
 
 // Deletions returns app appName's deletion requests, pending and done,
@@ -325,12 +415,16 @@ func (a *App) finishDeletions(l *liveApp, rep *EraseReport) error {
 		if !d.Pending() {
 			continue
 		}
-		x := newEraseIndex([]Deletion{*d})
-		if slices.ContainsFunc(next.Segments, func(r SegmentRef) bool { return x.holds(&r, next.Shards) }) ||
-			slices.ContainsFunc(live, func(r SegmentRef) bool { return x.holds(&r, next.Shards) }) {
+		x := newEraseIndex([]Deletion{*d}, next.EventProps)
+		held := func(r SegmentRef) bool { return x.holds(&r, next.Shards) || x.holdsEvents(&r) }
+		if slices.ContainsFunc(next.Segments, held) || slices.ContainsFunc(live, held) {
 			continue
 		}
 		d.DoneAt = max(now, d.RequestedAt)
+		rep.Done = append(rep.Done, d.ID)
+		if d.Kind != DeletePerson {
+			continue
+		}
 		d.Hash = hashID(next.DelSalt, d.IDs[0])
 		for _, id := range d.IDs {
 			erased[id] = "$erased:" + hashID(next.DelSalt, id)[:32]
@@ -343,7 +437,6 @@ func (a *App) finishDeletions(l *liveApp, rep *EraseReport) error {
 			slices.Sort(d.Suppressed)
 		}
 		d.IDs = nil
-		rep.Done = append(rep.Done, d.ID)
 	}
 	if len(rep.Done) == 0 {
 		return nil
@@ -363,7 +456,7 @@ func (a *App) finishDeletions(l *liveApp, rep *EraseReport) error {
 // compaction output are rewritten together, so recovery never takes a
 // part's older siblings for superseded inputs).
 func planErase(m *Catalog) []compactGroup {
-	x := newEraseIndex(m.Deletions)
+	x := newEraseIndex(m.Deletions, m.EventProps)
 	if x == nil {
 		return nil
 	}
@@ -375,7 +468,7 @@ func planErase(m *Catalog) []compactGroup {
 	hit := map[key]bool{}
 	for i := range m.Segments {
 		r := &m.Segments[i]
-		if x.holds(r, m.Shards) {
+		if x.holds(r, m.Shards) || x.holdsEvents(r) {
 			hit[key{r.Kind, r.Shard, r.SeqMin, r.SeqMax}] = true
 		}
 	}

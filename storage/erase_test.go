@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -334,5 +335,88 @@ func TestEraseRestore(t *testing.T) {
 	}
 	if got := eventsByID(t, rs, "app"); !maps.Equal(got, map[string]int{"kept": 1}) {
 		t.Fatalf("restored: %v", got)
+	}
+}
+
+// TestDeleteEvents: an events deletion (by name and range; filters are
+// package query's and tested there) hides the matching events stored
+// before it from the next query — in files and in the live layer — keeps
+// those after it, survives a restart, and Erase removes them from the
+// files.
+func TestDeleteEvents(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	opt := quietLive
+	opt.Now = func() time.Time { return now }
+	open := func() *Store {
+		st, err := Open(Config{Dir: dir, Shards: 2, Writer: true, Live: &opt, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	st := open()
+	defer func() { st.Close() }()
+	ctx := context.Background()
+	t0 := now.Add(-time.Hour).UnixMicro()
+	send := func(evs ...event.Event) {
+		t.Helper()
+		if _, err := st.Ingest(ctx, "app", evs, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mark := event.Prop{Name: "tag", Value: event.String("bad-release-7d1f")}
+	for i := range 10 {
+		u := fmt.Sprintf("u%d", i)
+		send(event.Event{UserID: u, Name: "test_event", Time: t0 + int64(i), Props: []event.Prop{mark}}, event.Event{UserID: u, Name: "view", Time: t0 + int64(i)})
+		if i == 4 {
+			if err := st.FlushLive(ctx, "app"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// One after the range: kept.
+	send(event.Event{UserID: "u0", Name: "test_event", Time: t0 + 100})
+	d, err := st.DeleteEvents(ctx, "app", EventMatch{Event: "test_event", From: t0, To: t0 + 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Kind != DeleteEvents || !d.Pending() {
+		t.Fatalf("deletion: %+v", d)
+	}
+	// After the request: a matching event is kept.
+	send(event.Event{UserID: "u1", Name: "test_event", Time: t0 + 1, Props: []event.Prop{mark}})
+	want := map[string]int{"u0": 2, "u1": 2}
+	for i := 2; i < 10; i++ {
+		want[fmt.Sprintf("u%d", i)] = 1
+	}
+	check := func(when string) {
+		t.Helper()
+		got := eventsByID(t, st, "app")
+		if !maps.Equal(got, want) {
+			t.Fatalf("%s: %v, want %v", when, got, want)
+		}
+		a, _ := st.App("app")
+		v, _ := a.Acquire()
+		defer v.Release()
+		tr, err := v.UserEvents(ctx, "u3", 0, 10)
+		if err != nil || tr.Total != 1 || tr.Events[0].Event != "view" {
+			t.Fatalf("%s: u3's trail %+v %v", when, tr, err)
+		}
+	}
+	check("after the request")
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st = open()
+	check("after a restart")
+	rep, err := st.Erase(ctx, "app")
+	if err != nil || len(rep.Done) != 1 {
+		t.Fatalf("erase: %+v %v", rep, err)
+	}
+	check("after Erase")
+	// Only the event after the request still holds the mark.
+	if f := filesContaining(t, dir, "bad-release-7d1f"); len(f) != 1 {
+		t.Errorf("the mark is in %v, want one segment file", f)
 	}
 }

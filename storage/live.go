@@ -712,7 +712,7 @@ func (l *liveApp) apply(first uint64, recs [][]byte) {
 
 // applyLocked adds record seq to the tails (l.mu held).
 func (l *liveApp) applyLocked(seq uint64, rec []byte) error {
-	if len(rec) > 0 && rec[0] == deletionRecordTag {
+	if len(rec) > 0 && (rec[0] == deletionRecordTag || rec[0] == eventsDeletionRecordTag) {
 		return l.applyDeletion(seq, rec)
 	}
 	lb := &l.batch

@@ -170,8 +170,17 @@ func (s *Version) personEvents(ctx context.Context, ids []string, offset, limit 
 func (s *Version) appendUserRows(ctx context.Context, rows []userRow, part int32, many bool, id string, refs []SegmentRef, blk *segment.Block, out *UserTrail) ([]userRow, error) {
 	start := len(rows)
 	all := func(int, int) bool { return true } // the insert ids too, for deduplication
+	x := s.erasing()
+	dels, delSeg := []rowDelete(nil), -1 // the pending events deletions of segment delSeg
 	err := s.eachUserBlock(ctx, refs, id, all, blk, func(seg, block int, r *segment.Reader, b *segment.Block, from, to int) error {
 		out.BlocksRead++
+		if seg != delSeg {
+			var err error
+			if dels, err = x.eventDeletes(dels, &refs[seg], r.Meta(), func(mi int) int { return mi }); err != nil {
+				return err
+			}
+			delSeg = seg
+		}
 		if len(rows)+to-from > MaxUserTrailRows {
 			if many {
 				return fmt.Errorf("storage: the person of distinct id %q has more than %d events: too many to order for a page", id, MaxUserTrailRows)
@@ -181,6 +190,9 @@ func (s *Version) appendUserRows(ctx context.Context, rows []userRow, part int32
 		m := r.Meta()
 		iid := insertIDColumn(m)
 		for i := from; i < to; i++ {
+			if len(dels) > 0 && slices.ContainsFunc(dels, func(d rowDelete) bool { return d.hit(b, i) }) {
+				continue // an events deletion pending in the segment deletes it
+			}
 			row := userRow{time: b.Times[i], seg: int32(seg), block: int32(block), row: int32(i - from), part: part, name: m.EventNames[b.Events[i]]}
 			if iid >= 0 {
 				if v, ok := propValue(&m.Props[iid], &b.Props[iid], i); ok {
