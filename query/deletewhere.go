@@ -27,7 +27,7 @@ func CompileDeleteWhere(where string, props []event.PropType) (storage.WhereFilt
 	if err := dec.Decode(&fs); err != nil {
 		return nil, invalid("where", "want a JSON array of filters {\"property\", \"op\", \"value\"}: %v", err)
 	}
-	p := &plan{snap: &storage.Version{Catalog: &storage.Catalog{EventProps: props}}, loc: time.UTC}
+	p := &plan{q: &Query{}, snap: &storage.Version{Catalog: &storage.Catalog{EventProps: props}}, loc: time.UTC}
 	w := &deleteWhere{}
 	for i, f := range fs {
 		field := fmt.Sprintf("where[%d]", i)
@@ -61,4 +61,28 @@ func (w *deleteWhere) Compile(meta *segment.Meta, col func(prop int) int) (func(
 		}
 		return true
 	}, false, nil
+}
+
+// ResolveRange resolves a docs/analytics.md §2 range — {"from", "to"}
+// (dates or RFC 3339 instants; dates at midnight in tz) or {"last"}
+// (relative to now, UTC µs) — to [from, to) in UTC µs, as a query with
+// that range and time zone (an IANA name; "" is UTC) would: for the
+// range of an events deletion (docs/storage.md §7). Errors: *Error
+// invalid_query naming the field ("range.from").
+func ResolveRange(r Range, tz string, now int64) (from, to int64, err error) {
+	if tz == "" {
+		tz = "UTC"
+	}
+	loc, err := event.LoadZone(tz)
+	if err != nil {
+		return 0, 0, invalid("tz", "%v", err)
+	}
+	if r == (Range{}) {
+		return 0, 0, invalid("range", `a range is required: {"from", "to"} or {"last"}`)
+	}
+	p := &plan{loc: loc, now: now}
+	if err := p.resolveRange(&r); err != nil {
+		return 0, 0, err
+	}
+	return p.from, p.to, nil
 }

@@ -205,7 +205,11 @@ func (p *plan) unknownProp(field, name string, user bool) *Error {
 		}
 		have = "it has " + strings.Join(names, ", ")
 	}
-	return invalid(field, "unknown %s property %s in app %q (%s)", kind, event.Quote(name), p.q.App, have)
+	in := ""
+	if p.q.App != "" {
+		in = fmt.Sprintf(" in app %q", p.q.App)
+	}
+	return invalid(field, "unknown %s property %s%s (%s)", kind, event.Quote(name), in, have)
 }
 
 // addMatcher validates m (at JSON path field), adds the global filters

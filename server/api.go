@@ -89,6 +89,12 @@ func queryStatus(e *query.Error) int {
 	return http.StatusInternalServerError
 }
 
+// queryAPIError is the answer of a query error outside a query run (a
+// saved insight, a deletion's filters).
+func queryAPIError(e *query.Error) *apiError {
+	return &apiError{Status: queryStatus(e), Code: e.Code, Field: e.Field, Message: e.Message}
+}
+
 func notFoundApp(app string) *apiError {
 	return &apiError{Status: http.StatusNotFound, Code: query.CodeNotFound, Field: "app",
 		Message: fmt.Sprintf("app %s not found", event.Quote(app))}

@@ -73,6 +73,7 @@ func (s *Server) registerEndpoints(rt *router) {
 	rt.handle("POST", mergePath, sameOriginOnly, needs(ScopeAdmin), s.handleMergePersons)
 	rt.handle("DELETE", "/api/apps/{app}/persons/{id}", sameOriginOnly, needs(ScopeAdmin), s.handleErasePerson)
 	rt.handle("GET", "/api/apps/{app}/deletions", sameOriginOnly, needs(ScopeAdmin), s.handleDeletions)
+	rt.handle("POST", "/api/apps/{app}/delete", sameOriginOnly, needs(ScopeAdmin), s.handleDeleteEvents)
 	rt.noFallback[mergePath] = true
 }
 

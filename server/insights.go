@@ -374,7 +374,7 @@ func (s *Server) docFailed(w http.ResponseWriter, r *http.Request, c *collection
 	case errors.As(err, &ae):
 		writeError(w, ae.e)
 	case errors.As(err, &qe):
-		writeError(w, &apiError{Status: queryStatus(qe), Code: qe.Code, Field: qe.Field, Message: qe.Message})
+		writeError(w, queryAPIError(qe))
 	case errors.Is(err, storage.ErrNotFound):
 		writeError(w, &apiError{Status: http.StatusNotFound, Code: query.CodeNotFound, Field: "id", Message: err.Error()})
 	case errors.Is(err, storage.ErrConflict):
