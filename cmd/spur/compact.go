@@ -46,7 +46,7 @@ of the app holds the erased ids or their events.`,
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "app %q: %d erasure requests done in %s; %d segments (%d bytes) rewritten of %d (%d bytes)\n",
+				fmt.Fprintf(cmd.OutOrStdout(), "app %q: %d deletion requests done in %s; %d segments (%d bytes) rewritten of %d (%d bytes)\n",
 					app, len(rep.Done), rep.Elapsed.Round(time.Millisecond), rep.Rewritten, rep.RewrittenBytes, rep.Segments, rep.Bytes)
 				return st.Close()
 			}

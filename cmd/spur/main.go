@@ -117,6 +117,6 @@ columnar segments and answers trends, funnels and retention over raw events.`,
 	root.PersistentFlags().Var(&g.writeMemory, "write-memory", "memory of an import, flush or compaction (e.g. 512MiB): larger inputs are written in more runs, merged by compaction; the process's peak stays within about 100 MiB of it")
 	root.PersistentFlags().StringVar(&g.cpuProf, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
 	root.PersistentFlags().StringVar(&g.memProf, "memprofile", "", "write an allocation profile of the command to this file (go tool pprof -sample_index=alloc_space)")
-	root.AddCommand(newImportCmd(g), newQueryCmd(g), newInspectCmd(g), newDemoCmd(g), newGenCmd(g), newServeCmd(g), newBenchCmd(g), newBenchQueryCmd(g), newCohortCmd(g), newCompactCmd(g), newVerifyCmd(g), newRecoverCmd(g), newExportCmd(g), newKeysCmd(g), newLoadgenCmd(g), newPersonsCmd(g), newBackupCmd(g), newRestoreCmd(g), newAppsCmd(g), newVersionCmd())
+	root.AddCommand(newImportCmd(g), newQueryCmd(g), newInspectCmd(g), newDemoCmd(g), newGenCmd(g), newServeCmd(g), newBenchCmd(g), newBenchQueryCmd(g), newCohortCmd(g), newCompactCmd(g), newVerifyCmd(g), newRecoverCmd(g), newExportCmd(g), newKeysCmd(g), newLoadgenCmd(g), newPersonsCmd(g), newBackupCmd(g), newRestoreCmd(g), newAppsCmd(g), newEventsCmd(g), newVersionCmd())
 	return root, g
 }

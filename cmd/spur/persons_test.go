@@ -125,7 +125,7 @@ func TestPersonsDelete(t *testing.T) {
 	if got := converted(t, data); got != "2,1" {
 		t.Fatalf("funnel after the erasure: %s, want 2,1 (only 42+7 converts; d2 views)", got)
 	}
-	if out, _, err = spur(t, "", "--data", data, "compact", "--app", "shop", "--erase"); err != nil || !strings.Contains(out, "1 erasure requests done") {
+	if out, _, err = spur(t, "", "--data", data, "compact", "--app", "shop", "--erase"); err != nil || !strings.Contains(out, "1 deletion requests done") {
 		t.Fatalf("compact --erase: %v\n%s", err, out)
 	}
 	if got := converted(t, data); got != "2,1" {
@@ -143,5 +143,36 @@ func TestPersonsDelete(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEventsDelete: `spur events delete` deletes the views of one day by a
+// filter-free matcher; the funnel loses them at once and after
+// `spur compact --erase`; a bad filter is refused naming the field.
+func TestEventsDelete(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "store")
+	csv := filepath.Join(dir, "persons.csv")
+	if err := os.WriteFile(csv, []byte(personsCSV), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, err := spur(t, "", "--data", data, "import", "--app", "shop", "--time", "ts", "--anonymous-id", "anon", csv); err != nil {
+		t.Fatalf("import: %v\n%s", err, stderr)
+	}
+	if _, _, err := spur(t, "", "--data", data, "events", "delete", "--app", "shop", "--event", "view", "--where", `[{"property":"nope","op":"is_set"}]`, "--from", "2021-05-01", "--to", "2021-05-02"); err == nil || !strings.Contains(err.Error(), "where[0].property") {
+		t.Fatalf("a bad filter: %v", err)
+	}
+	out, _, err := spur(t, "", "--data", data, "events", "delete", "--app", "shop", "--event", "view", "--from", "2021-05-01", "--to", "2021-05-02")
+	if err != nil || !strings.Contains(out, "pending") {
+		t.Fatalf("delete: %v\n%s", err, out)
+	}
+	if got := converted(t, data); got != "2,1" {
+		t.Fatalf("funnel after the deletion: %s, want 2,1 (d1's view is gone)", got)
+	}
+	if _, _, err := spur(t, "", "--data", data, "compact", "--app", "shop", "--erase"); err != nil {
+		t.Fatal(err)
+	}
+	if got := converted(t, data); got != "2,1" {
+		t.Fatalf("funnel after compact --erase: %s, want 2,1", got)
 	}
 }
