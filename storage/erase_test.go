@@ -69,6 +69,23 @@ func allOnes(n int) []uint64 {
 	return m
 }
 
+// liveDirAtNoon returns an opener of a live store in directory dir (on
+// the operating system's files, for byte searches) with shards shards,
+// whose clock stays at noon, and that noon.
+func liveDirAtNoon(t *testing.T, dir string, shards int) (func() *Store, time.Time) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	opt := quietLive
+	opt.Now = func() time.Time { return now }
+	return func() *Store {
+		t.Helper()
+		st, err := Open(Config{Dir: dir, Shards: shards, Writer: true, Live: &opt, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}, now
+}
+
 // filesContaining returns the files under dir whose bytes contain s.
 func filesContaining(t *testing.T, dir, s string) []string {
 	t.Helper()
@@ -99,16 +116,7 @@ func filesContaining(t *testing.T, dir, s string) []string {
 // person, and after Erase no file of the store holds its ids or values.
 func TestErasePerson(t *testing.T) {
 	dir := t.TempDir()
-	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	opt := quietLive
-	opt.Now = func() time.Time { return now }
-	open := func() *Store {
-		st, err := Open(Config{Dir: dir, Shards: 4, Writer: true, Live: &opt, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
+	open, now := liveDirAtNoon(t, dir, 4)
 	st := open()
 	defer func() { st.Close() }()
 	ctx := context.Background()
@@ -295,13 +303,8 @@ func TestEraseSuppress(t *testing.T) {
 // request (in the write-ahead log); the restored store has completed it.
 func TestEraseRestore(t *testing.T) {
 	dir := t.TempDir()
-	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	opt := quietLive
-	opt.Now = func() time.Time { return now }
-	st, err := Open(Config{Dir: filepath.Join(dir, "src"), Shards: 2, Writer: true, Live: &opt, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	open, now := liveDirAtNoon(t, filepath.Join(dir, "src"), 2)
+	st := open()
 	defer st.Close()
 	ctx := context.Background()
 	t0 := now.Add(-time.Hour).UnixMicro()
@@ -345,16 +348,7 @@ func TestEraseRestore(t *testing.T) {
 // files.
 func TestDeleteEvents(t *testing.T) {
 	dir := t.TempDir()
-	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	opt := quietLive
-	opt.Now = func() time.Time { return now }
-	open := func() *Store {
-		st, err := Open(Config{Dir: dir, Shards: 2, Writer: true, Live: &opt, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
+	open, now := liveDirAtNoon(t, dir, 2)
 	st := open()
 	defer func() { st.Close() }()
 	ctx := context.Background()

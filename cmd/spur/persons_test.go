@@ -105,10 +105,10 @@ func TestPersonsImportAndMerge(t *testing.T) {
 	}
 }
 
-// TestPersonsDelete: `spur persons delete` erases a person (both of its
-// ids, joined by the import's anonymous id) from the funnel at once, and
-// after `spur compact --erase` no file of the store holds its ids.
-func TestPersonsDelete(t *testing.T) {
+// importPersons imports personsCSV (with its anonymous ids) into app
+// shop of a new --data store and returns the store's directory.
+func importPersons(t *testing.T) string {
+	t.Helper()
 	dir := t.TempDir()
 	data := filepath.Join(dir, "store")
 	csv := filepath.Join(dir, "persons.csv")
@@ -118,6 +118,14 @@ func TestPersonsDelete(t *testing.T) {
 	if _, stderr, err := spur(t, "", "--data", data, "import", "--app", "shop", "--time", "ts", "--anonymous-id", "anon", csv); err != nil {
 		t.Fatalf("import: %v\n%s", err, stderr)
 	}
+	return data
+}
+
+// TestPersonsDelete: `spur persons delete` erases a person (both of its
+// ids, joined by the import's anonymous id) from the funnel at once, and
+// after `spur compact --erase` no file of the store holds its ids.
+func TestPersonsDelete(t *testing.T) {
+	data := importPersons(t)
 	out, _, err := spur(t, "", "--data", data, "persons", "delete", "--app", "shop", "u1")
 	if err != nil || !strings.Contains(out, "u1: erasure del-") {
 		t.Fatalf("delete: %v\n%s", err, out)
@@ -150,15 +158,7 @@ func TestPersonsDelete(t *testing.T) {
 // filter-free matcher; the funnel loses them at once and after
 // `spur compact --erase`; a bad filter is refused naming the field.
 func TestEventsDelete(t *testing.T) {
-	dir := t.TempDir()
-	data := filepath.Join(dir, "store")
-	csv := filepath.Join(dir, "persons.csv")
-	if err := os.WriteFile(csv, []byte(personsCSV), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, stderr, err := spur(t, "", "--data", data, "import", "--app", "shop", "--time", "ts", "--anonymous-id", "anon", csv); err != nil {
-		t.Fatalf("import: %v\n%s", err, stderr)
-	}
+	data := importPersons(t)
 	if _, _, err := spur(t, "", "--data", data, "events", "delete", "--app", "shop", "--event", "view", "--where", `[{"property":"nope","op":"is_set"}]`, "--from", "2021-05-01", "--to", "2021-05-02"); err == nil || !strings.Contains(err.Error(), "where[0].property") {
 		t.Fatalf("a bad filter: %v", err)
 	}
