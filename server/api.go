@@ -133,8 +133,11 @@ func bodyError(w http.ResponseWriter, err error, limit int64) *apiError {
 }
 
 // appSummary is one entry of GET /api/apps: events, users rows and the
-// time range as queries see them (live events included), segments and
-// bytes as published on disk. Times are UTC microseconds.
+// time range as stored, live events included (rows: an event stored
+// twice counts twice until compaction merges the copies, and events a
+// pending deletion hides count until it is done), the pending deletion
+// requests, segments and bytes as published on disk. Times are UTC
+// microseconds.
 type appSummary struct {
 	Name     string `json:"name"`
 	TZ       string `json:"tz"`
@@ -144,6 +147,9 @@ type appSummary struct {
 	Bytes    int64  `json:"bytes"`
 	MinTime  int64  `json:"min_time"`
 	MaxTime  int64  `json:"max_time"`
+	// PendingDeletions counts the deletion requests whose bytes are not
+	// gone yet (GET /api/apps/{app}/deletions lists them).
+	PendingDeletions int `json:"pending_deletions"`
 }
 
 func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {
@@ -177,6 +183,11 @@ func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {
 			as.Bytes += ref.Bytes
 		}
 		as.MinTime, as.MaxTime, _ = v.TimeRange(storage.KindEvents)
+		for _, d := range v.Deletions {
+			if d.Pending() {
+				as.PendingDeletions++
+			}
+		}
 		v.Release()
 		out = append(out, as)
 	}
