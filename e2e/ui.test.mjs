@@ -714,6 +714,77 @@ test('SDKs: the app page shows each SDK\'s snippet pointing at this server; a ne
   assert.ok(!(await page.content()).includes(key));
 });
 
+test('Admin, deletions: erasing a person asks for its id typed again, lists the request pending, and its events are gone', async () => {
+  const app = 'e2e-erase';
+  let resp = await fetchAPI('api/keys', { method: 'POST', body: JSON.stringify({ scope: 'ingest', app }) });
+  const { key } = await resp.json();
+  const send = (evs) => fetch(`${base}api/apps/${app}/events`, { method: 'POST', headers: { Authorization: `Bearer ${key}` }, body: JSON.stringify(evs) });
+  resp = await send([{ user_id: 'e2e-anon', event: 'view', timestamp: '2026-01-01T10:00:00Z' },
+    { user_id: 'e2e-user', anonymous_id: 'e2e-anon', event: 'signup', timestamp: '2026-01-01T10:05:00Z', user_properties: { plan: 'pro' } },
+    { user_id: 'e2e-user', event: 'view', timestamp: '2026-01-01T11:00:00Z' },
+    { user_id: 'e2e-other', event: 'view', timestamp: '2026-01-01T12:00:00Z' }]);
+  assert.equal(resp.status, 200);
+  const views = { kind: 'trend', app, range: { from: '2026-01-01', to: '2026-01-02' }, tz: 'UTC', interval: 'day', series: [{ event: 'view', math: 'users' }, { event: '$any' }] };
+  assert.deepEqual((await api(views)).series.map((s) => s.total), [2, 4]);
+  const rows = () => page.$$eval('[data-testid="deletions"] tbody tr', (trs) => trs.map((tr) => Object.fromEntries(
+    [['id', tr.dataset.id], ...[...tr.querySelectorAll('[data-col]')].map((td) => [td.dataset.col, td.textContent])])));
+  const want = async () => (await apiGet(`api/apps/${app}/deletions`)).deletions.reverse().map((d) => ({ id: d.id, kind: d.kind,
+    requested: d.requested_at.replace('T', ' ').replace(/(\.\d+)?Z$/, ''), status: d.status, done: '–', suppress: d.suppress ? 'yes' : '' }));
+
+  await page.goto(`${base}apps/${app}/admin`);
+  await page.waitForSelector('section.deletions p.empty');
+  const form = 'section.erase-person';
+  // By the anonymous id: the whole person (both ids) goes.
+  await page.fill(`${form} input[aria-label="Distinct id to erase"]`, 'e2e-anon');
+  await page.click(`${form} button >> text=Erase…`);
+  const confirm = `${form} button >> text=Erase the person`;
+  assert.equal(await page.textContent('[data-testid="erase-id"]'), 'e2e-anon');
+  assert.ok(await page.isDisabled(confirm), 'enabled before the id is typed again');
+  await page.fill(`${form} input[aria-label="Distinct id to confirm"]`, 'e2e-user');
+  assert.ok(await page.isDisabled(confirm), 'enabled by another id (of the same person)');
+  // Cancel leaves nothing requested, and the form keeps the id.
+  await page.click(`${form} button >> text=Cancel`);
+  assert.equal(await page.inputValue(`${form} input[aria-label="Distinct id to erase"]`), 'e2e-anon');
+  assert.deepEqual((await apiGet(`api/apps/${app}/deletions`)).deletions, []);
+  await page.click(`${form} button >> text=Erase…`);
+  await page.fill(`${form} input[aria-label="Distinct id to confirm"]`, 'e2e-anon');
+  await shot('admin-erase-confirm');
+  await page.click(confirm);
+  await page.waitForSelector('[data-testid="erase-made"]');
+  await page.waitForSelector('[data-testid="deletions"] tbody tr');
+  let got = await want();
+  assert.equal(got.length, 1);
+  assert.deepEqual(await rows(), got);
+  assert.equal(got[0].status, 'pending');
+  assert.match(got[0].id, /^del-/);
+  assert.ok((await page.textContent('[data-testid="erase-made"]')).includes(got[0].id));
+  assert.ok(!(await page.textContent('[data-testid="deletions"]')).includes('e2e-'), 'the list names no erased id');
+  assert.equal(await page.inputValue(`${form} input[aria-label="Distinct id to erase"]`), '', 'the form is emptied');
+  // Gone from every query at once: the other user's events only.
+  assert.deepEqual((await api(views)).series.map((s) => s.total), [1, 1]);
+  await page.goto(`${base}apps/${app}/persons/e2e-user`);
+  await page.waitForSelector('[data-testid="trail"]');
+  assert.equal(await page.locator('[data-testid="trail"] tbody tr').count(), 0, 'the person page shows no event');
+  assert.ok((await page.textContent('main.person-page')).includes('No person properties.'));
+  // With suppress: the newest request first, marked.
+  await page.goto(`${base}apps/${app}/admin`);
+  await page.waitForSelector('[data-testid="deletions"] tbody tr');
+  await page.fill(`${form} input[aria-label="Distinct id to erase"]`, 'e2e-other');
+  await page.check(`${form} input[aria-label="Suppress"]`);
+  await page.click(`${form} button >> text=Erase…`);
+  await page.fill(`${form} input[aria-label="Distinct id to confirm"]`, 'e2e-other');
+  await page.click(confirm);
+  await page.waitForSelector('[data-testid="deletions"] tbody tr:nth-child(2)');
+  got = await want();
+  assert.deepEqual(await rows(), got);
+  assert.deepEqual(got.map((d) => [d.status, d.suppress]), [['pending', 'yes'], ['pending', '']]);
+  await shot('admin-deletions');
+  assert.deepEqual((await api(views)).series.map((s) => s.total), [0, 0]);
+  resp = await send([{ user_id: 'e2e-other', event: 'view', timestamp: '2026-01-01T13:00:00Z' }]);
+  assert.equal(resp.status, 200);
+  assert.deepEqual((await api(views)).series.map((s) => s.total), [0, 0], 'a suppressed id\'s later events are dropped');
+});
+
 test('Admin: the app\'s size, and deleting an app asks for its name typed, then removes it and its keys', async () => {
   // A throwaway app, with an ingest key.
   let resp = await fetchAPI('api/keys', { method: 'POST', body: JSON.stringify({ scope: 'ingest', app: 'e2e-doomed' }) });

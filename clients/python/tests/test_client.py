@@ -321,3 +321,44 @@ def test_person_export(client: Client) -> None:
     assert (person["person_id"], person["distinct_ids"], person["properties"]) == ("u9", ["d9", "u9"], {"plan": "pro"})
     assert list(events.user_id) == ["d9", "u9"] and list(events.event) == ["view", "signup"]
     assert events.page.iloc[0] == "/" and str(events.timestamp.iloc[1]) == "2026-01-01 11:00:00+00:00"
+
+
+def test_erase_person(client: Client, server_url: str) -> None:
+    day = {"from": "2026-01-01", "to": "2026-01-02"}
+    client.send_events("pyerase", [
+        {"user_id": "d5", "event": "view", "timestamp": "2026-01-01T10:00:00Z"},
+        {"user_id": "u5", "anonymous_id": "d5", "event": "signup", "timestamp": "2026-01-01T11:00:00Z", "user_properties": {"plan": "pro"}},
+        {"user_id": "s5", "event": "view", "timestamp": "2026-01-01T12:00:00Z"},
+        {"user_id": "keep", "event": "view", "timestamp": "2026-01-01T13:00:00Z"}])
+    users = {"kind": "trend", "app": "pyerase", "range": day, "tz": "UTC", "series": [{"event": "view", "math": "users"}]}
+    assert client.query(users).to_pandas().value.sum() == 3
+    req = client.erase_person("pyerase", "d5")  # any distinct id of the person: d5's and u5's events go
+    assert (req["kind"], req["status"]) == ("person", "pending") and req["id"].startswith("del-") and "done_at" not in req
+    assert pd.Timestamp(req["requested_at"]).tzinfo is not None and not req.get("suppress")
+    assert client.query(users).to_pandas().value.sum() == 2  # every query after the answer leaves the person out
+    for id in ("d5", "u5"):
+        assert client.person_events("pyerase", id).empty
+    assert client.persons("pyerase", "u5")["properties"] == {}
+    assert client.erase_person("pyerase", "d5")["id"] == req["id"]  # idempotent: the pending request again
+    sup = client.erase_person("pyerase", "s5", suppress=True)
+    assert sup["suppress"] is True and sup["id"] != req["id"]
+    client.send_events("pyerase", [{"user_id": "s5", "event": "view", "timestamp": "2026-01-01T14:00:00Z"},
+                                   {"user_id": "d5", "event": "view", "timestamp": "2026-01-01T14:00:00Z"}])
+    assert client.person_events("pyerase", "s5").empty  # suppressed: its later events are dropped
+    assert list(client.person_events("pyerase", "d5").event) == ["view"]  # not suppressed: a new person
+    dels = client.deletions("pyerase")
+    assert [(d["id"], d["kind"], d["status"]) for d in dels] == [(req["id"], "person", "pending"), (sup["id"], "person", "pending")]
+    assert dels[0] == req
+    assert not any(id in str(dels) for id in ("d5", "u5", "s5"))  # the list never names the erased ids
+    with pytest.raises(SpurError) as e:
+        client.erase_person("nosuchapp", "x")
+    assert e.value.status == 404
+    with pytest.raises(SpurError) as e:
+        client.erase_person("pyerase", "x" * 300)
+    assert e.value.status == 400 and e.value.field == "id"
+    key = client._call("POST", "api/keys", json={"scope": "query", "app": "pyerase"}).json()["key"]
+    with Client(server_url, key=key) as reader:
+        for call in (lambda: reader.erase_person("pyerase", "keep"), lambda: reader.deletions("pyerase")):
+            with pytest.raises(SpurError) as e:
+                call()
+            assert e.value.status == 403

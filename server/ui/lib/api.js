@@ -102,6 +102,14 @@ export const api = {
   // [{seq, time, op, ids: [T, O], reason}]}.
   warnings: (a, kind, { offset = 0, limit = 100 } = {}) =>
     request('GET', `${app(a)}/warnings?kind=${enc(kind)}&offset=${offset}&limit=${limit}`),
+  // deletions returns the app's deletion requests in request order (admin
+  // keys only; docs/storage.md §7): [{id, kind, requested_at, status
+  // ("pending" or "done"), done_at, suppress}], never the ids erased.
+  deletions: (a) => request('GET', `${app(a)}/deletions`).then((r) => r.deletions),
+  // erasePerson requests the erasure of the person of distinct id id (admin
+  // keys only; no undo), with suppress also of its ids' later events: the
+  // request as deletions lists it. Asked again while pending, the same one.
+  erasePerson: (a, id, { suppress } = {}) => request('DELETE', `${app(a)}/persons/${enc(id)}${suppress ? '?suppress=true' : ''}`),
   // sdkSnippets returns {base, key, placeholder, snippets: [{sdk, language,
   // code}]}: the lines pointing each SDK at the server at base, holding key
   // (a placeholder unless placeholder is false).

@@ -1,5 +1,6 @@
 // The app's admin page (docs/storage.md §7, §8): the app's size — events,
-// users rows, segments and bytes, its time range, from GET /api/apps —
+// users rows, segments and bytes, its time range, from GET /api/apps —,
+// its deletion requests and erasing a person (components/deletions.js),
 // and deleting the app (DELETE /api/apps/{app}, an admin key), which asks
 // for the app's name to be typed first: it removes the app whole and
 // revokes its keys, with no undo but a backup.
@@ -9,6 +10,7 @@ import { useApp } from '../lib/appctx.js';
 import { api } from '../lib/api.js';
 import { num } from '../lib/format.js';
 import { ErrorBox } from '../components/result.js';
+import { Deletions } from '../components/deletions.js';
 
 const day = (us) => (us ? new Date(us / 1000).toISOString().slice(0, 10) : '–');
 const mib = (b) => (b / (1 << 20)).toFixed(1) + ' MiB';
@@ -41,7 +43,8 @@ export function AdminPage() {
       <tr><th>Events from</th><td>${day(a.min_time)} to ${day(a.max_time)}</td></tr>
     </table>` : null}
     <p class="hint">A backup of the whole store: <code>spur backup --to DIR --url ${location.origin}</code> (docs/storage.md §8).
-      Erasing a person, deleting events by predicate and a retention limit are not built yet.</p>
+      Deleting events by predicate and a retention limit are not built yet.</p>
+    <${Deletions} key=${app} app=${app} />
     <section class="danger" aria-label="Delete the app">
       <h2>Delete this app</h2>
       <p>Removes every event, user, person and saved insight, dashboard and cohort of <b>${app}</b>, and revokes its keys.

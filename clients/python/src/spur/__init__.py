@@ -5,7 +5,8 @@
 funnel view (the columns of ``spur query --output csv``, in order). ``Client.send_events`` posts
 events to ``POST /api/apps/{app}/events`` as JSON arrays with a Bearer key;
 ``Client.export`` reads an app's events or users (``GET /api/apps/{app}/export``)
-into a DataFrame.
+into a DataFrame; ``Client.erase_person`` and ``Client.deletions`` request and list
+erasures (docs/storage.md §7).
 """
 
 from __future__ import annotations
@@ -328,6 +329,27 @@ class Client:
         (``DELETE /api/apps/{app}``, docs/storage.md §7; an admin key). There is no undo but a
         backup. Returns ``{"app", "files", "bytes", "keys_revoked"}``."""
         return dict(self._call("DELETE", f"api/apps/{app}").json())
+
+    def erase_person(self, app: str, distinct_id: str, suppress: bool = False) -> JSON:
+        """Requests the erasure of a person (GDPR Art. 17; ``DELETE /api/apps/{app}/persons/{id}``,
+        docs/storage.md §7; an admin key): every event and property of every distinct id of the
+        person ``distinct_id`` names. Every query started after the answer leaves the person out;
+        the bytes leave the store's files within the server's ``--erase-within`` (default 24 h) or at
+        ``spur compact --erase``. With ``suppress`` the person's ids' later events are dropped at
+        ingestion too; without it they make a new person. There is no undo. Idempotent: a pending
+        request for the id is answered again. Returns the request ``{"id", "kind": "person",
+        "requested_at" (RFC 3339 UTC), "status": "pending" | "done", "done_at"?, "suppress"?}``;
+        raises SpurError (400 invalid_input for a bad id, 403 without an admin key, 404 for an
+        unknown app)."""
+        params = {"suppress": "true"} if suppress else None
+        return dict(self._call("DELETE", f"api/apps/{quote(app, safe='')}/persons/{quote(distinct_id, safe='')}",
+                               params=params).json())
+
+    def deletions(self, app: str) -> List[JSON]:
+        """The app's deletion requests in request order (``GET /api/apps/{app}/deletions``; an admin
+        key), each as ``erase_person`` returns it; never the ids they erase. ``pd.DataFrame(...)``
+        of the list makes a table of them."""
+        return list(self._call("GET", f"api/apps/{quote(app, safe='')}/deletions").json()["deletions"])
 
     def export(self, app: str, users: bool = False, since: Optional[str] = None, until: Optional[str] = None) -> pd.DataFrame:
         """An app's events, or with ``users=True`` its users' current properties, as one DataFrame.
