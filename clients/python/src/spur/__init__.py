@@ -345,6 +345,24 @@ class Client:
         return dict(self._call("DELETE", f"api/apps/{quote(app, safe='')}/persons/{quote(distinct_id, safe='')}",
                                params=params).json())
 
+    def delete_events(self, app: str, event: str, range: JSON, where: Optional[List[JSON]] = None,
+                      tz: Optional[str] = None) -> JSON:
+        """Deletes an app's events by predicate (``POST /api/apps/{app}/delete``, docs/storage.md §7;
+        an admin key): those named ``event`` (``"$any"``: every event) whose event properties pass
+        ``where`` (docs/analytics.md §3 filters, e.g. ``[{"property": "build", "op": "eq", "value":
+        "7.1"}]``) with a time in ``range`` (``{"from", "to"}`` or ``{"last"}``; dates at midnight in
+        ``tz``, default the app's), stored before the request. Every query started after the answer
+        leaves them out; their bytes go as an erasure's. Returns the request (``{"id", "kind":
+        "events", "requested_at", "status", "match": {"event", "where", "from", "to"}}``); raises
+        SpurError (400 invalid_query naming the field, 403 without an admin key, 404 for an unknown
+        app)."""
+        body: JSON = {"event": event, "range": range}
+        if where is not None:
+            body["where"] = where
+        if tz is not None:
+            body["tz"] = tz
+        return dict(self._call("POST", f"api/apps/{quote(app, safe='')}/delete", json=body).json())
+
     def deletions(self, app: str) -> List[JSON]:
         """The app's deletion requests in request order (``GET /api/apps/{app}/deletions``; an admin
         key), each as ``erase_person`` returns it; never the ids they erase. ``pd.DataFrame(...)``
