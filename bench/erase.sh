@@ -69,7 +69,7 @@ before=$(funnel_ms 5)
 "$spur" loadgen --url "$url/" --key none --app synth --rate 20000 --duration 10m --batch 1000 --gzip --workers 4 --time now --report 1h \
   >"$tmp/loadgen.log" 2>&1 &
 loadgen=$!
-( while :; do query bench/queries/funnel4.json >/dev/null; done ) &
+( n=0; while :; do query bench/queries/funnel4.json >/dev/null || echo "erase: a funnel query failed" >&2; n=$((n + 1)); echo $n >"$tmp/loops"; done ) &
 loop=$!
 sleep 2
 start=$(date +%s.%N)
@@ -77,9 +77,12 @@ xargs -P 4 -I{} curl -sf -o /dev/null -w '%{time_total}\n' -X DELETE "$url/api/a
 elapsed=$(echo "$(date +%s.%N) - $start" | bc)
 sort -n "$tmp/times" | awk -v e="$elapsed" '{ a[NR] = $1 } END { printf "erase: %d requests in %.1f s under load; answer p50 %.1f ms, p99 %.1f ms\n", NR, e, 1000 * a[int(NR / 2)], 1000 * a[int(NR * 0.99)] }'
 read -r ev1 us1 < <(counts)
-kill $loop 2>/dev/null; wait $loop 2>/dev/null || true
+kill $loop 2>/dev/null || true
+wait $loop 2>/dev/null || true
+echo "erase: $(cat "$tmp/loops" 2>/dev/null || echo 0) funnel queries ran meanwhile"
 pending=$(funnel_ms 5)
-kill -INT $loadgen; wait $loadgen || true
+kill -INT $loadgen 2>/dev/null || true
+wait $loadgen || true
 grep -E 'accepted|events/s' "$tmp/loadgen.log" | tail -1 || true
 fail=0
 if [ "$ev1" -ne $((ev0 - total)) ] || [ "$us1" -ne $((us0 - persons)) ]; then
