@@ -17,8 +17,9 @@ import (
 // CatalogFormatVersion is the newest catalog and settings file format this
 // build writes and reads; it reads every older one. Version 2 added the
 // log position to the settings file; version 3 the id graph's position
-// (Catalog.Identity) to the catalog.
-const CatalogFormatVersion = 3
+// (Catalog.Identity) to the catalog; version 4 the app's retention
+// (Catalog.Retention) to both.
+const CatalogFormatVersion = 4
 
 // catalogMagic starts every catalog and settings file.
 const (
@@ -133,6 +134,11 @@ type Catalog struct {
 	// publishes (docs/storage.md, "the id graph"); zero when the app never
 	// applied an identity operation.
 	Identity IdentityPos `json:"identity"`
+	// Retention is the app's retention (docs/storage.md §7): events older
+	// than the clock minus it are hidden from queries, refused by
+	// ingestion and imports, and dropped by compaction. 0 means none (keep
+	// everything); never negative.
+	Retention time.Duration `json:"retention"`
 }
 
 // IdentityPos is the published prefix of an app's id graph file
@@ -216,14 +222,17 @@ type Settings struct {
 	EventProps []event.PropType `json:"event_props"`
 	UserProps  []event.PropType `json:"user_props"`
 	LogSeq     uint64           `json:"log_seq"`
+	// Retention is Catalog.Retention (0: none).
+	Retention time.Duration `json:"retention"`
 }
 
 func (c *Catalog) settings() Settings {
-	return Settings{App: c.App, Shards: c.Shards, TZ: c.TZ, EventProps: c.EventProps, UserProps: c.UserProps, LogSeq: c.LogSeq}
+	return Settings{App: c.App, Shards: c.Shards, TZ: c.TZ, EventProps: c.EventProps, UserProps: c.UserProps, LogSeq: c.LogSeq,
+		Retention: c.Retention}
 }
 
 func (s *Settings) equal(o *Settings) bool {
-	return s.App == o.App && s.Shards == o.Shards && s.TZ == o.TZ && s.LogSeq == o.LogSeq &&
+	return s.App == o.App && s.Shards == o.Shards && s.TZ == o.TZ && s.LogSeq == o.LogSeq && s.Retention == o.Retention &&
 		equalProps(s.EventProps, o.EventProps) && equalProps(s.UserProps, o.UserProps)
 }
 
@@ -256,10 +265,12 @@ func equalProps(a, b []event.PropType) bool {
 //	    uvarint bytes, u64 first hash, u64 last hash
 //	  (version ≥ 3) uvarint id graph ops, uvarint id graph bytes,
 //	    uvarint id graph log seq (IdentityPos)
+//	  (version ≥ 4) uvarint retention, nanoseconds (0: none)
 //	u32 CRC-32C (Castagnoli) of every byte before it
 //
 // A settings file has the same frame with magic "SPURSET\n" and a body of
-// string app, uvarint shards, string tz and the two property lists.
+// string app, uvarint shards, string tz, the two property lists,
+// (version ≥ 2) uvarint log seq and (version ≥ 4) uvarint retention.
 
 // maxCatalogBytes bounds a catalog file: larger is corruption (or a store
 // no build of Spur writes). 1 GiB holds millions of segments.
@@ -321,6 +332,7 @@ func encodeCatalog(c *Catalog) []byte {
 	b = binary.AppendUvarint(b, c.Identity.Ops)
 	b = binary.AppendUvarint(b, uint64(c.Identity.Bytes))
 	b = binary.AppendUvarint(b, c.Identity.LogSeq)
+	b = binary.AppendUvarint(b, uint64(c.Retention))
 	return frame(catalogMagic, b)
 }
 
@@ -333,6 +345,7 @@ func encodeSettings(s *Settings) []byte {
 	b = appendProps(b, s.EventProps)
 	b = appendProps(b, s.UserProps)
 	b = binary.AppendUvarint(b, s.LogSeq)
+	b = binary.AppendUvarint(b, uint64(s.Retention))
 	return frame(settingsMagic, b)
 }
 
@@ -430,6 +443,20 @@ func (d *catalogDecoder) done() error {
 		return err
 	}
 	return nil
+}
+
+// retention reads the retention of a version 4 file (0 before: none),
+// failing on one beyond time.Duration's range.
+func (d *catalogDecoder) retention() time.Duration {
+	if d.version < 4 {
+		return 0
+	}
+	at := d.Pos()
+	n := d.Uvarint()
+	if d.Err() == nil && n > math.MaxInt64 {
+		d.FailAt(at, "retention of %d ns is out of range", n)
+	}
+	return time.Duration(n)
 }
 
 // validShards reports whether n is a power of two in [1, MaxShards].
@@ -555,6 +582,7 @@ func decodeCatalog(path string, b []byte) (*Catalog, error) {
 		c.Identity.Bytes = int64(n)
 		c.Identity.LogSeq = d.Uvarint()
 	}
+	c.Retention = d.retention()
 	if err := d.done(); err != nil {
 		return nil, err
 	}
@@ -619,6 +647,7 @@ func decodeSettings(path string, b []byte) (*Settings, error) {
 	if d.version >= 2 {
 		s.LogSeq = d.Uvarint()
 	}
+	s.Retention = d.retention()
 	if err := d.done(); err != nil {
 		return nil, err
 	}

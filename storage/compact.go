@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spurdb/spur/event"
@@ -96,9 +97,22 @@ type CompactOptions struct {
 	// serialized but come from the compaction's worker goroutines.
 	Progress func(rows int64)
 
+	// Expire also compacts every shard whose events segments hold rows
+	// past the app's retention (docs/storage.md §7), even one run already,
+	// so that those rows leave the disk (`spur compact`). Without it they
+	// go when their shard is compacted for another reason. Either way,
+	// events segments wholly past the retention are dropped first.
+	Expire bool
+
 	// only, if set, limits a round to these (shard, kind) pairs: those the
 	// previous round cut into batches.
 	only map[shardKind]bool
+	// expireBefore, when expiring, drops the events rows before it (UTC
+	// µs: the app's retention, retention.go) from the outputs; expired
+	// counts them.
+	expireBefore int64
+	expiring     bool
+	expired      *atomic.Int64
 }
 
 // shardKind names one shard's segments of one kind.
@@ -118,6 +132,8 @@ type CompactReport struct {
 	Written        int           `json:"segments_written"`  // output segments published
 	Rows           int64         `json:"rows"`              // rows rewritten (those of the replaced segments)
 	Duplicates     int64         `json:"rows_duplicate"`    // duplicate events dropped (docs/ingest.md §3)
+	Expired        int           `json:"segments_expired"`  // events segments dropped whole: every row past the app's retention (docs/storage.md §7)
+	RowsExpired    int64         `json:"rows_expired"`      // events past the retention dropped: the expired segments' and those left out of rewritten segments
 	BytesBefore    int64         `json:"bytes_before"`      // bytes of the segments published before
 	BytesAfter     int64         `json:"bytes_after"`       // bytes of the segments published after
 	ReplacedBytes  int64         `json:"bytes_replaced"`    // bytes of the replaced segments, left on disk until the next write (see App.Compact)
@@ -173,6 +189,11 @@ func (a *App) Compact(ctx context.Context, opt CompactOptions) (*CompactReport, 
 		opt.FanIn = min(max(int(share/fanInRunBytes), 4), 64)
 	}
 	opt.FanIn = max(opt.FanIn, 2)
+	expired, expiredRows, _, err := a.expire(ctx)
+	if err != nil {
+		return &CompactReport{App: a.name, Elapsed: time.Since(start)}, err
+	}
+	opt.expired = new(atomic.Int64)
 	rep, more, err := a.compactRound(ctx, opt)
 	for err == nil && len(more) > 0 {
 		// The next round merges what this one left of the shards it cut
@@ -186,6 +207,7 @@ func (a *App) Compact(ctx context.Context, opt CompactOptions) (*CompactReport, 
 			rep.SegmentsAfter, rep.BytesAfter, rep.Generation = r.SegmentsAfter, r.BytesAfter, r.Generation
 		}
 	}
+	rep.Expired, rep.RowsExpired = expired, expiredRows+opt.expired.Load()
 	rep.Elapsed = time.Since(start)
 	return rep, err
 }
@@ -215,7 +237,9 @@ func (a *App) compactRound(ctx context.Context, opt CompactOptions) (*CompactRep
 	if opt.Tiered {
 		plan = func(m *Catalog, _ CompactOptions) ([]compactGroup, map[shardKind]bool) { return planTiered(m), nil }
 	}
-	if cur := a.published(); len(first(plan(cur, opt))) == 0 {
+	cur := a.published()
+	opt.expireBefore, opt.expiring = expiredBefore(cur, a.store.now())
+	if len(first(plan(cur, opt))) == 0 {
 		return noop(cur)
 	}
 	if err := ctx.Err(); err != nil {
@@ -227,6 +251,7 @@ func (a *App) compactRound(ctx context.Context, opt CompactOptions) (*CompactRep
 	}
 	defer t.end()
 	base := t.base
+	opt.expireBefore, opt.expiring = expiredBefore(base, a.store.now())
 	groups, more := plan(base, opt)
 	if len(groups) == 0 {
 		return noop(base)
@@ -342,7 +367,7 @@ func planCompaction(m *Catalog, opt CompactOptions) ([]compactGroup, map[shardKi
 			if kind == KindUsers && opt.UserMinRuns > 0 {
 				minRuns = max(opt.UserMinRuns, 2)
 			}
-			if len(refs) == 0 || (!opt.Force && countRuns(refs) < minRuns) || (opt.only != nil && !opt.only[shardKind{sh, kind}]) {
+			if len(refs) == 0 || (!opt.Force && countRuns(refs) < minRuns && !opt.expires(refs)) || (opt.only != nil && !opt.only[shardKind{sh, kind}]) {
 				continue
 			}
 			refs = slices.Clone(refs)
@@ -369,6 +394,21 @@ func planCompaction(m *Catalog, opt CompactOptions) ([]compactGroup, map[shardKi
 	}
 	slices.SortStableFunc(groups, func(x, y compactGroup) int { return cmp.Compare(y.rows, x.rows) })
 	return groups, more
+}
+
+// expires reports whether opt.Expire calls for compacting refs, one
+// shard's segments of one kind: events segments holding rows past the
+// app's retention.
+func (opt *CompactOptions) expires(refs []SegmentRef) bool {
+	if !opt.Expire || !opt.expiring {
+		return false
+	}
+	for _, ref := range refs {
+		if ref.Kind == KindEvents && ref.MinTime < opt.expireBefore {
+			return true
+		}
+	}
+	return false
 }
 
 // batchRanks cuts refs (sorted by sortSegments: by SeqMax) into
@@ -732,6 +772,11 @@ func widened(a, b event.Type) bool {
 func (cp *compactor) closeOutput() error {
 	w := cp.w
 	cp.w = nil
+	if w.Rows() == 0 {
+		// Every user's rows were past the retention: no output (its file,
+		// never published, is removed by the write's end).
+		return w.Abort()
+	}
 	info, err := w.Close()
 	if err != nil {
 		return fmt.Errorf("compact app %q shard %d: write segment %s: %w", cp.app.name, cp.g.shard, cp.ref.File, err)
@@ -808,6 +853,7 @@ func (cp *compactor) mergeUser(ctx context.Context) error {
 					p.s, p.e = 0, int(p.c.blk.UserStarts[1])
 				}
 			}
+			cp.dropExpired(p)
 			if p.s == p.e {
 				continue
 			}
@@ -838,6 +884,22 @@ func (cp *compactor) mergeUser(ctx context.Context) error {
 			return err
 		}
 		p.s = end
+	}
+}
+
+// dropExpired skips the rows of part p past the app's retention
+// (CompactOptions.expireBefore) in an events compaction: a prefix, since
+// a part's rows are in time order.
+func (cp *compactor) dropExpired(p *runPart) {
+	if !cp.opt.expiring || cp.g.kind != KindEvents {
+		return
+	}
+	s, times := p.s, p.c.blk.Times
+	for p.s < p.e && times[p.s] < cp.opt.expireBefore {
+		p.s++
+	}
+	if p.s > s && cp.opt.expired != nil {
+		cp.opt.expired.Add(int64(p.s - s))
 	}
 }
 

@@ -89,9 +89,11 @@ type LiveOptions struct {
 	LogFileSize int64
 	// MaxFuture rejects events whose timestamp is later than now plus
 	// this (field "timestamp"); 0 means DefaultMaxFuture, negative no
-	// limit.
+	// limit. Events older than the app's retention (Catalog.Retention)
+	// are rejected the same way.
 	MaxFuture time.Duration
-	// Now is the clock of MaxFuture and FlushAge; nil means time.Now.
+	// Now is the clock of MaxFuture, the retention and FlushAge; nil
+	// means Config.Now, else time.Now.
 	Now func() time.Time
 	// OnFlush, if set, is called after each flush with its duration, the
 	// rows it wrote and its error (nil on success): for metrics.
@@ -241,6 +243,8 @@ type liveApp struct {
 	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
+
+	expiredAt time.Time // when run last looked for expired segments (expire)
 }
 
 // openLive returns app a's live layer, opening it on first use: the log is
@@ -412,9 +416,12 @@ func (l *liveApp) check(evs []event.Event, users []UserWrite, rep *IngestReport,
 		}
 	}
 	var limit int64 = -1
+	now := l.opt.Now()
 	if l.opt.MaxFuture > 0 {
-		limit = l.opt.Now().Add(l.opt.MaxFuture).UnixMicro()
+		limit = now.Add(l.opt.MaxFuture).UnixMicro()
 	}
+	c := l.a.published()
+	expired, expiring := expiredBefore(c, now) // docs/storage.md §7
 	l.schemaMu.Lock()
 	defer l.schemaMu.Unlock()
 	var hints map[string]event.Type // prepareUserOp's, made when needed
@@ -425,6 +432,10 @@ func (l *liveApp) check(evs []event.Event, users []UserWrite, rep *IngestReport,
 		}
 		if limit >= 0 && ev.Time > limit {
 			reject("timestamp", fmt.Sprintf("%s is more than %v after the server's clock", time.UnixMicro(ev.Time).UTC().Format(time.RFC3339Nano), l.opt.MaxFuture))
+			continue
+		}
+		if expiring && ev.Time < expired {
+			reject("timestamp", fmt.Sprintf("%s is older than the app's retention of %s", time.UnixMicro(ev.Time).UTC().Format(time.RFC3339Nano), FormatRetention(c.Retention)))
 			continue
 		}
 		if err := coerceDropping(ev, l.evSchema, event.ValidateEvent, drop, i, "properties.", rep); err != nil {
@@ -850,6 +861,23 @@ func (l *liveApp) run() {
 		case <-tick.C:
 		}
 		l.maintain(context.Background(), false)
+		l.expire(context.Background())
+	}
+}
+
+// expire drops the app's events segments wholly past its retention
+// (App.expire; docs/storage.md §7), at most once a minute: the part of
+// the background maintenance that needs no flush.
+func (l *liveApp) expire(ctx context.Context) {
+	now := l.opt.Now()
+	if now.Sub(l.expiredAt) < time.Minute && !l.expiredAt.IsZero() {
+		return
+	}
+	l.expiredAt = now
+	l.maint.Lock()
+	defer l.maint.Unlock()
+	if _, _, _, err := l.a.expire(ctx); err != nil {
+		l.a.store.log.Error("dropping expired segments failed (retried in a minute)", "app", l.a.name, "err", err)
 	}
 }
 

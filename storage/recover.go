@@ -275,7 +275,7 @@ func (s *Store) Recover(ctx context.Context, appName string) (*RecoverReport, er
 
 	c := &Catalog{App: appName, LogSeq: logSeq}
 	if settings != nil {
-		c.Shards, c.TZ, c.EventProps, c.UserProps = settings.Shards, settings.TZ, settings.EventProps, settings.UserProps
+		c.Shards, c.TZ, c.EventProps, c.UserProps, c.Retention = settings.Shards, settings.TZ, settings.EventProps, settings.UserProps, settings.Retention
 		if oerr != nil {
 			c.LogSeq = settings.LogSeq
 		}

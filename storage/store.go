@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/spurdb/spur/storage/vfs"
 )
@@ -129,6 +130,11 @@ type Config struct {
 	// so that every acknowledged event is visible from the start; Close
 	// flushes the live layers. nil means no live ingestion.
 	Live *LiveOptions
+	// Now is the clock of the apps' retention (Catalog.Retention: which
+	// events queries see, imports take and compaction keeps) and, unless
+	// LiveOptions.Now is set, of live ingestion; nil means
+	// LiveOptions.Now when set, else time.Now. Tests fix it.
+	Now func() time.Time
 }
 
 // Store is an embedded Spur store rooted at one directory. It is safe for
@@ -228,6 +234,17 @@ func Open(cfg Config) (*Store, error) {
 	}
 	if cfg.Live != nil && !cfg.Writer {
 		return nil, errors.New("storage: Config.Live needs Config.Writer (one process writes the write-ahead logs)")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+		if cfg.Live != nil && cfg.Live.Now != nil {
+			cfg.Now = cfg.Live.Now
+		}
+	}
+	if cfg.Live != nil && cfg.Live.Now == nil {
+		live := *cfg.Live
+		live.Now = cfg.Now
+		cfg.Live = &live
 	}
 	fsys := cfg.FS
 	if fsys == nil {

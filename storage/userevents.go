@@ -169,6 +169,7 @@ func (s *Version) personEvents(ctx context.Context, ids []string, offset, limit 
 // eachUserBlock's.
 func (s *Version) appendUserRows(ctx context.Context, rows []userRow, part int32, many bool, id string, refs []SegmentRef, blk *segment.Block, out *UserTrail) ([]userRow, error) {
 	start := len(rows)
+	retained := s.RetainedFrom()
 	all := func(int, int) bool { return true } // the insert ids too, for deduplication
 	err := s.eachUserBlock(ctx, refs, id, all, blk, func(seg, block int, r *segment.Reader, b *segment.Block, from, to int) error {
 		out.BlocksRead++
@@ -181,6 +182,9 @@ func (s *Version) appendUserRows(ctx context.Context, rows []userRow, part int32
 		m := r.Meta()
 		iid := insertIDColumn(m)
 		for i := from; i < to; i++ {
+			if b.Times[i] < retained {
+				continue // past the app's retention (docs/storage.md §7)
+			}
 			row := userRow{time: b.Times[i], seg: int32(seg), block: int32(block), row: int32(i - from), part: part, name: m.EventNames[b.Events[i]]}
 			if iid >= 0 {
 				if v, ok := propValue(&m.Props[iid], &b.Props[iid], i); ok {
