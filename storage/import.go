@@ -262,9 +262,9 @@ type importer struct {
 	// retention and skipped, counted in expired; math.MinInt64 for none.
 	expireBefore int64
 	expired      int64
-	shards  []*shardBuf // the generation being filled
-	spare   []*shardBuf // the other generation (being written by flight, if any), or nil
-	flight  *flushRun   // the background flush in progress, or nil
+	shards       []*shardBuf // the generation being filled
+	spare        []*shardBuf // the other generation (being written by flight, if any), or nil
+	flight       *flushRun   // the background flush in progress, or nil
 
 	eventDict map[string]uint32
 	eventName []string

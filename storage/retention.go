@@ -93,8 +93,15 @@ func expiredBefore(c *Catalog, now time.Time) (int64, bool) {
 // a whole minute (so that answers cached by the minute never show an
 // expired event), or math.MinInt64 when the app keeps everything. Events
 // before it are hidden from Scan and UserEvents.
-func (v *Version) RetainedFrom() int64 {
-	from, ok := expiredBefore(v.Catalog, v.app.store.now())
+func (v *Version) RetainedFrom() int64 { return retainedFrom(v.Catalog, v.app.store.now()) }
+
+// RetainedFrom is Version.RetainedFrom of the app's current version: a
+// cache of query answers keys them by it (it moves with the clock).
+func (a *App) RetainedFrom() int64 { return retainedFrom(a.published(), a.store.now()) }
+
+// retainedFrom is Version.RetainedFrom of catalog c at now.
+func retainedFrom(c *Catalog, now time.Time) int64 {
+	from, ok := expiredBefore(c, now)
 	if !ok {
 		return math.MinInt64
 	}
