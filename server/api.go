@@ -132,13 +132,13 @@ func bodyError(w http.ResponseWriter, err error, limit int64) *apiError {
 type appSummary struct {
 	Name      string `json:"name"`
 	TZ        string `json:"tz"`
-	Retention string `json:"retention"` // storage.FormatRetention: "400d", "none"
 	Events    int64  `json:"events"`
 	UserRows  int64  `json:"user_rows"`
 	Segments  int    `json:"segments"`
 	Bytes     int64  `json:"bytes"`
 	MinTime   int64  `json:"min_time"`
 	MaxTime   int64  `json:"max_time"`
+	Retention string `json:"retention"` // the events' retention (storage.FormatRetention: "400d", "none")
 }
 
 func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {

@@ -83,8 +83,8 @@ type AppSettings struct {
 	Retention string `json:"retention"`
 }
 
-// appSettingsOf returns c's settings.
-func appSettingsOf(c *storage.Catalog) AppSettings {
+// AppSettingsOf returns the settings of catalog c.
+func AppSettingsOf(c *storage.Catalog) AppSettings {
 	return AppSettings{App: c.App, TZ: c.TZ, Shards: c.Shards, Retention: storage.FormatRetention(c.Retention)}
 }
 
@@ -138,5 +138,5 @@ func (s *Server) handlePatchApp(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("app settings changed", "app", name, "retention", storage.FormatRetention(c.Retention))
-	writeJSON(w, http.StatusOK, appSettingsOf(c))
+	writeJSON(w, http.StatusOK, AppSettingsOf(c))
 }
