@@ -61,7 +61,9 @@ func TestDeleteApp(t *testing.T) {
 // than it are then rejected with field timestamp.
 func TestPatchAppRetention(t *testing.T) {
 	ts := start(t, Config{Store: liveStore(t)})
-	day := func(n int) string { return time.Now().UTC().Add(-time.Duration(n) * 24 * time.Hour).Format(time.RFC3339) }
+	day := func(n int) string {
+		return time.Now().UTC().Add(-time.Duration(n) * 24 * time.Hour).Format(time.RFC3339)
+	}
 	if code, _, b := ts.do(t, "POST", "api/apps/shop/events", `[{"user_id":"u","event":"e","timestamp":"`+day(10)+`"}]`); code != 200 {
 		t.Fatalf("%d %s", code, b)
 	}
