@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 
 	"github.com/spurdb/spur/query"
@@ -56,12 +55,8 @@ func (s *Server) handleDeleteApp(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d, err := DeleteApp(r.Context(), s.store, s.keys, name)
-	if errors.Is(err, storage.ErrNotFound) {
-		writeError(w, notFoundApp(name))
-		return
-	}
 	if err != nil {
-		s.internal(w, r, err)
+		s.appFailed(w, r, name, err)
 		return
 	}
 	s.schemaMu.Lock()
@@ -106,16 +101,8 @@ func (s *Server) handlePatchApp(w http.ResponseWriter, r *http.Request) {
 		writeError(w, notFoundApp(name))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxDocBody))
-	if err != nil {
-		writeError(w, bodyError(w, err, maxDocBody))
-		return
-	}
 	var p appPatch
-	if err := decodeStrict(body, &p); err != nil {
-		var qe *query.Error
-		errors.As(err, &qe)
-		writeError(w, &apiError{Status: http.StatusBadRequest, Code: qe.Code, Field: qe.Field, Message: qe.Message})
+	if !readStrict(w, r, &p) {
 		return
 	}
 	if p.Retention == nil {
@@ -129,14 +116,20 @@ func (s *Server) handlePatchApp(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c, err := s.store.SetRetention(r.Context(), name, d)
-	if errors.Is(err, storage.ErrNotFound) {
-		writeError(w, notFoundApp(name))
-		return
-	}
 	if err != nil {
-		s.internal(w, r, err)
+		s.appFailed(w, r, name, err)
 		return
 	}
 	s.log.Info("app settings changed", "app", name, "retention", storage.FormatRetention(c.Retention))
 	writeJSON(w, http.StatusOK, AppSettingsOf(c))
+}
+
+// appFailed answers a failed operation on app name: 404 not_found when
+// the app does not exist (storage.ErrNotFound), else as internal.
+func (s *Server) appFailed(w http.ResponseWriter, r *http.Request, name string, err error) {
+	if errors.Is(err, storage.ErrNotFound) {
+		writeError(w, notFoundApp(name))
+		return
+	}
+	s.internal(w, r, err)
 }

@@ -49,16 +49,10 @@ func openRetentionStore(t *testing.T, fs *crashfs.FS) *Store {
 // and returns its events, checking that none is before from.
 func retainedEvents(t *testing.T, st *Store, app string, from int64) int {
 	t.Helper()
-	a, err := st.App(app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := a.Acquire()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Release()
-	got, _ := collect(t, v, math.MinInt64, math.MaxInt64, names, 2)
+	got := ofCurrent(t, st, app, func(v *Version) map[string][]ev {
+		got, _ := collect(t, v, math.MinInt64, math.MaxInt64, names, 2)
+		return got
+	})
 	n := 0
 	for u, evs := range got {
 		for _, e := range evs {
