@@ -171,7 +171,11 @@ func (s *Store) Compact(ctx context.Context, appName string, opt CompactOptions)
 // read the previous catalog and open them, so they stay until the next
 // write (import or compaction) removes them as orphans; in this process,
 // the readers already open keep working after that, until the next
-// compaction drops them. Errors are I/O errors, segment corruption
+// compaction drops them. For an app with a retention (Catalog.Retention)
+// it first drops the events segments wholly past it (published on their
+// own, before the rounds), and the outputs of events leave out the rows
+// past it (CompactOptions.Expire also compacts the shards holding such
+// rows); CompactReport.Expired and RowsExpired count them. Errors are I/O errors, segment corruption
 // (errors.Is(err, segment.ErrCorruption)), a locked app, or segments whose
 // property types disagree.
 func (a *App) Compact(ctx context.Context, opt CompactOptions) (*CompactReport, error) {
