@@ -175,9 +175,10 @@ func (s *Store) Compact(ctx context.Context, appName string, opt CompactOptions)
 // it first drops the events segments wholly past it (published on their
 // own, before the rounds), and the outputs of events leave out the rows
 // past it (CompactOptions.Expire also compacts the shards holding such
-// rows); CompactReport.Expired and RowsExpired count them. Errors are I/O errors, segment corruption
-// (errors.Is(err, segment.ErrCorruption)), a locked app, or segments whose
-// property types disagree.
+// rows); CompactReport.Expired and RowsExpired count them. Errors are
+// I/O errors, segment corruption (errors.Is(err,
+// segment.ErrCorruption)), a locked app, or segments whose property types
+// disagree.
 func (a *App) Compact(ctx context.Context, opt CompactOptions) (*CompactReport, error) {
 	start := time.Now()
 	if opt.MaxSegmentRows <= 0 {
