@@ -172,10 +172,18 @@ func TestRetention(t *testing.T) {
 	if len(expiredFiles) == 0 {
 		t.Fatal("no wholly expired segment before compaction")
 	}
+	pinned, err := a.Acquire() // a query running across the compaction
+	if err != nil {
+		t.Fatal(err)
+	}
 	crep, err := st.Compact(ctx, "app", CompactOptions{Expire: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if names, _ := a.bucket.List(ctx); !slices.Contains(names, expiredFiles[0]) {
+		t.Errorf("the expired segment %s was removed while a version pins it", expiredFiles[0])
+	}
+	pinned.Release()
 	if crep.Expired != len(expiredFiles) || crep.RowsExpired != 135 {
 		t.Errorf("compaction expired %d segments, %d rows; want %d, 135", crep.Expired, crep.RowsExpired, len(expiredFiles))
 	}
