@@ -243,8 +243,6 @@ type liveApp struct {
 	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
-
-	expiredAt time.Time // when run last looked for expired segments (expire; maint held)
 }
 
 // openLive returns app a's live layer, opening it on first use: the log is
@@ -861,23 +859,6 @@ func (l *liveApp) run() {
 		case <-tick.C:
 		}
 		l.maintain(context.Background(), false)
-		l.expire(context.Background())
-	}
-}
-
-// expire drops the app's events segments wholly past its retention
-// (App.expire; docs/storage.md §7), at most once a minute: the part of
-// the background maintenance that needs no flush.
-func (l *liveApp) expire(ctx context.Context) {
-	l.maint.Lock()
-	defer l.maint.Unlock()
-	now := l.opt.Now()
-	if now.Sub(l.expiredAt) < time.Minute && !l.expiredAt.IsZero() {
-		return
-	}
-	l.expiredAt = now
-	if _, _, _, err := l.a.expire(ctx); err != nil {
-		l.a.store.log.Error("dropping expired segments failed (retried in a minute)", "app", l.a.name, "err", err)
 	}
 }
 

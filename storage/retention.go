@@ -11,6 +11,7 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -207,4 +208,45 @@ func (a *App) expire(ctx context.Context) (segs int, rows, bytes int64, err erro
 	a.store.log.Info("expired segments dropped", "app", a.name, "retention", FormatRetention(base.Retention),
 		"segments", segs, "rows", rows, "bytes", bytes, "generation", next.Generation)
 	return segs, rows, bytes, nil
+}
+
+// ExpireInterval is how often a Store with live ingestion (spur serve)
+// drops the events segments of its apps wholly past their retention.
+const ExpireInterval = time.Minute
+
+// expireLoop runs expireApps every ExpireInterval until expireStop is
+// closed.
+func (s *Store) expireLoop() {
+	defer close(s.expireDone)
+	tick := time.NewTicker(ExpireInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.expireStop:
+			return
+		case <-tick.C:
+		}
+		s.expireApps(context.Background())
+	}
+}
+
+// expireApps drops, in every app of the store, the events segments wholly
+// past the app's retention (App.expire): the server's background part of
+// docs/storage.md §7. Failures are logged; the next round retries.
+func (s *Store) expireApps(ctx context.Context) {
+	names, err := s.Apps()
+	if err != nil {
+		s.log.Error("retention: list the apps (retried in a minute)", "err", err)
+		return
+	}
+	for _, name := range names {
+		a, err := s.App(name)
+		if err != nil {
+			s.log.Debug("retention: app not opened", "app", name, "err", err)
+			continue
+		}
+		if _, _, _, err := a.expire(ctx); err != nil && !errors.Is(err, ErrAppDeleted) {
+			s.log.Error("retention: dropping expired segments failed (retried in a minute)", "app", name, "err", err)
+		}
+	}
 }

@@ -158,6 +158,12 @@ type Store struct {
 	// (personscan.go).
 	scanners freeList[shardScanner]
 	arenas   freeList[partArena]
+
+	// expireStop ends, and expireDone reports the end of, the background
+	// loop that drops the apps' expired segments (retention.go; with
+	// Config.Live); nil without it. stopExpiry stops it once.
+	expireStop, expireDone chan struct{}
+	stopExpiry             sync.Once
 }
 
 // freeList keeps values of one kind between scans for reuse (a free
@@ -286,6 +292,8 @@ func Open(cfg Config) (*Store, error) {
 			s.Close()
 			return nil, err
 		}
+		s.expireStop, s.expireDone = make(chan struct{}), make(chan struct{})
+		go s.expireLoop()
 	}
 	return s, nil
 }
@@ -345,6 +353,12 @@ func (s *Store) Close() error { return s.CloseContext(context.Background()) }
 // what is not flushed when ctx ends stays in the write-ahead logs, to be
 // replayed by the next Open.
 func (s *Store) CloseContext(ctx context.Context) error {
+	s.stopExpiry.Do(func() {
+		if s.expireStop != nil {
+			close(s.expireStop)
+			<-s.expireDone
+		}
+	})
 	var errs []error
 	for _, a := range s.openApps() {
 		if l := a.live.Load(); l != nil {

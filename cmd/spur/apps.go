@@ -88,8 +88,9 @@ the clock; none keeps everything. From the answer on, queries see only events
 newer than that, live ingestion rejects older ones (field "timestamp") and
 imports skip them with a count. Their bytes go at compaction: events segments
 wholly past the retention are dropped by spur compact and by a running server
-within a minute (for apps that receive live events) or at its next compaction;
-spur compact also rewrites the segments that hold some expired events. Until
+within a minute; spur compact also rewrites the segments that hold some
+expired events (a server's compactions leave them out when they rewrite those
+segments for their own reasons). Until
 then, --retention none shows them again. User properties and merges of persons
 are kept. Analyses that look for a first event (first-time retention,
 lifecycle's "new", attribution's first touch) see only the retained events.
