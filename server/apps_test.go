@@ -64,8 +64,27 @@ func TestPatchAppRetention(t *testing.T) {
 	day := func(n int) string {
 		return time.Now().UTC().Add(-time.Duration(n) * 24 * time.Hour).Format(time.RFC3339)
 	}
-	if code, _, b := ts.do(t, "POST", "api/apps/shop/events", `[{"user_id":"u","event":"e","timestamp":"`+day(10)+`"}]`); code != 200 {
+	if code, _, b := ts.do(t, "POST", "api/apps/shop/events", `[{"user_id":"u","event":"e","timestamp":"`+day(10)+`"},{"user_id":"v","event":"e","timestamp":"`+day(500)+`"}]`); code != 200 {
 		t.Fatalf("%d %s", code, b)
+	}
+	// A trend over both events' months: the old one counts until the
+	// retention is set.
+	trend := `{"kind":"trend","range":{"from":"` + day(600)[:10] + `","to":"` + day(-2)[:10] + `"},"interval":"month","series":[{"event":"e"}]}`
+	total := func() float64 {
+		t.Helper()
+		code, _, b := ts.do(t, "POST", "api/apps/shop/query", trend)
+		var res struct {
+			Series []struct {
+				Total float64 `json:"total"`
+			} `json:"series"`
+		}
+		if code != 200 || json.Unmarshal(b, &res) != nil || len(res.Series) != 1 {
+			t.Fatalf("trend: %d %s", code, b)
+		}
+		return res.Series[0].Total
+	}
+	if n := total(); n != 2 {
+		t.Errorf("trend before the retention: %v events, want 2", n)
 	}
 	query, _, err := ts.srv.Keys().Create(ScopeQuery, "shop", "")
 	if err != nil {
@@ -91,11 +110,17 @@ func TestPatchAppRetention(t *testing.T) {
 	if code, _, b := ts.do(t, "GET", "api/apps", ""); code != 200 || !strings.Contains(string(b), `"retention":"400d"`) {
 		t.Errorf("apps: %d %s", code, b)
 	}
+	if n := total(); n != 1 {
+		t.Errorf("trend under a 400d retention: %v events, want 1", n)
+	}
 	code, _, b = ts.do(t, "POST", "api/apps/shop/events", `[{"user_id":"u","event":"e","timestamp":"`+day(401)+`"},{"user_id":"u","event":"e","timestamp":"`+day(1)+`"}]`)
 	if code != 200 || !strings.Contains(string(b), `"field":"timestamp"`) || !strings.Contains(string(b), "retention") {
 		t.Errorf("an event past the retention: %d %s", code, b)
 	}
 	if code, _, b := ts.do(t, "PATCH", "api/apps/shop", `{"retention":"none"}`); code != 200 || !strings.Contains(string(b), `"retention":"none"`) {
 		t.Errorf("clear: %d %s", code, b)
+	}
+	if n := total(); n != 3 { // not compacted: the old event shows again, beside the new one
+		t.Errorf("trend after clearing the retention: %v events, want 3", n)
 	}
 }
