@@ -139,14 +139,15 @@ func bodyError(w http.ResponseWriter, err error, limit int64) *apiError {
 // requests, segments and bytes as published on disk. Times are UTC
 // microseconds.
 type appSummary struct {
-	Name     string `json:"name"`
-	TZ       string `json:"tz"`
-	Events   int64  `json:"events"`
-	UserRows int64  `json:"user_rows"`
-	Segments int    `json:"segments"`
-	Bytes    int64  `json:"bytes"`
-	MinTime  int64  `json:"min_time"`
-	MaxTime  int64  `json:"max_time"`
+	Name      string `json:"name"`
+	TZ        string `json:"tz"`
+	Events    int64  `json:"events"`
+	UserRows  int64  `json:"user_rows"`
+	Segments  int    `json:"segments"`
+	Bytes     int64  `json:"bytes"`
+	MinTime   int64  `json:"min_time"`
+	MaxTime   int64  `json:"max_time"`
+	Retention string `json:"retention"` // the events' retention (storage.FormatRetention: "400d", "none")
 	// PendingDeletions counts the deletion requests whose bytes are not
 	// gone yet (GET /api/apps/{app}/deletions lists them).
 	PendingDeletions int `json:"pending_deletions"`
@@ -177,7 +178,7 @@ func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		m := app.Current()
-		as := appSummary{Name: n, TZ: m.TZ, Events: v.Rows(storage.KindEvents), UserRows: v.Rows(storage.KindUsers),
+		as := appSummary{Name: n, TZ: m.TZ, Retention: storage.FormatRetention(m.Retention), Events: v.Rows(storage.KindEvents), UserRows: v.Rows(storage.KindUsers),
 			Segments: len(m.Segments)}
 		for _, ref := range m.Segments {
 			as.Bytes += ref.Bytes

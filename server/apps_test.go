@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestDeleteApp: DELETE /api/apps/{app} needs an admin key; it revokes
@@ -52,5 +53,74 @@ func TestDeleteApp(t *testing.T) {
 	}
 	if code, _, b := ts.do(t, "GET", "api/apps/gone/schema", ""); code != 200 || !strings.Contains(string(b), `"events":2`) || strings.Contains(string(b), `"e"`) {
 		t.Errorf("the new app: %d %s", code, b)
+	}
+}
+
+// TestPatchAppRetention: PATCH /api/apps/{app} sets and clears the
+// retention (admin only), answers the settings, and live events older
+// than it are then rejected with field timestamp.
+func TestPatchAppRetention(t *testing.T) {
+	ts := start(t, Config{Store: liveStore(t)})
+	day := func(n int) string {
+		return time.Now().UTC().Add(-time.Duration(n) * 24 * time.Hour).Format(time.RFC3339)
+	}
+	if code, _, b := ts.do(t, "POST", "api/apps/shop/events", `[{"user_id":"u","event":"e","timestamp":"`+day(10)+`"},{"user_id":"v","event":"e","timestamp":"`+day(500)+`"}]`); code != 200 {
+		t.Fatalf("%d %s", code, b)
+	}
+	// A trend over both events' months: the old one counts until the
+	// retention is set.
+	trend := `{"kind":"trend","range":{"from":"` + day(600)[:10] + `","to":"` + day(-2)[:10] + `"},"interval":"month","series":[{"event":"e"}]}`
+	total := func() float64 {
+		t.Helper()
+		code, _, b := ts.do(t, "POST", "api/apps/shop/query", trend)
+		var res struct {
+			Series []struct {
+				Total float64 `json:"total"`
+			} `json:"series"`
+		}
+		if code != 200 || json.Unmarshal(b, &res) != nil || len(res.Series) != 1 {
+			t.Fatalf("trend: %d %s", code, b)
+		}
+		return res.Series[0].Total
+	}
+	if n := total(); n != 2 {
+		t.Errorf("trend before the retention: %v events, want 2", n)
+	}
+	query, _, err := ts.srv.Keys().Create(ScopeQuery, "shop", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := ts.do(t, "PATCH", "api/apps/shop", `{"retention":"400d"}`, "Authorization", "Bearer "+query); code != 403 {
+		t.Errorf("a query key set the retention: %d", code)
+	}
+	for body, want := range map[string]string{`{"retention":"soon"}`: "retention", `{}`: "retention", `{"ttl":"4d"}`: "ttl"} {
+		code, _, b := ts.do(t, "PATCH", "api/apps/shop", body)
+		if code != 400 || !strings.Contains(string(b), `"field":"`+want+`"`) {
+			t.Errorf("PATCH %s: %d %s", body, code, b)
+		}
+	}
+	if code, _, _ := ts.do(t, "PATCH", "api/apps/nope", `{"retention":"400d"}`); code != 404 {
+		t.Errorf("PATCH of an unknown app: %d", code)
+	}
+	code, _, b := ts.do(t, "PATCH", "api/apps/shop", `{"retention":"400d"}`)
+	var ans AppSettings
+	if code != 200 || json.Unmarshal(b, &ans) != nil || ans.App != "shop" || ans.Retention != "400d" {
+		t.Fatalf("PATCH: %d %s", code, b)
+	}
+	if code, _, b := ts.do(t, "GET", "api/apps", ""); code != 200 || !strings.Contains(string(b), `"retention":"400d"`) {
+		t.Errorf("apps: %d %s", code, b)
+	}
+	if n := total(); n != 1 {
+		t.Errorf("trend under a 400d retention: %v events, want 1", n)
+	}
+	code, _, b = ts.do(t, "POST", "api/apps/shop/events", `[{"user_id":"u","event":"e","timestamp":"`+day(401)+`"},{"user_id":"u","event":"e","timestamp":"`+day(1)+`"}]`)
+	if code != 200 || !strings.Contains(string(b), `"field":"timestamp"`) || !strings.Contains(string(b), "retention") {
+		t.Errorf("an event past the retention: %d %s", code, b)
+	}
+	if code, _, b := ts.do(t, "PATCH", "api/apps/shop", `{"retention":"none"}`); code != 200 || !strings.Contains(string(b), `"retention":"none"`) {
+		t.Errorf("clear: %d %s", code, b)
+	}
+	if n := total(); n != 3 { // not compacted: the old event shows again, beside the new one
+		t.Errorf("trend after clearing the retention: %v events, want 3", n)
 	}
 }

@@ -181,17 +181,27 @@ type keyRequest struct {
 	Name  string `json:"name,omitempty"`
 }
 
-func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
+// readStrict reads a JSON request body of at most maxDocBody bytes into v
+// (decodeStrict: no unknown field, nothing after the object); on failure
+// it answers 400 (or the body limit's error) and returns false.
+func readStrict(w http.ResponseWriter, r *http.Request, v any) bool {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxDocBody))
 	if err != nil {
 		writeError(w, bodyError(w, err, maxDocBody))
-		return
+		return false
 	}
-	var kr keyRequest
-	if err := decodeStrict(body, &kr); err != nil {
+	if err := decodeStrict(body, v); err != nil {
 		var qe *query.Error
 		errors.As(err, &qe)
 		writeError(w, &apiError{Status: http.StatusBadRequest, Code: qe.Code, Field: qe.Field, Message: qe.Message})
+		return false
+	}
+	return true
+}
+
+func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
+	var kr keyRequest
+	if !readStrict(w, r, &kr) {
 		return
 	}
 	secret, k, err := s.keys.Create(kr.Scope, kr.App, kr.Name)

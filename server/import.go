@@ -183,6 +183,7 @@ type importResponse struct {
 	Applied    int64               `json:"rows_applied"`
 	Rejected   int64               `json:"rows_rejected"`
 	Duplicates int64               `json:"rows_duplicate"`
+	Expired    int64               `json:"rows_expired"` // events older than the app's retention, skipped (docs/storage.md §7)
 	Segments   int                 `json:"segments"`
 	Bytes      int64               `json:"bytes"`
 	ElapsedMS  float64             `json:"elapsed_ms"`
@@ -194,7 +195,7 @@ type importResponse struct {
 
 func newImportResponse(rep *storage.ImportReport) *importResponse {
 	return &importResponse{App: rep.App, Kind: rep.Kind, Read: rep.Read, Applied: rep.Applied,
-		Rejected: rep.Rejected, Duplicates: rep.Duplicates, Segments: rep.Segments, Bytes: rep.Bytes,
+		Rejected: rep.Rejected, Duplicates: rep.Duplicates, Expired: rep.Expired, Segments: rep.Segments, Bytes: rep.Bytes,
 		ElapsedMS: math.Round(float64(rep.Elapsed.Microseconds())) / 1000, IdentityOps: rep.IdentityOps, Errors: rowErrors(rep.Errors)}
 }
 

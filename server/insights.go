@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -461,6 +462,9 @@ func catalogVersion(a *storage.App) int64 { return a.DataVersion() }
 func cacheKey(a *storage.App, gen int64, q *query.Query, raw json.RawMessage) ([32]byte, string, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%d\x00", a.Name(), gen)
+	if from := a.RetainedFrom(); from != math.MinInt64 {
+		fmt.Fprintf(h, "retained=%d\x00", from) // the retention's cutoff moves with the clock (docs/storage.md §7)
+	}
 	var compact bytes.Buffer
 	json.Compact(&compact, raw)
 	h.Write(compact.Bytes())

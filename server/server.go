@@ -551,6 +551,7 @@ func (s *Server) routes() http.Handler {
 	rt := s.newRouter()
 	rt.handle("GET", "/api/apps", sameOriginOnly, access{scope: ScopeQuery}, s.handleApps)
 	rt.handle("DELETE", "/api/apps/{app}", sameOriginOnly, access{scope: ScopeAdmin}, s.handleDeleteApp)
+	rt.handle("PATCH", "/api/apps/{app}", sameOriginOnly, access{scope: ScopeAdmin}, s.handlePatchApp)
 	rt.handle("GET", "/api/apps/{app}/schema", sameOriginOnly, needs(ScopeQuery), s.handleSchema)
 	rt.handle("POST", "/api/apps/{app}/query", sameOriginOnly, needs(ScopeQuery), s.handleQuery)
 	rt.handle("POST", "/api/apps/{app}/import", sameOriginOnly, needs(ScopeIngest), s.handleImport)

@@ -53,6 +53,7 @@ func TestUIRoutes(t *testing.T) {
 		{"pages/sdks.js", "sdk-snippets", 200},
 		{"apps/cardano/admin", `<div id="root">`, 200},
 		{"pages/admin.js", "deleteApp", 200},
+		{"pages/admin.js", "setRetention", 200},
 		{"vendor/preact.mjs", "createElement", 200},
 		{"nope.js", "404", 404},
 	} {

@@ -18,9 +18,10 @@ import (
 // CatalogFormatVersion is the newest catalog and settings file format this
 // build writes and reads; it reads every older one. Version 2 added the
 // log position to the settings file; version 3 the id graph's position
-// (Catalog.Identity) to the catalog; version 4 the deletion requests
-// (Catalog.Deletions, also in the settings file) and the segments'
-// deletion numbers (SegmentRef.DelSeq).
+// (Catalog.Identity) to the catalog; version 4 the app's retention
+// (Catalog.Retention) to both, the deletion requests (Catalog.Deletions,
+// also in the settings file) and the segments' deletion numbers
+// (SegmentRef.DelSeq).
 const CatalogFormatVersion = 4
 
 // catalogMagic starts every catalog and settings file.
@@ -148,6 +149,11 @@ type Catalog struct {
 	// (docs/storage.md §7): pending ones with the ids they erase, done
 	// ones with their id, times and salted hash.
 	Deletions []Deletion `json:"deletions,omitempty"`
+	// Retention is the app's retention (docs/storage.md §7): events older
+	// than the clock minus it are hidden from queries, refused by
+	// ingestion and imports, and dropped by compaction. 0 means none (keep
+	// everything); never negative.
+	Retention time.Duration `json:"retention"`
 }
 
 // IdentityPos is the published prefix of an app's id graph file
@@ -236,15 +242,17 @@ type Settings struct {
 	// rebuilt catalog keeps the deletion requests.
 	DelSalt   string     `json:"-"`
 	Deletions []Deletion `json:"-"`
+	// Retention is Catalog.Retention (0: none).
+	Retention time.Duration `json:"retention"`
 }
 
 func (c *Catalog) settings() Settings {
 	return Settings{App: c.App, Shards: c.Shards, TZ: c.TZ, EventProps: c.EventProps, UserProps: c.UserProps, LogSeq: c.LogSeq,
-		DelSalt: c.DelSalt, Deletions: c.Deletions}
+		DelSalt: c.DelSalt, Deletions: c.Deletions, Retention: c.Retention}
 }
 
 func (s *Settings) equal(o *Settings) bool {
-	return s.App == o.App && s.Shards == o.Shards && s.TZ == o.TZ && s.LogSeq == o.LogSeq &&
+	return s.App == o.App && s.Shards == o.Shards && s.TZ == o.TZ && s.LogSeq == o.LogSeq && s.Retention == o.Retention &&
 		equalProps(s.EventProps, o.EventProps) && equalProps(s.UserProps, o.UserProps) &&
 		s.DelSalt == o.DelSalt && equalDeletions(s.Deletions, o.Deletions)
 }
@@ -287,13 +295,15 @@ func equalProps(a, b []event.PropType) bool {
 //	    uvarint bytes, u64 first hash, u64 last hash
 //	  (version ≥ 3) uvarint id graph ops, uvarint id graph bytes,
 //	    uvarint id graph log seq (IdentityPos)
-//	  (version ≥ 4) the deletions (appendDeletions), then uvarint
-//	    segment count and per segment uvarint DelSeq (appendDelSeqs)
+//	  (version ≥ 4) uvarint retention, nanoseconds (0: none), the
+//	    deletions (appendDeletions), then uvarint segment count and per
+//	    segment uvarint DelSeq (appendDelSeqs)
 //	u32 CRC-32C (Castagnoli) of every byte before it
 //
 // A settings file has the same frame with magic "SPURSET\n" and a body of
 // string app, uvarint shards, string tz, the two property lists,
-// (version ≥ 2) uvarint log seq and (version ≥ 4) the deletions.
+// (version ≥ 2) uvarint log seq and (version ≥ 4) uvarint retention and
+// the deletions.
 
 // maxCatalogBytes bounds a catalog file: larger is corruption (or a store
 // no build of Spur writes). 1 GiB holds millions of segments.
@@ -355,6 +365,7 @@ func encodeCatalog(c *Catalog) []byte {
 	b = binary.AppendUvarint(b, c.Identity.Ops)
 	b = binary.AppendUvarint(b, uint64(c.Identity.Bytes))
 	b = binary.AppendUvarint(b, c.Identity.LogSeq)
+	b = binary.AppendUvarint(b, uint64(c.Retention))
 	b = appendDeletions(b, c.DelSalt, c.Deletions)
 	b = appendDelSeqs(b, c.Segments)
 	return frame(catalogMagic, b)
@@ -369,6 +380,7 @@ func encodeSettings(s *Settings) []byte {
 	b = appendProps(b, s.EventProps)
 	b = appendProps(b, s.UserProps)
 	b = binary.AppendUvarint(b, s.LogSeq)
+	b = binary.AppendUvarint(b, uint64(s.Retention))
 	b = appendDeletions(b, s.DelSalt, s.Deletions)
 	return frame(settingsMagic, b)
 }
@@ -467,6 +479,20 @@ func (d *catalogDecoder) done() error {
 		return err
 	}
 	return nil
+}
+
+// retention reads the retention of a version 4 file (0 before: none),
+// failing on one beyond time.Duration's range.
+func (d *catalogDecoder) retention() time.Duration {
+	if d.version < 4 {
+		return 0
+	}
+	at := d.Pos()
+	n := d.Uvarint()
+	if d.Err() == nil && n > math.MaxInt64 {
+		d.FailAt(at, "retention of %d ns is out of range", n)
+	}
+	return time.Duration(n)
 }
 
 // validShards reports whether n is a power of two in [1, MaxShards].
@@ -592,6 +618,7 @@ func decodeCatalog(path string, b []byte) (*Catalog, error) {
 		c.Identity.Bytes = int64(n)
 		c.Identity.LogSeq = d.Uvarint()
 	}
+	c.Retention = d.retention()
 	if d.version >= 4 {
 		c.DelSalt, c.Deletions = d.deletions()
 		d.delSeqs(c.Segments, lastDeletion(c.Deletions))
@@ -660,6 +687,7 @@ func decodeSettings(path string, b []byte) (*Settings, error) {
 	if d.version >= 2 {
 		s.LogSeq = d.Uvarint()
 	}
+	s.Retention = d.retention()
 	if d.version >= 4 {
 		s.DelSalt, s.Deletions = d.deletions()
 	}

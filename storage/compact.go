@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spurdb/spur/event"
@@ -96,6 +97,13 @@ type CompactOptions struct {
 	// serialized but come from the compaction's worker goroutines.
 	Progress func(rows int64)
 
+	// Expire also compacts every shard whose events segments hold rows
+	// past the app's retention (docs/storage.md §7), even one run already,
+	// so that those rows leave the disk (`spur compact`). Without it they
+	// go when their shard is compacted for another reason. Either way,
+	// events segments wholly past the retention are dropped first.
+	Expire bool
+
 	// only, if set, limits a round to these (shard, kind) pairs: those the
 	// previous round cut into batches.
 	only map[shardKind]bool
@@ -103,6 +111,12 @@ type CompactOptions struct {
 	// (planErase; Erase) instead; the other fields but Workers are
 	// ignored.
 	erase bool
+	// expireBefore, when expiring, drops the events rows before it (UTC
+	// µs: the app's retention, retention.go) from the outputs; expired
+	// counts them.
+	expireBefore int64
+	expiring     bool
+	expired      *atomic.Int64
 }
 
 // shardKind names one shard's segments of one kind.
@@ -122,6 +136,8 @@ type CompactReport struct {
 	Written        int           `json:"segments_written"`  // output segments published
 	Rows           int64         `json:"rows"`              // rows rewritten (those of the replaced segments)
 	Duplicates     int64         `json:"rows_duplicate"`    // duplicate events dropped (docs/ingest.md §3)
+	Expired        int           `json:"segments_expired"`  // events segments dropped whole: every row past the app's retention (docs/storage.md §7)
+	RowsExpired    int64         `json:"rows_expired"`      // events past the retention dropped: the expired segments' and those left out of rewritten segments
 	BytesBefore    int64         `json:"bytes_before"`      // bytes of the segments published before
 	BytesAfter     int64         `json:"bytes_after"`       // bytes of the segments published after
 	ReplacedBytes  int64         `json:"bytes_replaced"`    // bytes of the replaced segments, left on disk until the next write (see App.Compact)
@@ -159,9 +175,14 @@ func (s *Store) Compact(ctx context.Context, appName string, opt CompactOptions)
 // read the previous catalog and open them, so they stay until the next
 // write (import or compaction) removes them as orphans; in this process,
 // the readers already open keep working after that, until the next
-// compaction drops them. Errors are I/O errors, segment corruption
-// (errors.Is(err, segment.ErrCorruption)), a locked app, or segments whose
-// property types disagree.
+// compaction drops them. For an app with a retention (Catalog.Retention)
+// it first drops the events segments wholly past it (published on their
+// own, before the rounds), and the outputs of events leave out the rows
+// past it (CompactOptions.Expire also compacts the shards holding such
+// rows); CompactReport.Expired and RowsExpired count them. Errors are
+// I/O errors, segment corruption (errors.Is(err,
+// segment.ErrCorruption)), a locked app, or segments whose property types
+// disagree.
 func (a *App) Compact(ctx context.Context, opt CompactOptions) (*CompactReport, error) {
 	start := time.Now()
 	if opt.MaxSegmentRows <= 0 {
@@ -177,6 +198,11 @@ func (a *App) Compact(ctx context.Context, opt CompactOptions) (*CompactReport, 
 		opt.FanIn = min(max(int(share/fanInRunBytes), 4), 64)
 	}
 	opt.FanIn = max(opt.FanIn, 2)
+	expired, expiredRows, _, err := a.expire(ctx)
+	if err != nil {
+		return &CompactReport{App: a.name, Elapsed: time.Since(start)}, err
+	}
+	opt.expired = new(atomic.Int64)
 	rep, more, err := a.compactRound(ctx, opt)
 	for err == nil && len(more) > 0 {
 		// The next round merges what this one left of the shards it cut
@@ -190,6 +216,7 @@ func (a *App) Compact(ctx context.Context, opt CompactOptions) (*CompactReport, 
 			rep.SegmentsAfter, rep.BytesAfter, rep.Generation = r.SegmentsAfter, r.BytesAfter, r.Generation
 		}
 	}
+	rep.Expired, rep.RowsExpired = expired, expiredRows+opt.expired.Load()
 	rep.Elapsed = time.Since(start)
 	return rep, err
 }
@@ -222,7 +249,9 @@ func (a *App) compactRound(ctx context.Context, opt CompactOptions) (*CompactRep
 	case opt.Tiered:
 		plan = func(m *Catalog, _ CompactOptions) ([]compactGroup, map[shardKind]bool) { return planTiered(m), nil }
 	}
-	if cur := a.published(); len(first(plan(cur, opt))) == 0 {
+	cur := a.published()
+	opt.expireBefore, opt.expiring = expiredBefore(cur, a.store.now())
+	if len(first(plan(cur, opt))) == 0 {
 		return noop(cur)
 	}
 	if err := ctx.Err(); err != nil {
@@ -234,6 +263,7 @@ func (a *App) compactRound(ctx context.Context, opt CompactOptions) (*CompactRep
 	}
 	defer t.end()
 	base := t.base
+	opt.expireBefore, opt.expiring = expiredBefore(base, a.store.now())
 	groups, more := plan(base, opt)
 	if len(groups) == 0 {
 		return noop(base)
@@ -349,7 +379,7 @@ func planCompaction(m *Catalog, opt CompactOptions) ([]compactGroup, map[shardKi
 			if kind == KindUsers && opt.UserMinRuns > 0 {
 				minRuns = max(opt.UserMinRuns, 2)
 			}
-			if len(refs) == 0 || (!opt.Force && countRuns(refs) < minRuns) || (opt.only != nil && !opt.only[shardKind{sh, kind}]) {
+			if len(refs) == 0 || (!opt.Force && countRuns(refs) < minRuns && !opt.expires(refs)) || (opt.only != nil && !opt.only[shardKind{sh, kind}]) {
 				continue
 			}
 			refs = slices.Clone(refs)
@@ -376,6 +406,21 @@ func planCompaction(m *Catalog, opt CompactOptions) ([]compactGroup, map[shardKi
 	}
 	slices.SortStableFunc(groups, func(x, y compactGroup) int { return cmp.Compare(y.rows, x.rows) })
 	return groups, more
+}
+
+// expires reports whether opt.Expire calls for compacting refs, one
+// shard's segments of one kind: events segments holding rows past the
+// app's retention.
+func (opt *CompactOptions) expires(refs []SegmentRef) bool {
+	if !opt.Expire || !opt.expiring {
+		return false
+	}
+	for _, ref := range refs {
+		if ref.Kind == KindEvents && ref.MinTime < opt.expireBefore {
+			return true
+		}
+	}
+	return false
 }
 
 // batchRanks cuts refs (sorted by sortSegments: by SeqMax) into
@@ -759,12 +804,13 @@ func (cp *compactor) closeOutput() error {
 	w := cp.w
 	cp.w = nil
 	if w.Rows() == 0 {
-		// Every row it was given was deleted (an events deletion).
-		w.Abort()
+		// Every row it was given was deleted (an events deletion) or past
+		// the retention: no output (its file, never published, is removed
+		// by the write's end; a live merge's bytes leave the sink).
 		if ms, ok := cp.out.sink.(*memSink); ok {
 			ms.take(cp.ref.File)
 		}
-		return nil
+		return w.Abort()
 	}
 	info, err := w.Close()
 	if err != nil {
@@ -850,6 +896,7 @@ func (cp *compactor) mergeUser(ctx context.Context) error {
 					p.s, p.e = 0, int(p.c.blk.UserStarts[1])
 				}
 			}
+			cp.dropExpired(p)
 			if p.s == p.e {
 				continue
 			}
@@ -880,6 +927,22 @@ func (cp *compactor) mergeUser(ctx context.Context) error {
 			return err
 		}
 		p.s = end
+	}
+}
+
+// dropExpired skips the rows of part p past the app's retention
+// (CompactOptions.expireBefore) in an events compaction: a prefix, since
+// a part's rows are in time order.
+func (cp *compactor) dropExpired(p *runPart) {
+	if !cp.opt.expiring || cp.g.kind != KindEvents {
+		return
+	}
+	s, times := p.s, p.c.blk.Times
+	for p.s < p.e && times[p.s] < cp.opt.expireBefore {
+		p.s++
+	}
+	if p.s > s && cp.opt.expired != nil {
+		cp.opt.expired.Add(int64(p.s - s))
 	}
 }
 

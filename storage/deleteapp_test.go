@@ -122,6 +122,13 @@ func TestDeleteApp(t *testing.T) {
 // trailsOf returns every user's trail of app name in st.
 func trailsOf(t *testing.T, st *Store, name string) map[string]string {
 	t.Helper()
+	return ofCurrent(t, st, name, func(v *Version) map[string]string { return recordTrails(t, v) })
+}
+
+// ofCurrent returns f of the current version of app name in st, released
+// when f returns.
+func ofCurrent[T any](t *testing.T, st *Store, name string, f func(v *Version) T) T {
+	t.Helper()
 	a, err := st.App(name)
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +138,7 @@ func trailsOf(t *testing.T, st *Store, name string) map[string]string {
 		t.Fatal(err)
 	}
 	defer v.Release()
-	return recordTrails(t, v)
+	return f(v)
 }
 
 // TestDeleteAppCrash: a power loss at every sync point of DeleteApp

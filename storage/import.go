@@ -103,6 +103,7 @@ type ImportReport struct {
 	Applied     int64             `json:"rows_applied"`     // rows published (0 when aborted)
 	Rejected    int64             `json:"rows_rejected"`    // bad rows
 	Duplicates  int64             `json:"rows_duplicate"`   // duplicate events of this import dropped (docs/ingest.md §3; copies of earlier imports' events are dropped by queries and compaction)
+	Expired     int64             `json:"rows_expired"`     // events older than the app's retention, skipped (docs/storage.md §7)
 	Segments    int               `json:"segments"`         // segment files published
 	Bytes       int64             `json:"bytes"`            // bytes of those files
 	Elapsed     time.Duration     `json:"elapsed_ns"`       // wall time
@@ -185,6 +186,9 @@ func (s *Store) Import(ctx context.Context, appName string, srcs []Source, opt I
 		next.NextSeq = max(next.NextSeq, seq+1)
 		return seq
 	}, opt)
+	if opt.Kind == KindEvents {
+		im.expireBefore, _ = expiredBefore(base, s.now())
+	}
 	rep := &ImportReport{App: appName, Kind: opt.Kind}
 	defer func() { rep.Elapsed = time.Since(start) }()
 	written, err := im.run(ctx, srcs, rep)
@@ -194,7 +198,7 @@ func (s *Store) Import(ctx context.Context, appName string, srcs []Source, opt I
 	if rep.Rejected > int64(opt.MaxErrors) {
 		return rep, &ImportError{Report: rep, Max: opt.MaxErrors}
 	}
-	rep.Duplicates = im.dups
+	rep.Duplicates, rep.Expired = im.dups, im.expired
 	next.Generation++
 	for i := range written {
 		// Published after every request the base has: clean of them.
@@ -222,7 +226,7 @@ func (s *Store) Import(ctx context.Context, appName string, srcs []Source, opt I
 	if err := t.publish(next); err != nil {
 		return rep, fmt.Errorf("import into app %q: %w", appName, err)
 	}
-	rep.Applied = rep.Read - rep.Rejected - rep.Duplicates
+	rep.Applied = rep.Read - rep.Rejected - rep.Duplicates - rep.Expired
 	rep.Segments = len(written)
 	for _, w := range written {
 		rep.Bytes += w.Bytes
@@ -260,9 +264,13 @@ type importer struct {
 	// trusted: rows were validated before (the live layer's, checked by
 	// Ingest before they were logged): add skips the limits' checks.
 	trusted bool
-	shards  []*shardBuf // the generation being filled
-	spare   []*shardBuf // the other generation (being written by flight, if any), or nil
-	flight  *flushRun   // the background flush in progress, or nil
+	// expireBefore: events rows before it (UTC µs) are past the app's
+	// retention and skipped, counted in expired; math.MinInt64 for none.
+	expireBefore int64
+	expired      int64
+	shards       []*shardBuf // the generation being filled
+	spare        []*shardBuf // the other generation (being written by flight, if any), or nil
+	flight       *flushRun   // the background flush in progress, or nil
 
 	eventDict map[string]uint32
 	eventName []string
@@ -431,6 +439,8 @@ func newImporter(sink segSink, gen uint64, shards int, schema *event.Schema, seq
 		seqs:      seqs,
 		eventDict: map[string]uint32{},
 		propIdx:   map[string]int{},
+
+		expireBefore: math.MinInt64,
 	}
 	im.shards = make([]*shardBuf, shards)
 	for i := range im.shards {
@@ -570,6 +580,10 @@ func (im *importer) add(ev *event.Event, rep *ImportReport) error {
 		}
 		if err := im.identityOps(ev); err != nil {
 			return err
+		}
+		if ev.Time < im.expireBefore {
+			im.expired++ // docs/storage.md §7; its identity operation goes with it
+			return nil
 		}
 	}
 	// Coerce every property before buffering anything: a bad row leaves no
@@ -756,6 +770,10 @@ func (im *importer) addBatch(b *event.Batch, rep *ImportReport) error {
 				}
 				continue
 			}
+		}
+		if b.Time[i] < im.expireBefore {
+			im.expired++ // as add
+			continue
 		}
 		id := ""
 		if !users && b.InsertID != nil && !b.InsertID.Null[i] {

@@ -89,9 +89,11 @@ type LiveOptions struct {
 	LogFileSize int64
 	// MaxFuture rejects events whose timestamp is later than now plus
 	// this (field "timestamp"); 0 means DefaultMaxFuture, negative no
-	// limit.
+	// limit. Events older than the app's retention (Catalog.Retention)
+	// are rejected the same way.
 	MaxFuture time.Duration
-	// Now is the clock of MaxFuture and FlushAge; nil means time.Now.
+	// Now is the clock of MaxFuture, the retention and FlushAge; nil
+	// means Config.Now, else time.Now.
 	Now func() time.Time
 	// OnFlush, if set, is called after each flush with its duration, the
 	// rows it wrote and its error (nil on success): for metrics.
@@ -438,9 +440,12 @@ func (l *liveApp) check(evs []event.Event, users []UserWrite, rep *IngestReport,
 		}
 	}
 	var limit int64 = -1
+	now := l.opt.Now()
 	if l.opt.MaxFuture > 0 {
-		limit = l.opt.Now().Add(l.opt.MaxFuture).UnixMicro()
+		limit = now.Add(l.opt.MaxFuture).UnixMicro()
 	}
+	c := l.a.published()
+	expired, expiring := expiredBefore(c, now) // docs/storage.md §7
 	l.schemaMu.Lock()
 	defer l.schemaMu.Unlock()
 	var hints map[string]event.Type // prepareUserOp's, made when needed
@@ -451,6 +456,10 @@ func (l *liveApp) check(evs []event.Event, users []UserWrite, rep *IngestReport,
 		}
 		if limit >= 0 && ev.Time > limit {
 			reject("timestamp", fmt.Sprintf("%s is more than %v after the server's clock", time.UnixMicro(ev.Time).UTC().Format(time.RFC3339Nano), l.opt.MaxFuture))
+			continue
+		}
+		if expiring && ev.Time < expired {
+			reject("timestamp", fmt.Sprintf("%s is older than the app's retention of %s", time.UnixMicro(ev.Time).UTC().Format(time.RFC3339Nano), FormatRetention(c.Retention)))
 			continue
 		}
 		if err := coerceDropping(ev, l.evSchema, event.ValidateEvent, drop, i, "properties.", rep); err != nil {

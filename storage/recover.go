@@ -288,7 +288,7 @@ func (s *Store) Recover(ctx context.Context, appName string) (*RecoverReport, er
 		c.DelSalt, c.Deletions = settings.DelSalt, settings.Deletions
 	}
 	if settings != nil {
-		c.Shards, c.TZ, c.EventProps, c.UserProps = settings.Shards, settings.TZ, settings.EventProps, settings.UserProps
+		c.Shards, c.TZ, c.EventProps, c.UserProps, c.Retention = settings.Shards, settings.TZ, settings.EventProps, settings.UserProps, settings.Retention
 		if oerr != nil {
 			c.LogSeq = settings.LogSeq
 		}

@@ -19,7 +19,8 @@ type ScanSpec struct {
 	Kind SegmentKind
 	// From and To bound the rows read: only rows with From <= time < To
 	// reach the visitor; segments and blocks whose time range lies outside
-	// are skipped.
+	// are skipped. An events scan never reads before the app's retention
+	// (Version.RetainedFrom): From is raised to it.
 	From, To int64
 	// Masks compiles the query's matchers for one segment: it returns, per
 	// event code of meta.EventNames, the bit set of matchers that code
@@ -237,6 +238,14 @@ func (s *ScanStats) add(o *ScanStats) {
 func (s *Version) Scan(ctx context.Context, spec ScanSpec, visitors []Visitor) (ScanStats, error) {
 	if spec.Kind == 0 {
 		spec.Kind = KindEvents
+	}
+	if spec.Kind == KindEvents {
+		// Retention (docs/storage.md §7): no query sees an expired event.
+		// An empty range stays From <= To (the row filters test
+		// uint64(t-From) < uint64(To-From)).
+		if from := s.RetainedFrom(); spec.From < from {
+			spec.From, spec.To = from, max(spec.To, from)
+		}
 	}
 	if len(visitors) == 0 {
 		return ScanStats{}, fmt.Errorf("storage: Scan needs at least one visitor")

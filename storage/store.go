@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/spurdb/spur/storage/vfs"
 )
@@ -129,6 +130,11 @@ type Config struct {
 	// so that every acknowledged event is visible from the start; Close
 	// flushes the live layers. nil means no live ingestion.
 	Live *LiveOptions
+	// Now is the clock of the apps' retention (Catalog.Retention: which
+	// events queries see, imports take and compaction keeps) and, unless
+	// LiveOptions.Now is set, of live ingestion; nil means
+	// LiveOptions.Now when set, else time.Now. Tests fix it.
+	Now func() time.Time
 }
 
 // Store is an embedded Spur store rooted at one directory. It is safe for
@@ -152,6 +158,12 @@ type Store struct {
 	// (personscan.go).
 	scanners freeList[shardScanner]
 	arenas   freeList[partArena]
+
+	// expireStop ends, and expireDone reports the end of, the background
+	// loop that drops the apps' expired segments (retention.go; with
+	// Config.Live); nil without it. stopExpiry stops it once.
+	expireStop, expireDone chan struct{}
+	stopExpiry             sync.Once
 }
 
 // freeList keeps values of one kind between scans for reuse (a free
@@ -229,6 +241,17 @@ func Open(cfg Config) (*Store, error) {
 	if cfg.Live != nil && !cfg.Writer {
 		return nil, errors.New("storage: Config.Live needs Config.Writer (one process writes the write-ahead logs)")
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+		if cfg.Live != nil && cfg.Live.Now != nil {
+			cfg.Now = cfg.Live.Now
+		}
+	}
+	if cfg.Live != nil && cfg.Live.Now == nil {
+		live := *cfg.Live
+		live.Now = cfg.Now
+		cfg.Live = &live
+	}
 	fsys := cfg.FS
 	if fsys == nil {
 		fsys = vfs.Default
@@ -269,6 +292,8 @@ func Open(cfg Config) (*Store, error) {
 			s.Close()
 			return nil, err
 		}
+		s.expireStop, s.expireDone = make(chan struct{}), make(chan struct{})
+		go s.expireLoop()
 	}
 	return s, nil
 }
@@ -328,6 +353,12 @@ func (s *Store) Close() error { return s.CloseContext(context.Background()) }
 // what is not flushed when ctx ends stays in the write-ahead logs, to be
 // replayed by the next Open.
 func (s *Store) CloseContext(ctx context.Context) error {
+	s.stopExpiry.Do(func() {
+		if s.expireStop != nil {
+			close(s.expireStop)
+			<-s.expireDone
+		}
+	})
 	var errs []error
 	for _, a := range s.openApps() {
 		if l := a.live.Load(); l != nil {

@@ -169,6 +169,7 @@ func (s *Version) personEvents(ctx context.Context, ids []string, offset, limit 
 // eachUserBlock's.
 func (s *Version) appendUserRows(ctx context.Context, rows []userRow, part int32, many bool, id string, refs []SegmentRef, blk *segment.Block, out *UserTrail) ([]userRow, error) {
 	start := len(rows)
+	retained := s.RetainedFrom()
 	all := func(int, int) bool { return true } // the insert ids too, for deduplication
 	x := s.erasing()
 	dels, delSeg := []rowDelete(nil), -1 // the pending events deletions of segment delSeg
@@ -190,6 +191,9 @@ func (s *Version) appendUserRows(ctx context.Context, rows []userRow, part int32
 		m := r.Meta()
 		iid := insertIDColumn(m)
 		for i := from; i < to; i++ {
+			if b.Times[i] < retained {
+				continue // past the app's retention (docs/storage.md §7)
+			}
 			if len(dels) > 0 && slices.ContainsFunc(dels, func(d rowDelete) bool { return d.hit(b, i) }) {
 				continue // an events deletion pending in the segment deletes it
 			}

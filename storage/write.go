@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/spurdb/spur/storage/segment"
@@ -297,7 +298,16 @@ func (t *writeTxn) publish(next *Catalog) error {
 	if !inPlace {
 		return fmt.Errorf("app %q: %w", a.name, err)
 	}
-	t.created, t.force = nil, false
+	// Files created but not published (a compaction output left empty)
+	// stay for end to remove.
+	if len(t.created) > 0 {
+		published := make(map[string]bool, len(next.Segments))
+		for _, s := range next.Segments {
+			published[s.File] = true
+		}
+		t.created = slices.DeleteFunc(t.created, func(name string) bool { return published[name] })
+	}
+	t.force = false
 	st, _ := a.ms.stamp()
 	if verr := a.adoptDropping(next, st, t.dropLive); verr != nil {
 		// Published, but this process cannot open the new version (out of

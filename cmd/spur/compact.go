@@ -25,6 +25,11 @@ alone unless --force. Interrupting it (Ctrl-C) changes nothing.
 The replaced files stay on disk (a running server may still read them) until
 the next import or compaction of the app deletes them.
 
+For an app with a retention (spur apps set --retention), it first drops the
+events segments wholly past it, then rewrites every shard whose events
+segments hold some expired events without them (--expire=false leaves those
+shards to a later compaction).
+
 spur import and spur gen --app compact automatically when some shard has more
 than one run of a kind (--no-compact skips that): a query over several runs
 per shard merges them user by user, 2-3 times slower than over one run.
@@ -68,7 +73,8 @@ of the app holds the erased ids or their events.`,
 	f.IntVar(&opt.MaxSegmentRows, "max-segment-rows", storage.DefaultMaxSegmentRows, "rows per output segment at most (one user's rows are never split); memory grows with it")
 	f.BoolVar(&opt.Force, "force", false, "also rewrite shards that are one run already (e.g. to apply a new --max-segment-rows)")
 	f.IntVar(&opt.Workers, "workers", 0, "shards compacted in parallel (0 = GOMAXPROCS); memory grows with it")
-	f.BoolVar(&erase, "erase", false, "complete the pending erasures: rewrite the segments holding erased persons (docs/storage.md §7)")
+	f.BoolVar(&erase, "erase", false, "complete the pending deletion requests (erasures, events deletions): rewrite the segments holding their rows (docs/storage.md §7)")
+	f.BoolVar(&opt.Expire, "expire", true, "also rewrite the shards holding events past the app's retention (spur apps set --retention), so their bytes go")
 	cmd.MarkFlagRequired("app")
 	return cmd
 }
@@ -95,12 +101,15 @@ func autoCompact(cmd *cobra.Command, st *storage.Store, app string) {
 		fmt.Fprintf(w, "warning: automatic compaction failed, the import is published (retry with spur compact --app %s): %v\n", app, err)
 		return
 	}
-	if rep.Written > 0 {
+	if rep.Written > 0 || rep.RowsExpired > 0 {
 		printCompactReport(w, rep)
 	}
 }
 
 func printCompactReport(w io.Writer, rep *storage.CompactReport) {
+	if rep.RowsExpired > 0 {
+		fmt.Fprintf(w, "app %q: %d events past the retention dropped (%d whole segments)\n", rep.App, rep.RowsExpired, rep.Expired)
+	}
 	if rep.Written == 0 {
 		fmt.Fprintf(w, "app %q: nothing to compact (%d segments, %d bytes; every shard is one run of each kind)\n",
 			rep.App, rep.SegmentsBefore, rep.BytesBefore)

@@ -221,6 +221,9 @@ func printReport(w io.Writer, rep *storage.ImportReport, ok bool) {
 	if rep.Duplicates > 0 {
 		fmt.Fprintf(w, "; %d duplicate insert_id rows dropped", rep.Duplicates)
 	}
+	if rep.Expired > 0 {
+		fmt.Fprintf(w, "; %d events older than the app's retention skipped", rep.Expired)
+	}
 	if rep.IdentityOps > 0 {
 		fmt.Fprintf(w, "; %d identity operations applied", rep.IdentityOps)
 	}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Dict
 
@@ -310,6 +311,19 @@ def test_delete_app(client: Client) -> None:
     with pytest.raises(SpurError) as e:
         client.delete_app("pydoomed")
     assert e.value.status == 404
+
+
+def test_set_retention(client: Client) -> None:
+    now = datetime.now(timezone.utc)
+    day = lambda n: (now - timedelta(days=n)).strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: E731
+    client.send_events("pyretained", [{"user_id": "u", "event": "e", "timestamp": day(10)}])
+    out = client.set_retention("pyretained", "400d")
+    assert out["app"] == "pyretained" and out["retention"] == "400d"
+    assert [a["retention"] for a in client.apps() if a["name"] == "pyretained"] == ["400d"]
+    with pytest.raises(SpurError) as e:
+        client.set_retention("pyretained", "soon")
+    assert e.value.status == 400 and e.value.field == "retention"
+    assert client.set_retention("pyretained", "none")["retention"] == "none"
 
 
 def test_person_export(client: Client) -> None:

@@ -120,6 +120,10 @@ export const api = {
   // deleteApp removes the app whole and revokes its keys (admin keys
   // only): {app, files, bytes, keys_revoked}.
   deleteApp: (a) => request('DELETE', app(a)),
+  // setRetention sets the app's events retention (admin keys only):
+  // "400d", "36h" or "none" → the app's settings {app, tz, shards,
+  // retention}.
+  setRetention: (a, retention) => request('PATCH', app(a), { body: { retention } }),
 };
 
 // noPersons is set once a server answered 404 for /persons/…: one before

@@ -369,6 +369,14 @@ class Client:
         of the list makes a table of them."""
         return list(self._call("GET", f"api/apps/{quote(app, safe='')}/deletions").json()["deletions"])
 
+    def set_retention(self, app: str, retention: str) -> JSON:
+        """Sets the app's events retention (``PATCH /api/apps/{app}``, docs/storage.md §7; an admin
+        key): ``"400d"`` (days), ``"36h"`` (hours) or ``"none"`` to keep everything. From the
+        answer on, queries see only events newer than the clock minus it, older events are
+        rejected live and skipped by imports, and compaction removes them. Returns the app's
+        settings ``{"app", "tz", "shards", "retention"}``."""
+        return dict(self._call("PATCH", f"api/apps/{quote(app, safe='')}", json={"retention": retention}).json())
+
     def export(self, app: str, users: bool = False, since: Optional[str] = None, until: Optional[str] = None) -> pd.DataFrame:
         """An app's events, or with ``users=True`` its users' current properties, as one DataFrame.
 
