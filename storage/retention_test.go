@@ -307,12 +307,19 @@ func TestRetentionFormat(t *testing.T) {
 	if err != nil || !gs.equal(&s) {
 		t.Fatalf("settings round trip: %+v, %v", gs, err)
 	}
-	// A version 3 file: no retention field.
+	// A version 3 file: none of version 4's fields (the retention's
+	// byte, the empty deletions section, and the catalog's empty list of
+	// segment deletion numbers).
 	c.Retention = 0
-	for _, b := range [][]byte{encodeCatalog(c), encodeSettings(ptr(c.settings()))} {
-		b = b[:len(b)-5] // the CRC and the retention's one byte
+	v4 := 1 + len(appendDeletions(nil, "", nil))
+	for i, b := range [][]byte{encodeCatalog(c), encodeSettings(ptr(c.settings()))} {
+		n := v4
+		if i == 0 {
+			n += len(appendDelSeqs(nil, nil))
+		}
+		b = b[:len(b)-4-n] // the CRC and the version 4 fields
 		binary.LittleEndian.PutUint16(b[8:], 3)
-		binary.LittleEndian.PutUint32(b[10:], binary.LittleEndian.Uint32(b[10:])-1)
+		binary.LittleEndian.PutUint32(b[10:], binary.LittleEndian.Uint32(b[10:])-uint32(n))
 		b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 		if string(b[:8]) == catalogMagic {
 			if got, err := decodeCatalog("CATALOG", b); err != nil || got.Retention != 0 || got.App != "app" {
