@@ -299,15 +299,8 @@ func TestEraseIdentityCopyCrash(t *testing.T) {
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	opt := quietLive
 	opt.Now = func() time.Time { return now }
-	open := func() *Store {
-		st, err := Open(Config{Dir: dir, Shards: 2, Writer: true, Live: &opt, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
+	open := func() *Store { return openDir(t, nil, dir, true, &opt) }
 	st := open()
-	defer func() { st.Close() }()
 	ctx := context.Background()
 	t0 := now.Add(-time.Hour).UnixMicro()
 	const anon, known = "anon-5c1e0d7e-copy", "carol@example.test"

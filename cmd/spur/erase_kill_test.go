@@ -185,10 +185,7 @@ const eraseKillEvents = 2_000_000
 // data (eraseKillEvents), and all the distinct ids of those persons.
 func pickPersons(t *testing.T, data string, r *rand.Rand) (named, erased []string) {
 	t.Helper()
-	st, err := storage.Open(storage.Config{Dir: data, ReadOnly: true, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openReadOnly(t, data)
 	defer st.Close()
 	a, err := st.App("g")
 	if err != nil {
@@ -326,16 +323,23 @@ func mustVerify(t *testing.T, run func(string, ...string) (string, error), data,
 // deletions returns the deletion requests app g of store data publishes.
 func deletions(t *testing.T, data string) []storage.Deletion {
 	t.Helper()
-	st, err := storage.Open(storage.Config{Dir: data, ReadOnly: true, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openReadOnly(t, data)
 	defer st.Close()
 	dels, err := st.Deletions("g")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return dels
+}
+
+// openReadOnly opens store data read-only.
+func openReadOnly(t *testing.T, data string) *storage.Store {
+	t.Helper()
+	st, err := storage.Open(storage.Config{Dir: data, ReadOnly: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // sameRequests reports whether dels are one request per id of named:
