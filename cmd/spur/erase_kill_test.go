@@ -25,10 +25,11 @@ import (
 // killed (SIGKILL) at random points — some at a random time within 1.5
 // times a whole run, some right after the k-th change of the app's
 // files (its catalog, settings, id graph and log), to land inside a
-// publication — leave a store that `spur verify` passes and that answers
-// as one whose erasure ran uninterrupted; a delete killed and run again
-// leaves one request per person; and an erasure completes after
-// restarts: its requests done, no file of the store holding any erased
+// publication — leave a store that answers as one whose erasure ran
+// uninterrupted and in which `spur verify` finds nothing but what the
+// next write repairs (mustVerify); a delete killed and run again leaves
+// one request per person; and an erasure completes after restarts: its
+// requests done, verify clean, no file of the store holding any erased
 // id (a byte search). Every fifth erasure is left to finish; a completed
 // one is followed by a fresh copy of the store with the requests
 // pending, so that every run has work and kills in a row resume a
