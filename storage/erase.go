@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/binary"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/internal/bin"
+	"github.com/spurdb/spur/storage/vfs"
 )
 
 // deletionRecordTag is the first byte of a write-ahead-log record that
@@ -193,7 +195,6 @@ func (s *Store) ErasePersons(ctx context.Context, appName string, ids []string, 
 	v.Release()
 	out := make([]Deletion, len(ids))
 	var recs [][]byte
-	var reqIDs []string
 	at := l.opt.Now().UnixMicro()
 	for i, id := range ids {
 		if d, ok := pending[id]; ok {
@@ -203,7 +204,6 @@ func (s *Store) ErasePersons(ctx context.Context, appName string, ids []string, 
 		r := eraseRequest{id: newDeletionID(), named: id, at: at, suppress: suppress}
 		pending[id] = Deletion{ID: r.id}
 		recs = append(recs, appendDeletionRecord(nil, r))
-		reqIDs = append(reqIDs, r.id)
 	}
 	if len(recs) > 0 {
 		if _, err := l.log.AppendBatch(ctx, recs); err != nil {
@@ -368,7 +368,7 @@ func (a *App) erase(ctx context.Context, l *liveApp) (*EraseReport, error) {
 	rep.Segments, rep.Bytes = len(c.Segments), c.Bytes()
 	if !slices.ContainsFunc(c.Deletions, func(d Deletion) bool { return d.Pending() }) {
 		rep.Elapsed = time.Since(start)
-		return rep, nil
+		return rep, a.repairIdentityCopy()
 	}
 	crep, err := a.Compact(ctx, CompactOptions{erase: true, Workers: runtime.GOMAXPROCS(0)})
 	if err != nil {
@@ -448,6 +448,37 @@ func (a *App) finishDeletions(l *liveApp, rep *EraseReport) error {
 		return fmt.Errorf("app %q: erase: publish: %w", a.name, err)
 	}
 	return a.writeIdentityCopy()
+}
+
+// repairIdentityCopy rewrites the id graph's copy when it differs from
+// the published file (checked again under the writer role): a crash
+// between finishDeletions' publication and its rewrite of the copy
+// leaves the erased ids in the copy, which no later erasure would
+// otherwise touch.
+func (a *App) repairIdentityCopy() error {
+	if a.identityCopyCurrent() {
+		return nil
+	}
+	t, err := a.beginWrite()
+	if err != nil {
+		return fmt.Errorf("app %q: erase: %w", a.name, err)
+	}
+	defer t.end()
+	if a.identityCopyCurrent() {
+		return nil
+	}
+	return a.writeIdentityCopy()
+}
+
+// identityCopyCurrent reports whether the id graph's copy holds the
+// published file's bytes (or there is no graph).
+func (a *App) identityCopyCurrent() bool {
+	a.ident.mu.Lock()
+	file := a.ident.file
+	a.ident.mu.Unlock()
+	_, p2 := a.identityPaths()
+	b, err := vfs.ReadFile(a.store.fs, p2)
+	return len(file) == 0 || err == nil && bytes.Equal(b, file)
 }
 
 // planErase returns one compaction group per run of segments that may

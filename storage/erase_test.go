@@ -414,3 +414,60 @@ func TestDeleteEvents(t *testing.T) {
 		t.Errorf("the mark is in %v, want one segment file", f)
 	}
 }
+
+// TestEraseIdentityCopyCrash: a crash between Erase's publication and its
+// rewrite of the id graph's copy (the copy of before put back) leaves the
+// erased ids in the copy with the request done; the next Erase rewrites
+// the copy, and verify finds nothing.
+func TestEraseIdentityCopyCrash(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	opt := quietLive
+	opt.Now = func() time.Time { return now }
+	open := func() *Store { return openDir(t, nil, dir, true, &opt) }
+	st := open()
+	ctx := context.Background()
+	t0 := now.Add(-time.Hour).UnixMicro()
+	const anon, known = "anon-5c1e0d7e-copy", "carol@example.test"
+	if _, err := st.IngestIdentity(ctx, "app", []event.Event{{UserID: anon, Name: "view", Time: t0}, {UserID: "bob", Name: "view", Time: t0},
+		{UserID: known, Name: "signup", Time: t0 + 1}}, nil,
+		[]IdentityWrite{{Index: 2, Op: identity.Op{Kind: identity.Identify, T: known, O: anon, Time: t0 + 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ErasePersons(ctx, "app", []string{known}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cp := filepath.Join(dir, "apps", "app", identityCopyName)
+	before, err := os.ReadFile(cp)
+	if err != nil || !bytes.Contains(before, []byte(anon)) {
+		t.Fatalf("the id graph's copy before the erasure: %v, holds the id: %v", err, bytes.Contains(before, []byte(anon)))
+	}
+	st = open()
+	if rep, err := st.Erase(ctx, "app"); err != nil || len(rep.Done) != 1 {
+		t.Fatalf("erase: %+v %v", rep, err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cp, before, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st = open()
+	if vr, err := st.Verify(ctx, "app"); err != nil || len(vr.Findings) != 1 || vr.Findings[0].Kind != "idgraph" {
+		t.Fatalf("verify of the crashed state: %+v %v", vr, err)
+	}
+	if rep, err := st.Erase(ctx, "app"); err != nil || len(rep.Done) != 0 {
+		t.Fatalf("erase again: %+v %v", rep, err)
+	}
+	for _, s := range []string{anon, known} {
+		if f := filesContaining(t, dir, s); len(f) > 0 {
+			t.Errorf("%q still in %v", s, f)
+		}
+	}
+	if vr, err := st.Verify(ctx, "app"); err != nil || len(vr.Findings) > 0 {
+		t.Fatalf("verify: %+v %v", vr, err)
+	}
+}

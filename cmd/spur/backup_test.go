@@ -25,9 +25,19 @@ var backupQueries = []string{
 // results (without their timing stats).
 func answers(t *testing.T, data string) []string {
 	t.Helper()
+	return answersBy(t, data, func(stdin string, args ...string) (string, error) {
+		out, _, err := spur(t, stdin, args...)
+		return out, err
+	})
+}
+
+// answersBy is answers with the commands run by run (in-process, or a
+// built binary), which returns stdout and the error.
+func answersBy(t *testing.T, data string, run func(stdin string, args ...string) (string, error)) []string {
+	t.Helper()
 	var out []string
 	for _, q := range backupQueries {
-		res, _, err := spur(t, q, "--data", data, "query", "--app", "g", "-")
+		res, err := run(q, "--data", data, "query", "--app", "g", "-")
 		if err != nil {
 			t.Fatalf("query %s on %s: %v: %s", q, data, err, res)
 		}
@@ -39,7 +49,7 @@ func answers(t *testing.T, data string) []string {
 		b, _ := json.Marshal(m)
 		out = append(out, string(b))
 	}
-	p, _, err := spur(t, "", "--data", data, "persons", "show", "--app", "g", "u-merge-a")
+	p, err := run("", "--data", data, "persons", "show", "--app", "g", "u-merge-a")
 	if err != nil {
 		t.Fatalf("persons show: %v", err)
 	}
