@@ -273,6 +273,17 @@ func (r *parquetRows) propValue(v event.Value, col int) parquet.Value {
 	return pv.Level(0, 1, col)
 }
 
+// newParquetWriter returns the writer of an export's Parquet file of
+// schema to w: zstd (fastest), row groups of parquetRowsRG rows, no page
+// statistics.
+func newParquetWriter(w io.Writer, schema *parquet.Schema) *parquet.GenericWriter[any] {
+	return parquet.NewGenericWriter[any](w, schema,
+		parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}),
+		parquet.MaxRowsPerRowGroup(parquetRowsRG),
+		parquet.CreatedBy("spur export", "", ""),
+		parquet.DataPageStatistics(false))
+}
+
 func writeParquet(ctx context.Context, v *storage.Version, w io.Writer, opt Options, st *Stats) error {
 	kind := storage.KindEvents
 	if opt.Users {
@@ -283,11 +294,7 @@ func writeParquet(ctx context.Context, v *storage.Version, w io.Writer, opt Opti
 	if err != nil {
 		return err
 	}
-	pw := parquet.NewGenericWriter[any](w, schema,
-		parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}),
-		parquet.MaxRowsPerRowGroup(parquetRowsRG),
-		parquet.CreatedBy("spur export", "", ""),
-		parquet.DataPageStatistics(false))
+	pw := newParquetWriter(w, schema)
 	r := &parquetRows{w: pw, null: make(parquet.Row, len(cols))}
 	for c := range r.null {
 		r.null[c] = parquet.NullValue().Level(0, 0, c)

@@ -7,7 +7,6 @@ import (
 	"io"
 
 	"github.com/parquet-go/parquet-go"
-	"github.com/parquet-go/parquet-go/compress/zstd"
 
 	"github.com/spurdb/spur/event"
 	"github.com/spurdb/spur/identity"
@@ -82,11 +81,7 @@ func parquetPersons(w io.Writer) (row func(d, pid string, identified bool) error
 		cols[path[0]] = i
 	}
 	dc, pc, ic := cols[storage.PersonsDistinctIDColumn], cols[storage.PersonsPersonIDColumn], cols[storage.PersonsIdentifiedColumn]
-	pw := parquet.NewGenericWriter[any](w, schema,
-		parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}),
-		parquet.MaxRowsPerRowGroup(parquetRowsRG),
-		parquet.CreatedBy("spur export", "", ""),
-		parquet.DataPageStatistics(false))
+	pw := newParquetWriter(w, schema)
 	r := &parquetRows{w: pw, null: make(parquet.Row, len(cols))}
 	row = func(d, pid string, identified bool) error {
 		pr := r.row()

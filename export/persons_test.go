@@ -27,37 +27,19 @@ import (
 func buildPersonsApp(t *testing.T, st *storage.Store) {
 	t.Helper()
 	ctx := context.Background()
-	cfg := gen.Config{Events: 40000, Seed: 5, Persons: 0.2}
-	g, err := gen.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Import(ctx, "a", []storage.Source{gen.Source{G: g}}, storage.ImportOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	us, err := gen.NewUserStream(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Import(ctx, "a", []storage.Source{userStream{us}}, storage.ImportOptions{Kind: storage.KindUsers}); err != nil {
-		t.Fatal(err)
-	}
-	a, _ := st.App("a")
-	v, err := a.Acquire()
-	if err != nil {
-		t.Fatal(err)
-	}
+	importGen(t, st, "a", gen.Config{Events: 40000, Seed: 5, Persons: 0.2})
 	var anon, acct string // an anonymous id of an identified person, and that person's id
-	v.Persons().Persons(func(p *identity.Person) bool {
-		for _, d := range p.DistinctIDs {
-			if strings.HasPrefix(d, "anon-") {
-				anon, acct = d, p.ID
-				return false
+	withVersion(t, st, "a", func(v *storage.Version) {
+		v.Persons().Persons(func(p *identity.Person) bool {
+			for _, d := range p.DistinctIDs {
+				if strings.HasPrefix(d, "anon-") {
+					anon, acct = d, p.ID
+					return false
+				}
 			}
-		}
-		return true
+			return true
+		})
 	})
-	v.Release()
 	if anon == "" {
 		t.Fatal("the generated app has no person with an anonymous id")
 	}
@@ -97,21 +79,15 @@ func buildPersonsApp(t *testing.T, st *storage.Store) {
 // show` answers it: a person of its own when the graph lacks the id).
 func personOf(t *testing.T, st *storage.Store, app, id string) identity.Person {
 	t.Helper()
-	a, err := st.App(app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := a.Acquire()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Release()
-	if ps := v.Persons(); ps != nil {
-		if p := ps.LookupString(id); p != nil {
-			return identity.Person{ID: p.ID, DistinctIDs: p.DistinctIDs, Identified: p.Identified}
+	out := identity.Person{ID: id, DistinctIDs: []string{id}}
+	withVersion(t, st, app, func(v *storage.Version) {
+		if ps := v.Persons(); ps != nil {
+			if p := ps.LookupString(id); p != nil {
+				out = identity.Person{ID: p.ID, DistinctIDs: p.DistinctIDs, Identified: p.Identified}
+			}
 		}
-	}
-	return identity.Person{ID: id, DistinctIDs: []string{id}}
+	})
+	return out
 }
 
 // benchAnswers runs every bench/queries/*.json on app, each answer without
@@ -213,23 +189,19 @@ func TestPersonsRoundTrip(t *testing.T) {
 					t.Errorf("%s: app a answers\n%s\napp %s answers\n%s", name, w, b, got[name])
 				}
 			}
-			a, _ := st.App("a")
-			v, err := a.Acquire()
-			if err != nil {
-				t.Fatal(err)
-			}
 			n := 0
-			v.Persons().Persons(func(p *identity.Person) bool {
-				for _, d := range p.DistinctIDs {
-					n++
-					if g := personOf(t, st, b, d); g.ID != p.ID || g.Identified != p.Identified || !slices.Equal(g.DistinctIDs, p.DistinctIDs) {
-						t.Fatalf("distinct id %s: app a's person %s %v identified %v, app %s's %s %v identified %v",
-							d, p.ID, p.DistinctIDs, p.Identified, b, g.ID, g.DistinctIDs, g.Identified)
+			withVersion(t, st, "a", func(v *storage.Version) {
+				v.Persons().Persons(func(p *identity.Person) bool {
+					for _, d := range p.DistinctIDs {
+						n++
+						if g := personOf(t, st, b, d); g.ID != p.ID || g.Identified != p.Identified || !slices.Equal(g.DistinctIDs, p.DistinctIDs) {
+							t.Fatalf("distinct id %s: app a's person %s %v identified %v, app %s's %s %v identified %v",
+								d, p.ID, p.DistinctIDs, p.Identified, b, g.ID, g.DistinctIDs, g.Identified)
+						}
 					}
-				}
-				return true
+					return true
+				})
 			})
-			v.Release()
 			if n < 100 {
 				t.Fatalf("only %d distinct ids in persons", n)
 			}
@@ -266,16 +238,15 @@ func TestImportPersonsAlone(t *testing.T) {
 	if again := exportApp(t, st, "c", Options{Format: NDJSON}); !bytes.Equal(again, evs) {
 		t.Error("app c exports other events")
 	}
-	var b bytes.Buffer
-	a, _ := st.App("c")
-	v, _ := a.Acquire()
-	defer v.Release()
-	if st, err := Write(context.Background(), v, &b, Options{Format: NDJSON, Persons: true}); err != nil || st.Rows != 0 || b.Len() != 0 {
-		t.Fatalf("persons export of an app without persons: %+v %v %q", st, err, b.String())
-	}
-	if _, err := Write(context.Background(), v, &b, Options{Format: NDJSON, Persons: true, Users: true}); err == nil {
-		t.Fatal("users and persons together were accepted")
-	}
+	withVersion(t, st, "c", func(v *storage.Version) {
+		var b bytes.Buffer
+		if st, err := Write(context.Background(), v, &b, Options{Format: NDJSON, Persons: true}); err != nil || st.Rows != 0 || b.Len() != 0 {
+			t.Fatalf("persons export of an app without persons: %+v %v %q", st, err, b.String())
+		}
+		if _, err := Write(context.Background(), v, &b, Options{Format: NDJSON, Persons: true, Users: true}); err == nil {
+			t.Fatal("users and persons together were accepted")
+		}
+	})
 }
 
 // TestPersonsFileErrors: a persons file that is not a partition of
