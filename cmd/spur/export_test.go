@@ -95,7 +95,8 @@ func TestExportFailureLeavesNoFile(t *testing.T) {
 // app answers funnel4, retention_install_daily and distinct_users as the
 // original, and spur persons show answers the same for an account id, an
 // anonymous id and an id of no person; the new app exports the same
-// persons file. --persons is refused with --anonymous-id and --url.
+// persons file, also through spur serve (--url). Import --persons is
+// refused with --anonymous-id and --url.
 func TestExportImportPersons(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "store")
@@ -153,5 +154,10 @@ func TestExportImportPersons(t *testing.T) {
 	}
 	if _, _, err := spur(t, "", "import", "--url", "http://127.0.0.1:1", "--app", "c", "--persons", file("persons.parquet"), file("events.parquet")); err == nil || !strings.Contains(err.Error(), "not through --url") {
 		t.Errorf("--persons with --url: %v", err)
+	}
+	url, key, stop := startServe(t, data)
+	defer stop()
+	if got, stderr, err := spur(t, "", "export", "--url", url, "--key", key, "--app", "a", "--format", "ndjson", "--persons"); err != nil || got != persons {
+		t.Errorf("--persons through --url: %v\n%s", err, stderr)
 	}
 }
