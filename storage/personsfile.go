@@ -56,6 +56,7 @@ const (
 // person while it reads.
 func personsOps(ctx context.Context, src Source) ([]identity.Op, error) {
 	type person struct {
+		id         string // the person id (ours: the row's strings are borrowed)
 		identified bool
 		self       bool // it has the row of its own id
 	}
@@ -109,20 +110,19 @@ func personsOps(ctx context.Context, src Source) ([]identity.Op, error) {
 		ids[d] = struct{}{}
 		p := persons[pid]
 		if p == nil {
-			pid = strings.Clone(pid)
-			p = &person{identified: identified}
-			persons[pid] = p
-			order = append(order, pid)
+			p = &person{id: strings.Clone(pid), identified: identified}
+			persons[p.id] = p
+			order = append(order, p.id)
 			if identified {
-				ops = append(ops, identity.Op{Kind: identity.Identify, T: pid, O: pid})
+				ops = append(ops, identity.Op{Kind: identity.Identify, T: p.id, O: p.id})
 			}
 		} else if p.identified != identified {
 			return nil, bad("person %s is %s on an earlier row", event.Quote(pid), identifiedWord(p.identified))
 		}
-		if d == pid {
+		if d == p.id {
 			p.self = true
 		} else {
-			ops = append(ops, identity.Op{Kind: identity.Merge, T: pid, O: d})
+			ops = append(ops, identity.Op{Kind: identity.Merge, T: p.id, O: d})
 		}
 	}
 	for _, pid := range order {
