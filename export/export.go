@@ -1,5 +1,5 @@
-// Package export writes an app's events, or its users' current
-// properties, in the shapes `spur import` reads with no column flags
+// Package export writes an app's events, its users' current properties,
+// or its persons, in the shapes `spur import` reads with no column flags
 // (docs/storage.md §8): NDJSON in the events endpoint's shape
 // (docs/ingest.md §1) and Parquet with the import's default column names.
 // It reads one storage.Version (one consistent snapshot) through its
@@ -8,8 +8,9 @@
 // group.
 //
 // Order: shards ascending, within a shard users by user-id hash (then id),
-// a user's events in trail order (time, then arrival). Two exports of one
-// version write the same bytes.
+// a user's events in trail order (time, then arrival). Persons come in
+// the id graph's order (identity.Snapshot.Persons), a person's distinct
+// ids sorted by bytes. Two exports of one version write the same bytes.
 package export
 
 import (
@@ -63,6 +64,13 @@ type Options struct {
 	// Users exports the users' current properties (one row per user with
 	// any) instead of the events.
 	Users bool
+	// Persons exports the app's persons instead of the events: one row
+	// {distinct_id, person_id, identified} per distinct id of every person
+	// of the id graph (a person of two ids or more, or identified; an id
+	// never named by an identity operation is a person of its own, not
+	// identified, and has no row), which `spur import --persons` reads
+	// (storage.ImportOptions.Persons). Not with Users.
+	Persons bool
 	// From and To bound the events exported to From <= time < To (UTC
 	// µs); both 0 means every event. Ignored with Users.
 	From, To int64
@@ -70,7 +78,7 @@ type Options struct {
 
 // Stats counts what Write wrote.
 type Stats struct {
-	Rows  int64 // events, or users
+	Rows  int64 // events, users, or persons rows (distinct ids)
 	Bytes int64 // bytes written to the output
 }
 
@@ -91,10 +99,14 @@ func Write(ctx context.Context, v *storage.Version, w io.Writer, opt Options) (S
 	bw := bufio.NewWriterSize(cw, outBufferBytes)
 	var st Stats
 	var err error
-	switch opt.Format {
-	case NDJSON:
+	switch {
+	case opt.Users && opt.Persons:
+		err = fmt.Errorf("export: users and persons: choose one")
+	case opt.Persons && (opt.Format == NDJSON || opt.Format == Parquet):
+		err = writePersons(ctx, v, bw, opt.Format, &st)
+	case opt.Format == NDJSON:
 		err = writeNDJSON(ctx, v, bw, opt, &st)
-	case Parquet:
+	case opt.Format == Parquet:
 		err = writeParquet(ctx, v, bw, opt, &st)
 	default:
 		err = fmt.Errorf("export: unknown format %q: want ndjson or parquet", opt.Format)
@@ -261,6 +273,17 @@ func (r *parquetRows) propValue(v event.Value, col int) parquet.Value {
 	return pv.Level(0, 1, col)
 }
 
+// newParquetWriter returns the writer of an export's Parquet file of
+// schema to w: zstd (fastest), row groups of parquetRowsRG rows, no page
+// statistics.
+func newParquetWriter(w io.Writer, schema *parquet.Schema) *parquet.GenericWriter[any] {
+	return parquet.NewGenericWriter[any](w, schema,
+		parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}),
+		parquet.MaxRowsPerRowGroup(parquetRowsRG),
+		parquet.CreatedBy("spur export", "", ""),
+		parquet.DataPageStatistics(false))
+}
+
 func writeParquet(ctx context.Context, v *storage.Version, w io.Writer, opt Options, st *Stats) error {
 	kind := storage.KindEvents
 	if opt.Users {
@@ -271,11 +294,7 @@ func writeParquet(ctx context.Context, v *storage.Version, w io.Writer, opt Opti
 	if err != nil {
 		return err
 	}
-	pw := parquet.NewGenericWriter[any](w, schema,
-		parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}),
-		parquet.MaxRowsPerRowGroup(parquetRowsRG),
-		parquet.CreatedBy("spur export", "", ""),
-		parquet.DataPageStatistics(false))
+	pw := newParquetWriter(w, schema)
 	r := &parquetRows{w: pw, null: make(parquet.Row, len(cols))}
 	for c := range r.null {
 		r.null[c] = parquet.NullValue().Level(0, 0, c)

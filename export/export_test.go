@@ -53,21 +53,7 @@ const day = 86_400_000_000
 func buildApp(t *testing.T, st *storage.Store) {
 	t.Helper()
 	ctx := context.Background()
-	cfg := gen.Config{Events: 20000, Seed: 11, Days: 60}
-	g, err := gen.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Import(ctx, "a", []storage.Source{gen.Source{G: g}}, storage.ImportOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	us, err := gen.NewUserStream(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Import(ctx, "a", []storage.Source{userStream{us}}, storage.ImportOptions{Kind: storage.KindUsers}); err != nil {
-		t.Fatal(err)
-	}
+	importGen(t, st, "a", gen.Config{Events: 20000, Seed: 11, Days: 60})
 	t0 := gen.DefaultStart + 3*day + 123_457
 	mk := func(user, name string, tm int64, iid string, props ...event.Prop) event.Event {
 		return event.Event{UserID: user, Name: name, Time: tm, InsertID: iid, Props: props}
@@ -99,6 +85,42 @@ func buildApp(t *testing.T, st *storage.Store) {
 	}
 }
 
+// importGen imports cfg's generated events, then its users, into app.
+func importGen(t *testing.T, st *storage.Store, app string, cfg gen.Config) {
+	t.Helper()
+	ctx := context.Background()
+	g, err := gen.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Import(ctx, app, []storage.Source{gen.Source{G: g}}, storage.ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	us, err := gen.NewUserStream(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Import(ctx, app, []storage.Source{userStream{us}}, storage.ImportOptions{Kind: storage.KindUsers}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// withVersion calls fn with app's current version, released when fn
+// returns.
+func withVersion(t *testing.T, st *storage.Store, app string, fn func(*storage.Version)) {
+	t.Helper()
+	a, err := st.App(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := a.Acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Release()
+	fn(v)
+}
+
 func openStore(t *testing.T) *storage.Store {
 	t.Helper()
 	st, err := storage.Open(storage.Config{Dir: t.TempDir(), Shards: 4, Logger: slog.New(slog.DiscardHandler)})
@@ -112,17 +134,10 @@ func openStore(t *testing.T) *storage.Store {
 // exportApp exports app of st as opt says.
 func exportApp(t *testing.T, st *storage.Store, app string, opt Options) []byte {
 	t.Helper()
-	a, err := st.App(app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := a.Acquire()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Release()
 	var b bytes.Buffer
-	stats, err := Write(context.Background(), v, &b, opt)
+	var stats Stats
+	var err error
+	withVersion(t, st, app, func(v *storage.Version) { stats, err = Write(context.Background(), v, &b, opt) })
 	if err != nil {
 		t.Fatalf("export %s %+v: %v", app, opt, err)
 	}

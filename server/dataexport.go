@@ -12,10 +12,11 @@ import (
 )
 
 // handleExport streams an app's events, or with users=true its users'
-// current properties, in the shape `spur import` reads (package export,
-// docs/storage.md §8):
+// current properties, or with persons=true its persons
+// ({distinct_id, person_id, identified} rows, export.Options.Persons), in
+// the shape `spur import` reads (package export, docs/storage.md §8):
 //
-//	GET /api/apps/{app}/export?format=ndjson|parquet[&users=true][&from=T&to=T]
+//	GET /api/apps/{app}/export?format=ndjson|parquet[&users=true|&persons=true][&from=T&to=T]
 //
 // format defaults to ndjson; from and to (timestamps as the events
 // endpoint reads them, docs/analytics.md §1) bound the events exported to
@@ -38,12 +39,21 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
 		}
 		opt.Format = f
 	}
-	switch v := q.Get("users"); v {
-	case "", "false":
-	case "true":
-		opt.Users = true
-	default:
-		writeError(w, badParam("users", "want true or false, found %s", event.Quote(v)))
+	for _, b := range []struct {
+		name string
+		dst  *bool
+	}{{"users", &opt.Users}, {"persons", &opt.Persons}} {
+		switch v := q.Get(b.name); v {
+		case "", "false":
+		case "true":
+			*b.dst = true
+		default:
+			writeError(w, badParam(b.name, "want true or false, found %s", event.Quote(v)))
+			return
+		}
+	}
+	if opt.Users && opt.Persons {
+		writeError(w, badParam("persons", "users=true and persons=true: choose one"))
 		return
 	}
 	for _, b := range []struct {
@@ -78,6 +88,8 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
 	kind := "events"
 	if opt.Users {
 		kind = "users"
+	} else if opt.Persons {
+		kind = "persons"
 	}
 	h := w.Header()
 	h.Set("Content-Type", opt.Format.ContentType())

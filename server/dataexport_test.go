@@ -143,3 +143,29 @@ func TestExportCancelledBeforeItsFirstByte(t *testing.T) {
 		srv.Handler().ServeHTTP(w, req)
 	}()
 }
+
+// TestExportPersonsEndpoint: persons=true streams the persons rows package
+// export writes, the live layer's identify included; with users=true, or
+// not true or false, it is a 400.
+func TestExportPersonsEndpoint(t *testing.T) {
+	st := liveStore(t)
+	ts := start(t, Config{Store: st, MaxFuture: time.Hour})
+	ev := `{"user_id":"u1","anonymous_id":"dev-1","event":"signup","timestamp":"2026-01-02T03:04:05Z"}` + "\n"
+	if code, _, b := ts.do(t, "POST", "api/apps/live/events", ev, "Content-Type", "application/x-ndjson"); code != 200 {
+		t.Fatalf("events: %d %s", code, b)
+	}
+	code, hdr, b := ts.do(t, "GET", "api/apps/live/export?format=ndjson&persons=true", "")
+	want := `{"distinct_id":"dev-1","person_id":"u1","identified":true}` + "\n" + `{"distinct_id":"u1","person_id":"u1","identified":true}` + "\n"
+	if code != 200 || string(b) != want || !strings.Contains(hdr.Get("Content-Disposition"), "live-persons.ndjson") {
+		t.Fatalf("persons export: %d %v %q", code, hdr, b)
+	}
+	code, _, b = ts.do(t, "GET", "api/apps/live/export?format=parquet&persons=true", "")
+	if code != 200 || !bytes.Equal(b, directExport(t, st, "live", export.Options{Format: export.Parquet, Persons: true})) {
+		t.Fatalf("Parquet persons export: %d, %d bytes", code, len(b))
+	}
+	for _, q := range []string{"persons=yes", "persons=true&users=true"} {
+		if code, _, b := ts.do(t, "GET", "api/apps/live/export?"+q, ""); code != 400 {
+			t.Errorf("%s: %d %s", q, code, b)
+		}
+	}
+}

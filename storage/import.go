@@ -90,6 +90,18 @@ type ImportOptions struct {
 	// `$merge_dangerously` apply their operations either way (OpOfEvent),
 	// in file order, when the import publishes.
 	AnonymousID string
+	// Persons, if set, is a persons file (`spur import --persons FILE`,
+	// docs/identity.md §4): rows with the distinct id as user id and the
+	// properties PersonsPersonIDColumn and PersonsIdentifiedColumn, as
+	// `spur export --persons` writes them. Its persons alone define what
+	// the import does to the id graph: it is read whole before the events
+	// (any bad row fails the import, nothing applied), its operations
+	// (personsOps) are applied when the import publishes, and the events'
+	// operation rows are stored as plain events. Not with AnonymousID, nor
+	// in a users import. On an app that has persons already, the file's
+	// are merged into them (forced merges); the same file twice changes
+	// nothing.
+	Persons Source
 }
 
 // MaxReportedErrors caps ImportReport.Errors; the count in Rejected is exact.
@@ -157,6 +169,19 @@ func (s *Store) Import(ctx context.Context, appName string, srcs []Source, opt I
 	if opt.Memory <= 0 {
 		opt.Memory = s.cfg.WriteMemory
 	}
+	var personOps []identity.Op
+	if opt.Persons != nil {
+		switch {
+		case opt.Kind == KindUsers:
+			return nil, errPersonsUsers
+		case opt.AnonymousID != "":
+			return nil, errors.New("import: an anonymous-id column and a persons file: the persons file alone defines the id graph (docs/identity.md §4)")
+		}
+		var err error
+		if personOps, err = personsOps(ctx, opt.Persons); err != nil {
+			return nil, fmt.Errorf("import into app %q: %w", appName, err)
+		}
+	}
 	a, err := s.app(appName, true)
 	if err != nil {
 		return nil, err
@@ -219,10 +244,14 @@ func (s *Store) Import(ctx context.Context, appName string, srcs []Source, opt I
 	} else {
 		next.EventProps = props
 	}
-	if err := a.ident.applyChunked(im.ops); err != nil {
+	ops := im.ops
+	if opt.Persons != nil {
+		ops = personOps
+	}
+	if err := a.ident.applyChunked(ops); err != nil {
 		return rep, fmt.Errorf("import into app %q: identity operations: %w", appName, err)
 	}
-	rep.IdentityOps = int64(len(im.ops))
+	rep.IdentityOps = int64(len(ops))
 	if err := t.publish(next); err != nil {
 		return rep, fmt.Errorf("import into app %q: %w", appName, err)
 	}
@@ -620,8 +649,9 @@ func (im *importer) add(ev *event.Event, rep *ImportReport) error {
 // the field of an invalid one.
 func (im *importer) identityOps(ev *event.Event) error {
 	im.rowOps = im.rowOps[:0]
-	// Most rows carry no operation: their properties are not read.
-	if im.opt.AnonymousID == "" && !identityEvent(ev.Name) || !ProcessesPersons(ev) {
+	// Most rows carry no operation: their properties are not read. With
+	// a persons file, operation rows are plain events.
+	if im.opt.AnonymousID == "" && !identityEvent(ev.Name) || im.opt.Persons != nil || !ProcessesPersons(ev) {
 		return nil
 	}
 	if col := im.opt.AnonymousID; col != "" {

@@ -26,14 +26,26 @@ type exportConfig struct {
 func newExportCmd(g *globals) *cobra.Command {
 	c := &exportConfig{}
 	cmd := &cobra.Command{
-		Use:   "export --app NAME --format ndjson|parquet [--users] [--out FILE]",
-		Short: "Write an app's events (or, with --users, its users' properties) as NDJSON or Parquet that spur import reads back",
+		Use:   "export --app NAME --format ndjson|parquet [--users | --persons] [--out FILE]",
+		Short: "Write an app's events (or, with --users, its users' properties, with --persons its persons) as NDJSON or Parquet that spur import reads back",
 		Long: `Export writes one consistent snapshot of an app's events — or, with --users, every
-user's current properties — to --out (standard output without it), in the shape
-spur import reads with no column flags: NDJSON in the events endpoint's shape
-(user_id, event, timestamp, insert_id, properties), or Parquet with the columns
-user_id, timestamp, event, insert_id and one column per property. Importing the
-files into a new app gives the same answers (docs/storage.md §8).
+user's current properties, or with --persons its persons — to --out (standard
+output without it), in the shape spur import reads with no column flags: NDJSON
+in the events endpoint's shape (user_id, event, timestamp, insert_id,
+properties), or Parquet with the columns user_id, timestamp, event, insert_id and
+one column per property. Events keep the distinct id they were sent with.
+
+--persons writes one row {distinct_id, person_id, identified} per distinct id of
+every person of the app's id graph (an id no identity operation named is a
+person of its own and has no row). spur import --persons FILE rebuilds the same
+persons from it, so that importing the events, users and persons files into a
+new app gives the same answers (docs/storage.md §8, docs/identity.md §4):
+
+  spur export --app a --format parquet --out events.parquet
+  spur export --app a --format parquet --users --out users.parquet
+  spur export --app a --format parquet --persons --out persons.parquet
+  spur import --app b --persons persons.parquet events.parquet
+  spur import --app b --users users.parquet
 
 Rows come by shard, then user (by the hash of the id), then time, then arrival;
 two exports of one snapshot are byte-identical. On a failure the --out file is
@@ -44,19 +56,17 @@ import as strings unless typed time (--schema NAME:time; the command lists them)
 Parquet keeps every type.
 
 While spur serve holds the store, --url exports through its API (GET
-/api/apps/APP/export), which also includes events not yet flushed to segments.
-
---persons is not yet available: persons are not built.`,
+/api/apps/APP/export), which also includes events not yet flushed to segments.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if c.persons {
-				return errors.New("--persons: not yet: persons are not built")
+			if c.persons && c.users {
+				return errors.New("--users and --persons: choose one")
 			}
 			f, err := export.ParseFormat(c.format)
 			if err != nil {
 				return fmt.Errorf("--format: %w", err)
 			}
-			opt := export.Options{Format: f, Users: c.users}
+			opt := export.Options{Format: f, Users: c.users, Persons: c.persons}
 			if (c.from == "") != (c.to == "") {
 				return errors.New("--from and --to: give both")
 			}
@@ -105,6 +115,8 @@ While spur serve holds the store, --url exports through its API (GET
 			what := "events"
 			if c.users {
 				what = "users"
+			} else if c.persons {
+				what = "persons rows (distinct ids)"
 			}
 			if st.Rows >= 0 {
 				fmt.Fprintf(cmd.ErrOrStderr(), "exported %d %s of app %q (%d bytes) in %s (%.0f rows/s)\n",
@@ -119,7 +131,7 @@ While spur serve holds the store, --url exports through its API (GET
 	fl.StringVar(&c.app, "app", "", "app to export")
 	fl.StringVar(&c.format, "format", "ndjson", "ndjson or parquet")
 	fl.BoolVar(&c.users, "users", false, "export the users' current properties instead of the events")
-	fl.BoolVar(&c.persons, "persons", false, "not yet: persons are not built")
+	fl.BoolVar(&c.persons, "persons", false, "export the persons instead of the events: a {distinct_id, person_id, identified} row per distinct id of every person of the id graph, which spur import --persons reads")
 	fl.StringVar(&c.out, "out", "", "file to write (default: standard output)")
 	fl.StringVar(&c.from, "from", "", "export only events at or after this time (with --to; RFC 3339 or a date)")
 	fl.StringVar(&c.to, "to", "", "export only events before this time (with --from)")
@@ -137,10 +149,12 @@ func exportLocal(cmd *cobra.Command, g *globals, c *exportConfig, opt export.Opt
 			return err
 		}
 		defer v.Release()
-		if opt.Format == export.NDJSON && !opt.Users {
-			noteTimeProps(cmd.ErrOrStderr(), v.ExportProps(storage.KindEvents))
-		} else if opt.Format == export.NDJSON {
+		switch {
+		case opt.Format != export.NDJSON || opt.Persons:
+		case opt.Users:
 			noteTimeProps(cmd.ErrOrStderr(), v.ExportProps(storage.KindUsers))
+		default:
+			noteTimeProps(cmd.ErrOrStderr(), v.ExportProps(storage.KindEvents))
 		}
 		st, err = export.Write(cmd.Context(), v, w, opt)
 		return err
@@ -174,6 +188,9 @@ func exportViaServer(cmd *cobra.Command, c *exportConfig, w io.Writer) (export.S
 	params := url.Values{"format": {c.format}}
 	if c.users {
 		params.Set("users", "true")
+	}
+	if c.persons {
+		params.Set("persons", "true")
 	}
 	if c.from != "" {
 		params.Set("from", c.from)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,7 +10,8 @@ import (
 
 // TestExportCommand: spur export writes files spur import reads back with
 // no column flags into an app that exports the same bytes; --url streams
-// the same bytes from a running spur serve; --persons is refused.
+// the same bytes from a running spur serve; --persons with --users is
+// refused.
 func TestExportCommand(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "store")
@@ -46,8 +48,8 @@ func TestExportCommand(t *testing.T) {
 	if err != nil || stdout != string(exp("a", "ndjson")) || !strings.Contains(stdout, `"timestamp":"2021-05-01T10:00:00.000001Z"`) {
 		t.Fatalf("export to stdout: %v\n%s", err, stdout)
 	}
-	if _, _, err := spur(t, "", "--data", data, "export", "--app", "a", "--persons"); err == nil || !strings.Contains(err.Error(), "persons are not built") {
-		t.Fatalf("--persons: %v", err)
+	if _, _, err := spur(t, "", "--data", data, "export", "--app", "a", "--persons", "--users"); err == nil || !strings.Contains(err.Error(), "choose one") {
+		t.Fatalf("--persons --users: %v", err)
 	}
 
 	url, key, stop := startServe(t, data)
@@ -85,5 +87,77 @@ func TestExportFailureLeavesNoFile(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
 		t.Fatalf("left in the directory: %v", ents)
+	}
+}
+
+// TestExportImportPersons: `spur gen --persons` → spur export of the
+// events, users and persons (Parquet) → spur import --persons into a new
+// app answers funnel4, retention_install_daily and distinct_users as the
+// original, and spur persons show answers the same for an account id, an
+// anonymous id and an id of no person; the new app exports the same
+// persons file, also through spur serve (--url). Import --persons is
+// refused with --anonymous-id and --url.
+func TestExportImportPersons(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "store")
+	run := func(args ...string) string {
+		t.Helper()
+		stdout, stderr, err := spur(t, "", append([]string{"--data", data}, args...)...)
+		if err != nil {
+			t.Fatalf("spur %v: %v\n%s", args, err, stderr)
+		}
+		return stdout
+	}
+	run("gen", "--events", "30000", "--seed", "3", "--persons", "0.2", "--app", "a")
+	file := func(name string) string { return filepath.Join(dir, name) }
+	run("export", "--app", "a", "--format", "parquet", "--out", file("events.parquet"))
+	run("export", "--app", "a", "--format", "parquet", "--users", "--out", file("users.parquet"))
+	run("export", "--app", "a", "--format", "parquet", "--persons", "--out", file("persons.parquet"))
+	run("import", "--app", "b", "--persons", file("persons.parquet"), file("events.parquet"))
+	run("import", "--app", "b", "--users", file("users.parquet"))
+	for _, q := range []string{"funnel4", "retention_install_daily", "distinct_users"} {
+		path := filepath.Join("..", "..", "bench", "queries", q+".json")
+		want, got := run("query", "--app", "a", "--output", "csv", path), run("query", "--app", "b", "--output", "csv", path)
+		if want != got || len(want) < 20 {
+			t.Errorf("%s: app a answers\n%s\napp b answers\n%s", q, want, got)
+		}
+	}
+	persons := run("export", "--app", "a", "--format", "ndjson", "--persons")
+	var anon, acct string
+	for _, line := range strings.Split(persons, "\n") {
+		if strings.Contains(line, `"distinct_id":"anon-`) {
+			var r struct {
+				DistinctID string `json:"distinct_id"`
+				PersonID   string `json:"person_id"`
+			}
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Fatal(err)
+			}
+			anon, acct = r.DistinctID, r.PersonID
+			break
+		}
+	}
+	if anon == "" {
+		t.Fatalf("no anonymous id among the persons:\n%.500s", persons)
+	}
+	for _, id := range []string{anon, acct, "nobody"} {
+		want, got := run("persons", "show", "--app", "a", id), run("persons", "show", "--app", "b", id)
+		if want != got || (id == anon && !strings.Contains(want, "person "+acct+":")) {
+			t.Errorf("persons show %s: app a %q, app b %q", id, want, got)
+		}
+	}
+	if again := run("export", "--app", "b", "--format", "ndjson", "--persons"); again != persons {
+		t.Error("app b exports other persons than app a")
+	}
+	if _, _, err := spur(t, "", "--data", data, "import", "--app", "c", "--persons", file("persons.parquet"), "--anonymous-id", "x", file("events.parquet")); err == nil {
+		t.Error("--persons with --anonymous-id was accepted")
+	}
+	if _, _, err := spur(t, "", "import", "--url", "http://127.0.0.1:1", "--app", "c", "--persons", file("persons.parquet"), file("events.parquet")); err == nil || !strings.Contains(err.Error(), "not through --url") {
+		t.Errorf("--persons with --url: %v", err)
+	}
+	url, key, stop := startServe(t, data)
+	defer stop()
+	if got, stderr, err := spur(t, "", "export", "--url", url, "--key", key, "--app", "a", "--format", "ndjson", "--persons"); err != nil || got != persons {
+		t.Errorf("--persons through --url: %v\n%s", err, stderr)
 	}
 }

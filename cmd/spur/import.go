@@ -16,6 +16,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/export"
 	"github.com/spurdb/spur/ingest"
 	"github.com/spurdb/spur/storage"
 	"golang.org/x/term"
@@ -40,6 +41,9 @@ type importConfig struct {
 	// anonCol is --anonymous-id: the column of each row's anonymous id
 	// (storage.ImportOptions.AnonymousID).
 	anonCol string
+	// persons is --persons: a persons file (spur export --persons) that
+	// alone defines the id graph (storage.ImportOptions.Persons).
+	persons string
 }
 
 func newImportCmd(g *globals) *cobra.Command {
@@ -57,10 +61,22 @@ rows are applied.
 
 While spur serve holds the store (it is its only writer), send the files
 through its API with --url http://HOST:PORT: each file is then one atomic
-import of the server's.`,
+import of the server's.
+
+Identity (docs/identity.md §4): rows named $identify, $create_alias and
+$merge_dangerously apply their operations to the app's id graph in file order,
+and --anonymous-id COLUMN applies identify(user, anonymous id) for each row
+whose cell is non-empty. With --persons FILE (a spur export --persons file,
+NDJSON, Parquet or CSV with columns distinct_id, person_id, identified) the
+persons file alone defines the persons: it is read whole first (any bad row
+fails the import), the persons it lists are rebuilt with the same person ids
+and identified flags, and the files' operation rows are stored as plain events.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if c.remote.url != "" {
+				if c.persons != "" {
+					return errors.New("--persons: not through --url (the import endpoint takes one file); import locally, with the server stopped")
+				}
 				return importViaServer(cmd, c, args)
 			}
 			st, err := openStore(g, writeStore, "spur import")
@@ -87,6 +103,7 @@ import of the server's.`,
 	f.StringVar(&c.eventCol, "event", "event", "column holding the event name")
 	f.StringVar(&c.insertCol, "insert-id", "insert_id", "column holding the deduplication key (optional)")
 	f.StringVar(&c.anonCol, "anonymous-id", "", "column holding each row's anonymous (device) id: a non-empty one applies identify(user, anonymous id), joining the two into one person (docs/identity.md §4)")
+	f.StringVar(&c.persons, "persons", "", "persons file (spur export --persons) that alone defines the id graph: its persons are rebuilt and the files' $identify/$create_alias/$merge_dangerously rows are plain events (docs/identity.md §4)")
 	f.StringVar(&c.schema, "schema", "", "declared property types: name:type,... (types: string, int, float, bool, time)")
 	f.StringVar(&c.tz, "tz", "UTC", "time zone for timestamps without an offset (IANA name)")
 	f.IntVar(&c.maxErrors, "max-errors", 0, "bad rows tolerated; more aborts the import with nothing applied")
@@ -139,6 +156,9 @@ func runImport(cmd *cobra.Command, st *storage.Store, c *importConfig, files []s
 			schema[c.anonCol] = event.TypeString
 		}
 	}
+	if c.persons != "" && (c.users || c.anonCol != "") {
+		return nil, errors.New("--persons: not with --users or --anonymous-id: the persons file alone defines the id graph of an events import")
+	}
 	loc, err := event.LoadZone(c.tz)
 	if err != nil {
 		return nil, fmt.Errorf("--tz: %w", err)
@@ -174,6 +194,14 @@ func runImport(cmd *cobra.Command, st *storage.Store, c *importConfig, files []s
 	// Unless --no-compact, the runs of an import that spills are compacted
 	// right after it (autoCompact), so they are written with fast zstd.
 	iopt := storage.ImportOptions{Kind: kind, MaxErrors: c.maxErrors, CompactAfter: !c.noCompact, AnonymousID: c.anonCol}
+	if c.persons != "" {
+		pr, err := export.OpenPersons(c.persons)
+		if err != nil {
+			return nil, fmt.Errorf("--persons: %w", err)
+		}
+		defer pr.Close()
+		iopt.Persons = pr
+	}
 	show := c.progress == "always" || (c.progress == "auto" && isTerminal(cmd.ErrOrStderr()))
 	var bar *progressbar.ProgressBar
 	if show {
