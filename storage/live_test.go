@@ -34,8 +34,9 @@ func openLiveOn(t *testing.T, fs *crashfs.FS, shards int, opt LiveOptions) *Stor
 }
 
 // quietLive are live options under which nothing happens in the
-// background during a test: flushes only when asked (FlushLive, Close).
-var quietLive = LiveOptions{FlushAge: time.Hour, FlushBytes: 1 << 40}
+// background during a test: flushes only when asked (FlushLive, Close),
+// no compaction of an idle app.
+var quietLive = LiveOptions{FlushAge: time.Hour, FlushBytes: 1 << 40, NoIdleCompact: true}
 
 // liveRequest is one Ingest call's input and the rows a file import of the
 // same data would take: its events and the users rows of its user writes.
@@ -721,4 +722,44 @@ func TestLiveMemorySegmentsBounded(t *testing.T) {
 		t.Fatalf("idle: %d in-memory segments, want 4", s[0].MemorySegments)
 	}
 	sameTrails(t, "after the idle merge", appTrails(t, st), want)
+}
+
+// TestLiveIdleCompaction: flushes leave a shard in several runs (one per
+// flush, fewer than tiered compaction merges); once ingestion pauses and
+// everything is flushed, the background rounds merge every shard and
+// kind into one run (compactIdle), and no trail changes. With
+// NoIdleCompact the runs stay.
+func TestLiveIdleCompaction(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		opt := quietLive
+		opt.NoIdleCompact = off
+		st := openLiveOn(t, crashfs.New(), 2, opt)
+		r := rand.New(rand.NewPCG(7, 8))
+		var ids idPool
+		ctx := context.Background()
+		for range 3 {
+			ingestRequest(t, st, newLiveRequest(r, 3000, 200, 1_600_000_000_000_000, &ids))
+			if err := st.FlushLive(ctx, "app"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a, _ := st.App("app")
+		maxRuns := func(kind SegmentKind) int { return slices.Max(a.published().ShardRuns(kind)) }
+		if maxRuns(KindEvents) != 3 || maxRuns(KindUsers) != 3 {
+			t.Fatalf("after 3 flushes: at most %d events runs and %d users runs per shard, want 3", maxRuns(KindEvents), maxRuns(KindUsers))
+		}
+		want := appTrails(t, st)
+		l := a.live.Load()
+		for range 3 { // the first round may see the last request applied since the previous one
+			l.maintain(ctx, false)
+		}
+		wantRuns := 1
+		if off {
+			wantRuns = 3
+		}
+		if e, u := maxRuns(KindEvents), maxRuns(KindUsers); e != wantRuns || u != wantRuns {
+			t.Fatalf("NoIdleCompact %v: idle rounds left at most %d events runs and %d users runs per shard, want %d", off, e, u, wantRuns)
+		}
+		sameTrails(t, "after the idle compaction", appTrails(t, st), want)
+	}
 }
