@@ -865,12 +865,7 @@ func (l *liveApp) run() {
 func (l *liveApp) maintain(ctx context.Context, force bool) {
 	l.maint.Lock()
 	defer l.maint.Unlock()
-	l.mu.Lock()
-	age := !l.oldest.IsZero() && l.opt.Now().Sub(l.oldest) >= l.opt.FlushAge
-	unflushed := l.tailRows > 0 || len(l.segs) > 0
-	l.mu.Unlock()
-	mem := l.mem.Load()
-	if unflushed && (force || age || mem >= l.opt.FlushBytes || mem >= l.opt.Memory/2) {
+	if l.flushDue(force) {
 		start := time.Now()
 		rows, err := l.flush(ctx)
 		if l.opt.OnFlush != nil {
@@ -1000,6 +995,18 @@ func idleGroup(c *Catalog) (shardKind, bool) {
 		}
 	}
 	return shardKind{}, false
+}
+
+// flushDue reports whether maintain flushes now: something is unflushed
+// and force is set, or the oldest unflushed record is FlushAge old, or
+// the live layer holds FlushBytes or half its memory limit.
+func (l *liveApp) flushDue(force bool) bool {
+	l.mu.Lock()
+	age := !l.oldest.IsZero() && l.opt.Now().Sub(l.oldest) >= l.opt.FlushAge
+	unflushed := l.tailRows > 0 || len(l.segs) > 0
+	l.mu.Unlock()
+	mem := l.mem.Load()
+	return unflushed && (force || age || mem >= l.opt.FlushBytes || mem >= l.opt.Memory/2)
 }
 
 // liveGroups returns the compaction groups of segs: per kind and shard,
@@ -1146,7 +1153,14 @@ func liveTier(n int64) int {
 // each shard's and kind's segments into one.
 func (l *liveApp) mergeMemory(ctx context.Context, all bool) error {
 	a := l.a
-	for {
+	for round := 0; ; round++ {
+		if round > 0 && l.flushDue(false) {
+			// Under steady ingestion every round finds new seals to
+			// merge: without this the loop never ended and maintain
+			// never flushed while requests kept coming (3M events sent
+			// over 10 s with a 3 s flush age: one flush, after the last).
+			return nil
+		}
 		l.mu.Lock()
 		segs := slices.Clone(l.segs)
 		l.mu.Unlock()
