@@ -763,3 +763,56 @@ func TestLiveIdleCompaction(t *testing.T) {
 		sameTrails(t, "after the idle compaction", appTrails(t, st), want)
 	}
 }
+
+// TestLiveMergesYieldToFlush: the in-memory merges stop after a round
+// once a flush is due (flushDue), so that maintain flushes under steady
+// ingestion; without a flush due they go on until no tier has
+// liveMergeFanout segments. Sixteen seals of one size need two rounds.
+func TestLiveMergesYieldToFlush(t *testing.T) {
+	segs := func(due bool) int {
+		now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+		var mu sync.Mutex
+		opt := quietLive
+		opt.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+		st := openLiveOn(t, crashfs.New(), 1, opt)
+		ctx := context.Background()
+		one := func(k int) {
+			evs := make([]event.Event, 2000)
+			for i := range evs {
+				evs[i] = event.Event{UserID: fmt.Sprintf("u%d", i%100), Name: "a", Time: now.Add(-time.Hour).UnixMicro() + int64(k*2000+i)}
+			}
+			if _, err := st.Ingest(ctx, "app", evs, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		one(0)
+		a, _ := st.App("app")
+		l := a.live.Load()
+		l.maint.Lock() // no background round from here on
+		defer l.maint.Unlock()
+		for k := 1; k <= 16; k++ {
+			one(k)
+			v, err := a.Acquire() // seals
+			if err != nil {
+				t.Fatal(err)
+			}
+			v.Release()
+		}
+		if due {
+			mu.Lock()
+			now = now.Add(2 * opt.FlushAge)
+			mu.Unlock()
+		}
+		if err := l.mergeMemory(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.segs)
+	}
+	notDue, due := segs(false), segs(true)
+	t.Logf("in-memory segments after the merges: %d with no flush due, %d with one due", notDue, due)
+	if due <= notDue {
+		t.Fatalf("in-memory segments after the merges: %d with a flush due, %d without; want more with one due (the merges yield after a round)", due, notDue)
+	}
+}
