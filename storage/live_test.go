@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -814,5 +815,46 @@ func TestLiveMergesYieldToFlush(t *testing.T) {
 	t.Logf("in-memory segments after the merges: %d with no flush due, %d with one due", notDue, due)
 	if due <= notDue {
 		t.Fatalf("in-memory segments after the merges: %d with a flush due, %d without; want more with one due (the merges yield after a round)", due, notDue)
+	}
+}
+
+// TestLiveIdleCompactionYields: a record applied during an idle
+// compaction pass stops it after the (shard, kind) group being merged;
+// the rest waits for the next idle, flushed state.
+func TestLiveIdleCompactionYields(t *testing.T) {
+	var st *Store
+	var calls atomic.Int32
+	r := rand.New(rand.NewPCG(9, 10))
+	var ids idPool
+	opt := quietLive
+	opt.NoIdleCompact = false
+	opt.OnCompact = func(time.Duration, *CompactReport) {
+		if calls.Add(1) == 1 {
+			ingestRequest(t, st, newLiveRequest(r, 10, 5, 1_600_000_000_000_000, &ids))
+		}
+	}
+	st = openLiveOn(t, crashfs.New(), 2, opt)
+	ctx := context.Background()
+	for range 2 {
+		ingestRequest(t, st, newLiveRequest(r, 2000, 100, 1_600_000_000_000_000, &ids))
+		if err := st.FlushLive(ctx, "app"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, _ := st.App("app")
+	l := a.live.Load()
+	for range 3 {
+		l.maintain(ctx, false)
+	}
+	multi := 0
+	for _, kind := range []SegmentKind{KindEvents, KindUsers} {
+		for _, n := range a.published().ShardRuns(kind) {
+			if n > 1 {
+				multi++
+			}
+		}
+	}
+	if c := calls.Load(); c != 1 || multi != 3 {
+		t.Fatalf("ingestion resumed during the first group: %d groups compacted and %d of 4 left in several runs, want 1 and 3", c, multi)
 	}
 }
