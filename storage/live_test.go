@@ -738,12 +738,7 @@ func TestLiveIdleCompaction(t *testing.T) {
 		r := rand.New(rand.NewPCG(7, 8))
 		var ids idPool
 		ctx := context.Background()
-		for range 3 {
-			ingestRequest(t, st, newLiveRequest(r, 3000, 200, 1_600_000_000_000_000, &ids))
-			if err := st.FlushLive(ctx, "app"); err != nil {
-				t.Fatal(err)
-			}
-		}
+		ingestFlushes(t, st, r, &ids, 3, 3000, 200)
 		a, _ := st.App("app")
 		maxRuns := func(kind SegmentKind) int { return slices.Max(a.published().ShardRuns(kind)) }
 		if maxRuns(KindEvents) != 3 || maxRuns(KindUsers) != 3 {
@@ -835,12 +830,7 @@ func TestLiveIdleCompactionYields(t *testing.T) {
 	}
 	st = openLiveOn(t, crashfs.New(), 2, opt)
 	ctx := context.Background()
-	for range 2 {
-		ingestRequest(t, st, newLiveRequest(r, 2000, 100, 1_600_000_000_000_000, &ids))
-		if err := st.FlushLive(ctx, "app"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ingestFlushes(t, st, r, &ids, 2, 2000, 100)
 	a, _ := st.App("app")
 	l := a.live.Load()
 	for range 3 {
@@ -856,5 +846,18 @@ func TestLiveIdleCompactionYields(t *testing.T) {
 	}
 	if c := calls.Load(); c != 1 || multi != 3 {
 		t.Fatalf("ingestion resumed during the first group: %d groups compacted and %d of 4 left in several runs, want 1 and 3", c, multi)
+	}
+}
+
+// ingestFlushes ingests flushes requests of n events of users users into
+// app "app" of st, each flushed on its own (FlushLive): one run per
+// flush in each shard they reach.
+func ingestFlushes(t *testing.T, st *Store, r *rand.Rand, ids *idPool, flushes, n, users int) {
+	t.Helper()
+	for range flushes {
+		ingestRequest(t, st, newLiveRequest(r, n, users, 1_600_000_000_000_000, ids))
+		if err := st.FlushLive(context.Background(), "app"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
