@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,8 +35,9 @@ func openLiveOn(t *testing.T, fs *crashfs.FS, shards int, opt LiveOptions) *Stor
 }
 
 // quietLive are live options under which nothing happens in the
-// background during a test: flushes only when asked (FlushLive, Close).
-var quietLive = LiveOptions{FlushAge: time.Hour, FlushBytes: 1 << 40}
+// background during a test: flushes only when asked (FlushLive, Close),
+// no compaction of an idle app.
+var quietLive = LiveOptions{FlushAge: time.Hour, FlushBytes: 1 << 40, NoIdleCompact: true}
 
 // liveRequest is one Ingest call's input and the rows a file import of the
 // same data would take: its events and the users rows of its user writes.
@@ -721,4 +723,141 @@ func TestLiveMemorySegmentsBounded(t *testing.T) {
 		t.Fatalf("idle: %d in-memory segments, want 4", s[0].MemorySegments)
 	}
 	sameTrails(t, "after the idle merge", appTrails(t, st), want)
+}
+
+// TestLiveIdleCompaction: flushes leave a shard in several runs (one per
+// flush, fewer than tiered compaction merges); once ingestion pauses and
+// everything is flushed, the background rounds merge every shard and
+// kind into one run (compactIdle), and no trail changes. With
+// NoIdleCompact the runs stay.
+func TestLiveIdleCompaction(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		opt := quietLive
+		opt.NoIdleCompact = off
+		st := openLiveOn(t, crashfs.New(), 2, opt)
+		r := rand.New(rand.NewPCG(7, 8))
+		var ids idPool
+		ctx := context.Background()
+		ingestFlushes(t, st, r, &ids, 3, 3000, 200)
+		a, _ := st.App("app")
+		maxRuns := func(kind SegmentKind) int { return slices.Max(a.published().ShardRuns(kind)) }
+		if maxRuns(KindEvents) != 3 || maxRuns(KindUsers) != 3 {
+			t.Fatalf("after 3 flushes: at most %d events runs and %d users runs per shard, want 3", maxRuns(KindEvents), maxRuns(KindUsers))
+		}
+		want := appTrails(t, st)
+		l := a.live.Load()
+		for range 3 { // the first round may see the last request applied since the previous one
+			l.maintain(ctx, false)
+		}
+		wantRuns := 1
+		if off {
+			wantRuns = 3
+		}
+		if e, u := maxRuns(KindEvents), maxRuns(KindUsers); e != wantRuns || u != wantRuns {
+			t.Fatalf("NoIdleCompact %v: idle rounds left at most %d events runs and %d users runs per shard, want %d", off, e, u, wantRuns)
+		}
+		sameTrails(t, "after the idle compaction", appTrails(t, st), want)
+	}
+}
+
+// TestLiveMergesYieldToFlush: the in-memory merges stop after a round
+// once a flush is due (flushDue), so that maintain flushes under steady
+// ingestion; without a flush due they go on until no tier has
+// liveMergeFanout segments. Sixteen seals of one size need two rounds.
+func TestLiveMergesYieldToFlush(t *testing.T) {
+	segs := func(due bool) int {
+		now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+		var mu sync.Mutex
+		opt := quietLive
+		opt.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+		st := openLiveOn(t, crashfs.New(), 1, opt)
+		ctx := context.Background()
+		one := func(k int) {
+			evs := make([]event.Event, 2000)
+			for i := range evs {
+				evs[i] = event.Event{UserID: fmt.Sprintf("u%d", i%100), Name: "a", Time: now.Add(-time.Hour).UnixMicro() + int64(k*2000+i)}
+			}
+			if _, err := st.Ingest(ctx, "app", evs, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		one(0)
+		a, _ := st.App("app")
+		l := a.live.Load()
+		l.maint.Lock() // no background round from here on
+		defer l.maint.Unlock()
+		for k := 1; k <= 16; k++ {
+			one(k)
+			v, err := a.Acquire() // seals
+			if err != nil {
+				t.Fatal(err)
+			}
+			v.Release()
+		}
+		if due {
+			mu.Lock()
+			now = now.Add(2 * opt.FlushAge)
+			mu.Unlock()
+		}
+		if err := l.mergeMemory(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.segs)
+	}
+	notDue, due := segs(false), segs(true)
+	t.Logf("in-memory segments after the merges: %d with no flush due, %d with one due", notDue, due)
+	if due <= notDue {
+		t.Fatalf("in-memory segments after the merges: %d with a flush due, %d without; want more with one due (the merges yield after a round)", due, notDue)
+	}
+}
+
+// TestLiveIdleCompactionYields: a record applied during an idle
+// compaction pass stops it after the (shard, kind) group being merged;
+// the rest waits for the next idle, flushed state.
+func TestLiveIdleCompactionYields(t *testing.T) {
+	var st *Store
+	var calls atomic.Int32
+	r := rand.New(rand.NewPCG(9, 10))
+	var ids idPool
+	opt := quietLive
+	opt.NoIdleCompact = false
+	opt.OnCompact = func(time.Duration, *CompactReport) {
+		if calls.Add(1) == 1 {
+			ingestRequest(t, st, newLiveRequest(r, 10, 5, 1_600_000_000_000_000, &ids))
+		}
+	}
+	st = openLiveOn(t, crashfs.New(), 2, opt)
+	ctx := context.Background()
+	ingestFlushes(t, st, r, &ids, 2, 2000, 100)
+	a, _ := st.App("app")
+	l := a.live.Load()
+	for range 3 {
+		l.maintain(ctx, false)
+	}
+	multi := 0
+	for _, kind := range []SegmentKind{KindEvents, KindUsers} {
+		for _, n := range a.published().ShardRuns(kind) {
+			if n > 1 {
+				multi++
+			}
+		}
+	}
+	if c := calls.Load(); c != 1 || multi != 3 {
+		t.Fatalf("ingestion resumed during the first group: %d groups compacted and %d of 4 left in several runs, want 1 and 3", c, multi)
+	}
+}
+
+// ingestFlushes ingests flushes requests of n events of users users into
+// app "app" of st, each flushed on its own (FlushLive): one run per
+// flush in each shard they reach.
+func ingestFlushes(t *testing.T, st *Store, r *rand.Rand, ids *idPool, flushes, n, users int) {
+	t.Helper()
+	for range flushes {
+		ingestRequest(t, st, newLiveRequest(r, n, users, 1_600_000_000_000_000, ids))
+		if err := st.FlushLive(context.Background(), "app"); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
