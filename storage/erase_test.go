@@ -20,19 +20,15 @@ import (
 	"github.com/spurdb/spur/trail"
 )
 
-// eventsByID counts the events of each distinct id a version shows, and
-// the user property values of each (as "id/prop=value" keys).
+// eventsByID counts the events of each distinct id app's current
+// version shows, and the user property writes of each (as "users:ID").
 func eventsByID(t *testing.T, st *Store, app string) map[string]int {
 	t.Helper()
-	a, err := st.App(app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := a.Acquire()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Release()
+	return ofCurrent(t, st, app, func(v *Version) map[string]int { return countByID(t, v) })
+}
+
+// countByID is eventsByID of version v.
+func countByID(t *testing.T, v *Version) map[string]int {
 	var mu sync.Mutex
 	out := map[string]int{}
 	spec := ScanSpec{From: -1 << 62, To: 1 << 62, DistinctIDs: true, AllUsers: true,
