@@ -245,7 +245,7 @@ func (a *App) compactRound(ctx context.Context, opt CompactOptions) (*CompactRep
 	plan := planCompaction
 	switch {
 	case opt.erase:
-		plan = func(m *Catalog, _ CompactOptions) ([]compactGroup, map[shardKind]bool) { return planErase(m), nil }
+		plan = func(m *Catalog, _ CompactOptions) ([]compactGroup, map[shardKind]bool) { return a.planErase(m), nil }
 	case opt.Tiered:
 		plan = func(m *Catalog, _ CompactOptions) ([]compactGroup, map[shardKind]bool) { return planTiered(m), nil }
 	}
@@ -719,6 +719,9 @@ func (cp *compactor) open() error {
 			m.Props[iid].Name = InsertIDProp
 			meta = &m
 		}
+		// Other persons' events that name an erased id keep no trace of
+		// it (their identity fields written through a scrubbed dictionary).
+		meta, _ = cp.v.erasing().scrubbed(meta, ref.DelSeq)
 		c := &compactCursor{r: r, meta: meta, seq: ref.SeqMax, ord: i, block: -1, blk: cp.block(), iid: iid}
 		c.erase = cp.v.erasing().forSegment(nil, &ref, cp.out.shards)
 		// Every property column is decoded, each at its footer index.

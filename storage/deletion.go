@@ -27,6 +27,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spurdb/spur/event"
+	"github.com/spurdb/spur/storage/segment"
 )
 
 // DeletionKind says what a Deletion removes.
@@ -291,6 +292,10 @@ type eraseIndex struct {
 	users  []erasedUser
 	events []eventDeletion // pending events deletions, in request order
 	max    uint64          // the largest pending deletion number; 0: none pending
+	// named maps each erased id to the newest pending deletion naming
+	// it: the identity fields of other persons' events that name it are
+	// scrubbed in the segments numbered below (scrubbed)
+	named map[string]uint64
 }
 
 // newEraseIndex indexes the pending deletions of dels, compiling the
@@ -311,6 +316,10 @@ func newEraseIndex(dels []Deletion, props []event.PropType) *eraseIndex {
 		}
 		for _, id := range d.IDs {
 			x.users = append(x.users, erasedUser{hash: UserHash(id), id: id, seq: d.Seq})
+			if x.named == nil {
+				x.named = map[string]uint64{}
+			}
+			x.named[id] = d.Seq
 		}
 	}
 	if x.max == 0 {
@@ -401,4 +410,50 @@ func (x *eraseIndex) hides(delSeq, h uint64, id string) bool {
 		}
 	}
 	return false
+}
+
+// identityFields are the event properties that name a second distinct id
+// (docs/identity.md §2): an erasure scrubs an erased id from them in
+// other persons' events too (docs/storage.md §7).
+var identityFields = [...]string{anonIDProp, aliasProp}
+
+// erasedValue replaces an erased id in identityFields.
+const erasedValue = "$erased"
+
+// scrubbed returns meta with every identityFields dictionary entry that
+// names an id of a pending person deletion numbered above delSeq
+// replaced by erasedValue (a copy; meta itself when none does), and
+// whether it replaced any. A compaction writes the rows of a segment
+// through the scrubbed dictionaries, so no erased id leaves with them.
+func (x *eraseIndex) scrubbed(meta *segment.Meta, delSeq uint64) (*segment.Meta, bool) {
+	if x == nil || len(x.named) == 0 {
+		return meta, false
+	}
+	out := meta
+	for j := range meta.Props {
+		p := &meta.Props[j]
+		if p.Type != event.TypeString || !slices.Contains(identityFields[:], p.Name) {
+			continue
+		}
+		var dict []string
+		for k, v := range p.Dict {
+			if x.named[v] <= delSeq {
+				continue
+			}
+			if dict == nil {
+				dict = slices.Clone(p.Dict)
+			}
+			dict[k] = erasedValue
+		}
+		if dict == nil {
+			continue
+		}
+		if out == meta {
+			m := *meta
+			m.Props = slices.Clone(meta.Props)
+			out = &m
+		}
+		out.Props[j].Dict = dict
+	}
+	return out, out != meta
 }

@@ -482,14 +482,32 @@ func (a *App) identityCopyCurrent() bool {
 }
 
 // planErase returns one compaction group per run of segments that may
-// hold rows a pending deletion of m hides: the segments of a shard and
+// hold rows a pending deletion of m hides, or another person's event
+// naming an erased id in an identity field: the segments of a shard and
 // kind sharing such a segment's arrival range (the parts of one
 // compaction output are rewritten together, so recovery never takes a
 // part's older siblings for superseded inputs).
-func planErase(m *Catalog) []compactGroup {
+func (a *App) planErase(m *Catalog) []compactGroup {
 	x := newEraseIndex(m.Deletions, m.EventProps)
 	if x == nil {
 		return nil
+	}
+	// The footers of the current version say which segments hold an
+	// erased id in another person's identity fields (scrubbed).
+	v, err := a.Acquire()
+	if err == nil {
+		defer v.Release()
+	}
+	names := func(r *SegmentRef) bool {
+		if v == nil || r.Kind != KindEvents || len(x.named) == 0 {
+			return false
+		}
+		rd, err := v.Reader(*r)
+		if err != nil {
+			return false // not in the current version: the next Erase
+		}
+		_, hit := x.scrubbed(rd.Meta(), r.DelSeq)
+		return hit
 	}
 	type key struct {
 		kind           SegmentKind
@@ -499,7 +517,7 @@ func planErase(m *Catalog) []compactGroup {
 	hit := map[key]bool{}
 	for i := range m.Segments {
 		r := &m.Segments[i]
-		if x.holds(r, m.Shards) || x.holdsEvents(r) {
+		if x.holds(r, m.Shards) || x.holdsEvents(r) || names(r) {
 			hit[key{r.Kind, r.Shard, r.SeqMin, r.SeqMax}] = true
 		}
 	}

@@ -131,6 +131,8 @@ func TestErasePerson(t *testing.T) {
 			evs = append(evs, event.Event{UserID: u, Name: "view", Time: t0 + int64(i), Props: []event.Prop{secret}})
 		}
 	}
+	// Another person's event names the anonymous id in an identity field.
+	evs = append(evs, event.Event{UserID: "dave", Name: "view", Time: t0 + 50, Props: []event.Prop{{Name: "$anon_distinct_id", Value: event.String(anon)}}})
 	ingest(evs, []UserWrite{{Index: 3, Props: []event.Prop{{Name: "plan", Value: event.String("alice-plan-secret")}}}}, nil)
 	if err := st.FlushLive(ctx, "app"); err != nil {
 		t.Fatal(err)
