@@ -296,13 +296,14 @@ type eraseIndex struct {
 	// it: the identity fields of other persons' events that name it are
 	// scrubbed in the segments numbered below (scrubbed)
 	named map[string]uint64
+	salt  string // the app's Catalog.DelSalt (tombstone); "" until published
 }
 
 // newEraseIndex indexes the pending deletions of dels, compiling the
 // filters of events deletions against the event properties props (a
 // filter that does not compile fails the scans it concerns).
-func newEraseIndex(dels []Deletion, props []event.PropType) *eraseIndex {
-	x := &eraseIndex{}
+func newEraseIndex(dels []Deletion, props []event.PropType, salt string) *eraseIndex {
+	x := &eraseIndex{salt: salt}
 	for i := range dels {
 		d := &dels[i]
 		if !d.Pending() {
@@ -417,16 +418,22 @@ func (x *eraseIndex) hides(delSeq, h uint64, id string) bool {
 // other persons' events too (docs/storage.md §7).
 var identityFields = [...]string{anonIDProp, aliasProp}
 
-// erasedValue replaces an erased id in identityFields.
-const erasedValue = "$erased"
+// tombstone is what replaces erased distinct id in the id graph and in
+// other persons' identity fields once its erasure is done: "$erased:"
+// and 32 hex digits of its salted hash (hashID), the same for the same
+// id, so the persons the id joined stay as they were.
+func tombstone(salt, id string) string { return "$erased:" + hashID(salt, id)[:32] }
 
 // scrubbed returns meta with every identityFields dictionary entry that
 // names an id of a pending person deletion numbered above delSeq
-// replaced by erasedValue (a copy; meta itself when none does), and
+// replaced by its tombstone (a copy; meta itself when none does), and
 // whether it replaced any. A compaction writes the rows of a segment
 // through the scrubbed dictionaries, so no erased id leaves with them.
+// Before the app's salt is published (a request still only in the live
+// layer) nothing is scrubbed: the Erase after the flush that publishes
+// it does.
 func (x *eraseIndex) scrubbed(meta *segment.Meta, delSeq uint64) (*segment.Meta, bool) {
-	if x == nil || len(x.named) == 0 {
+	if x == nil || len(x.named) == 0 || x.salt == "" {
 		return meta, false
 	}
 	out := meta
@@ -443,7 +450,7 @@ func (x *eraseIndex) scrubbed(meta *segment.Meta, delSeq uint64) (*segment.Meta,
 			if dict == nil {
 				dict = slices.Clone(p.Dict)
 			}
-			dict[k] = erasedValue
+			dict[k] = tombstone(x.salt, v)
 		}
 		if dict == nil {
 			continue

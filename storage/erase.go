@@ -415,7 +415,7 @@ func (a *App) finishDeletions(l *liveApp, rep *EraseReport) error {
 		if !d.Pending() {
 			continue
 		}
-		x := newEraseIndex([]Deletion{*d}, next.EventProps)
+		x := newEraseIndex([]Deletion{*d}, next.EventProps, next.DelSalt)
 		held := func(r SegmentRef) bool { return x.holds(&r, next.Shards) || x.holdsEvents(&r) }
 		if slices.ContainsFunc(next.Segments, held) || slices.ContainsFunc(live, held) {
 			continue
@@ -427,7 +427,7 @@ func (a *App) finishDeletions(l *liveApp, rep *EraseReport) error {
 		}
 		d.Hash = hashID(next.DelSalt, d.IDs[0])
 		for _, id := range d.IDs {
-			erased[id] = "$erased:" + hashID(next.DelSalt, id)[:32]
+			erased[id] = tombstone(next.DelSalt, id)
 		}
 		if d.Suppress {
 			d.Suppressed = make([]string, len(d.IDs))
@@ -488,7 +488,7 @@ func (a *App) identityCopyCurrent() bool {
 // compaction output are rewritten together, so recovery never takes a
 // part's older siblings for superseded inputs).
 func (a *App) planErase(m *Catalog) []compactGroup {
-	x := newEraseIndex(m.Deletions, m.EventProps)
+	x := newEraseIndex(m.Deletions, m.EventProps, m.DelSalt)
 	if x == nil {
 		return nil
 	}

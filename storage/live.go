@@ -1145,6 +1145,9 @@ func (l *liveApp) flush(ctx context.Context) (int64, error) {
 	}
 	next.LogSeq = max(next.LogSeq, logSeq)
 	next.Deletions = append(slices.Clip(next.Deletions), dels...)
+	if next.DelSalt == "" && len(next.Deletions) > 0 {
+		next.DelSalt = newDelSalt() // published with the first request: Erase's tombstones need it
+	}
 	l.schemaMu.Lock()
 	next.EventProps, next.UserProps = l.evSchema.Props(), l.userSchema.Props()
 	l.schemaMu.Unlock()

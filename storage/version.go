@@ -44,7 +44,7 @@ type Version struct {
 // erasing returns the index of the version's pending deletions, nil when
 // none is pending.
 func (v *Version) erasing() *eraseIndex {
-	v.eraseOnce.Do(func() { v.erase = newEraseIndex(v.Deletions, v.EventProps) })
+	v.eraseOnce.Do(func() { v.erase = newEraseIndex(v.Deletions, v.EventProps, v.DelSalt) })
 	return v.erase
 }
 
