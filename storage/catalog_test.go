@@ -283,3 +283,32 @@ func FuzzDecodeCatalog(f *testing.F) {
 		}
 	})
 }
+
+// TestStaleSettingsRewritten: a SETTINGS file left holding other
+// settings than the catalog's (a crash between a publication's two
+// writes) is a verify finding until the next publication, which rewrites
+// it even though the settings did not change.
+func TestStaleSettingsRewritten(t *testing.T) {
+	st := openTest(t, 2)
+	ctx := context.Background()
+	evs := []event.Event{{UserID: "u", Name: "a", Time: 1_600_000_000_000_000}}
+	if _, err := st.Import(ctx, "app", []Source{&sliceSource{evs: evs}}, ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := st.App("app")
+	s := a.Current().settings()
+	s.TZ = "Europe/Berlin" // what an unpublished write left
+	dir := filepath.Join(st.Dir(), "apps", "app")
+	if err := os.WriteFile(filepath.Join(dir, "SETTINGS"), encodeSettings(&s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if vr, err := st.Verify(ctx, "app"); err != nil || len(vr.Findings) == 0 {
+		t.Fatalf("verify of a stale SETTINGS: %+v %v", vr, err)
+	}
+	if _, err := st.Import(ctx, "app", []Source{&sliceSource{evs: evs}}, ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if vr, err := st.Verify(ctx, "app"); err != nil || len(vr.Findings) > 0 {
+		t.Fatalf("verify after the next publication: %+v %v", vr, err)
+	}
+}

@@ -128,13 +128,14 @@ func (m *fileMetastore) isLegacy() bool {
 
 // publish makes next the app's catalog atomically (write CATALOG.tmp,
 // fsync, rename, fsync the directory), after writing SETTINGS when the
-// settings changed from prev's (nil: never written) or the app had only a
-// manifest.json. An error from the
+// settings changed from prev's (nil: never written), the file holds
+// others (a crash between a publication's two writes left the ones that
+// were not published) or the app had only a manifest.json. An error from the
 // final directory fsync leaves the new catalog in place but perhaps not
 // durable: the error says so, and the caller adopts next. It removes a
 // legacy manifest.json once the catalog replacing it is durable.
 func (m *fileMetastore) publish(prev, next *Catalog) (inPlace bool, err error) {
-	if s := next.settings(); prev == nil || prev.Generation == 0 || !s.equal(ptr(prev.settings())) || m.isLegacy() {
+	if s := next.settings(); prev == nil || prev.Generation == 0 || !s.equal(ptr(prev.settings())) || m.isLegacy() || !m.settingsAre(&s) {
 		if err := vfs.WriteFileAtomic(m.fs, m.dir, settingsName, encodeSettings(&s)); err != nil {
 			return false, fmt.Errorf("write settings: %w", err)
 		}
@@ -159,6 +160,13 @@ func (m *fileMetastore) publish(prev, next *Catalog) (inPlace bool, err error) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// settingsAre reports whether the app's SETTINGS file holds s (false
+// when it cannot be read).
+func (m *fileMetastore) settingsAre(s *Settings) bool {
+	cur, err := m.loadSettings()
+	return err == nil && cur.equal(s)
+}
 
 // loadSettings reads the app's SETTINGS file (for recovery).
 func (m *fileMetastore) loadSettings() (*Settings, error) {
