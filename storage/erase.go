@@ -193,16 +193,19 @@ func (s *Store) ErasePersons(ctx context.Context, appName string, ids []string, 
 		}
 	}
 	v.Release()
-	out := make([]Deletion, len(ids))
+	// Each id's request: the pending one, else a new one (once per id).
+	reqOf := map[string]string{}
+	for id, d := range pending {
+		reqOf[id] = d.ID
+	}
 	var recs [][]byte
 	at := l.opt.Now().UnixMicro()
-	for i, id := range ids {
-		if d, ok := pending[id]; ok {
-			out[i] = d
+	for _, id := range ids {
+		if _, ok := reqOf[id]; ok {
 			continue
 		}
 		r := eraseRequest{id: newDeletionID(), named: id, at: at, suppress: suppress}
-		pending[id] = Deletion{ID: r.id}
+		reqOf[id] = r.id
 		recs = append(recs, appendDeletionRecord(nil, r))
 	}
 	if len(recs) > 0 {
@@ -218,11 +221,9 @@ func (s *Store) ErasePersons(ctx context.Context, appName string, ids []string, 
 		return nil, err
 	}
 	defer v.Release()
+	out := make([]Deletion, len(ids))
 	for i, id := range ids {
-		if out[i].ID != "" {
-			continue
-		}
-		want := pending[id].ID
+		want := reqOf[id]
 		j := slices.IndexFunc(v.Deletions, func(d Deletion) bool { return d.ID == want })
 		if j < 0 {
 			return nil, fmt.Errorf("app %q: erase request %s applied but not in the current version", appName, want)

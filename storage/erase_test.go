@@ -168,9 +168,9 @@ func TestErasePerson(t *testing.T) {
 	if got := eventsByID(t, st, "app"); !maps.Equal(got, want) {
 		t.Fatalf("after the request: %v, want %v", got, want)
 	}
-	// Idempotent: the pending request again.
-	again, err := st.ErasePersons(ctx, "app", []string{known}, false)
-	if err != nil || again[0].ID != dels[0].ID {
+	// Idempotent: the pending request again, also twice in one call.
+	again, err := st.ErasePersons(ctx, "app", []string{known, known}, false)
+	if err != nil || again[0].ID != dels[0].ID || again[1].ID != dels[0].ID || len(again[1].IDs) != 2 {
 		t.Fatalf("again: %+v %v", again, err)
 	}
 	// Later events of the id: a new person.
