@@ -109,6 +109,13 @@ func (c *cursor) erased() bool {
 	return len(c.erase) > 0 && erasedAt(c.erase, &c.eraseAt, c.hash(), c.id())
 }
 
+// erasedUser reports whether user u of c's block (≥ every user asked
+// about before in the segment) is one its segment's pending deletions
+// hide; the block must hold the users' ids (drain reads them then).
+func (c *cursor) erasedUser(u int) bool {
+	return erasedAt(c.erase, &c.eraseAt, blockHash(&c.blk, u), c.blk.UserID(u))
+}
+
 // userOps reports whether users cursor c's current user has, in its
 // current block, writes the fast fold (shardScanner.userValues) cannot
 // apply — unset, add or delete — or may have: its rows continue in the

@@ -55,10 +55,11 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 	// From the next block on: without a join or lists the users are
 	// visited by position and their keys are not decoded; a join under
 	// NoIDs needs the ids only.
+	// Pending erasures (sc.erasing) skip users by id.
 	switch {
 	case !sc.spec.NoIDs:
 		c.keys = segment.KeysAll
-	case join:
+	case join || sc.erasing:
 		c.keys = segment.KeysIDs
 	default:
 		c.keys = segment.KeysNone
@@ -77,6 +78,21 @@ func (sc *shardScanner) drain(ctx context.Context, c *cursor, ucs []*cursor) err
 				hi = c.user + 1 + sort.Search(users-c.user-1, func(i int) bool {
 					return b.UserStarts[c.user+1+i]-b.UserStarts[c.user] >= denseRows
 				})
+			}
+			if len(c.erase) > 0 {
+				// An erased user is skipped (also its rows that go on
+				// in the next block: that block's first user, skipped
+				// there); the others are drained up to the next one.
+				if c.erasedUser(c.user) {
+					c.user++
+					continue
+				}
+				for e := c.user + 1; e < hi; e++ {
+					if c.erasedUser(e) {
+						hi = e
+						break
+					}
+				}
 			}
 			if err := sc.drainUsers(ctx, c, hi, t, &ucs, join); err != nil {
 				return err

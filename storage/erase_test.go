@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -468,4 +469,109 @@ func TestEraseIdentityCopyCrash(t *testing.T) {
 	if vr, err := st.Verify(ctx, "app"); err != nil || len(vr.Findings) > 0 {
 		t.Fatalf("verify: %+v %v", vr, err)
 	}
+}
+
+// TestEraseDrain: on a compacted app (one run per shard: the scan's drain
+// path, with its vector and sparse filters and its users join) the
+// pending erasure of random users hides exactly their events, with and
+// without user ids (NoIDs), as the general path does; and after Erase.
+func TestEraseDrain(t *testing.T) {
+	dir := t.TempDir()
+	open, now := liveDirAtNoon(t, dir, 2)
+	st := open()
+	defer st.Close()
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(3, 4))
+	t0 := now.Add(-time.Hour).UnixMicro()
+	want := map[string]map[string]int{"a": {}, "b": {}} // per event: the sparse and the dense filter
+	var evs []event.Event
+	var users []UserWrite
+	for i := range 6000 {
+		u := fmt.Sprintf("user-%d", r.IntN(700))
+		name := "c"
+		switch x := r.IntN(100); {
+		case x < 4:
+			name = "a"
+		case x < 70:
+			name = "b"
+		}
+		evs = append(evs, event.Event{UserID: u, Name: name, Time: t0 + int64(i)})
+		if want[name] != nil {
+			want[name][u]++
+		}
+		if i%50 == 0 {
+			users = append(users, UserWrite{Index: len(evs) - 1, Props: []event.Prop{{Name: "plan", Value: event.String(u)}}})
+		}
+	}
+	if _, err := st.Ingest(ctx, "app", evs, users); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.FlushLive(ctx, "app"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Compact(ctx, "app", CompactOptions{Force: true, BlockRows: 256}); err != nil {
+		t.Fatal(err)
+	}
+	var erase []string
+	for u := range want["b"] {
+		if r.IntN(10) == 0 {
+			erase = append(erase, u)
+		}
+	}
+	if _, err := st.ErasePersons(ctx, "app", erase, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range erase {
+		delete(want["a"], u)
+		delete(want["b"], u)
+	}
+	check := func(when string) {
+		t.Helper()
+		for target, want := range want {
+			total := 0
+			for _, n := range want {
+				total += n
+			}
+			for _, noIDs := range []bool{false, true} {
+				var mu sync.Mutex
+				got, n := map[string]int{}, 0
+				spec := ScanSpec{From: -1 << 62, To: 1 << 62, NoIDs: noIDs, UserProps: 1,
+					Masks: func(meta *segment.Meta) []uint64 {
+						m := make([]uint64, len(meta.EventNames))
+						for c, name := range meta.EventNames {
+							if name == target {
+								m[c] = 1
+							}
+						}
+						return m
+					},
+					CompileUsers: func(_ SegmentRef, meta *segment.Meta) (*UserSegmentPlan, error) {
+						return &UserSegmentPlan{Cols: []ColumnSource{{Prop: -1}}}, nil
+					}}
+				visit := visitFunc(func(u UserKey, tr *trail.Trail) {
+					mu.Lock()
+					defer mu.Unlock()
+					n += len(tr.Times)
+					if !noIDs {
+						got[string(u.ID)] += len(tr.Times)
+					}
+				})
+				ofCurrent(t, st, "app", func(v *Version) error {
+					_, err := v.Scan(ctx, spec, []Visitor{visit})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return nil
+				})
+				if n != total || !noIDs && !maps.Equal(got, want) {
+					t.Fatalf("%s, event %s, NoIDs %v: %d events, want %d (%d users, want %d)", when, target, noIDs, n, total, len(got), len(want))
+				}
+			}
+		}
+	}
+	check("pending")
+	if _, err := st.Erase(ctx, "app"); err != nil {
+		t.Fatal(err)
+	}
+	check("after Erase")
 }

@@ -165,9 +165,9 @@ func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error 
 	}
 	sc.onceSeen = false
 	sc.unsetOnce()
-	// Pending deletions that hide users in one of the shard's segments
-	// send the whole shard down the general path, whose cursors skip
-	// them (cursor.erased); drain reads blocks whole.
+	// Pending deletions that hide users in one of the shard's segments:
+	// the cursors skip them (cursor.erased; drain decodes the ids to,
+	// and drainAhead is off).
 	sc.erasing = false
 	if x := sc.snap.erasing(); x != nil {
 		for i := range refs {
@@ -207,7 +207,7 @@ func (sc *shardScanner) scanShard(ctx context.Context, refs []SegmentRef) error 
 		}
 	}
 	for len(sc.heap) > 0 {
-		if ev := sc.drainable(); ev >= 0 && !sc.erasing {
+		if ev := sc.drainable(); ev >= 0 {
 			// One events cursor left (one chain, e.g. a compacted shard),
 			// maybe with users cursors: no user has event rows elsewhere,
 			// so its blocks are filtered whole and the user values are
