@@ -114,7 +114,10 @@ func TestBackupKilled(t *testing.T) {
 		t.Logf("run %d: killed after %v: %v", i, killedAt.Round(time.Millisecond), err)
 	}
 	t.Logf("%v", counts)
-	if counts["incomplete"] < 5 || counts["complete"] < 3 {
-		t.Fatalf("kills left %v: want at least 5 incomplete and 3 complete backups", counts)
+	// At least 3 of each: the kills fall at random within 1.5 times the
+	// timed backup, and a machine whose load drops after it (a CI runner)
+	// finishes more of them than it did (4 of 20 incomplete seen once).
+	if counts["incomplete"] < 3 || counts["complete"] < 3 {
+		t.Fatalf("kills left %v: want at least 3 incomplete and 3 complete backups", counts)
 	}
 }
