@@ -163,7 +163,11 @@ func TestServeShutdownWithRunningQueries(t *testing.T) {
 	wg.Wait()
 	close(answers)
 	t.Logf("serve exited %v after SIGTERM (--shutdown-timeout %v): %v", d, shutdown, err)
-	if err != nil || d > shutdown {
+	// The queries are cancelled at the timeout; the store's close and
+	// the process's exit follow, which a loaded machine (CI running other
+	// packages' tests beside) delays by a fraction of a second (3.19 s
+	// seen once): a second's slack, far below the 10 s the queries need.
+	if err != nil || d > shutdown+time.Second {
 		t.Errorf("serve exited after %v with %v (stderr %s)", d, err, stderr.String())
 	}
 	cancelled := 0
