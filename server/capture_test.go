@@ -47,10 +47,15 @@ func personEvents(t *testing.T, ts *testServer, id string) (int, []string) {
 func TestCaptureProtocols(t *testing.T) {
 	ts, key, _ := captureServer(t)
 	ts0 := "2026-11-20T10:00:00"
+	// sent_at is the server's now: within --max-clock-skew, so the events
+	// keep their times and the resend below is a copy. (Sent 8 days
+	// late, each request's events would move by now − sent_at in whole
+	// seconds, and a resend in the next second would not be one.)
+	sentAt := time.Now().UTC().Format("2006-01-02T15:04:05")
 	posthog := fmt.Sprintf(`{"api_key":%q,"sent_at":"%sZ","batch":[
 		{"event":"signup","distinct_id":"ph-anon","uuid":"u-1","timestamp":"%s.1Z","properties":{"plan":"free","$set":{"email":"a@b.c"}}},
 		{"event":"$identify","distinct_id":"ph-user","uuid":"","timestamp":"%s.2Z","properties":{"$anon_distinct_id":"ph-anon"},"$set":{"name":"Ada"}},
-		{"event":"purchase","distinct_id":"ph-user","uuid":"","timestamp":"%s.3Z","properties":{"amount":9.5}}]}`, key, ts0, ts0, ts0, ts0)
+		{"event":"purchase","distinct_id":"ph-user","uuid":"","timestamp":"%s.3Z","properties":{"amount":9.5}}]}`, key, sentAt, ts0, ts0, ts0)
 	segment := fmt.Sprintf(`{"writeKey":%q,"batch":[
 		{"type":"track","event":"signup","anonymousId":"sg-anon","messageId":"m-1","timestamp":"%s.1Z"},
 		{"type":"identify","userId":"sg-user","anonymousId":"sg-anon","traits":{"email":"s@b.c"},"messageId":"m-2","timestamp":"%s.2Z"},
