@@ -128,24 +128,12 @@ func (s *Server) handleDeleteEvents(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	b, err := readLimited(w, r, maxMergeBody)
-	if err != nil {
-		writeError(w, err.(answerError).e)
-		return
-	}
 	var body deleteEventsBody
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil || dec.More() {
-		if err == nil {
-			err = errors.New("data after the object")
-		}
-		writeError(w, &apiError{Status: http.StatusBadRequest, Code: CodeInvalidInput, Field: "body",
-			Message: `want {"event", "where", "range": {"from", "to"}}: ` + err.Error()})
+	if !readStrict(w, r, &body) {
 		return
 	}
 	if body.Event == "" {
-		writeError(w, &apiError{Status: http.StatusBadRequest, Code: CodeInvalidInput, Field: "event", Message: `event is required ("$any" for every event)`})
+		writeError(w, &apiError{Status: http.StatusBadRequest, Code: query.CodeInvalidQuery, Field: "event", Message: `event is required ("$any" for every event)`})
 		return
 	}
 	tz := body.TZ

@@ -962,7 +962,7 @@ func (cp *compactor) writeRun(p *runPart, end int, tied bool) error {
 	}
 	from := p.s
 	for r := p.s; r < end; r++ {
-		if len(dels) > 0 && slices.ContainsFunc(dels, func(d rowDelete) bool { return d.hit(b, r) }) {
+		if len(dels) > 0 && deletedRow(dels, b, r) {
 			if r > from {
 				if err := cp.w.AppendBlockRows(b, from, r, rm); err != nil {
 					return err

@@ -73,6 +73,16 @@ func (d *rowDelete) hit(b *segment.Block, r int) bool {
 	return d.codes[b.Events[r]] && t >= d.from && t < d.to && (d.test == nil || d.test(b, r))
 }
 
+// deletedRow reports whether one of dels deletes row r of b.
+func deletedRow(dels []rowDelete, b *segment.Block, r int) bool {
+	for i := range dels {
+		if dels[i].hit(b, r) {
+			return true
+		}
+	}
+	return false
+}
+
 // eventDeletes compiles the version's pending events deletions numbered
 // above ref.DelSeq for events segment ref (footer meta) into dst[:0]:
 // only those whose event occurs in the segment and whose range overlaps
@@ -116,6 +126,13 @@ func (x *eraseIndex) eventDeletes(dst []rowDelete, ref *SegmentRef, meta *segmen
 	return dst, nil
 }
 
+// touches reports whether segment ref (of an app of shards shards) may
+// hold rows a pending deletion hides: a person's (holds) or an events
+// deletion's (holdsEvents). Erase rewrites the segments it reports.
+func (x *eraseIndex) touches(ref *SegmentRef, shards int) bool {
+	return x.holds(ref, shards) || x.holdsEvents(ref)
+}
+
 // holdsEvents reports whether segment ref may hold rows of a pending
 // events deletion (by kind, deletion number and time range).
 func (x *eraseIndex) holdsEvents(ref *SegmentRef) bool {
@@ -142,12 +159,9 @@ func (c *cursor) deleteRows(p *SegmentPlan, dels []rowDelete) *SegmentPlan {
 				rm[r] = masks[code]
 			}
 		}
-		for i := range dels {
-			d := &dels[i]
-			for r := range b.Rows {
-				if rm[r] != 0 && d.hit(b, r) {
-					rm[r] = 0
-				}
+		for r := range b.Rows {
+			if rm[r] != 0 && deletedRow(dels, b, r) {
+				rm[r] = 0
 			}
 		}
 	}

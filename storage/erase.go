@@ -186,18 +186,15 @@ func (s *Store) ErasePersons(ctx context.Context, appName string, ids []string, 
 	if err != nil {
 		return nil, err
 	}
-	pending := map[string]Deletion{}
+	// Each id's request: the pending one naming it, else a new one (once
+	// per id).
+	reqOf := map[string]string{}
 	for _, d := range v.Deletions {
 		if d.Pending() && len(d.IDs) > 0 && d.Suppress == suppress {
-			pending[d.IDs[0]] = d
+			reqOf[d.IDs[0]] = d.ID
 		}
 	}
 	v.Release()
-	// Each id's request: the pending one, else a new one (once per id).
-	reqOf := map[string]string{}
-	for id, d := range pending {
-		reqOf[id] = d.ID
-	}
 	var recs [][]byte
 	at := l.opt.Now().UnixMicro()
 	for _, id := range ids {
@@ -417,7 +414,7 @@ func (a *App) finishDeletions(l *liveApp, rep *EraseReport) error {
 			continue
 		}
 		x := newEraseIndex([]Deletion{*d}, next.EventProps, next.DelSalt)
-		held := func(r SegmentRef) bool { return x.holds(&r, next.Shards) || x.holdsEvents(&r) }
+		held := func(r SegmentRef) bool { return x.touches(&r, next.Shards) }
 		if slices.ContainsFunc(next.Segments, held) || slices.ContainsFunc(live, held) {
 			continue
 		}
@@ -518,7 +515,7 @@ func (a *App) planErase(m *Catalog) []compactGroup {
 	hit := map[key]bool{}
 	for i := range m.Segments {
 		r := &m.Segments[i]
-		if x.holds(r, m.Shards) || x.holdsEvents(r) || names(r) {
+		if x.touches(r, m.Shards) || names(r) {
 			hit[key{r.Kind, r.Shard, r.SeqMin, r.SeqMax}] = true
 		}
 	}

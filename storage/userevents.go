@@ -194,7 +194,7 @@ func (s *Version) appendUserRows(ctx context.Context, rows []userRow, part int32
 			if b.Times[i] < retained {
 				continue // past the app's retention (docs/storage.md §7)
 			}
-			if len(dels) > 0 && slices.ContainsFunc(dels, func(d rowDelete) bool { return d.hit(b, i) }) {
+			if len(dels) > 0 && deletedRow(dels, b, i) {
 				continue // an events deletion pending in the segment deletes it
 			}
 			row := userRow{time: b.Times[i], seg: int32(seg), block: int32(block), row: int32(i - from), part: part, name: m.EventNames[b.Events[i]]}
